@@ -1,0 +1,52 @@
+// Bit-level field access for the wire formats (docs/protocol.md).
+//
+// Bit numbering: bit i of a buffer is bit (i % 8) of byte (i / 8), i.e. LSB-first within
+// little-endian bytes; a field of width w at offset o holds its least significant bit at o.
+// Every access is bounds-checked by the caller through `fits`; get/put assert it.
+#pragma once
+
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace galaxy {
+
+inline bool bits_fit(size_t buffer_bytes, size_t offset, unsigned width) {
+  return width <= 64 && offset + width <= buffer_bytes * 8;
+}
+
+inline uint64_t get_bits(std::span<const uint8_t> buf, size_t offset, unsigned width) {
+  assert(bits_fit(buf.size(), offset, width));
+  uint64_t v = 0;
+  for (unsigned i = 0; i < width;) {
+    size_t bit = offset + i;
+    unsigned in_byte = bit % 8;
+    unsigned take = 8 - in_byte;
+    if (take > width - i) take = width - i;
+    uint64_t chunk = (buf[bit / 8] >> in_byte) & ((1u << take) - 1u);
+    v |= chunk << i;
+    i += take;
+  }
+  return v;
+}
+
+inline void put_bits(std::span<uint8_t> buf, size_t offset, unsigned width, uint64_t value) {
+  assert(bits_fit(buf.size(), offset, width));
+  for (unsigned i = 0; i < width;) {
+    size_t bit = offset + i;
+    unsigned in_byte = bit % 8;
+    unsigned take = 8 - in_byte;
+    if (take > width - i) take = width - i;
+    uint8_t mask = static_cast<uint8_t>(((1u << take) - 1u) << in_byte);
+    uint8_t chunk = static_cast<uint8_t>(((value >> i) & ((1u << take) - 1u)) << in_byte);
+    buf[bit / 8] = static_cast<uint8_t>((buf[bit / 8] & ~mask) | chunk);
+    i += take;
+  }
+}
+
+inline constexpr uint64_t low_mask(unsigned width) {
+  return width >= 64 ? ~uint64_t{0} : ((uint64_t{1} << width) - 1);
+}
+
+}  // namespace galaxy

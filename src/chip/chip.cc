@@ -1,0 +1,317 @@
+#include "chip/chip.h"
+
+#include <fmt/format.h>
+
+#include "chip/nma.h"
+
+namespace galaxy::chip {
+
+using wire::NmpError;
+
+Severity fault_severity(FaultCode c) {
+  switch (c) {
+    case FaultCode::kLinkDown: return Severity::kCritical;
+    case FaultCode::kBistFailed:
+    case FaultCode::kOverTemperature:
+    case FaultCode::kRetransThreshold: return Severity::kMajor;
+    case FaultCode::kCrcErrorBurst:
+    case FaultCode::kMKeyViolation:
+    case FaultCode::kDirtyPacket: return Severity::kMinor;
+    case FaultCode::kLinkUp: return Severity::kInfo;
+  }
+  return Severity::kInfo;
+}
+
+std::string_view fault_name(FaultCode c) {
+  switch (c) {
+    case FaultCode::kLinkDown: return "link_down";
+    case FaultCode::kLinkUp: return "link_up";
+    case FaultCode::kCrcErrorBurst: return "crc_error_burst";
+    case FaultCode::kRetransThreshold: return "retransmission_threshold";
+    case FaultCode::kOverTemperature: return "over_temperature";
+    case FaultCode::kMKeyViolation: return "mkey_violation";
+    case FaultCode::kDirtyPacket: return "dirty_packet";
+    case FaultCode::kBistFailed: return "bist_failed";
+  }
+  return "unknown";
+}
+
+std::string_view severity_name(Severity s) {
+  switch (s) {
+    case Severity::kInfo: return "info";
+    case Severity::kMinor: return "minor";
+    case Severity::kMajor: return "major";
+    case Severity::kCritical: return "critical";
+  }
+  return "unknown";
+}
+
+Chip::Chip(wire::ChipType type, uint16_t num_ports, uint32_t address_space)
+    : type_(type), address_space_(address_space), ports_(num_ports) {
+  nma_ = std::make_unique<Nma>(*this);
+}
+
+Chip::~Chip() = default;
+
+namespace {
+bool in_port_block(uint16_t addr, size_t num_ports, uint8_t* port, uint16_t* offset) {
+  if (addr < reg::kPortBase) return false;
+  uint32_t rel = addr - reg::kPortBase;
+  uint32_t p = rel / reg::kPortStride;
+  if (p >= num_ports) return false;
+  *port = static_cast<uint8_t>(p);
+  *offset = static_cast<uint16_t>(rel % reg::kPortStride);
+  return true;
+}
+
+uint64_t peer_word(const PortState& s) {
+  return reg::encode_peer(s.peer.valid, s.peer.type == wire::ChipType::kNrc, s.peer.port,
+                          s.link == LinkState::kUp, s.peer.chip_id);
+}
+}  // namespace
+
+RegAccess Chip::read_register(uint16_t addr) {
+  if (addr >= address_space_) return {NmpError::kAddressOutOfRange, 0};
+  switch (addr) {
+    case reg::kChipIdent:
+      return {NmpError::kNone, static_cast<uint64_t>(type_) | (uint64_t{num_ports()} << 8) |
+                                   (uint64_t{1} << 16)};
+    case reg::kChipId: return {NmpError::kNone, chip_id_ | (id_valid_ ? uint64_t{1} << 16 : 0)};
+    case reg::kChipCtrl: return {NmpError::kNone, ctrl_};
+    case reg::kMKey: return {NmpError::kNone, 0};  // the key is never read back
+    case reg::kMKeyViolations: return {NmpError::kNone, mkey_violations_};
+    case reg::kTemperature: return {NmpError::kNone, static_cast<uint64_t>(temperature_mc_)};
+    case reg::kFaultEnable: return {NmpError::kNone, fault_enable_};
+    case reg::kFaultMask: return {NmpError::kNone, fault_mask_};
+    case reg::kFaultRouteLo: return {NmpError::kNone, fault_route_lo_};
+    case reg::kFaultRouteHi: return {NmpError::kNone, fault_route_hi_};
+    case reg::kFaultDest: return {NmpError::kNone, fault_dest_};
+    case reg::kFaultStatus: return {NmpError::kNone, fault_status_};
+    case reg::kFaultsReported: return {NmpError::kNone, faults_reported_};
+    case reg::kNmaDropped: return {NmpError::kNone, nma_dropped_};
+    case reg::kNmaErrors: return {NmpError::kNone, nma_errors_};
+    case reg::kNmaRequests: return {NmpError::kNone, nma_requests_};
+    case reg::kBootStatus: return {NmpError::kNone, boot_status_};
+    case reg::kDirtyDiscards: return {NmpError::kNone, dirty_discards_};
+    case reg::kScratch: return {NmpError::kNone, scratch_};
+    default: break;
+  }
+  if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + (num_ports() + 1) / 2) {
+    size_t p = 2 * size_t{static_cast<uint16_t>(addr - reg::kPeerSummary)};
+    uint64_t v = peer_word(ports_[p]);
+    if (p + 1 < ports_.size()) v |= peer_word(ports_[p + 1]) << 32;
+    return {NmpError::kNone, v};
+  }
+  uint8_t p;
+  uint16_t off;
+  if (in_port_block(addr, ports_.size(), &p, &off)) {
+    const PortState& s = ports_[p];
+    switch (off) {
+      case reg::port::kIdent:
+        return {NmpError::kNone, uint64_t{p} | (uint64_t{chip_id()} << 8) |
+                                     (uint64_t(type_) << 24)};
+      case reg::port::kPeerIdent: return {NmpError::kNone, peer_word(s)};
+      case reg::port::kLinkState:
+        return {NmpError::kNone, static_cast<uint64_t>(s.link) | (uint64_t{s.lanes} << 8)};
+      case reg::port::kHandshakes: return {NmpError::kNone, s.handshakes};
+      case reg::port::kRetransmissions: return {NmpError::kNone, s.retransmissions};
+      case reg::port::kRetransRate: return {NmpError::kNone, s.retrans_rate_ppm()};
+      case reg::port::kCrcErrors: return {NmpError::kNone, s.crc_errors};
+      case reg::port::kTxFlits: return {NmpError::kNone, s.tx_flits};
+      case reg::port::kRxFlits: return {NmpError::kNone, s.rx_flits};
+      case reg::port::kDirtyDiscards: return {NmpError::kNone, s.dirty_discards};
+      case reg::port::kTxPackets: return {NmpError::kNone, s.tx_packets};
+      case reg::port::kRxPackets: return {NmpError::kNone, s.rx_packets};
+      case reg::port::kOutputLoad: return {NmpError::kNone, s.output_load};
+      case reg::port::kPortCtrl: return {NmpError::kNone, s.ctrl};
+      case reg::port::kBistCtrl: return {NmpError::kNone, s.bist_ctrl};
+      case reg::port::kBistStatus:
+        return {NmpError::kNone, (s.bist_running ? 1u : 0u) | (s.bist_done ? 2u : 0u) |
+                                     (s.bist_flits << 32)};
+      case reg::port::kBistErrors: return {NmpError::kNone, s.bist_errors};
+      case reg::port::kLinkParams: return {NmpError::kNone, s.link_params};
+      default: return {NmpError::kAddressOutOfRange, 0};
+    }
+  }
+  return read_specific(addr);
+}
+
+NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
+  if (addr >= address_space_) return NmpError::kAddressOutOfRange;
+  switch (addr) {
+    case reg::kChipId:
+      return (value >> 17) == 0 && (value & 0xFFFF) != wire::kUnconfiguredId ? NmpError::kNone
+                                                                             : NmpError::kBadValue;
+    case reg::kChipCtrl: return value <= 2 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kMKey:
+    case reg::kFaultMask:
+    case reg::kFaultRouteLo:
+    case reg::kFaultStatus:
+    case reg::kScratch: return NmpError::kNone;
+    case reg::kFaultEnable: return value <= 1 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kFaultRouteHi: return (value >> 41) == 0 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kFaultDest: return (value >> 22) == 0 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kChipIdent:
+    case reg::kMKeyViolations:
+    case reg::kTemperature:
+    case reg::kFaultsReported:
+    case reg::kNmaDropped:
+    case reg::kNmaErrors:
+    case reg::kNmaRequests:
+    case reg::kBootStatus:
+    case reg::kDirtyDiscards: return NmpError::kReadOnly;
+    default: break;
+  }
+  if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + (num_ports() + 1) / 2)
+    return NmpError::kReadOnly;
+  uint8_t p;
+  uint16_t off;
+  if (in_port_block(addr, ports_.size(), &p, &off)) {
+    switch (off) {
+      case reg::port::kPortCtrl: return value <= 3 ? NmpError::kNone : NmpError::kBadValue;
+      case reg::port::kBistCtrl:
+        return ((value >> 40) == 0 && ((value >> 32) & 0xFF) <= 100 && (value & 3) != 3)
+                   ? NmpError::kNone
+                   : NmpError::kBadValue;
+      case reg::port::kLinkParams: return NmpError::kNone;
+      default: return off < reg::port::kEnd ? NmpError::kReadOnly : NmpError::kAddressOutOfRange;
+    }
+  }
+  return check_specific(addr, value);
+}
+
+void Chip::write_register(uint16_t addr, uint64_t value) {
+  switch (addr) {
+    case reg::kChipId:
+      chip_id_ = static_cast<uint16_t>(value);
+      id_valid_ = (value >> 16) & 1;
+      return;
+    case reg::kChipCtrl: ctrl_ = value; return;
+    case reg::kMKey: mkey_ = value; return;
+    case reg::kFaultEnable: fault_enable_ = value; return;
+    case reg::kFaultMask: fault_mask_ = value; return;
+    case reg::kFaultRouteLo: fault_route_lo_ = value; return;
+    case reg::kFaultRouteHi: fault_route_hi_ = value; return;
+    case reg::kFaultDest: fault_dest_ = value; return;
+    case reg::kFaultStatus: fault_status_ &= ~value; return;  // write 1 to clear
+    case reg::kScratch: scratch_ = value; return;
+    default: break;
+  }
+  uint8_t p;
+  uint16_t off;
+  if (in_port_block(addr, ports_.size(), &p, &off)) {
+    PortState& s = ports_[p];
+    switch (off) {
+      case reg::port::kPortCtrl: {
+        bool was_down = (s.ctrl & 2) != 0;
+        s.ctrl = value;
+        if ((value & 2) && !was_down && s.link == LinkState::kUp) link_down(p);
+        return;
+      }
+      case reg::port::kBistCtrl:
+        s.bist_ctrl = value;
+        if (value & 1) {
+          s.bist_running = true;
+          s.bist_done = false;
+          s.bist_flits = s.bist_errors = 0;
+        } else if (value & 2) {
+          s.bist_running = false;
+        }
+        return;
+      case reg::port::kLinkParams: s.link_params = value; return;
+      default: return;
+    }
+  }
+  write_specific(addr, value);
+}
+
+RegAccess Chip::read_specific(uint16_t) { return {NmpError::kAddressOutOfRange, 0}; }
+NmpError Chip::check_specific(uint16_t, uint64_t) const { return NmpError::kAddressOutOfRange; }
+void Chip::write_specific(uint16_t, uint64_t) {}
+Status Chip::apply_boot_route(const BootRoute&) {
+  return make_error(Code::kUnsupported, 2020, "boot image: route record on a chip without route tables");
+}
+
+bool Chip::key_allows(bool write, uint64_t presented_key) {
+  uint64_t level = ctrl_ & 3;
+  bool needed = level >= 2 || (level == 1 && write);
+  if (!needed || presented_key == mkey_) return true;
+  ++mkey_violations_;
+  raise_fault(FaultCode::kMKeyViolation, 0, static_cast<uint32_t>(mkey_violations_));
+  return false;
+}
+
+Status Chip::power_on() {
+  auto image = read_boot_image(eeprom_);
+  if (!image.ok()) {
+    bool blank = image.error().code == Code::kNotFound;
+    boot_status_ = blank ? 0 : (static_cast<uint64_t>(image.error().id & 0xFF) << 8);
+    if (blank) return {};
+    return image.error();
+  }
+  // Validate every record before applying any, so a bad image changes nothing.
+  for (const auto& r : image->registers) {
+    NmpError e = check_write(r.address, r.value);
+    if (e != NmpError::kNone) {
+      boot_status_ = uint64_t{0x30} << 8;
+      return make_error(Code::kMalformed, 2021,
+                        fmt::format("boot image: register 0x{:03x} value 0x{:x} refused: {}",
+                                    r.address, r.value, wire::nmp_error_name(e)));
+    }
+  }
+  for (const auto& r : image->routes) {
+    uint32_t port_mask = num_ports() >= 32 ? ~0u : ((1u << num_ports()) - 1);
+    if (type_ != wire::ChipType::kNrc || r.count == 0 || (r.input_mask & ~port_mask) ||
+        (r.ports & ~port_mask)) {
+      boot_status_ = uint64_t{0x31} << 8;
+      return make_error(Code::kMalformed, 2022,
+                        fmt::format("boot image: route record first={} count={} mask=0x{:x} "
+                                    "ports=0x{:x} is invalid for this chip",
+                                    r.first, r.count, r.input_mask, r.ports));
+    }
+  }
+  for (const auto& r : image->registers) write_register(r.address, r.value);
+  for (const auto& r : image->routes) GALAXY_TRY(apply_boot_route(r));
+  boot_status_ = 1 | (uint64_t{image->registers.size() + image->routes.size()} << 16);
+  return {};
+}
+
+void Chip::link_up(uint8_t p, const PeerIdentity& peer, uint8_t lanes) {
+  PortState& s = ports_[p];
+  s.link = LinkState::kUp;
+  s.lanes = lanes;
+  s.peer = peer;
+  ++s.handshakes;
+}
+
+void Chip::link_down(uint8_t p) {
+  PortState& s = ports_[p];
+  if (s.link == LinkState::kDown) return;
+  s.link = LinkState::kDown;
+  s.lanes = 0;
+  raise_fault(FaultCode::kLinkDown, p, 0);
+}
+
+void Chip::complete_bist(uint8_t p, uint64_t flits, uint64_t errors) {
+  PortState& s = ports_[p];
+  s.bist_running = false;
+  s.bist_done = true;
+  s.bist_flits = flits;
+  s.bist_errors = errors;
+  if (errors) raise_fault(FaultCode::kBistFailed, p, static_cast<uint32_t>(errors));
+}
+
+void Chip::count_dirty(uint8_t p) {
+  ++dirty_discards_;
+  if (p < ports_.size()) ++ports_[p].dirty_discards;
+}
+
+bool Chip::raise_fault(FaultCode code, uint8_t p, uint32_t detail) {
+  fault_status_ |= uint64_t{1} << static_cast<uint8_t>(code);
+  if (!(fault_enable_ & 1) || (fault_mask_ >> static_cast<uint8_t>(code)) & 1) return false;
+  if (!nma_->queue_fault_report(code, p, detail)) return false;
+  ++faults_reported_;
+  return true;
+}
+
+}  // namespace galaxy::chip

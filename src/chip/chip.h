@@ -1,0 +1,173 @@
+// State shared by both chips: identity, the common register block, per-port link-layer state,
+// the EEPROM, M_Key protection and the NMA (SYSTEM.md 1.3, 1.4, 2.1). No clock, no threads:
+// the engines drive these objects and add time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "chip/eeprom.h"
+#include "chip/registers.h"
+#include "wire/mgmt.h"
+
+namespace galaxy::chip {
+
+class Nma;
+
+enum class LinkState : uint8_t { kDown = 0, kTraining = 1, kUp = 2 };
+
+// Fault events an NMA can report actively (SYSTEM.md 2.5.3); bit i of FAULT_MASK masks code i.
+enum class FaultCode : uint8_t {
+  kLinkDown = 0,
+  kLinkUp = 1,
+  kCrcErrorBurst = 2,
+  kRetransThreshold = 3,
+  kOverTemperature = 4,
+  kMKeyViolation = 5,
+  kDirtyPacket = 6,
+  kBistFailed = 7,
+};
+inline constexpr uint8_t kFaultCodeCount = 8;
+enum class Severity : uint8_t { kInfo = 0, kMinor = 1, kMajor = 2, kCritical = 3 };
+Severity fault_severity(FaultCode c);
+std::string_view fault_name(FaultCode c);
+std::string_view severity_name(Severity s);
+
+struct PeerIdentity {
+  bool valid = false;
+  wire::ChipType type = wire::ChipType::kNic;
+  uint16_t chip_id = 0;
+  uint8_t port = 0;
+  bool operator==(const PeerIdentity&) const = default;
+};
+
+struct PortState {
+  LinkState link = LinkState::kDown;
+  uint8_t lanes = 0;
+  PeerIdentity peer;  // learnt when the link comes up (SYSTEM.md 1.4)
+  uint64_t handshakes = 0;
+  uint64_t retransmissions = 0;
+  uint64_t crc_errors = 0;
+  uint64_t tx_flits = 0;
+  uint64_t rx_flits = 0;
+  uint64_t dirty_discards = 0;
+  uint64_t tx_packets = 0;
+  uint64_t rx_packets = 0;
+  uint64_t output_load = 0;  // flits waiting for this output; the adaptive choice reads it
+  uint64_t ctrl = 1;         // PORT_CTRL: [0] enable, [1] force down
+  uint64_t link_params = 0;
+  uint64_t bist_ctrl = 0;
+  bool bist_running = false;
+  bool bist_done = false;
+  uint64_t bist_flits = 0;
+  uint64_t bist_errors = 0;
+
+  // Retransmissions per million flits sent (RETRANS_RATE).
+  uint64_t retrans_rate_ppm() const {
+    return tx_flits == 0 ? 0 : retransmissions * 1000000 / tx_flits;
+  }
+};
+
+// Result of one register access as the NMA sees it.
+struct RegAccess {
+  wire::NmpError error = wire::NmpError::kNone;
+  uint64_t value = 0;
+};
+
+class Chip {
+ public:
+  Chip(wire::ChipType type, uint16_t num_ports, uint32_t address_space);
+  virtual ~Chip();
+  Chip(const Chip&) = delete;
+  Chip& operator=(const Chip&) = delete;
+
+  wire::ChipType type() const { return type_; }
+  uint16_t num_ports() const { return static_cast<uint16_t>(ports_.size()); }
+  uint32_t address_space() const { return address_space_; }
+
+  // Identity: an unconfigured chip answers only DestID all-ones (SYSTEM.md 2.2).
+  bool configured() const { return id_valid_; }
+  uint16_t chip_id() const { return id_valid_ ? chip_id_ : wire::kUnconfiguredId; }
+  void set_chip_id(uint16_t id) {
+    chip_id_ = id;
+    id_valid_ = true;
+  }
+
+  // Register access by management (NMA) or by a test. check_write validates without effect;
+  // write_register applies a value that check_write accepted.
+  RegAccess read_register(uint16_t addr);
+  wire::NmpError check_write(uint16_t addr, uint64_t value) const;
+  void write_register(uint16_t addr, uint64_t value);
+
+  // M_Key protection (SYSTEM.md 3 "Protection"): level 0 none, 1 writes need the key,
+  // 2 reads and writes need it. Returns false and counts a violation when refused.
+  bool key_allows(bool write, uint64_t presented_key);
+  uint64_t mkey_violations() const { return mkey_violations_; }
+
+  Eeprom& eeprom() { return eeprom_; }
+  const Eeprom& eeprom() const { return eeprom_; }
+  // Power-on: load configuration registers and route tables from the EEPROM boot image. A blank
+  // EEPROM leaves the chip unconfigured; a bad image changes nothing and is reported in
+  // BOOT_STATUS and the returned status.
+  Status power_on();
+
+  // Link-layer events from the engine.
+  void link_up(uint8_t port, const PeerIdentity& peer, uint8_t lanes = 8);
+  void link_down(uint8_t port);
+  PortState& port(uint8_t p) { return ports_[p]; }
+  const PortState& port(uint8_t p) const { return ports_[p]; }
+  bool port_usable(uint8_t p) const {
+    return p < ports_.size() && ports_[p].link == LinkState::kUp && (ports_[p].ctrl & 3) == 1;
+  }
+  // BIST started through BIST_CTRL is finished by the engine with the measured outcome.
+  void complete_bist(uint8_t port, uint64_t flits, uint64_t errors);
+
+  void set_temperature_mc(int64_t milli_celsius) { temperature_mc_ = milli_celsius; }
+  void count_dirty(uint8_t port);
+
+  // Active fault reporting: latches FAULT_STATUS and, if enabled and unmasked, queues a report
+  // in the NMA. Returns true when a report was queued.
+  bool raise_fault(FaultCode code, uint8_t port, uint32_t detail);
+
+  Nma& nma() { return *nma_; }
+
+ protected:
+  // Chip-specific register blocks (route tables, VPs, error buffer).
+  virtual RegAccess read_specific(uint16_t addr);
+  virtual wire::NmpError check_specific(uint16_t addr, uint64_t value) const;
+  virtual void write_specific(uint16_t addr, uint64_t value);
+  // Route records of a boot image; only the NRC has route tables.
+  virtual Status apply_boot_route(const BootRoute& r);
+
+ private:
+  friend class Nma;
+  wire::ChipType type_;
+  uint32_t address_space_;
+  uint16_t chip_id_ = 0;
+  bool id_valid_ = false;
+  uint64_t ctrl_ = 0;
+  uint64_t mkey_ = 0;
+  uint64_t mkey_violations_ = 0;
+  int64_t temperature_mc_ = 45000;
+  uint64_t fault_enable_ = 0;
+  uint64_t fault_mask_ = 0;
+  uint64_t fault_route_lo_ = 0;
+  uint64_t fault_route_hi_ = 0;
+  uint64_t fault_dest_ = 0;
+  uint64_t fault_status_ = 0;
+  uint64_t faults_reported_ = 0;
+  uint64_t nma_dropped_ = 0;
+  uint64_t nma_errors_ = 0;
+  uint64_t nma_requests_ = 0;
+  uint64_t boot_status_ = 0;
+  uint64_t dirty_discards_ = 0;
+  uint64_t scratch_ = 0;
+  std::vector<PortState> ports_;
+  Eeprom eeprom_;
+  std::unique_ptr<Nma> nma_;
+};
+
+}  // namespace galaxy::chip

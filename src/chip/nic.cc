@@ -1,0 +1,282 @@
+#include "chip/nic.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "chip/nma.h"
+
+namespace galaxy::chip {
+
+using wire::NmpError;
+
+Nic::Nic() : Chip(wire::ChipType::kNic, 1, reg::kNicAddressSpace) {}
+
+Status Nic::check_vp(uint8_t vp) const {
+  if (vp >= kNumVps)
+    return make_error(Code::kOutOfRange, 2040,
+                      fmt::format("vp = {} exceeds the {} virtual ports", vp, kNumVps));
+  return {};
+}
+
+Status Nic::post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor) {
+  GALAXY_TRY(check_vp(vp));
+  // Management always goes through SDQs, never the scarce HDQs (SYSTEM.md 2.2).
+  if (is_pio_vp(vp))
+    return make_error(Code::kInvalidArgument, 2041,
+                      fmt::format("vp = {} is a PIO VP: management descriptors go only to SDQs "
+                                  "(VPs {}-{})",
+                                  vp, kPioVps, kNumVps - 1));
+  if (descriptor.size() != wire::kMgmtDescriptorBytes)
+    return make_error(Code::kMalformed, 2042,
+                      fmt::format("management descriptor length = {}, expected {}",
+                                  descriptor.size(), wire::kMgmtDescriptorBytes));
+  VpState& v = vps_[vp];
+  if (v.dq.size() >= kDefaultSdqDepth)
+    return make_error(Code::kResourceExhausted, 2043,
+                      fmt::format("vp {} SDQ full ({} descriptors)", vp, kDefaultSdqDepth));
+  QueuedDescriptor d{QueuedDescriptor::Kind::kMgmt, false, v.next_sequence++,
+                     std::vector<uint8_t>(descriptor.begin(), descriptor.end()), 0, 0};
+  v.dq.push_back(std::move(d));
+  return {};
+}
+
+Status Nic::post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp,
+                    std::span<const uint8_t> data, bool fence) {
+  GALAXY_TRY(check_vp(vp));
+  if (dest_vp >= kNumVps)
+    return make_error(Code::kOutOfRange, 2044,
+                      fmt::format("dest_vp = {} exceeds the {} virtual ports", dest_vp, kNumVps));
+  if (data.size() > kMpPayloadBytes)
+    return make_error(Code::kOutOfRange, 2045,
+                      fmt::format("MP data length = {} exceeds {} bytes", data.size(),
+                                  kMpPayloadBytes));
+  VpState& v = vps_[vp];
+  size_t depth = is_pio_vp(vp) ? kHdqDepth : kDefaultSdqDepth;
+  if (v.dq.size() >= depth)
+    return make_error(Code::kResourceExhausted, 2046,
+                      fmt::format("vp {} {} full ({} descriptors)", vp,
+                                  is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
+  v.dq.push_back({QueuedDescriptor::Kind::kMp, fence, v.next_sequence++,
+                  std::vector<uint8_t>(data.begin(), data.end()), dest_node, dest_vp});
+  return {};
+}
+
+bool Nic::has_work() const {
+  for (const auto& v : vps_)
+    if (!v.dq.empty()) return true;
+  return false;
+}
+
+std::optional<NicWork> Nic::next_work() {
+  for (uint8_t i = 0; i < kNumVps; ++i) {
+    uint8_t vp = static_cast<uint8_t>((rr_next_ + i) % kNumVps);
+    VpState& v = vps_[vp];
+    if (v.dq.empty()) continue;
+    QueuedDescriptor& d = v.dq.front();
+    NicWork w;
+    w.vp = vp;
+    w.sequence = d.sequence;
+    bool notify = false;
+    if (d.kind == QueuedDescriptor::Kind::kMgmt) {
+      // The SDQ descriptor is fetched and checked here (SYSTEM.md 2.4 flow 1).
+      auto desc = wire::decode_mgmt_descriptor(d.bytes);
+      if (desc.ok() && desc->fen && !v.in_flight.empty()) continue;  // fenced: wait
+      if (!desc.ok()) {
+        w.kind = NicWork::Kind::kRejected;
+        w.error = desc.error();
+        notify = true;
+      } else {
+        wire::MgmtPacket p;
+        p.dest_id = desc->dest_id;
+        p.dest_type = desc->dest_type;
+        p.src_id = chip_id();
+        p.src_type = wire::ChipType::kNic;
+        p.dest_vp = desc->dest_vp;
+        p.src_vp = vp;
+        p.lint = desc->lint;
+        p.rint = desc->rint;
+        p.transaction_id = desc->transaction_id;
+        p.forward_route = desc->forward_route;
+        p.backward_route = desc->backward_route;
+        p.nmp_type = desc->nmp_type;
+        p.m_key = desc->m_key;
+        p.data = desc->data;
+        auto bytes = wire::encode_mgmt_packet(p);
+        if (!bytes.ok() || !wire::is_request(desc->nmp_type) || desc->rt_type != 1) {
+          w.kind = NicWork::Kind::kRejected;
+          w.error = !bytes.ok() ? bytes.error()
+                                : make_error(Code::kMalformed, 2047,
+                                             fmt::format("management descriptor: nmp_type = "
+                                                         "{} / rt_type = {} is not a request "
+                                                         "with source routing",
+                                                         wire::nmp_type_name(desc->nmp_type),
+                                                         desc->rt_type));
+          notify = true;
+        } else {
+          w.kind = NicWork::Kind::kMgmtRequest;
+          w.mgmt = *bytes;
+          notify = desc->lint;
+        }
+      }
+    } else {
+      if (d.fence && !v.in_flight.empty()) continue;
+      w.kind = NicWork::Kind::kMp;
+      w.head.kind = wire::PacketKind::kMp;
+      w.head.dest_node = d.dest_node;
+      w.head.dest_vp = d.dest_vp;
+      w.head.src_node = data_node_;
+      w.head.src_vp = vp;
+      w.head.length_flits = 6;  // head flit + 128 bytes of MP in 24-byte flit payloads
+      std::copy(d.bytes.begin(), d.bytes.end(), w.mp_data.begin());
+      w.head.vc = 0;
+      notify = false;
+    }
+    v.in_flight.push_back({d.sequence, notify});
+    v.dq.pop_front();
+    rr_next_ = static_cast<uint8_t>((vp + 1) % kNumVps);
+    return w;
+  }
+  return std::nullopt;
+}
+
+void Nic::push_event(VpState& v, EqEntry e) {
+  if (v.eq.size() < kDefaultEqDepth) v.eq.push_back(e);
+  ++interrupts_;
+}
+
+void Nic::complete(uint8_t vp, bool ok, uint16_t error_id) {
+  VpState& v = vps_[vp];
+  if (v.in_flight.empty()) return;
+  auto f = v.in_flight.front();
+  v.in_flight.pop_front();
+  ++v.desc_done;
+  if (!ok) {
+    ++v.desc_errors;
+    push_event(v, {EventKind::kDescriptorError, f.sequence, error_id});
+  } else if (f.notify) {
+    push_event(v, {EventKind::kDescriptorDone, f.sequence, 0});
+  }
+}
+
+void Nic::discard(std::span<const uint8_t> packet, const Error& why) {
+  count_dirty(0);
+  error_buffer_.valid = true;
+  error_buffer_.reason = static_cast<uint8_t>(why.code);
+  error_buffer_.error_id = why.id;
+  error_buffer_.bytes.fill(0);
+  std::copy_n(packet.begin(), std::min(packet.size(), error_buffer_.bytes.size()),
+              error_buffer_.bytes.begin());
+  raise_fault(FaultCode::kDirtyPacket, 0, why.id);
+}
+
+NicRx Nic::receive_mgmt(std::span<const uint8_t> packet) {
+  auto p = wire::decode_mgmt_packet(packet);
+  if (!p.ok()) {
+    discard(packet, p.error());
+    return NicRx::kDiscarded;
+  }
+  if (wire::is_request(p->nmp_type)) return NicRx::kToNma;
+  bool for_me = p->dest_type == wire::ChipType::kNic &&
+                (p->dest_id == wire::kUnconfiguredId || p->dest_id == chip_id());
+  if (!for_me || p->dest_vp >= kNumVps) {
+    discard(packet, make_error(Code::kNotFound, 2048,
+                               fmt::format("management packet for chip {} vp {} reached NIC {}",
+                                           p->dest_id, p->dest_vp, chip_id())));
+    return NicRx::kDiscarded;
+  }
+  VpState& v = vps_[p->dest_vp];
+  if (v.mpq.size() >= v.mpq_depth) {
+    ++v.mpq_drops;
+    return NicRx::kMpqFull;
+  }
+  MpqEntry e;
+  e.management = true;
+  e.src_node = p->src_id;
+  e.src_vp = p->src_vp;
+  e.length = static_cast<uint8_t>(packet.size());
+  std::copy(packet.begin(), packet.end(), e.data.begin());
+  v.mpq.push_back(e);
+  ++v.mp_received;
+  if (p->rint) ++interrupts_;
+  return NicRx::kDelivered;
+}
+
+NicRx Nic::receive_mp(const wire::DataHead& head, std::span<const uint8_t> data) {
+  if (head.dest_vp >= kNumVps || data.size() > kMpPayloadBytes ||
+      head.dest_node != data_node_) {
+    discard(data, make_error(Code::kNotFound, 2049,
+                             fmt::format("MP for node {} vp {} ({} bytes) reached NIC {}",
+                                         head.dest_node, head.dest_vp, data.size(), data_node_)));
+    return NicRx::kDiscarded;
+  }
+  VpState& v = vps_[head.dest_vp];
+  if (v.mpq.size() >= v.mpq_depth) {
+    ++v.mpq_drops;
+    return NicRx::kMpqFull;
+  }
+  MpqEntry e;
+  e.kind = head.kind;
+  e.src_node = head.src_node;
+  e.src_vp = head.src_vp;
+  e.length = static_cast<uint8_t>(data.size());
+  std::copy(data.begin(), data.end(), e.data.begin());
+  v.mpq.push_back(e);
+  ++v.mp_received;
+  return NicRx::kDelivered;
+}
+
+std::optional<MpqEntry> Nic::poll_mpq(uint8_t vp) {
+  if (vp >= kNumVps || vps_[vp].mpq.empty()) return std::nullopt;
+  MpqEntry e = vps_[vp].mpq.front();
+  vps_[vp].mpq.pop_front();
+  return e;
+}
+
+std::optional<EqEntry> Nic::poll_eq(uint8_t vp) {
+  if (vp >= kNumVps || vps_[vp].eq.empty()) return std::nullopt;
+  EqEntry e = vps_[vp].eq.front();
+  vps_[vp].eq.pop_front();
+  return e;
+}
+
+RegAccess Nic::read_specific(uint16_t addr) {
+  if (addr >= reg::kVpBase && addr < reg::kVpBase + kNumVps * reg::kVpStride) {
+    uint32_t rel = addr - reg::kVpBase;
+    const VpState& v = vps_[rel / reg::kVpStride];
+    uint8_t vp = static_cast<uint8_t>(rel / reg::kVpStride);
+    switch (rel % reg::kVpStride) {
+      case reg::vp::kCtrl:
+        return {NmpError::kNone, (is_pio_vp(vp) ? 0u : 1u) | (v.in_flight.empty() ? 0u : 2u)};
+      case reg::vp::kDqDepth: return {NmpError::kNone, v.dq.size()};
+      case reg::vp::kMpqCount: return {NmpError::kNone, v.mpq.size()};
+      case reg::vp::kEqCount: return {NmpError::kNone, v.eq.size()};
+      case reg::vp::kCpCounter: return {NmpError::kNone, v.cp_counter};
+      case reg::vp::kDescDone: return {NmpError::kNone, v.desc_done};
+      case reg::vp::kMpReceived: return {NmpError::kNone, v.mp_received};
+      case reg::vp::kMpqDrops: return {NmpError::kNone, v.mpq_drops};
+      case reg::vp::kDescErrors: return {NmpError::kNone, v.desc_errors};
+      default: return {NmpError::kAddressOutOfRange, 0};
+    }
+  }
+  if (addr == reg::kErrBufStatus)
+    return {NmpError::kNone, (error_buffer_.valid ? 1u : 0u) |
+                                 (uint64_t{error_buffer_.reason} << 8) |
+                                 (uint64_t{error_buffer_.error_id} << 16)};
+  if (addr >= reg::kErrBufData && addr < reg::kErrBufData + reg::kErrBufWords) {
+    size_t off = size_t{static_cast<uint16_t>(addr - reg::kErrBufData)} * 8;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= uint64_t{error_buffer_.bytes[off + i]} << (8 * i);
+    return {NmpError::kNone, v};
+  }
+  return {NmpError::kAddressOutOfRange, 0};
+}
+
+NmpError Nic::check_specific(uint16_t addr, uint64_t) const {
+  bool vp_block = addr >= reg::kVpBase && addr < reg::kVpBase + kNumVps * reg::kVpStride &&
+                  (addr - reg::kVpBase) % reg::kVpStride < reg::vp::kEnd;
+  bool errbuf = addr >= reg::kErrBufStatus && addr < reg::kErrBufData + reg::kErrBufWords;
+  return vp_block || errbuf ? NmpError::kReadOnly : NmpError::kAddressOutOfRange;
+}
+
+}  // namespace galaxy::chip

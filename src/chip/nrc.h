@@ -1,0 +1,63 @@
+// The network routing chip (SYSTEM.md 1.2, 2.4): 24 ports, 6 VCs, management packets source
+// routed on VC3 (forward / absorb / generate), data packets table routed per input port with an
+// adaptive choice among the allowed outputs by output load.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "chip/chip.h"
+#include "chip/route_table.h"
+
+namespace galaxy::chip {
+
+inline constexpr uint16_t kNrcPorts = 24;
+
+struct MgmtRouting {
+  enum class Action : uint8_t { kForward, kAbsorb, kDrop };
+  Action action = Action::kDrop;
+  uint8_t out_port = 0;
+};
+
+class Nrc : public Chip {
+ public:
+  explicit Nrc(uint16_t num_ports = kNrcPorts);
+
+  // A management packet arrived on `in_port`. Forward: the head flit's hop count has been
+  // advanced in `packet`; send it out of `out_port`. Absorb: hand it to nma().process().
+  // Drop: malformed, misrouted or the next port is down; counted as a dirty discard.
+  MgmtRouting route_mgmt(uint8_t in_port, std::span<uint8_t> packet);
+
+  // A data packet for NIC `dest` arrived on `in_port`: the allowed set from that port's route
+  // table, then the least-loaded usable output (ties rotate). kNotFound if no usable route.
+  Result<uint8_t> route_data(uint8_t in_port, uint32_t dest);
+  PortSet allowed_ports(uint8_t in_port, uint32_t dest) const {
+    return tables_[in_port]->get(dest);
+  }
+
+  // The same operation as an RT_SELECT + RT_DATA register write (and as a boot route record).
+  Status set_routes(uint32_t input_mask, uint32_t first, uint32_t count, PortSet ports);
+  const RouteTable& route_table(uint8_t in_port) const { return *tables_[in_port]; }
+  size_t distinct_tables() const;
+  size_t route_memory_bytes() const;
+
+ protected:
+  RegAccess read_specific(uint16_t addr) override;
+  wire::NmpError check_specific(uint16_t addr, uint64_t value) const override;
+  void write_specific(uint16_t addr, uint64_t value) override;
+  Status apply_boot_route(const BootRoute& r) override;
+
+ private:
+  uint32_t port_mask() const { return num_ports() >= 32 ? ~0u : (1u << num_ports()) - 1; }
+
+  // Input ports with identical tables share one (copy on write in set_routes).
+  std::vector<std::shared_ptr<RouteTable>> tables_;
+  uint64_t rt_select_ = 0;
+  uint64_t rt_entries_written_ = 0;
+  uint64_t rt_status_ = 0;
+  uint8_t rotate_ = 0;
+};
+
+}  // namespace galaxy::chip

@@ -1,0 +1,46 @@
+// The timing model of the simulated engine, loaded from one calibration file
+// (config/th2-timing.json). Every value there cites the paper figure it comes from.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "engine/sim/time.h"
+
+namespace galaxy::sim {
+
+struct Timing {
+  double link_lane_gbps = 0;
+  double link_lanes = 0;
+  double flit_bits = 0;
+  Time chip_input_pipeline = 0;
+  Time link_latency = 0;
+  Time nic_sdq_fetch = 0;
+  Time nic_mp_build = 0;
+  Time nma_unpack_dispatch = 0;
+  Time nma_register_read = 0;
+  Time nma_collect_pack = 0;
+  Time nic_rx_dma = 0;
+  Time host_poll_detect = 0;
+  Time eeprom_i2c_setup = 0;
+  Time eeprom_read_per_byte = 0;
+  Time eeprom_write_per_byte = 0;
+  double data_packet_bytes = 0;
+
+  // Serialisation of `flits` flits on one link.
+  Time serialisation(unsigned flits) const;
+  Time serialisation_bits(double bits) const;
+  // One hop of a management packet: serialisation of 4 flits + link + input pipeline.
+  Time mgmt_hop() const { return serialisation(4) + link_latency + chip_input_pipeline; }
+  // Processing of a 1-register read with no hops (the paper's 5.9597 us).
+  Time register_read_processing() const;
+  Time eeprom_read_processing(unsigned bytes) const;
+};
+
+// Loads and validates a calibration file: every parameter present, positive, with a source.
+Result<Timing> load_timing(const std::string& path);
+// config/th2-timing.json from the source tree (or $GALAXY_TIMING if set).
+Result<Timing> default_timing();
+std::string default_timing_path();
+
+}  // namespace galaxy::sim

@@ -1,0 +1,442 @@
+#include "engine/sim/sim_fabric.h"
+
+#include <fmt/format.h>
+
+#include <cassert>
+
+#include "chip/nma.h"
+
+namespace galaxy::sim {
+
+using fabric::PortRef;
+
+SimFabric::SimFabric(const fabric::Topology& topology, const Timing& timing,
+                     const SimOptions& options)
+    : sim_(options.seed), topo_(topology), timing_(timing) {}
+
+SimFabric::~SimFabric() = default;
+
+Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& topology,
+                                                     const Timing& timing,
+                                                     const SimOptions& options) {
+  if (topology.num_nodes() >= wire::kUnconfiguredId)
+    return make_error(Code::kOutOfRange, 4200,
+                      fmt::format("fabric has {} chips; chip ids are 16-bit (at most 65,534)",
+                                  topology.num_nodes()));
+  std::unique_ptr<SimFabric> f(new SimFabric(topology, timing, options));
+  const uint32_t n = topology.num_nodes();
+  f->chips_.reserve(n);
+  f->port_base_.resize(n + 1);
+  for (uint32_t v = 0; v < n; ++v) {
+    uint32_t ports = topology.num_ports(v);
+    if (topology.is_nic(v)) {
+      auto nic = std::make_unique<chip::Nic>();
+      nic->set_data_node(static_cast<uint16_t>(topology.nic_index(v)));
+      f->chips_.push_back(std::move(nic));
+    } else {
+      if (ports > 32)
+        return make_error(Code::kOutOfRange, 4201,
+                          fmt::format("node {} has {} ports; an NRC has at most 32", v, ports));
+      f->chips_.push_back(std::make_unique<chip::Nrc>(static_cast<uint16_t>(ports)));
+    }
+    f->port_base_[v + 1] = f->port_base_[v] + ports;
+  }
+  f->outputs_.resize(f->port_base_[n]);
+  f->nic_busy_.assign(n, 0);
+  f->data_packet_time_ = timing.serialisation_bits(timing.data_packet_bytes * 8.0);
+  GALAXY_TRY(f->power_on(options));
+  return f;
+}
+
+Status SimFabric::power_on(const SimOptions& options) {
+  for (uint32_t v = 0; v < topo_.num_nodes(); ++v) {
+    if (options.program_chip_ids) {
+      chip::BootImage img;
+      img.registers.push_back({chip::reg::kChipId, v | (uint64_t{1} << 16)});
+      auto bytes = chip::encode_boot_image(img);
+      chips_[v]->eeprom().write_block(0, bytes);
+    }
+    GALAXY_TRY(chips_[v]->power_on());
+  }
+  // Links train and each port learns who is at the other end (SYSTEM.md 1.4).
+  for (uint32_t v = 0; v < topo_.num_nodes(); ++v) {
+    for (uint8_t p = 0; p < topo_.num_ports(v); ++p) {
+      auto peer = topo_.peer({v, p});
+      if (!peer) continue;
+      const chip::Chip& other = *chips_[peer->node];
+      chips_[v]->link_up(p, {other.configured(), other.type(), other.chip_id(), peer->port});
+    }
+  }
+  return {};
+}
+
+chip::Nic& SimFabric::nic(uint32_t node) {
+  assert(topo_.is_nic(node));
+  return static_cast<chip::Nic&>(*chips_[node]);
+}
+
+chip::Nrc& SimFabric::nrc(uint32_t node) {
+  assert(!topo_.is_nic(node));
+  return static_cast<chip::Nrc&>(*chips_[node]);
+}
+
+uint32_t SimFabric::alloc_packet() {
+  if (!free_packets_.empty()) {
+    uint32_t s = free_packets_.back();
+    free_packets_.pop_back();
+    return s;
+  }
+  packets_.emplace_back();
+  return static_cast<uint32_t>(packets_.size() - 1);
+}
+
+Status SimFabric::post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescriptor& d) {
+  if (nic_node >= topo_.num_nodes() || !topo_.is_nic(nic_node))
+    return make_error(Code::kNotFound, 4202, fmt::format("node {} is not a NIC", nic_node));
+  auto bytes = wire::encode_mgmt_descriptor(d);
+  if (!bytes.ok()) return bytes.error();
+  GALAXY_TRY(nic(nic_node).post_mgmt(vp, *bytes));
+  kick_nic(nic_node);
+  return {};
+}
+
+Status SimFabric::post_mp(uint32_t nic_node, uint8_t vp, uint32_t dest_nic_index, uint8_t dest_vp,
+                          std::span<const uint8_t> data) {
+  if (nic_node >= topo_.num_nodes() || !topo_.is_nic(nic_node))
+    return make_error(Code::kNotFound, 4203, fmt::format("node {} is not a NIC", nic_node));
+  if (dest_nic_index >= topo_.num_nics())
+    return make_error(Code::kOutOfRange, 4204,
+                      fmt::format("destination NIC index {} exceeds {} NICs", dest_nic_index,
+                                  topo_.num_nics()));
+  GALAXY_TRY(nic(nic_node).post_mp(vp, static_cast<uint16_t>(dest_nic_index), dest_vp, data));
+  kick_nic(nic_node);
+  return {};
+}
+
+void SimFabric::kick_nic(uint32_t node) {
+  if (nic_busy_[node]) return;
+  nic_busy_[node] = 1;
+  schedule(sim_.now(), kNicKick, 0, node);
+}
+
+void SimFabric::on_nic_kick(uint32_t node) {
+  chip::Nic& n = nic(node);
+  auto w = n.next_work();
+  if (!w) {
+    nic_busy_[node] = 0;
+    return;
+  }
+  if (w->kind == chip::NicWork::Kind::kRejected) {
+    n.complete(w->vp, false, w->error.id);
+    schedule(sim_.now(), kNicKick, 0, node);
+    return;
+  }
+  uint32_t slot = alloc_packet();
+  Packet& p = packets_[slot];
+  p.vp = w->vp;
+  p.mgmt = w->kind == chip::NicWork::Kind::kMgmtRequest;
+  if (p.mgmt) {
+    p.bytes = w->mgmt;
+  } else {
+    p.head = w->head;
+    p.data = w->mp_data;
+    p.data_len = static_cast<uint8_t>(chip::kMpPayloadBytes);
+  }
+  // DMA VPs fetch the descriptor from host memory; PIO VPs already hold it on chip.
+  Time fetch = chip::is_pio_vp(w->vp) ? 0 : timing_.nic_sdq_fetch;
+  schedule(sim_.now() + fetch + timing_.nic_mp_build, kNicSent, slot, node);
+}
+
+void SimFabric::transmit(uint32_t node, uint8_t port, uint32_t slot) {
+  Output& o = outputs_[port_base_[node] + port];
+  if (o.busy_until <= sim_.now() && o.mgmt_queue.empty() && o.data_queue.empty()) {
+    start_transmission(node, port, slot);
+    return;
+  }
+  (packets_[slot].mgmt ? o.mgmt_queue : o.data_queue).push_back(slot);
+  if (!packets_[slot].mgmt) chips_[node]->port(port).output_load += packets_[slot].head.length_flits;
+  if (!o.free_event_pending) {
+    o.free_event_pending = true;
+    schedule(o.busy_until > sim_.now() ? o.busy_until : sim_.now(), kOutputFree, 0, node, port);
+  }
+}
+
+void SimFabric::start_transmission(uint32_t node, uint8_t port, uint32_t slot) {
+  Output& o = outputs_[port_base_[node] + port];
+  Packet& p = packets_[slot];
+  Time start = sim_.now();
+  // Management has priority (VC3) but does not preempt: under background load a data packet
+  // may be on the wire; the residual of a packet in service seen at a random instant is
+  // uniform over its transmission time.
+  if (p.mgmt && o.util > 0 && sim_.rng().bernoulli(o.util)) {
+    Time wait = static_cast<Time>(sim_.rng().uniform() * static_cast<double>(data_packet_time_));
+    start += wait;
+    stats_.mgmt_wait_time += wait;
+    ++stats_.mgmt_waits_behind_data;
+  }
+  unsigned flits = p.mgmt ? wire::kMgmtPacketFlits : p.head.length_flits;
+  Time end = start + timing_.serialisation(flits);
+  o.busy_until = end;
+  chip::PortState& ps = chips_[node]->port(port);
+  ps.tx_flits += flits;
+  ++ps.tx_packets;
+  (p.mgmt ? stats_.mgmt_packets_sent : stats_.data_packets_sent) += 1;
+  auto peer = topo_.peer({node, port});
+  if (!peer || !chips_[node]->port_usable(port)) {
+    ++stats_.packets_dropped;
+    free_packet(slot);
+  } else {
+    schedule(end + timing_.link_latency + timing_.chip_input_pipeline, kArrive, slot, peer->node,
+             peer->port);
+  }
+  if ((!o.mgmt_queue.empty() || !o.data_queue.empty()) && !o.free_event_pending) {
+    o.free_event_pending = true;
+    schedule(end, kOutputFree, 0, node, port);
+  }
+}
+
+void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
+  Packet& p = packets_[slot];
+  chip::Chip& c = *chips_[node];
+  chip::PortState& ps = c.port(in_port);
+  ps.rx_flits += p.mgmt ? wire::kMgmtPacketFlits : p.head.length_flits;
+  ++ps.rx_packets;
+  if (c.port(in_port).link != chip::LinkState::kUp) {
+    ++stats_.packets_dropped;
+    free_packet(slot);
+    return;
+  }
+  if (!topo_.is_nic(node)) {
+    chip::Nrc& r = nrc(node);
+    if (p.mgmt) {
+      chip::MgmtRouting d = r.route_mgmt(in_port, p.bytes);
+      switch (d.action) {
+        case chip::MgmtRouting::Action::kForward: transmit(node, d.out_port, slot); return;
+        case chip::MgmtRouting::Action::kAbsorb: run_nma(slot, node); return;
+        case chip::MgmtRouting::Action::kDrop:
+          ++stats_.packets_dropped;
+          free_packet(slot);
+          return;
+      }
+    }
+    auto out = r.route_data(in_port, p.head.dest_node);
+    if (!out.ok()) {
+      ++stats_.packets_dropped;
+      free_packet(slot);
+      return;
+    }
+    transmit(node, *out, slot);
+    return;
+  }
+  // NIC: requests go to its NMA; everything else is DMAed into an MPQ.
+  if (p.mgmt) {
+    auto head = wire::peek_mgmt_head(p.bytes);
+    if (head.ok() && wire::is_request(head->nmp_type)) {
+      run_nma(slot, node);
+      return;
+    }
+  }
+  schedule(sim_.now() + timing_.nic_rx_dma + timing_.host_poll_detect, kMpqDeliver, slot, node);
+}
+
+void SimFabric::run_nma(uint32_t slot, uint32_t node) {
+  chip::Chip& c = *chips_[node];
+  auto outcome = c.nma().process(packets_[slot].bytes);
+  if (!outcome.ok()) {
+    c.count_dirty(0);
+    ++stats_.packets_dropped;
+    free_packet(slot);
+    return;
+  }
+  if (outcome->dropped) {
+    ++stats_.packets_dropped;
+    free_packet(slot);
+    return;
+  }
+  // reg_access answers a write at once and a read when the data is there; eep_access waits
+  // for the I2C transfer (and, for writes, the EEPROM write cycle).
+  Time t = timing_.nma_unpack_dispatch + timing_.nma_collect_pack;
+  switch (outcome->work.kind) {
+    case chip::NmaWork::Kind::kRegRead: t += outcome->work.count * timing_.nma_register_read; break;
+    case chip::NmaWork::Kind::kEepromRead:
+      t += timing_.eeprom_i2c_setup + outcome->work.count * timing_.eeprom_read_per_byte;
+      break;
+    case chip::NmaWork::Kind::kEepromWrite:
+      t += timing_.eeprom_i2c_setup + outcome->work.count * timing_.eeprom_write_per_byte;
+      break;
+    default: break;
+  }
+  Packet& p = packets_[slot];
+  p.bytes = outcome->response.bytes;
+  p.vp = outcome->response.port;  // the output port, until the NMA hands the packet out
+  schedule(sim_.now() + t, kNmaDone, slot, node);
+}
+
+void SimFabric::drain_nma(uint32_t node) {
+  chip::Chip& c = *chips_[node];
+  while (auto out = c.nma().pop_output()) {
+    uint32_t s = alloc_packet();
+    packets_[s].mgmt = true;
+    packets_[s].bytes = out->bytes;
+    transmit(node, out->port, s);
+  }
+}
+
+void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
+  (void)now;
+  auto kind = static_cast<EventKind>(b >> 56);
+  uint32_t node = static_cast<uint32_t>((b >> 8) & 0xFFFFFFFF);
+  uint8_t port = static_cast<uint8_t>(b & 0xFF);
+  uint32_t slot = static_cast<uint32_t>(a);
+  switch (kind) {
+    case kArrive: on_arrive(slot, node, port); break;
+    case kNmaDone: {
+      chip::NmaOutput out;
+      out.port = packets_[slot].vp;
+      out.bytes = packets_[slot].bytes;
+      free_packet(slot);
+      chips_[node]->nma().push_response(out);
+      drain_nma(node);
+      break;
+    }
+    case kNicKick: on_nic_kick(node); break;
+    case kNicSent: {
+      uint8_t vp = packets_[slot].vp;
+      transmit(node, 0, slot);
+      nic(node).complete(vp, true);
+      on_nic_kick(node);
+      break;
+    }
+    case kMpqDeliver: {
+      Packet& p = packets_[slot];
+      chip::NicRx rx = p.mgmt ? nic(node).receive_mgmt(p.bytes)
+                              : nic(node).receive_mp(p.head, std::span(p.data).first(p.data_len));
+      uint8_t vp = 0;
+      if (p.mgmt) {
+        auto head = wire::decode_mgmt_packet(p.bytes);
+        vp = head.ok() ? head->dest_vp : 0;
+      } else {
+        vp = p.head.dest_vp;
+      }
+      free_packet(slot);
+      if (rx == chip::NicRx::kDelivered) {
+        ++stats_.mpq_deliveries;
+        if (mpq_listener_) mpq_listener_(node, vp);
+      } else {
+        ++stats_.packets_dropped;
+      }
+      break;
+    }
+    case kOutputFree: {
+      Output& o = outputs_[port_base_[node] + port];
+      o.free_event_pending = false;
+      if (o.busy_until > sim_.now()) {
+        o.free_event_pending = true;
+        schedule(o.busy_until, kOutputFree, 0, node, port);
+        break;
+      }
+      uint32_t next;
+      if (!o.mgmt_queue.empty()) {
+        next = o.mgmt_queue.front();
+        o.mgmt_queue.pop_front();
+      } else if (!o.data_queue.empty()) {
+        next = o.data_queue.front();
+        o.data_queue.pop_front();
+        uint64_t& load = chips_[node]->port(port).output_load;
+        load -= std::min<uint64_t>(load, packets_[next].head.length_flits);
+      } else {
+        break;
+      }
+      start_transmission(node, port, next);
+      break;
+    }
+  }
+}
+
+Status SimFabric::set_link(PortRef end, bool up) {
+  auto peer = topo_.peer(end);
+  if (!peer)
+    return make_error(Code::kNotFound, 4205,
+                      fmt::format("node {} port {} has no link", end.node, end.port));
+  for (PortRef e : {end, *peer}) {
+    PortRef other = e == end ? *peer : end;
+    if (up) {
+      const chip::Chip& o = *chips_[other.node];
+      chips_[e.node]->link_up(e.port, {o.configured(), o.type(), o.chip_id(), other.port});
+      chips_[e.node]->raise_fault(chip::FaultCode::kLinkUp, e.port, 0);
+    } else {
+      chips_[e.node]->link_down(e.port);
+    }
+    drain_nma(e.node);
+  }
+  return {};
+}
+
+void SimFabric::set_utilisation(std::vector<float> per_output) {
+  for (size_t i = 0; i < outputs_.size() && i < per_output.size(); ++i)
+    outputs_[i].util = per_output[i];
+}
+
+Result<std::pair<wire::SourceRoute, wire::SourceRoute>> SimFabric::shortest_routes(
+    uint32_t from_nic, uint32_t to_node) const {
+  if (from_nic >= topo_.num_nodes() || to_node >= topo_.num_nodes() || !topo_.is_nic(from_nic))
+    return make_error(Code::kNotFound, 4206,
+                      fmt::format("no NIC {} or node {} in the fabric", from_nic, to_node));
+  // Link-count BFS from the target (never through a NIC), so that following decreasing
+  // distance from the NIC leads to the target along a shortest path.
+  std::vector<uint32_t> dist(topo_.num_nodes(), UINT32_MAX);
+  std::vector<uint32_t> queue{to_node};
+  dist[to_node] = 0;
+  for (size_t qi = 0; qi < queue.size(); ++qi) {
+    uint32_t v = queue[qi];
+    if (topo_.is_nic(v) && v != to_node) continue;
+    for (uint8_t p = 0; p < topo_.num_ports(v); ++p) {
+      auto peer = topo_.peer({v, p});
+      if (!peer || dist[peer->node] != UINT32_MAX) continue;
+      dist[peer->node] = dist[v] + 1;
+      queue.push_back(peer->node);
+    }
+  }
+  std::vector<uint32_t> path{from_nic};
+  uint32_t cur = from_nic;
+  std::vector<uint8_t> out_ports;
+  while (cur != to_node) {
+    bool moved = false;
+    for (uint8_t p = 0; p < topo_.num_ports(cur) && !moved; ++p) {
+      auto peer = topo_.peer({cur, p});
+      if (!peer || dist[peer->node] == UINT32_MAX || dist[peer->node] >= dist[cur]) continue;
+      if (peer->node != to_node && topo_.is_nic(peer->node)) continue;
+      out_ports.push_back(p);
+      cur = peer->node;
+      path.push_back(cur);
+      moved = true;
+    }
+    if (!moved)
+      return make_error(Code::kNotFound, 4207,
+                        fmt::format("node {} is unreachable from NIC {}", to_node, from_nic));
+  }
+  // out_ports[0] leaves the NIC (no hop); out_ports[i] for i >= 1 leaves the i-th NRC.
+  std::pair<wire::SourceRoute, wire::SourceRoute> r;
+  for (size_t i = 1; i < out_ports.size(); ++i) GALAXY_TRY(r.first.push(out_ports[i]));
+  // Backward: from the target (if it is an NRC, its own output is hop 0) back to the NIC.
+  for (size_t i = path.size() - 1; i >= 1; --i) {
+    uint32_t here = path[i];
+    uint32_t prev = path[i - 1];
+    if (topo_.is_nic(here)) continue;  // a NIC has one port and consumes no hop
+    for (uint8_t p = 0; p < topo_.num_ports(here); ++p) {
+      auto peer = topo_.peer({here, p});
+      if (peer && peer->node == prev) {
+        GALAXY_TRY(r.second.push(p));
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+size_t SimFabric::memory_bytes_estimate() const {
+  return chips_.size() * sizeof(chip::Nrc) + outputs_.size() * sizeof(Output) +
+         packets_.capacity() * sizeof(Packet);
+}
+
+}  // namespace galaxy::sim

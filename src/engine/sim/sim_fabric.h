@@ -1,0 +1,127 @@
+// The simulated engine: the chip models of chip/ instantiated for every node of a topology,
+// driven in simulated time (ARCHITECTURE.md "Simulated"). Links serialise flits at
+// lanes x lane rate, add link latency and the receiving chip's input pipeline; management
+// packets have priority over data at every output (VC3), and under a flow-level background
+// load they wait non-preemptively for the residual of the data packet already on the wire.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/fifo.h"
+#include "chip/nic.h"
+#include "chip/nrc.h"
+#include "engine/sim/calibration.h"
+#include "engine/sim/simulator.h"
+#include "fabric/topology.h"
+
+namespace galaxy::sim {
+
+struct SimOptions {
+  uint64_t seed = 1;
+  // Program every chip's EEPROM with its id (node id) before power-on, as the factory would.
+  bool program_chip_ids = true;
+};
+
+struct SimStats {
+  uint64_t mgmt_packets_sent = 0;  // packets put on links (every hop counts)
+  uint64_t data_packets_sent = 0;
+  uint64_t packets_dropped = 0;  // no peer, link down, misrouted, dirty
+  uint64_t mgmt_waits_behind_data = 0;
+  Time mgmt_wait_time = 0;  // total residual waiting of management packets behind data
+  uint64_t mpq_deliveries = 0;
+};
+
+class SimFabric final : private EventHandler {
+ public:
+  static Result<std::unique_ptr<SimFabric>> create(const fabric::Topology& topology,
+                                                   const Timing& timing,
+                                                   const SimOptions& options = {});
+  ~SimFabric();
+
+  Simulator& sim() { return sim_; }
+  const fabric::Topology& topology() const { return topo_; }
+  const Timing& timing() const { return timing_; }
+  chip::Chip& chip(uint32_t node) { return *chips_[node]; }
+  chip::Nic& nic(uint32_t node);
+  chip::Nrc& nrc(uint32_t node);
+
+  // Host side of a NIC: post a management descriptor or an MP on a VP; the engine runs the NIC.
+  Status post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescriptor& d);
+  Status post_mp(uint32_t nic_node, uint8_t vp, uint32_t dest_nic_index, uint8_t dest_vp,
+                 std::span<const uint8_t> data);
+  // Called when an MP (a management response or fault report included) is visible in an MPQ.
+  using MpqListener = std::function<void(uint32_t nic_node, uint8_t vp)>;
+  void set_mpq_listener(MpqListener l) { mpq_listener_ = std::move(l); }
+
+  // Takes both ends of a link down or up; chips raise their fault reports.
+  Status set_link(fabric::PortRef end, bool up);
+
+  // Flow-level background load (engine/sim/load.h): utilisation of every directed output.
+  void set_utilisation(std::vector<float> per_output);
+  float utilisation(fabric::PortRef out) const { return outputs_[output_index(out)].util; }
+  uint32_t num_outputs() const { return static_cast<uint32_t>(outputs_.size()); }
+  uint32_t output_index(fabric::PortRef p) const { return port_base_[p.node] + p.port; }
+
+  // Shortest-path source routes from a NIC to any chip (an oracle for tests and tools; the
+  // management server learns its own routes by discovery). first: forward, second: backward.
+  Result<std::pair<wire::SourceRoute, wire::SourceRoute>> shortest_routes(uint32_t from_nic,
+                                                                          uint32_t to_node) const;
+
+  const SimStats& stats() const { return stats_; }
+  size_t memory_bytes_estimate() const;
+
+ private:
+  SimFabric(const fabric::Topology& topology, const Timing& timing, const SimOptions& options);
+  Status power_on(const SimOptions& options);
+
+  struct Packet {
+    bool mgmt = true;
+    uint8_t vp = 0;
+    uint8_t data_len = 0;
+    wire::MgmtPacketBytes bytes{};
+    wire::DataHead head;
+    std::array<uint8_t, chip::kMpPayloadBytes> data{};
+  };
+  struct Output {
+    Time busy_until = 0;
+    bool free_event_pending = false;
+    float util = 0;
+    Fifo<uint32_t> mgmt_queue;
+    Fifo<uint32_t> data_queue;
+  };
+  enum EventKind : uint8_t { kArrive, kNmaDone, kNicKick, kNicSent, kMpqDeliver, kOutputFree };
+
+  void handle(Time now, uint64_t a, uint64_t b) override;
+  void schedule(Time at, EventKind kind, uint64_t a, uint64_t node, uint64_t port = 0) {
+    sim_.schedule_at(at, this, a, (uint64_t{kind} << 56) | (node << 8) | port);
+  }
+  uint32_t alloc_packet();
+  void free_packet(uint32_t slot) { free_packets_.push_back(slot); }
+  void transmit(uint32_t node, uint8_t port, uint32_t slot);
+  void start_transmission(uint32_t node, uint8_t port, uint32_t slot);
+  void on_arrive(uint32_t slot, uint32_t node, uint8_t in_port);
+  void run_nma(uint32_t slot, uint32_t node);
+  void drain_nma(uint32_t node);
+  void kick_nic(uint32_t node);
+  void on_nic_kick(uint32_t node);
+
+  Simulator sim_;
+  fabric::Topology topo_;
+  Timing timing_;
+  std::vector<std::unique_ptr<chip::Chip>> chips_;
+  std::vector<uint32_t> port_base_;
+  std::vector<Output> outputs_;
+  std::vector<Packet> packets_;
+  std::vector<uint32_t> free_packets_;
+  std::vector<uint8_t> nic_busy_;
+  MpqListener mpq_listener_;
+  SimStats stats_;
+  Time data_packet_time_ = 0;
+};
+
+}  // namespace galaxy::sim

@@ -1,0 +1,43 @@
+// The 198-bit flit of the TH-2 link layer (SYSTEM.md 1.3, 2.2; layout in docs/protocol.md).
+//
+// A flit is stored in 25 bytes (200 bits; bits 198 and 199 are always zero):
+//   bits 0-1  kind: 0 body, 1 head, 2 tail, 3 head+tail (single-flit packet)
+//   bits 2-4  VC (0..5; VC3 is management)
+//   bit  5    reserved, zero
+//   bits 6-197 192 bits (24 bytes) of payload
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace galaxy::wire {
+
+inline constexpr unsigned kFlitBits = 198;
+inline constexpr unsigned kFlitBytes = 25;
+inline constexpr unsigned kFlitPayloadBits = 192;
+inline constexpr unsigned kFlitPayloadBytes = 24;
+inline constexpr uint8_t kNumVcs = 6;
+inline constexpr uint8_t kMgmtVc = 3;
+
+enum class FlitKind : uint8_t { kBody = 0, kHead = 1, kTail = 2, kHeadTail = 3 };
+
+struct Flit {
+  FlitKind kind = FlitKind::kBody;
+  uint8_t vc = 0;
+  std::array<uint8_t, kFlitPayloadBytes> payload{};
+  bool operator==(const Flit&) const = default;
+};
+
+std::string_view flit_kind_name(FlitKind k);  // "body", "head", "tail", "head+tail"
+
+using FlitBytes = std::array<uint8_t, kFlitBytes>;
+
+FlitBytes encode_flit(const Flit& f);
+// Rejects: fewer than 25 bytes, VC > 5, reserved bit set, bits 198-199 set.
+Result<Flit> decode_flit(std::span<const uint8_t> bytes);
+
+}  // namespace galaxy::wire
