@@ -36,6 +36,7 @@ std::string_view flit_kind_name(FlitKind k);  // "body", "head", "tail", "head+t
 
 using FlitBytes = std::array<uint8_t, kFlitBytes>;
 
+// kind and vc are cut to their widths; a VC above 5 gives bytes that decode_flit rejects.
 FlitBytes encode_flit(const Flit& f);
 // Rejects: fewer than 25 bytes, VC > 5, reserved bit set, bits 198-199 set.
 Result<Flit> decode_flit(std::span<const uint8_t> bytes);

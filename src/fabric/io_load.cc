@@ -1,0 +1,91 @@
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "fabric/io.h"
+
+namespace galaxy::fabric {
+
+namespace {
+
+bool starts_with_word(std::string_view text, std::string_view word) {
+  return text.substr(0, word.size()) == word &&
+         (text.size() == word.size() ||
+          !std::isalnum(static_cast<unsigned char>(text[word.size()])));
+}
+
+// Skips whitespace and dot/C comments so that a dot file may start with a comment.
+std::string_view skip_preamble(std::string_view text) {
+  for (;;) {
+    size_t i = text.find_first_not_of(" \t\r\n");
+    if (i == std::string_view::npos) return {};
+    text.remove_prefix(i);
+    if (text.substr(0, 2) == "//") {
+      size_t nl = text.find('\n');
+      text = nl == std::string_view::npos ? std::string_view() : text.substr(nl);
+    } else if (text.substr(0, 2) == "/*") {
+      size_t close = text.find("*/");
+      if (close == std::string_view::npos) return text;
+      text.remove_prefix(close + 2);
+    } else {
+      return text;
+    }
+  }
+}
+
+}  // namespace
+
+TopologyFormat detect_format(std::string_view text) {
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 byte order mark
+  std::string_view head = skip_preamble(text);
+  if (!head.empty() && head.front() == '{') return TopologyFormat::kJson;
+  if (starts_with_word(head, "graph") || starts_with_word(head, "digraph") ||
+      starts_with_word(head, "strict"))
+    return TopologyFormat::kDot;
+  return TopologyFormat::kIbnetdiscover;
+}
+
+Result<Topology> parse_topology(std::string_view text, std::string_view source) {
+  switch (detect_format(text)) {
+    case TopologyFormat::kJson:
+      return read_json(text, source);
+    case TopologyFormat::kDot:
+      return read_dot(text, source);
+    case TopologyFormat::kIbnetdiscover:
+      break;
+  }
+  return read_ibnetdiscover(text, source);
+}
+
+Result<Topology> load_topology_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return make_error(
+        Code::kNotFound, 3950,
+        fmt::format("topology file '{}': cannot open: {}", path, std::strerror(errno)));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad())
+    return make_error(Code::kIoError, 3951, fmt::format("topology file '{}': read failed", path));
+  return parse_topology(buffer.str(), path);
+}
+
+Status save_topology_file(const Topology& topology, const std::string& path) {
+  bool dot = path.ends_with(".dot") || path.ends_with(".gv");
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out)
+    return make_error(
+        Code::kIoError, 3952,
+        fmt::format("topology file '{}': cannot create: {}", path, std::strerror(errno)));
+  out << (dot ? write_dot(topology) : write_json(topology));
+  out.close();
+  if (!out)
+    return make_error(Code::kIoError, 3953, fmt::format("topology file '{}': write failed", path));
+  return {};
+}
+
+}  // namespace galaxy::fabric

@@ -1,0 +1,67 @@
+#include "wire/flit.h"
+
+#include <fmt/format.h>
+
+#include "base/bits.h"
+
+namespace galaxy::wire {
+namespace {
+
+constexpr size_t kKindBit = 0;
+constexpr size_t kVcBit = 2;
+constexpr size_t kReservedBit = 5;
+constexpr size_t kPayloadBit = 6;
+
+}  // namespace
+
+FlitBytes encode_flit(const Flit& f) {
+  FlitBytes b{};
+  put_bits(b, kKindBit, 2, static_cast<uint8_t>(f.kind) & 3u);
+  put_bits(b, kVcBit, 3, f.vc & 7u);
+  for (unsigned i = 0; i < kFlitPayloadBytes; ++i)
+    put_bits(b, kPayloadBit + 8 * i, 8, f.payload[i]);
+  return b;
+}
+
+Result<Flit> decode_flit(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kFlitBytes) {
+    return make_error(
+        Code::kMalformed, 1010,
+        fmt::format("flit: length = {} bytes, expected {}", bytes.size(), kFlitBytes));
+  }
+  Flit f;
+  f.kind = static_cast<FlitKind>(get_bits(bytes, kKindBit, 2));
+  f.vc = static_cast<uint8_t>(get_bits(bytes, kVcBit, 3));
+  if (f.vc >= kNumVcs) {
+    return make_error(Code::kMalformed, 1011,
+                      fmt::format("flit: vc = {} exceeds {}", f.vc, kNumVcs - 1));
+  }
+  if (get_bits(bytes, kReservedBit, 1) != 0) {
+    return make_error(Code::kMalformed, 1012, "flit: reserved bit 5 = 1, expected 0");
+  }
+  uint64_t pad = get_bits(bytes, kFlitBits, kFlitBytes * 8 - kFlitBits);
+  if (pad != 0) {
+    return make_error(Code::kMalformed, 1013,
+                      fmt::format("flit: padding bits 198-199 = {:#x}, expected 0", pad));
+  }
+  for (unsigned i = 0; i < kFlitPayloadBytes; ++i) {
+    f.payload[i] = static_cast<uint8_t>(get_bits(bytes, kPayloadBit + 8 * i, 8));
+  }
+  return f;
+}
+
+std::string_view flit_kind_name(FlitKind k) {
+  switch (k) {
+    case FlitKind::kBody:
+      return "body";
+    case FlitKind::kHead:
+      return "head";
+    case FlitKind::kTail:
+      return "tail";
+    case FlitKind::kHeadTail:
+      return "head+tail";
+  }
+  return "?";
+}
+
+}  // namespace galaxy::wire

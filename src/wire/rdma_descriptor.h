@@ -1,0 +1,66 @@
+// Connectionless RDMA descriptor (SYSTEM.md 1.1; layout in docs/protocol.md): a fixed 64-byte
+// descriptor, followed for an immediate RDMA by its 1-128 data bytes padded to 64-byte blocks,
+// so an immediate descriptor takes 64 + ceil(n/64)*64 bytes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+
+namespace galaxy::wire {
+
+inline constexpr unsigned kRdmaDescriptorBytes = 64;
+inline constexpr unsigned kMaxImmediateBytes = 128;
+inline constexpr unsigned kNotifyDataBytes = 16;
+
+enum class RdmaOp : uint8_t {
+  kWrite = 0,      // put: local_address -> remote_address
+  kRead = 1,       // get: remote_address -> local_address
+  kImmediate = 2,  // put of the descriptor's inline data to remote_address
+};
+inline constexpr uint8_t kMaxRdmaOp = 2;
+
+// How completion is reported. notify_address/notify_data are carried only where they are
+// used: kEvent writes notify_data at notify_address of the remote node; kTrailingImmediate
+// sends it there as an immediate RDMA after the data; kTrailingMp sends it as the payload of an
+// MP to remote_vp; kLocalCq writes a completion entry into the local VP's CQ.
+enum class Completion : uint8_t {
+  kNone = 0,
+  kEvent = 1,
+  kTrailingMp = 2,
+  kTrailingImmediate = 3,
+  kLocalCq = 4,
+};
+inline constexpr uint8_t kMaxCompletion = 4;
+
+struct RdmaDescriptor {
+  RdmaOp op = RdmaOp::kWrite;
+  bool fen = false;  // execute only after the previous descriptor of the VP completed
+  Completion completion = Completion::kNone;
+  uint8_t remote_vp = 0;  // 0-63
+  uint16_t remote_node = 0;
+  uint32_t length = 0;         // bytes; 1-128 for an immediate RDMA
+  uint64_t local_address = 0;  // not carried by an immediate RDMA (must be 0)
+  uint64_t remote_address = 0;
+  uint32_t memory_key = 0;      // key of the registered memory region (ATT)
+  uint16_t cp_count = 0;        // CP-triggered: start when the VP's CP counter reaches it; 0 = now
+  uint64_t notify_address = 0;  // kEvent, kTrailingImmediate
+  std::array<uint8_t, kNotifyDataBytes> notify_data{};  // kEvent, kTrailingMp, kTrailingImmediate
+  std::array<uint8_t, kMaxImmediateBytes> immediate_data{};  // first `length` bytes, kImmediate
+  bool operator==(const RdmaDescriptor&) const = default;
+};
+
+// 64, or 64 + ceil(length/64)*64 for an immediate RDMA.
+size_t rdma_descriptor_size(const RdmaDescriptor& d);
+// The total size announced by the first 64 bytes, so that a NIC knows how much to fetch.
+Result<size_t> peek_rdma_descriptor_size(std::span<const uint8_t> bytes);
+
+// Fields a descriptor does not carry (see above) are not encoded and decode as zero.
+Result<std::vector<uint8_t>> encode_rdma_descriptor(const RdmaDescriptor& d);
+// `bytes` must be exactly rdma_descriptor_size() long.
+Result<RdmaDescriptor> decode_rdma_descriptor(std::span<const uint8_t> bytes);
+
+}  // namespace galaxy::wire

@@ -1,0 +1,153 @@
+#include <gtest/gtest.h>
+
+#include "chip/nic.h"
+#include "chip_test_util.h"
+
+namespace galaxy::chip {
+namespace {
+
+wire::MgmtDescriptorBytes descriptor(uint16_t tid, bool fence = false) {
+  wire::MgmtDescriptor d;
+  d.dest_id = 7;
+  d.dest_vp = 8;
+  d.src_vp = 8;
+  d.transaction_id = tid;
+  d.fen = fence;
+  d.nmp_type = wire::NmpType::kRegReadRequest;
+  d.data.count = 1;
+  d.data.address[0] = reg::kScratch;
+  return wire::encode_mgmt_descriptor(d).value();
+}
+
+TEST(NicTest, ManagementOnlyThroughSdqs) {
+  Nic n;
+  auto d = descriptor(1);
+  auto s = n.post_mgmt(3, d);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("PIO"), std::string::npos);
+  EXPECT_FALSE(n.post_mgmt(40, d).ok());
+  EXPECT_TRUE(n.post_mgmt(8, d).ok());
+  EXPECT_FALSE(n.post_mgmt(8, std::span(d).first(10)).ok());
+}
+
+TEST(NicTest, InOrderWithinVpRoundRobinAcrossVps) {
+  Nic n;
+  n.set_chip_id(100);
+  ASSERT_TRUE(n.post_mgmt(8, descriptor(1)).ok());
+  ASSERT_TRUE(n.post_mgmt(8, descriptor(2)).ok());
+  ASSERT_TRUE(n.post_mgmt(9, descriptor(3)).ok());
+  std::vector<std::pair<uint8_t, uint16_t>> order;
+  while (auto w = n.next_work()) {
+    auto p = wire::decode_mgmt_packet(w->mgmt).value();
+    order.push_back({w->vp, p.transaction_id});
+    EXPECT_EQ(p.src_id, 100);
+    n.complete(w->vp, true);
+  }
+  std::vector<std::pair<uint8_t, uint16_t>> want{{8, 1}, {9, 3}, {8, 2}};
+  EXPECT_EQ(order, want);
+}
+
+TEST(NicTest, FencedDescriptorWaitsForPredecessors) {
+  Nic n;
+  ASSERT_TRUE(n.post_mgmt(8, descriptor(1)).ok());
+  ASSERT_TRUE(n.post_mgmt(8, descriptor(2, /*fence=*/true)).ok());
+  auto first = n.next_work();
+  ASSERT_TRUE(first);
+  EXPECT_FALSE(n.next_work());  // blocked until the first completes
+  n.complete(8, true);
+  auto second = n.next_work();
+  ASSERT_TRUE(second);
+  EXPECT_EQ(wire::decode_mgmt_packet(second->mgmt).value().transaction_id, 2);
+}
+
+TEST(NicTest, MalformedDescriptorCompletesWithErrorEvent) {
+  Nic n;
+  auto d = descriptor(1);
+  d[0] ^= 0xFF;  // scramble the head of the descriptor
+  d[1] ^= 0xFF;
+  ASSERT_TRUE(n.post_mgmt(8, d).ok());
+  auto w = n.next_work();
+  ASSERT_TRUE(w);
+  ASSERT_EQ(w->kind, NicWork::Kind::kRejected);
+  EXPECT_FALSE(w->error.message.empty());
+  n.complete(w->vp, false, w->error.id);
+  auto e = n.poll_eq(8);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind, EventKind::kDescriptorError);
+  EXPECT_EQ(n.read_register(reg::kVpBase + 8 * reg::kVpStride + reg::vp::kDescErrors).value, 1u);
+}
+
+TEST(NicTest, ResponsesLandInTheRequestingVpsMpq) {
+  Nic n;
+  n.set_chip_id(100);
+  wire::MgmtPacket resp;
+  resp.nmp_type = wire::NmpType::kRegReadResponse;
+  resp.dest_id = 100;
+  resp.dest_type = wire::ChipType::kNic;
+  resp.dest_vp = 12;
+  resp.src_id = 7;
+  resp.transaction_id = 77;
+  resp.data.count = 1;
+  auto b = testing::bytes_of(resp);
+  EXPECT_EQ(n.receive_mgmt(b), NicRx::kDelivered);
+  EXPECT_FALSE(n.poll_mpq(8));
+  auto e = n.poll_mpq(12);
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(e->management);
+  EXPECT_EQ(wire::decode_mgmt_packet(std::span(e->data).first(e->length)).value(), resp);
+  // A full MPQ refuses and counts.
+  n.set_mpq_depth(12, 1);
+  EXPECT_EQ(n.receive_mgmt(b), NicRx::kDelivered);
+  EXPECT_EQ(n.receive_mgmt(b), NicRx::kMpqFull);
+  EXPECT_EQ(n.read_register(reg::kVpBase + 12 * reg::kVpStride + reg::vp::kMpqDrops).value, 1u);
+  // Requests go to the NIC's own NMA.
+  auto req = testing::request(wire::NmpType::kRegReadRequest, {reg::kScratch}, {}, 100);
+  req.dest_type = wire::ChipType::kNic;
+  EXPECT_EQ(n.receive_mgmt(testing::bytes_of(req)), NicRx::kToNma);
+}
+
+TEST(NicTest, DirtyPacketsAreDiscardedIntoTheErrorBuffer) {
+  Nic n;
+  n.set_chip_id(100);
+  wire::MgmtPacketBytes junk;
+  junk.fill(0xA5);
+  EXPECT_EQ(n.receive_mgmt(junk), NicRx::kDiscarded);
+  EXPECT_TRUE(n.error_buffer().valid);
+  EXPECT_EQ(n.error_buffer().bytes[0], 0xA5);
+  EXPECT_EQ(n.read_register(reg::kDirtyDiscards).value, 1u);
+  EXPECT_EQ(n.read_register(reg::kErrBufStatus).value & 1, 1u);
+  EXPECT_EQ(n.read_register(reg::kErrBufData).value, 0xA5A5A5A5A5A5A5A5u);
+  // A response for another NIC is misrouted: discarded too.
+  wire::MgmtPacket resp;
+  resp.nmp_type = wire::NmpType::kRegWriteResponse;
+  resp.dest_id = 101;
+  resp.dest_type = wire::ChipType::kNic;
+  EXPECT_EQ(n.receive_mgmt(testing::bytes_of(resp)), NicRx::kDiscarded);
+  EXPECT_EQ(n.read_register(reg::kDirtyDiscards).value, 2u);
+}
+
+TEST(NicTest, MpSendAndReceive) {
+  Nic n;
+  n.set_data_node(3);
+  uint8_t msg[5] = {1, 2, 3, 4, 5};
+  ASSERT_TRUE(n.post_mp(0, 9, 2, msg).ok());  // PIO VP
+  auto w = n.next_work();
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->kind, NicWork::Kind::kMp);
+  EXPECT_EQ(w->head.dest_node, 9);
+  EXPECT_EQ(w->head.src_node, 3);
+  wire::DataHead h = w->head;
+  h.dest_node = 3;
+  EXPECT_EQ(n.receive_mp(h, msg), NicRx::kDelivered);
+  auto e = n.poll_mpq(2);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->length, 5);
+  EXPECT_EQ(e->data[4], 5);
+  h.dest_node = 4;
+  EXPECT_EQ(n.receive_mp(h, msg), NicRx::kDiscarded);
+  uint8_t big[121] = {};
+  EXPECT_FALSE(n.post_mp(0, 9, 2, big).ok());
+}
+
+}  // namespace
+}  // namespace galaxy::chip

@@ -1,0 +1,162 @@
+#include <gtest/gtest.h>
+
+#include "chip/nrc.h"
+#include "chip_test_util.h"
+
+namespace galaxy::chip {
+namespace {
+
+using wire::NmpType;
+
+TEST(RouteTableTest, RangesPaletteAndGrowth) {
+  RouteTable t;
+  EXPECT_EQ(t.get(5), 0u);
+  ASSERT_TRUE(t.set_range(0, 100, 0b11).ok());
+  ASSERT_TRUE(t.set_range(50, 10, 0b100).ok());
+  EXPECT_EQ(t.get(49), 0b11u);
+  EXPECT_EQ(t.get(55), 0b100u);
+  EXPECT_EQ(t.get(60), 0b11u);
+  EXPECT_EQ(t.get(100), 0u);
+  EXPECT_EQ(t.palette_size(), 3u);
+  EXPECT_FALSE(t.set_range(65530, 10, 1).ok());
+  EXPECT_FALSE(t.set_range(0, 0, 1).ok());
+  // More than 256 distinct sets switch to wide indices without changing any entry.
+  for (uint32_t d = 0; d < 300; ++d) ASSERT_TRUE(t.set_range(d, 1, d + 1).ok());
+  for (uint32_t d = 0; d < 300; ++d) ASSERT_EQ(t.get(d), d + 1);
+}
+
+TEST(NrcTest, InputPortsShareTablesCopyOnWrite) {
+  Nrc n;
+  ASSERT_TRUE(n.set_routes(0xFFFFFF, 0, 64, 1u << 20).ok());
+  EXPECT_EQ(n.distinct_tables(), 1u);
+  ASSERT_TRUE(n.set_routes(0b1, 10, 1, 1u << 3).ok());  // port 0 only
+  EXPECT_EQ(n.distinct_tables(), 2u);
+  EXPECT_EQ(n.allowed_ports(0, 10), 1u << 3);
+  EXPECT_EQ(n.allowed_ports(1, 10), 1u << 20);
+  EXPECT_FALSE(n.set_routes(1u << 24, 0, 1, 1).ok());  // no port 24
+  EXPECT_FALSE(n.set_routes(1, 0, 1, 1u << 30).ok());
+}
+
+TEST(NrcTest, RouteTableThroughIndirectRegistersTwoPerPacket) {
+  Nrc n;
+  n.set_chip_id(7);
+  uint64_t select = 0xF | (uint64_t{100} << 24) | (uint64_t{20} << 40);  // ports 0-3, 100..119
+  auto w = testing::serve(n, testing::request(NmpType::kRegWriteRequest,
+                                              {reg::kRtSelect, reg::kRtData},
+                                              {select, (1u << 5) | (1u << 6)}));
+  EXPECT_EQ(w.nmp_type, NmpType::kRegWriteResponse);
+  EXPECT_EQ(n.allowed_ports(2, 119), (1u << 5) | (1u << 6));
+  EXPECT_EQ(n.allowed_ports(4, 119), 0u);
+  EXPECT_EQ(n.read_register(reg::kRtEntriesWritten).value, 80u);
+  // Read back one entry through the same registers.
+  uint64_t one = (1u << 3) | (uint64_t{110} << 24) | (uint64_t{1} << 40);
+  testing::serve(n, testing::request(NmpType::kRegWriteRequest, {reg::kRtSelect}, {one}));
+  auto r = testing::serve(n, testing::request(NmpType::kRegReadRequest, {reg::kRtData}));
+  EXPECT_EQ(r.data.value[0], (1u << 5) | (1u << 6));
+  // A port set naming port 24 is refused and changes nothing.
+  auto bad = testing::serve(n, testing::request(NmpType::kRegWriteRequest,
+                                                {reg::kRtSelect, reg::kRtData},
+                                                {select, 1u << 24}));
+  EXPECT_EQ(bad.nmp_type, NmpType::kRegError);
+  EXPECT_EQ(n.allowed_ports(2, 119), (1u << 5) | (1u << 6));
+}
+
+TEST(NrcTest, AdaptiveChoiceByOutputLoad) {
+  Nrc n;
+  for (uint8_t p = 0; p < 24; ++p) n.link_up(p, {true, wire::ChipType::kNrc, p, 0});
+  ASSERT_TRUE(n.set_routes(0xFFFFFF, 0, 1, (1u << 4) | (1u << 9)).ok());
+  n.port(4).output_load = 10;
+  n.port(9).output_load = 2;
+  EXPECT_EQ(n.route_data(0, 0).value(), 9);
+  n.port(9).output_load = 50;
+  EXPECT_EQ(n.route_data(0, 0).value(), 4);
+  n.link_down(4);
+  EXPECT_EQ(n.route_data(0, 0).value(), 9);  // the only usable one left
+  n.link_down(9);
+  EXPECT_FALSE(n.route_data(0, 0).ok());
+  EXPECT_FALSE(n.route_data(0, 1).ok());  // no route at all
+  EXPECT_EQ(n.read_register(reg::kDirtyDiscards).value, 2u);
+}
+
+TEST(NrcTest, SourceRoutedForwardAbsorbDrop) {
+  Nrc n;
+  n.set_chip_id(7);
+  for (uint8_t p = 0; p < 24; ++p) n.link_up(p, {true, wire::ChipType::kNrc, p, 0});
+  auto req = testing::request(NmpType::kRegReadRequest, {reg::kScratch});
+  ASSERT_TRUE(req.forward_route.push(11).ok());
+  ASSERT_TRUE(req.forward_route.push(2).ok());
+  auto b = testing::bytes_of(req);
+  auto d = n.route_mgmt(0, b);  // hop 0 of 2: forward out of port 11
+  EXPECT_EQ(d.action, MgmtRouting::Action::kForward);
+  EXPECT_EQ(d.out_port, 11);
+  EXPECT_EQ(wire::decode_mgmt_packet(b).value().hop_count, 1);  // CRC still valid
+  d = n.route_mgmt(0, b);
+  EXPECT_EQ(d.out_port, 2);
+  d = n.route_mgmt(0, b);  // route used up: for this chip
+  EXPECT_EQ(d.action, MgmtRouting::Action::kAbsorb);
+  // Next port down: dropped and counted.
+  auto b2 = testing::bytes_of(req);
+  n.link_down(11);
+  EXPECT_EQ(n.route_mgmt(3, b2).action, MgmtRouting::Action::kDrop);
+  EXPECT_EQ(n.port(3).dirty_discards, 1u);
+  // Garbage is dropped as dirty.
+  wire::MgmtPacketBytes junk{};
+  EXPECT_EQ(n.route_mgmt(4, junk).action, MgmtRouting::Action::kDrop);
+}
+
+TEST(NrcTest, PeerIdentityLearntAndSummarisedTwoPortsPerRegister) {
+  Nrc n;
+  n.link_up(0, {true, wire::ChipType::kNic, 1234, 0});
+  n.link_up(1, {true, wire::ChipType::kNrc, 77, 13});
+  uint64_t v = n.read_register(reg::kPeerSummary).value;
+  EXPECT_EQ(v & 0xFFFFFFFF, reg::encode_peer(true, false, 0, true, 1234));
+  EXPECT_EQ(v >> 32, reg::encode_peer(true, true, 13, true, 77));
+  EXPECT_EQ(n.read_register(reg::kPortBase + reg::kPortStride + reg::port::kPeerIdent).value,
+            v >> 32);
+  EXPECT_EQ(n.read_register(reg::kPortBase + reg::port::kHandshakes).value, 1u);
+  // 24 ports fit in 12 summary registers; the 13th is out of range.
+  EXPECT_EQ(n.read_register(reg::kPeerSummary + 12).error, wire::NmpError::kAddressOutOfRange);
+}
+
+TEST(EepromTest, BootImageLoadsRegistersAndRoutesAtPowerOn) {
+  Nrc n;
+  BootImage img;
+  img.registers = {{reg::kChipId, 42 | (1u << 16)}, {reg::kScratch, 9}};
+  img.routes = {{0xFFFFFF, 0, 32, 1u << 7}};
+  auto bytes = encode_boot_image(img);
+  EXPECT_EQ(decode_boot_image(bytes).value(), img);
+  n.eeprom().write_block(0, bytes);
+  ASSERT_TRUE(n.power_on().ok());
+  EXPECT_TRUE(n.configured());
+  EXPECT_EQ(n.chip_id(), 42);
+  EXPECT_EQ(n.allowed_ports(5, 31), 1u << 7);
+  EXPECT_EQ(n.read_register(reg::kBootStatus).value & 1, 1u);
+  EXPECT_LT(n.eeprom().allocated_bytes(), 1024u);
+}
+
+TEST(EepromTest, BadBootImagesChangeNothing) {
+  BootImage img;
+  img.registers = {{reg::kScratch, 1}, {reg::kTemperature, 5}};  // read-only register
+  Nrc n;
+  n.eeprom().write_block(0, encode_boot_image(img));
+  EXPECT_FALSE(n.power_on().ok());
+  EXPECT_EQ(n.read_register(reg::kScratch).value, 0u);
+  EXPECT_FALSE(n.configured());
+
+  auto good = encode_boot_image({{{reg::kScratch, 1}}, {}});
+  auto corrupt = good;
+  corrupt[9] ^= 1;
+  EXPECT_EQ(decode_boot_image(corrupt).error().code, Code::kCrcMismatch);
+  EXPECT_NE(decode_boot_image(std::span(good).first(12)).error().message.find("offset"),
+            std::string::npos);
+  auto unknown = good;
+  unknown[8] = 0x7;
+  EXPECT_NE(decode_boot_image(unknown).error().message.find("record type"), std::string::npos);
+  // Blank EEPROM: no error, chip stays unconfigured.
+  Nrc blank;
+  EXPECT_TRUE(blank.power_on().ok());
+  EXPECT_FALSE(blank.configured());
+}
+
+}  // namespace
+}  // namespace galaxy::chip

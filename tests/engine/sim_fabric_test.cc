@@ -1,0 +1,206 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/sim/calibration.h"
+#include "engine/sim/load.h"
+#include "engine/sim/mgmt_probe.h"
+#include "engine/sim/sim_fabric.h"
+#include "fabric/builders.h"
+
+namespace galaxy::sim {
+namespace {
+
+std::unique_ptr<SimFabric> make(const std::string& spec, uint64_t seed = 1) {
+  auto topo = fabric::build_topology(spec);
+  EXPECT_TRUE(topo.ok()) << topo.error().to_string();
+  auto timing = default_timing();
+  EXPECT_TRUE(timing.ok()) << timing.error().to_string();
+  SimOptions o;
+  o.seed = seed;
+  auto f = SimFabric::create(*topo, *timing, o);
+  EXPECT_TRUE(f.ok());
+  return std::move(*f);
+}
+
+TEST(CalibrationTest, ComponentsReproduceThePapersFigures) {
+  auto t = default_timing().value();
+  // SYSTEM.md 2.8: per-hop round trip 0.8762 us, register processing 5.9597 us, EEPROM 157.826.
+  EXPECT_NEAR(to_us(2 * t.mgmt_hop()), 0.8762, 1e-6);
+  EXPECT_NEAR(to_us(t.register_read_processing()), 5.9597, 1e-6);
+  EXPECT_NEAR(to_us(t.eeprom_read_processing(1)), 157.826, 1e-6);
+  EXPECT_NEAR(to_us(t.eeprom_read_processing(2) - t.eeprom_read_processing(1)), 150.0, 1e-6);
+}
+
+TEST(CalibrationTest, BadFilesAreRefusedNamingTheParameter) {
+  auto missing = load_timing("/nonexistent/timing.json");
+  EXPECT_EQ(missing.error().code, Code::kIoError);
+  char path[] = "/tmp/galaxy_timing_XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::string text =
+      R"({"format":"galaxy-timing","version":1,"parameters":{"link_lane_gbps":{"value":14,"source":"x"}}})";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  auto r = load_timing(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("link_lanes"), std::string::npos);
+  unlink(path);
+}
+
+// Acceptance (issue 2): a single-register read from a NIC to an NRC h hops away takes
+// processing + (h + 1) x per-hop time within 1%, through the chip models.
+TEST(SimFabricTest, RegisterReadLatencyFollowsThePapersModelAtEveryHopCount) {
+  auto f = make("line:n=10");
+  const Timing& t = f->timing();
+  const double processing = to_us(t.register_read_processing());
+  const double per_hop = 2 * to_us(t.mgmt_hop());
+  uint32_t server = f->topology().nic_node(0);
+  auto dist = f->topology().bfs_distances(server);
+  int measured = 0;
+  for (uint32_t h = 0; h <= 8; ++h) {
+    uint32_t target = UINT32_MAX;
+    for (uint32_t v = 0; v < f->topology().num_nodes(); ++v)
+      if (!f->topology().is_nic(v) && dist[v] == h + 1) target = v;
+    ASSERT_NE(target, UINT32_MAX) << "no NRC at h = " << h;
+    ProbeSpec ps;
+    ps.server_nic = server;
+    ps.target = target;
+    ps.count = 50;
+    auto r = run_probe(*f, ps);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(r->hops, h);
+    double model = processing + (h + 1) * per_hop;
+    EXPECT_NEAR(r->mean_us, model, model * 0.01) << "h = " << h;
+    ++measured;
+  }
+  EXPECT_EQ(measured, 9);
+}
+
+TEST(SimFabricTest, WriteFasterThanReadTwoRegistersBetweenOneAndTwoReads) {
+  auto f = make("line:n=3");
+  uint32_t server = f->topology().nic_node(0);
+  uint32_t target = f->topology().peer({server, 0})->node;
+  auto probe = [&](wire::NmpType type, std::vector<uint16_t> addrs) {
+    ProbeSpec ps;
+    ps.server_nic = server;
+    ps.target = target;
+    ps.type = type;
+    ps.addresses = addrs;
+    ps.values.assign(addrs.size(), 1);
+    ps.count = 10;
+    return run_probe(*f, ps).value();
+  };
+  double read1 = probe(wire::NmpType::kRegReadRequest, {chip::reg::kScratch}).mean_us;
+  double read2 =
+      probe(wire::NmpType::kRegReadRequest, {chip::reg::kScratch, chip::reg::kChipId}).mean_us;
+  double write1 = probe(wire::NmpType::kRegWriteRequest, {chip::reg::kScratch}).mean_us;
+  double eep1 = probe(wire::NmpType::kEepromReadRequest, {0x200}).mean_us;
+  double eep3 = probe(wire::NmpType::kEepromReadRequest, {0x200, 0x201, 0x202}).mean_us;
+  double eepw1 = probe(wire::NmpType::kEepromWriteRequest, {0x200}).mean_us;
+  double eepw2 = probe(wire::NmpType::kEepromWriteRequest, {0x200, 0x201}).mean_us;
+  EXPECT_LT(write1, read1);
+  EXPECT_GT(read2, read1);
+  EXPECT_LT(read2, 2 * read1);
+  EXPECT_NEAR(eep3 - eep1, 300.0, 1.0);     // about +150 us per extra byte read
+  EXPECT_NEAR(eepw2 - eepw1, 3000.0, 1.0);  // about +3,000 us per extra byte written
+  // The response really carries the register: the written value comes back.
+  auto r = probe(wire::NmpType::kRegReadRequest, {chip::reg::kScratch});
+  EXPECT_EQ(r.last_response.data.value[0], 1u);
+}
+
+TEST(SimFabricTest, BackgroundLoadDelaysManagementByResidualService) {
+  auto idle = make("fattree:k=4,levels=3", 7);
+  auto busy = make("fattree:k=4,levels=3", 7);
+  auto sum = apply_load(*busy, "uniform:util=0.5");
+  ASSERT_TRUE(sum.ok());
+  EXPECT_NEAR(sum->max_utilisation, 0.5, 1e-6);
+  const auto& topo = idle->topology();
+  uint32_t server = topo.nic_node(0);
+  auto dist = topo.bfs_distances(server);
+  uint32_t far = 0;
+  for (uint32_t v = 0; v < topo.num_nodes(); ++v)
+    if (!topo.is_nic(v) && dist[v] != UINT32_MAX && dist[v] > dist[far]) far = v;
+  ProbeSpec ps;
+  ps.server_nic = server;
+  ps.target = far;
+  ps.count = 2000;
+  double t_idle = run_probe(*idle, ps).value().mean_us;
+  auto rb = run_probe(*busy, ps).value();
+  // Expected extra: 2(h+1) hops x util x mean residual (half a data packet's transmission).
+  double data_us = to_us(busy->timing().serialisation_bits(busy->timing().data_packet_bytes * 8));
+  double expect = 2.0 * (rb.hops + 1) * 0.5 * data_us / 2;
+  EXPECT_GT(busy->stats().mgmt_waits_behind_data, 0u);
+  EXPECT_NEAR(rb.mean_us - t_idle, expect, expect * 0.15);
+  EXPECT_EQ(idle->stats().mgmt_waits_behind_data, 0u);
+}
+
+TEST(SimFabricTest, AlltoallLoadSpreadsOverLinksAndRejectsBadParameters) {
+  auto f = make("fattree:k=4,levels=3");
+  auto sum = apply_load(*f, "alltoall:groups=2");
+  ASSERT_TRUE(sum.ok()) << sum.error().to_string();
+  EXPECT_NEAR(sum->max_utilisation, 0.9, 1e-6);
+  EXPECT_GT(sum->busy_outputs, f->topology().num_links());  // both directions of most links
+  EXPECT_FALSE(apply_load(*f, "alltoall:groups=0").ok());
+  EXPECT_FALSE(apply_load(*f, "alltoall:util=2").ok());
+  EXPECT_FALSE(apply_load(*f, "alltoall:grops=2").ok());
+  EXPECT_FALSE(apply_load(*f, "nosuchload").ok());
+}
+
+TEST(SimFabricTest, TableRoutedMpsReachTheirVpAndLinkDownRaisesFault) {
+  auto f = make("line:n=4");
+  const auto& topo = f->topology();
+  // Minimal routes for the line: every NRC sends towards the NRC that owns the NIC.
+  for (uint32_t v = 0; v < topo.num_nodes(); ++v) {
+    if (topo.is_nic(v)) continue;
+    auto dist = topo.bfs_distances(v);
+    for (uint32_t i = 0; i < topo.num_nics(); ++i) {
+      uint32_t dst = topo.nic_node(i);
+      auto ddist = topo.bfs_distances(dst);
+      chip::PortSet ports = 0;
+      for (uint8_t p = 0; p < topo.num_ports(v); ++p) {
+        auto peer = topo.peer({v, p});
+        if (peer && (peer->node == dst || (!topo.is_nic(peer->node) && ddist[peer->node] < ddist[v])))
+          ports |= 1u << p;
+      }
+      ASSERT_TRUE(f->nrc(v).set_routes(0xFFFFFF & ((1u << topo.num_ports(v)) - 1), i, 1, ports).ok());
+    }
+    (void)dist;
+  }
+  uint32_t src = topo.nic_node(0);
+  uint32_t dst = topo.nic_node(topo.num_nics() - 1);
+  int delivered = 0;
+  f->set_mpq_listener([&](uint32_t nic, uint8_t vp) {
+    if (nic == dst && vp == 5) ++delivered;
+  });
+  uint8_t msg[120];
+  for (int i = 0; i < 120; ++i) msg[i] = static_cast<uint8_t>(i);
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(f->post_mp(src, 0, topo.num_nics() - 1, 5, msg).ok());
+  f->sim().run();
+  EXPECT_EQ(delivered, 10);
+  auto e = f->nic(dst).poll_mpq(5);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->src_node, 0);
+  EXPECT_EQ(e->data[119], 119);
+  // A link down: chips on both ends latch the fault; packets no longer pass.
+  uint32_t nrc0 = topo.peer({src, 0})->node;
+  ASSERT_TRUE(f->set_link({src, 0}, false).ok());
+  EXPECT_EQ(f->chip(nrc0).read_register(chip::reg::kFaultStatus).value & 1, 1u);
+  ASSERT_TRUE(f->post_mp(src, 0, topo.num_nics() - 1, 5, msg).ok());
+  f->sim().run();
+  EXPECT_EQ(delivered, 10);
+  EXPECT_GT(f->stats().packets_dropped, 0u);
+}
+
+TEST(SimFabricTest, Th2InstantiatesAtFullScale) {
+  auto f = make("th2");
+  EXPECT_EQ(f->topology().num_nics(), 18304u);
+  EXPECT_EQ(f->topology().num_nrcs(), 5832u);
+  // Every chip booted from its EEPROM with its id.
+  EXPECT_TRUE(f->chip(12345).configured());
+  EXPECT_EQ(f->chip(12345).chip_id(), 12345);
+}
+
+}  // namespace
+}  // namespace galaxy::sim

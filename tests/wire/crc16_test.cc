@@ -1,0 +1,74 @@
+#include "wire/crc16.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string_view>
+#include <vector>
+
+#include "base/bits.h"
+
+namespace galaxy::wire {
+namespace {
+
+std::span<const uint8_t> bytes_of(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+TEST(Crc16, CheckValue) {
+  EXPECT_EQ(crc16(bytes_of("123456789")), 0x29B1);
+}
+
+TEST(Crc16, EmptyIsInitialValue) {
+  EXPECT_EQ(crc16({}), 0xFFFF);
+}
+
+TEST(Crc16, ChainsAcrossCalls) {
+  EXPECT_EQ(crc16(bytes_of("6789"), crc16(bytes_of("12345"))), 0x29B1);
+}
+
+TEST(Crc16, BitsOnWholeBytesEqualBytes) {
+  auto b = bytes_of("123456789");
+  EXPECT_EQ(crc16_bits(b, 0, 72), 0x29B1);
+  EXPECT_EQ(crc16_bits(b, 8, 64), crc16(b.subspan(1)));
+}
+
+TEST(Crc16, BitsAtAnOffsetEqualShiftedBytes) {
+  // "123456789" stored 3 bits further along gives the same CRC when read from bit 3.
+  auto msg = bytes_of("123456789");
+  std::vector<uint8_t> buf(10, 0);
+  for (size_t i = 0; i < msg.size(); ++i) put_bits(buf, 3 + 8 * i, 8, msg[i]);
+  EXPECT_EQ(crc16_bits(buf, 3, 72), 0x29B1);
+}
+
+TEST(Crc16, PartialBitsMatchBitwiseDefinition) {
+  // 5 bits 10110 fed MSB first from 0xFFFF, computed by hand with the polynomial 0x1021.
+  uint16_t crc = 0xFFFF;
+  for (int bit : {1, 0, 1, 1, 0}) {
+    bool top = crc & 0x8000;
+    crc = static_cast<uint16_t>(crc << 1);
+    if (top != static_cast<bool>(bit)) crc ^= 0x1021;
+  }
+  std::vector<uint8_t> buf = {0x16};  // value 0b10110 in bits 0-4
+  EXPECT_EQ(crc16_bits(buf, 0, 5), crc);
+}
+
+TEST(Crc16, DetectsEverySingleBitFlip) {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buf(24);
+  for (auto& x : buf) x = static_cast<uint8_t>(rng());
+  uint16_t good = crc16_bits(buf, 5, 180);
+  for (size_t bit = 5; bit < 185; ++bit) {
+    buf[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    EXPECT_NE(crc16_bits(buf, 5, 180), good) << "bit " << bit;
+    buf[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+  }
+}
+
+TEST(Crc16, OutOfBoundsRangeReadsNothing) {
+  std::vector<uint8_t> buf(2, 0xAA);
+  EXPECT_EQ(crc16_bits(buf, 10, 20, 0x1234), 0x1234);
+}
+
+}  // namespace
+}  // namespace galaxy::wire

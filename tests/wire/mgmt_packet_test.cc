@@ -1,0 +1,282 @@
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "base/bits.h"
+#include "mgmt_test_util.h"
+#include "wire/crc16.h"
+#include "wire/mgmt.h"
+#include "wire_test_util.h"
+
+namespace galaxy::wire {
+namespace {
+
+using testing::FailsWith;
+using testing::hex;
+
+// Packet bit of payload bit `off` of flit `flit` (docs/protocol.md).
+constexpr size_t pbit(unsigned flit, size_t off) {
+  return flit * 200 + 6 + off;
+}
+
+MgmtPacket sample_request() {
+  MgmtPacket p;
+  p.dest_id = 0x1234;
+  p.dest_type = ChipType::kNrc;
+  p.src_id = 0x0042;
+  p.src_type = ChipType::kNic;
+  p.dest_vp = 5;
+  p.src_vp = 9;
+  p.lint = true;
+  p.transaction_id = 0xBEEF;
+  EXPECT_TRUE(p.forward_route.push(3).ok());
+  EXPECT_TRUE(p.forward_route.push(17).ok());
+  EXPECT_TRUE(p.backward_route.push(0).ok());
+  EXPECT_TRUE(p.backward_route.push(22).ok());
+  p.nmp_type = NmpType::kRegReadRequest;
+  p.m_key = 0x0123456789ABCDEF;
+  p.data.count = 2;
+  p.data.address = {0x0010, 0x7FFF, 0, 0, 0, 0};
+  return p;
+}
+
+TEST(MgmtPacket, GoldenRegisterReadRequest) {
+  auto b = encode_mgmt_packet(sample_request());
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  // Byte 0: kind 1, vc 3, length bits 0-1; bytes 2-3: dest_id 0x1234; byte 4: dest_type 1 and
+  // src_id bits 0-6 (docs/protocol.md, worked example).
+  EXPECT_EQ(hex(*b),
+            "0d01341285001449c1bbaf18110000000000000000000000008c0016000000000000000000000000"
+            "00c07bf36ae259d148008c0004c0ff1f000000000000000000000000000000000000000e00000000"
+            "0000000000000000000000000000000000c0de01");
+}
+
+TEST(MgmtPacket, GoldenFaultReport) {
+  MgmtPacket p;
+  p.dest_id = 7;
+  p.src_id = 0x0300;
+  p.src_type = ChipType::kNrc;
+  p.nmp_type = NmpType::kFaultReport;
+  ASSERT_TRUE(p.backward_route.push(4).ok());
+  p.hop_count = 1;
+  p.data.fault_code = 0x11;
+  p.data.fault_port = 23;
+  p.data.fault_severity = 2;
+  p.data.fault_detail = 0xCAFEF00D;
+  auto b = encode_mgmt_packet(p);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  EXPECT_EQ(hex(*b),
+            "0d0907000106020020000000000000000000000000000000004c200000000000000000000000000000"
+            "0000000000000000004cc4854003bcbf3200000000000000000000000000000000000e000000000000"
+            "00000000000000000000000000000040ed0a");
+}
+
+TEST(MgmtPacket, FieldsSitWhereTheProtocolDocSays) {
+  auto b = encode_mgmt_packet(sample_request());
+  ASSERT_TRUE(b.ok());
+  for (unsigned k = 0; k < 4; ++k) EXPECT_EQ(get_bits(*b, 200 * k + 2, 3), 3u) << "flit " << k;
+  EXPECT_EQ(get_bits(*b, 0, 2), 1u);    // head
+  EXPECT_EQ(get_bits(*b, 600, 2), 2u);  // tail
+  EXPECT_EQ(get_bits(*b, pbit(0, 0), 5), 4u);
+  EXPECT_EQ(get_bits(*b, pbit(0, 10), 16), 0x1234u);
+  EXPECT_EQ(get_bits(*b, pbit(0, 64), 16), 0xBEEFu);
+  EXPECT_EQ(get_bits(*b, pbit(0, 80), 5), 2u);
+  EXPECT_EQ(get_bits(*b, pbit(1, 0), 5), 2u);
+  EXPECT_EQ(get_bits(*b, pbit(1, 128), 64), 0x0123456789ABCDEFu);
+  EXPECT_EQ(get_bits(*b, pbit(2, 0), 3), 2u);
+  EXPECT_EQ(get_bits(*b, pbit(2, 24), 16), 0x7FFFu);
+}
+
+TEST(MgmtPacket, RandomRoundTrip) {
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 2000; ++i) {
+    MgmtPacket p;
+    p.dest_id = static_cast<uint16_t>(rng());
+    p.dest_type = static_cast<ChipType>(rng() % 2);
+    p.src_id = static_cast<uint16_t>(rng());
+    p.src_type = static_cast<ChipType>(rng() % 2);
+    p.dest_vp = static_cast<uint8_t>(rng() % 64);
+    p.src_vp = static_cast<uint8_t>(rng() % 64);
+    p.lint = rng() % 2;
+    p.rint = rng() % 2;
+    p.transaction_id = static_cast<uint16_t>(rng());
+    p.forward_route = testing::random_route(rng);
+    p.backward_route = testing::random_route(rng);
+    p.nmp_type = testing::kAllNmpTypes[rng() % kNmpTypeCount];
+    p.hop_count = static_cast<uint8_t>(rng() % (p.active_route().hop_num + 1));
+    p.m_key = rng();
+    p.data = testing::random_nmp_data(rng, p.nmp_type);
+    auto b = encode_mgmt_packet(p);
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    auto d = decode_mgmt_packet(*b);
+    ASSERT_TRUE(d.ok()) << d.error().to_string();
+    EXPECT_EQ(*d, p);
+    auto h = peek_mgmt_head(*b);
+    ASSERT_TRUE(h.ok()) << h.error().to_string();
+    EXPECT_EQ(h->hop_count, p.hop_count);
+    EXPECT_EQ(h->nmp_type, p.nmp_type);
+    EXPECT_EQ(h->route_hop_num, p.active_route().hop_num);
+    uint8_t next = p.hop_count < p.active_route().hop_num ? p.active_route().hops[p.hop_count] : 0;
+    EXPECT_EQ(h->next_port, next);
+  }
+}
+
+TEST(MgmtPacket, EncoderDropsFieldsTheTypeDoesNotCarry) {
+  MgmtPacket p = sample_request();
+  p.data.error_address = 99;  // not carried by a register read request
+  p.data.fault_detail = 5;
+  auto d = decode_mgmt_packet(*encode_mgmt_packet(p));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->data, carried_nmp_data(p.nmp_type, p.data));
+  EXPECT_EQ(d->data.error_address, 0);
+}
+
+TEST(MgmtPacket, HopCountRewriteKeepsCrcValid) {
+  MgmtPacket p = sample_request();
+  auto b = encode_mgmt_packet(p);
+  ASSERT_TRUE(b.ok());
+  MgmtPacketBytes bytes = *b;
+  uint16_t crc_before = static_cast<uint16_t>(get_bits(bytes, pbit(3, 176), 16));
+  for (uint8_t hop = 0; hop <= 2; ++hop) {
+    set_mgmt_hop_count(bytes, hop);
+    auto d = decode_mgmt_packet(bytes);
+    ASSERT_TRUE(d.ok()) << d.error().to_string();
+    EXPECT_EQ(d->hop_count, hop);
+    auto h = peek_mgmt_head(bytes);
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h->hop_count, hop);
+    EXPECT_EQ(h->next_port, hop < 2 ? p.forward_route.hops[hop] : 0);
+    p.hop_count = hop;
+    EXPECT_EQ(*d, p);
+  }
+  EXPECT_EQ(get_bits(bytes, pbit(3, 176), 16), crc_before);
+  set_mgmt_hop_count(std::span(bytes).first(50), 1);  // too short: left alone
+  EXPECT_EQ(get_bits(bytes, pbit(0, 5), 5), 2u);
+}
+
+TEST(MgmtPacket, ResponseFollowsBackwardRoute) {
+  MgmtPacket p = sample_request();
+  p.nmp_type = NmpType::kRegReadResponse;
+  p.data.value = {1, 2};
+  p.hop_count = 1;
+  auto h = peek_mgmt_head(*encode_mgmt_packet(p));
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->route_hop_num, 2);
+  EXPECT_EQ(h->next_port, 22);
+}
+
+TEST(MgmtPacket, EncodeRejectsOutOfRangeFields) {
+  MgmtPacket p = sample_request();
+  p.vc = 2;
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "vc = 2"));
+  p = sample_request();
+  p.length_flits = 5;
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "length_flits = 5"));
+  p = sample_request();
+  p.nmp_type = static_cast<NmpType>(0x06);
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "nmp_type = 0x6"));
+  p = sample_request();
+  p.hop_count = 3;
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "hop_count = 3"));
+  p = sample_request();
+  p.src_vp = 64;
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "src_vp = 64"));
+  p = sample_request();
+  p.forward_route.hops[7] = 1;
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "forward_route: source route: unused hop7"));
+  p = sample_request();
+  p.data.count = 3;
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "data.count = 3"));
+  p = sample_request();
+  p.data.address[1] = 0x8000;
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "data.address[1] = 0x8000"));
+  p = sample_request();
+  p.nmp_type = NmpType::kEepromError;
+  p.data.error = static_cast<NmpError>(9);
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "data.error = 9"));
+}
+
+// Corrupts the packet with `edit` and, unless `keep_crc`, recomputes the tail CRC so that the
+// check under test is reached.
+template <class Edit>
+Result<MgmtPacket> decode_edited(Edit edit, bool fix_crc = true) {
+  MgmtPacketBytes b = *encode_mgmt_packet(sample_request());
+  edit(b);
+  if (fix_crc) {
+    uint16_t crc = crc16_bits(b, pbit(0, 10), 182);
+    crc = crc16_bits(b, pbit(1, 0), 192, crc);
+    crc = crc16_bits(b, pbit(2, 0), 192, crc);
+    crc = crc16_bits(b, pbit(3, 0), 176, crc);
+    put_bits(b, pbit(3, 176), 16, crc);
+  }
+  return decode_mgmt_packet(b);
+}
+
+TEST(MgmtPacket, DecodeRejectsMalformed) {
+  MgmtPacketBytes good = *encode_mgmt_packet(sample_request());
+  EXPECT_TRUE(FailsWith(decode_mgmt_packet(std::span(good).first(99)), "length = 99 bytes"));
+  auto r = decode_edited([](auto& b) { put_bits(b, 400, 2, 1); });
+  EXPECT_TRUE(FailsWith(r, "mgmt packet: flit 2 kind = head, expected body"));
+  r = decode_edited([](auto& b) { put_bits(b, 602, 3, 0); });
+  EXPECT_TRUE(FailsWith(r, "flit 3 vc = 0, expected 3"));
+  r = decode_edited([](auto& b) { put_bits(b, 205, 1, 1); });
+  EXPECT_TRUE(FailsWith(r, "flit 1 reserved bits"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(0, 0), 5, 3); });
+  EXPECT_TRUE(FailsWith(r, "length_flits = 3"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(0, 10), 1, 1); }, false);
+  EXPECT_TRUE(FailsWith(r, "crc = "));
+  EXPECT_EQ(r.error().code, Code::kCrcMismatch);
+  r = decode_edited([](auto& b) { put_bits(b, pbit(0, 58), 6, 0x21); });
+  EXPECT_TRUE(FailsWith(r, "nmp_type = 0x21"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(0, 80), 5, 21); });
+  EXPECT_TRUE(FailsWith(r, "forward route hop_num = 21"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(0, 5), 5, 3); });
+  EXPECT_TRUE(FailsWith(r, "hop_count = 3 exceeds"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(0, 186), 1, 1); });
+  EXPECT_TRUE(FailsWith(r, "reserved bits"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(3, 100), 1, 1); });
+  EXPECT_TRUE(FailsWith(r, "reserved bits"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(1, 5 + 5 * 9), 5, 4); });
+  EXPECT_TRUE(FailsWith(r, "backward_route: source route: unused hop9 = 4"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(2, 0), 3, 5); });
+  EXPECT_TRUE(FailsWith(r, "data.count = 5 exceeds 2"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(2, 8), 16, 0x9000); });
+  EXPECT_TRUE(FailsWith(r, "data.address[0] = 0x9000"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(2, 4), 1, 1); });
+  EXPECT_TRUE(FailsWith(r, "reserved bits"));
+  r = decode_edited([](auto& b) { put_bits(b, pbit(2, 170), 1, 1); });
+  EXPECT_TRUE(FailsWith(r, "reserved bits"));
+}
+
+TEST(MgmtPacket, PeekRejectsWhatItReads) {
+  MgmtPacketBytes b = *encode_mgmt_packet(sample_request());
+  EXPECT_TRUE(FailsWith(peek_mgmt_head(std::span(b).first(10)), "length = 10 bytes"));
+  MgmtPacketBytes bad = b;
+  put_bits(bad, 200, 2, 2);
+  EXPECT_TRUE(FailsWith(peek_mgmt_head(bad), "flit 1 kind = tail, expected body"));
+  bad = b;
+  put_bits(bad, pbit(0, 58), 6, 0);
+  EXPECT_TRUE(FailsWith(peek_mgmt_head(bad), "nmp_type = 0x0"));
+  bad = b;
+  put_bits(bad, pbit(0, 80), 5, 30);
+  EXPECT_TRUE(FailsWith(peek_mgmt_head(bad), "hop_num = 30"));
+  bad = b;
+  put_bits(bad, pbit(0, 5), 5, 4);
+  EXPECT_TRUE(FailsWith(peek_mgmt_head(bad), "hop_count = 4"));
+}
+
+TEST(MgmtPacket, EnumNames) {
+  EXPECT_EQ(nmp_type_name(NmpType::kEepromWriteResponse), "eeprom write response");
+  EXPECT_EQ(nmp_error_name(NmpError::kWrongKey), "wrong key");
+  EXPECT_EQ(chip_type_name(ChipType::kNrc), "nrc");
+  int valid = 0;
+  for (int raw = 0; raw < 256; ++raw) valid += is_valid_nmp_type(static_cast<uint8_t>(raw));
+  EXPECT_EQ(valid, static_cast<int>(kNmpTypeCount));
+  EXPECT_TRUE(is_request(NmpType::kEepromWriteRequest));
+  EXPECT_FALSE(is_request(NmpType::kFaultReport));
+  EXPECT_TRUE(is_eeprom(NmpType::kEepromError));
+  EXPECT_FALSE(is_eeprom(NmpType::kFaultReport));
+}
+
+}  // namespace
+}  // namespace galaxy::wire

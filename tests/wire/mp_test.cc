@@ -1,0 +1,89 @@
+#include "wire/mp.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "wire_test_util.h"
+
+namespace galaxy::wire {
+namespace {
+
+using testing::FailsWith;
+using testing::hex;
+
+TEST(Mp, GoldenHeader) {
+  Mp m;
+  m.kind = MpKind::kMgmt;      // bits 0-3 = 2
+  m.flags = kMpFlagInterrupt;  // bits 4-7 = 1
+  m.target_vp = 39;            // bits 8-13
+  m.src_vp = 1;                // bits 14-19
+  m.src_node = 0xABCD;         // bits 24-39
+  m.length = 120;              // bits 40-46
+  m.tag = 0x1234;              // bits 48-63
+  m.payload[0] = 0x55;
+  m.payload[119] = 0xEE;
+  auto b = encode_mp(m);
+  ASSERT_TRUE(b.ok());
+  // byte 0 = 0x12; bits 8-19 = 39 | 1 << 6 = 0x067 -> bytes 1, 2 = 0x67, 0x00;
+  // bytes 3-4 = 0xCD 0xAB; byte 5 = 120 = 0x78; bytes 6-7 = 0x34 0x12.
+  EXPECT_EQ(hex(*b),
+            "126700cdab783412"
+            "55" +
+                std::string(2 * 118, '0') + "ee");
+}
+
+TEST(Mp, RandomRoundTrip) {
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 1000; ++i) {
+    Mp m;
+    m.kind = static_cast<MpKind>(rng() % (kMaxMpKind + 1));
+    m.flags = static_cast<uint8_t>(rng() % 16);
+    m.target_vp = static_cast<uint8_t>(rng() % 64);
+    m.src_vp = static_cast<uint8_t>(rng() % 64);
+    m.src_node = static_cast<uint16_t>(rng());
+    m.length = static_cast<uint8_t>(rng() % (kMpPayloadBytes + 1));
+    m.tag = static_cast<uint16_t>(rng());
+    for (auto& x : m.payload) x = static_cast<uint8_t>(rng());
+    auto b = encode_mp(m);
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    auto d = decode_mp(*b);
+    ASSERT_TRUE(d.ok()) << d.error().to_string();
+    EXPECT_EQ(*d, m);
+  }
+}
+
+TEST(Mp, EncodeRejectsOutOfRangeFields) {
+  Mp m;
+  m.length = 121;
+  EXPECT_TRUE(FailsWith(encode_mp(m), "mp: length = 121 exceeds 120"));
+  m = Mp{};
+  m.target_vp = 64;
+  EXPECT_TRUE(FailsWith(encode_mp(m), "target_vp = 64"));
+  m = Mp{};
+  m.flags = 16;
+  EXPECT_TRUE(FailsWith(encode_mp(m), "flags = 16"));
+  m = Mp{};
+  m.kind = static_cast<MpKind>(3);
+  EXPECT_TRUE(FailsWith(encode_mp(m), "kind = 3"));
+}
+
+TEST(Mp, DecodeRejectsMalformed) {
+  MpBytes good = *encode_mp(Mp{});
+  EXPECT_TRUE(FailsWith(decode_mp(std::span(good).first(127)), "mp: length = 127 bytes"));
+  MpBytes b = good;
+  b[0] = 0x0F;
+  EXPECT_TRUE(FailsWith(decode_mp(b), "kind = 15"));
+  b = good;
+  b[2] = 0x10;  // bit 20
+  EXPECT_TRUE(FailsWith(decode_mp(b), "reserved header bits"));
+  b = good;
+  b[5] = 0x80;  // bit 47
+  EXPECT_TRUE(FailsWith(decode_mp(b), "reserved header bits"));
+  b = good;
+  b[5] = 121;
+  EXPECT_TRUE(FailsWith(decode_mp(b), "length = 121 exceeds 120"));
+}
+
+}  // namespace
+}  // namespace galaxy::wire
