@@ -10,7 +10,7 @@ namespace galaxy::chip {
 
 using wire::NmpError;
 
-Nic::Nic() : Chip(wire::ChipType::kNic, 1, reg::kNicAddressSpace) {}
+Nic::Nic(uint16_t num_ports) : Chip(wire::ChipType::kNic, num_ports, reg::kNicAddressSpace) {}
 
 Status Nic::check_vp(uint8_t vp) const {
   if (vp >= kNumVps)

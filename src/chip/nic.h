@@ -26,6 +26,7 @@ inline constexpr size_t kDefaultSdqDepth = 4096;
 inline constexpr size_t kDefaultMpqDepth = 1024;
 inline constexpr size_t kDefaultEqDepth = 1024;
 inline constexpr size_t kMpPayloadBytes = 120;
+inline constexpr uint16_t kMaxNicPorts = 4;
 
 inline bool is_pio_vp(uint8_t vp) { return vp < kPioVps; }
 
@@ -63,7 +64,8 @@ enum class NicRx : uint8_t { kDelivered, kToNma, kDiscarded, kMpqFull };
 
 class Nic : public Chip {
  public:
-  Nic();
+  // TH-2 NICs have one network port; an InfiniBand HCA loaded from ibnetdiscover may have more.
+  explicit Nic(uint16_t num_ports = 1);
 
   // Host side. Errors name the field: unknown VP, full queue, management on a PIO VP.
   Status post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor);

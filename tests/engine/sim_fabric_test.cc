@@ -7,6 +7,7 @@
 #include "engine/sim/mgmt_probe.h"
 #include "engine/sim/sim_fabric.h"
 #include "fabric/builders.h"
+#include "fabric/io.h"
 
 namespace galaxy::sim {
 namespace {
@@ -200,6 +201,39 @@ TEST(SimFabricTest, Th2InstantiatesAtFullScale) {
   // Every chip booted from its EEPROM with its id.
   EXPECT_TRUE(f->chip(12345).configured());
   EXPECT_EQ(f->chip(12345).chip_id(), 12345);
+}
+
+}  // namespace
+}  // namespace galaxy::sim
+
+namespace galaxy::sim {
+namespace {
+
+// Regression: a dual-port HCA from ibnetdiscover overran the one-port NIC model.
+TEST(SimFabricTest, MultiPortNicsFromIbnetdiscoverInstantiate) {
+  auto topo = fabric::load_topology_file(std::string(GALAXY_SOURCE_DIR) +
+                                         "/config/topologies/two-switch-four-host.ibnetdiscover");
+  ASSERT_TRUE(topo.ok()) << topo.error().to_string();
+  auto f = SimFabric::create(*topo, default_timing().value());
+  ASSERT_TRUE(f.ok()) << f.error().to_string();
+  bool multi = false;
+  for (uint32_t v = 0; v < topo->num_nodes(); ++v)
+    if (topo->is_nic(v) && topo->num_ports(v) > 1) {
+      multi = true;
+      for (uint8_t p = 0; p < topo->num_ports(v); ++p) {
+        if (topo->peer({v, p})) {
+          EXPECT_EQ((*f)->chip(v).port(p).link, chip::LinkState::kUp);
+        }
+      }
+    }
+  EXPECT_TRUE(multi) << "the example should contain a multi-port HCA";
+
+  fabric::Topology t;
+  uint32_t nic = t.add_node(fabric::NodeKind::kNic, 5, "fat-nic").value();
+  (void)nic;
+  auto bad = SimFabric::create(t, default_timing().value());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("fat-nic"), std::string::npos);
 }
 
 }  // namespace

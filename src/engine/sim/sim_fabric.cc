@@ -30,7 +30,11 @@ Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& top
   for (uint32_t v = 0; v < n; ++v) {
     uint32_t ports = topology.num_ports(v);
     if (topology.is_nic(v)) {
-      auto nic = std::make_unique<chip::Nic>();
+      if (ports < 1 || ports > chip::kMaxNicPorts)
+        return make_error(Code::kOutOfRange, 4208,
+                          fmt::format("NIC {} ({}) has {} ports; a NIC model has 1 to {}", v,
+                                      topology.name(v), ports, chip::kMaxNicPorts));
+      auto nic = std::make_unique<chip::Nic>(static_cast<uint16_t>(ports));
       nic->set_data_node(static_cast<uint16_t>(topology.nic_index(v)));
       f->chips_.push_back(std::move(nic));
     } else {
