@@ -238,3 +238,71 @@ TEST(SimFabricTest, MultiPortNicsFromIbnetdiscoverInstantiate) {
 
 }  // namespace
 }  // namespace galaxy::sim
+
+namespace galaxy::sim {
+namespace {
+
+TEST(SimFabricTest, BistStartedThroughManagementCompletesWithResults) {
+  auto f = make("line:n=3");
+  uint32_t server = f->topology().nic_node(0);
+  uint32_t nrc0 = f->topology().peer({server, 0})->node;
+  // Port of NRC0 towards NRC1 gets a bad link; BIST on it finds errors.
+  uint8_t port = 0;
+  for (uint8_t p = 0; p < f->topology().num_ports(nrc0); ++p) {
+    auto peer = f->topology().peer({nrc0, p});
+    if (peer && !f->topology().is_nic(peer->node)) port = p;
+  }
+  f->set_flit_error_rate({nrc0, port}, 1e-4);
+  uint16_t ctrl = chip::reg::kPortBase + port * chip::reg::kPortStride + chip::reg::port::kBistCtrl;
+  ProbeSpec ps;
+  ps.server_nic = server;
+  ps.target = nrc0;
+  ps.type = wire::NmpType::kRegWriteRequest;
+  ps.addresses = {ctrl};
+  ps.values = {1 | (uint64_t{200} << 16) | (uint64_t{50} << 32)};  // start, 200 us, 50%
+  ps.count = 1;
+  ASSERT_TRUE(run_probe(*f, ps).ok());
+  const chip::PortState& s = f->chip(nrc0).port(port);
+  EXPECT_TRUE(s.bist_done);
+  EXPECT_FALSE(s.bist_running);
+  // 200 us at 112 Gbit/s of 198-bit flits, half intensity: about 56.6 million flits.
+  EXPECT_NEAR(static_cast<double>(s.bist_flits), 200e-6 * 112e9 / 198 * 0.5, 1e4);
+  EXPECT_NEAR(static_cast<double>(s.bist_errors), s.bist_flits * 1e-4, 1.0);
+  EXPECT_EQ(f->stats().bists_completed, 1u);
+}
+
+TEST(SimFabricTest, CorruptedFlitsAreRetransmittedNeverLost) {
+  auto clean = make("line:n=4", 3);
+  auto noisy = make("line:n=4", 3);
+  const auto& topo = noisy->topology();
+  for (uint32_t v = 0; v < topo.num_nodes(); ++v)
+    for (uint8_t p = 0; p < topo.num_ports(v); ++p)
+      if (topo.peer({v, p})) noisy->set_flit_error_rate({v, p}, 0.02);
+  uint32_t server = topo.nic_node(0);
+  uint32_t far = 0;
+  auto dist = topo.bfs_distances(server);
+  for (uint32_t v = 0; v < topo.num_nodes(); ++v)
+    if (!topo.is_nic(v) && dist[v] != UINT32_MAX && dist[v] > dist[far]) far = v;
+  ProbeSpec ps;
+  ps.server_nic = server;
+  ps.target = far;
+  ps.count = 500;
+  auto a = run_probe(*clean, ps);
+  auto b = run_probe(*noisy, ps);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(b->completed, 500u);  // every request answered
+  EXPECT_GT(noisy->stats().retransmissions, 0u);
+  EXPECT_GT(b->mean_us, a->mean_us);
+  uint64_t retrans = 0, crc = 0;
+  for (uint32_t v = 0; v < topo.num_nodes(); ++v)
+    for (uint8_t p = 0; p < topo.num_ports(v); ++p) {
+      retrans += noisy->chip(v).port(p).retransmissions;
+      crc += noisy->chip(v).port(p).crc_errors;
+    }
+  EXPECT_EQ(retrans, noisy->stats().retransmissions);
+  EXPECT_EQ(crc, retrans);
+  EXPECT_EQ(clean->stats().retransmissions, 0u);
+}
+
+}  // namespace
+}  // namespace galaxy::sim

@@ -180,12 +180,28 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, uint32_t slot) {
   }
   unsigned flits = p.mgmt ? wire::kMgmtPacketFlits : p.head.length_flits;
   Time end = start + timing_.serialisation(flits);
+  auto peer = topo_.peer({node, port});
+  if (o.flit_error_rate > 0 && peer) {
+    // Sliding-window retransmission (SYSTEM.md 1.3): every corrupted transmission is caught by
+    // the receiver's CRC and resent after the NACK's round trip; the link loses nothing.
+    chip::PortState& rx = chips_[peer->node]->port(peer->port);
+    chip::PortState& tx = chips_[node]->port(port);
+    for (unsigned tries = 0; tries < 64; ++tries) {
+      double p_ok = 1.0;
+      for (unsigned f = 0; f < flits; ++f) p_ok *= 1.0 - o.flit_error_rate;
+      if (sim_.rng().uniform() < p_ok) break;
+      ++rx.crc_errors;
+      ++tx.retransmissions;
+      tx.tx_flits += flits;
+      ++stats_.retransmissions;
+      end += 2 * timing_.link_latency + timing_.serialisation(flits);
+    }
+  }
   o.busy_until = end;
   chip::PortState& ps = chips_[node]->port(port);
   ps.tx_flits += flits;
   ++ps.tx_packets;
   (p.mgmt ? stats_.mgmt_packets_sent : stats_.data_packets_sent) += 1;
-  auto peer = topo_.peer({node, port});
   if (!peer || !chips_[node]->port_usable(port)) {
     ++stats_.packets_dropped;
     free_packet(slot);
@@ -270,10 +286,44 @@ void SimFabric::run_nma(uint32_t slot, uint32_t node) {
       break;
     default: break;
   }
+  if (outcome->work.kind == chip::NmaWork::Kind::kRegWrite) schedule_bists(node);
   Packet& p = packets_[slot];
   p.bytes = outcome->response.bytes;
   p.vp = outcome->response.port;  // the output port, until the NMA hands the packet out
   schedule(sim_.now() + t, kNmaDone, slot, node);
+}
+
+// A BIST started through BIST_CTRL runs for its duration and then reports what it found
+// (SYSTEM.md 2.5.6): flits tested at the link rate scaled by the intensity, errors from the
+// link's flit error rate.
+void SimFabric::schedule_bists(uint32_t node) {
+  chip::Chip& c = *chips_[node];
+  for (uint8_t p = 0; p < c.num_ports(); ++p) {
+    Output& o = outputs_[port_base_[node] + p];
+    if (!c.port(p).bist_running || o.bist_scheduled) continue;
+    o.bist_scheduled = true;
+    Time duration = ((c.port(p).bist_ctrl >> 16) & 0xFFFF) * kMicrosecond;
+    schedule(sim_.now() + duration, kBistDone, 0, node, p);
+  }
+}
+
+void SimFabric::finish_bist(uint32_t node, uint8_t port) {
+  chip::Chip& c = *chips_[node];
+  Output& o = outputs_[port_base_[node] + port];
+  o.bist_scheduled = false;
+  chip::PortState& ps = c.port(port);
+  if (!ps.bist_running) return;  // stopped by software
+  uint64_t duration_us = (ps.bist_ctrl >> 16) & 0xFFFF;
+  double intensity = static_cast<double>((ps.bist_ctrl >> 32) & 0xFF) / 100.0;
+  double flit_time_us = to_us(timing_.serialisation(1));
+  auto flits = static_cast<uint64_t>(duration_us / flit_time_us * intensity);
+  uint64_t errors = 0;
+  if (o.flit_error_rate > 0 && c.port_usable(port))
+    errors = static_cast<uint64_t>(static_cast<double>(flits) * o.flit_error_rate + 0.5);
+  if (!c.port_usable(port)) errors = flits;  // nothing comes back over a dead link
+  c.complete_bist(port, flits, errors);
+  ++stats_.bists_completed;
+  drain_nma(node);
 }
 
 void SimFabric::drain_nma(uint32_t node) {
@@ -331,6 +381,7 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       }
       break;
     }
+    case kBistDone: finish_bist(node, port); break;
     case kOutputFree: {
       Output& o = outputs_[port_base_[node] + port];
       o.free_event_pending = false;

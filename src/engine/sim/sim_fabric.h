@@ -34,6 +34,8 @@ struct SimStats {
   uint64_t mgmt_waits_behind_data = 0;
   Time mgmt_wait_time = 0;  // total residual waiting of management packets behind data
   uint64_t mpq_deliveries = 0;
+  uint64_t retransmissions = 0;  // link-level resends after corrupted flits
+  uint64_t bists_completed = 0;
 };
 
 class SimFabric final : private EventHandler {
@@ -60,6 +62,12 @@ class SimFabric final : private EventHandler {
 
   // Takes both ends of a link down or up; chips raise their fault reports.
   Status set_link(fabric::PortRef end, bool up);
+
+  // Link errors: each flit sent on `out` is corrupted with this probability; the receiver
+  // counts a CRC error, the sender retransmits (sliding window), the packet is never lost.
+  void set_flit_error_rate(fabric::PortRef out, double rate) {
+    outputs_[output_index(out)].flit_error_rate = rate;
+  }
 
   // Flow-level background load (engine/sim/load.h): utilisation of every directed output.
   void set_utilisation(std::vector<float> per_output);
@@ -91,10 +99,20 @@ class SimFabric final : private EventHandler {
     Time busy_until = 0;
     bool free_event_pending = false;
     float util = 0;
+    double flit_error_rate = 0;
+    bool bist_scheduled = false;
     Fifo<uint32_t> mgmt_queue;
     Fifo<uint32_t> data_queue;
   };
-  enum EventKind : uint8_t { kArrive, kNmaDone, kNicKick, kNicSent, kMpqDeliver, kOutputFree };
+  enum EventKind : uint8_t {
+    kArrive,
+    kNmaDone,
+    kNicKick,
+    kNicSent,
+    kMpqDeliver,
+    kOutputFree,
+    kBistDone
+  };
 
   void handle(Time now, uint64_t a, uint64_t b) override;
   void schedule(Time at, EventKind kind, uint64_t a, uint64_t node, uint64_t port = 0) {
@@ -107,6 +125,8 @@ class SimFabric final : private EventHandler {
   void on_arrive(uint32_t slot, uint32_t node, uint8_t in_port);
   void run_nma(uint32_t slot, uint32_t node);
   void drain_nma(uint32_t node);
+  void schedule_bists(uint32_t node);
+  void finish_bist(uint32_t node, uint8_t port);
   void kick_nic(uint32_t node);
   void on_nic_kick(uint32_t node);
 
