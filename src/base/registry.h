@@ -61,9 +61,9 @@ class Registry {
     for (const auto& [n, e] : entries_) {
       out += fmt::format("  {:<12} {}\n", n, e.summary);
       for (const auto& p : e.params)
-        out += fmt::format("      {}={:<10} {}{}\n", p.name, "<" + p.type + ">", p.doc,
-                           p.default_value.empty() ? " (required)"
-                                                   : " (default " + p.default_value + ")");
+        out += fmt::format(
+            "      {}={:<10} {}{}\n", p.name, "<" + p.type + ">", p.doc,
+            p.default_value.empty() ? " (required)" : " (default " + p.default_value + ")");
     }
     return out;
   }

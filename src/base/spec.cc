@@ -11,13 +11,15 @@ Result<Spec> Spec::parse(const std::string& text) {
   Spec s;
   auto colon = text.find(':');
   s.name = text.substr(0, colon);
-  if (s.name.empty()) return make_error(Code::kInvalidArgument, 1, fmt::format("spec '{}' has no name", text));
+  if (s.name.empty())
+    return make_error(Code::kInvalidArgument, 1, fmt::format("spec '{}' has no name", text));
   if (colon == std::string::npos) return s;
   std::string rest = text.substr(colon + 1);
   size_t start = 0;
   while (start <= rest.size()) {
     size_t comma = rest.find(',', start);
-    std::string item = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!item.empty()) {
       auto eq = item.find('=');
       if (eq == std::string::npos) {

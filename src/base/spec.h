@@ -20,8 +20,7 @@ struct Spec {
 
   bool has(const std::string& key) const { return params.count(key) != 0; }
   // Typed getters: absent -> fallback; present but bad -> error naming key and value.
-  Result<int64_t> get_int(const std::string& key, int64_t fallback, int64_t min,
-                          int64_t max) const;
+  Result<int64_t> get_int(const std::string& key, int64_t fallback, int64_t min, int64_t max) const;
   Result<double> get_double(const std::string& key, double fallback) const;
   std::string get_string(const std::string& key, const std::string& fallback) const;
   // Error for any key not in `known` (so typos are not silently ignored).

@@ -63,7 +63,7 @@ class [[nodiscard]] Status {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}    // NOLINT: implicit on purpose
+  Result(T value) : v_(std::move(value)) {}      // NOLINT: implicit on purpose
   Result(Error error) : v_(std::move(error)) {}  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
@@ -83,9 +83,9 @@ class [[nodiscard]] Result {
 };
 
 // Propagate an error from a Status or Result expression.
-#define GALAXY_TRY(expr)                                  \
-  do {                                                    \
-    auto galaxy_try_s_ = (expr);                          \
+#define GALAXY_TRY(expr)                                   \
+  do {                                                     \
+    auto galaxy_try_s_ = (expr);                           \
     if (!galaxy_try_s_.ok()) return galaxy_try_s_.error(); \
   } while (0)
 

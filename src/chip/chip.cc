@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "chip/nma.h"
+#include "chip/route_table.h"
 
 namespace galaxy::chip {
 
@@ -10,38 +11,54 @@ using wire::NmpError;
 
 Severity fault_severity(FaultCode c) {
   switch (c) {
-    case FaultCode::kLinkDown: return Severity::kCritical;
+    case FaultCode::kLinkDown:
+      return Severity::kCritical;
     case FaultCode::kBistFailed:
     case FaultCode::kOverTemperature:
-    case FaultCode::kRetransThreshold: return Severity::kMajor;
+    case FaultCode::kRetransThreshold:
+      return Severity::kMajor;
     case FaultCode::kCrcErrorBurst:
     case FaultCode::kMKeyViolation:
-    case FaultCode::kDirtyPacket: return Severity::kMinor;
-    case FaultCode::kLinkUp: return Severity::kInfo;
+    case FaultCode::kDirtyPacket:
+      return Severity::kMinor;
+    case FaultCode::kLinkUp:
+      return Severity::kInfo;
   }
   return Severity::kInfo;
 }
 
 std::string_view fault_name(FaultCode c) {
   switch (c) {
-    case FaultCode::kLinkDown: return "link_down";
-    case FaultCode::kLinkUp: return "link_up";
-    case FaultCode::kCrcErrorBurst: return "crc_error_burst";
-    case FaultCode::kRetransThreshold: return "retransmission_threshold";
-    case FaultCode::kOverTemperature: return "over_temperature";
-    case FaultCode::kMKeyViolation: return "mkey_violation";
-    case FaultCode::kDirtyPacket: return "dirty_packet";
-    case FaultCode::kBistFailed: return "bist_failed";
+    case FaultCode::kLinkDown:
+      return "link_down";
+    case FaultCode::kLinkUp:
+      return "link_up";
+    case FaultCode::kCrcErrorBurst:
+      return "crc_error_burst";
+    case FaultCode::kRetransThreshold:
+      return "retransmission_threshold";
+    case FaultCode::kOverTemperature:
+      return "over_temperature";
+    case FaultCode::kMKeyViolation:
+      return "mkey_violation";
+    case FaultCode::kDirtyPacket:
+      return "dirty_packet";
+    case FaultCode::kBistFailed:
+      return "bist_failed";
   }
   return "unknown";
 }
 
 std::string_view severity_name(Severity s) {
   switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kMinor: return "minor";
-    case Severity::kMajor: return "major";
-    case Severity::kCritical: return "critical";
+    case Severity::kInfo:
+      return "info";
+    case Severity::kMinor:
+      return "minor";
+    case Severity::kMajor:
+      return "major";
+    case Severity::kCritical:
+      return "critical";
   }
   return "unknown";
 }
@@ -74,27 +91,46 @@ RegAccess Chip::read_register(uint16_t addr) {
   if (addr >= address_space_) return {NmpError::kAddressOutOfRange, 0};
   switch (addr) {
     case reg::kChipIdent:
-      return {NmpError::kNone, static_cast<uint64_t>(type_) | (uint64_t{num_ports()} << 8) |
-                                   (uint64_t{1} << 16)};
-    case reg::kChipId: return {NmpError::kNone, chip_id_ | (id_valid_ ? uint64_t{1} << 16 : 0)};
-    case reg::kChipCtrl: return {NmpError::kNone, ctrl_};
-    case reg::kMKey: return {NmpError::kNone, 0};  // the key is never read back
-    case reg::kMKeyViolations: return {NmpError::kNone, mkey_violations_};
-    case reg::kTemperature: return {NmpError::kNone, static_cast<uint64_t>(temperature_mc_)};
-    case reg::kFaultEnable: return {NmpError::kNone, fault_enable_};
-    case reg::kFaultMask: return {NmpError::kNone, fault_mask_};
-    case reg::kFaultRouteLo: return {NmpError::kNone, fault_route_lo_};
-    case reg::kFaultRouteHi: return {NmpError::kNone, fault_route_hi_};
-    case reg::kFaultDest: return {NmpError::kNone, fault_dest_};
-    case reg::kFaultStatus: return {NmpError::kNone, fault_status_};
-    case reg::kFaultsReported: return {NmpError::kNone, faults_reported_};
-    case reg::kNmaDropped: return {NmpError::kNone, nma_dropped_};
-    case reg::kNmaErrors: return {NmpError::kNone, nma_errors_};
-    case reg::kNmaRequests: return {NmpError::kNone, nma_requests_};
-    case reg::kBootStatus: return {NmpError::kNone, boot_status_};
-    case reg::kDirtyDiscards: return {NmpError::kNone, dirty_discards_};
-    case reg::kScratch: return {NmpError::kNone, scratch_};
-    default: break;
+      return {NmpError::kNone,
+              static_cast<uint64_t>(type_) | (uint64_t{num_ports()} << 8) | (uint64_t{1} << 16)};
+    case reg::kChipId:
+      return {NmpError::kNone, chip_id_ | (id_valid_ ? uint64_t{1} << 16 : 0)};
+    case reg::kChipCtrl:
+      return {NmpError::kNone, ctrl_};
+    case reg::kMKey:
+      return {NmpError::kNone, 0};  // the key is never read back
+    case reg::kMKeyViolations:
+      return {NmpError::kNone, mkey_violations_};
+    case reg::kTemperature:
+      return {NmpError::kNone, static_cast<uint64_t>(temperature_mc_)};
+    case reg::kFaultEnable:
+      return {NmpError::kNone, fault_enable_};
+    case reg::kFaultMask:
+      return {NmpError::kNone, fault_mask_};
+    case reg::kFaultRouteLo:
+      return {NmpError::kNone, fault_route_lo_};
+    case reg::kFaultRouteHi:
+      return {NmpError::kNone, fault_route_hi_};
+    case reg::kFaultDest:
+      return {NmpError::kNone, fault_dest_};
+    case reg::kFaultStatus:
+      return {NmpError::kNone, fault_status_};
+    case reg::kFaultsReported:
+      return {NmpError::kNone, faults_reported_};
+    case reg::kNmaDropped:
+      return {NmpError::kNone, nma_dropped_};
+    case reg::kNmaErrors:
+      return {NmpError::kNone, nma_errors_};
+    case reg::kNmaRequests:
+      return {NmpError::kNone, nma_requests_};
+    case reg::kBootStatus:
+      return {NmpError::kNone, boot_status_};
+    case reg::kDirtyDiscards:
+      return {NmpError::kNone, dirty_discards_};
+    case reg::kScratch:
+      return {NmpError::kNone, scratch_};
+    default:
+      break;
   }
   if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + (num_ports() + 1) / 2) {
     size_t p = 2 * size_t{static_cast<uint16_t>(addr - reg::kPeerSummary)};
@@ -108,29 +144,45 @@ RegAccess Chip::read_register(uint16_t addr) {
     const PortState& s = ports_[p];
     switch (off) {
       case reg::port::kIdent:
-        return {NmpError::kNone, uint64_t{p} | (uint64_t{chip_id()} << 8) |
-                                     (uint64_t(type_) << 24)};
-      case reg::port::kPeerIdent: return {NmpError::kNone, peer_word(s)};
+        return {NmpError::kNone,
+                uint64_t{p} | (uint64_t{chip_id()} << 8) | (uint64_t(type_) << 24)};
+      case reg::port::kPeerIdent:
+        return {NmpError::kNone, peer_word(s)};
       case reg::port::kLinkState:
         return {NmpError::kNone, static_cast<uint64_t>(s.link) | (uint64_t{s.lanes} << 8)};
-      case reg::port::kHandshakes: return {NmpError::kNone, s.handshakes};
-      case reg::port::kRetransmissions: return {NmpError::kNone, s.retransmissions};
-      case reg::port::kRetransRate: return {NmpError::kNone, s.retrans_rate_ppm()};
-      case reg::port::kCrcErrors: return {NmpError::kNone, s.crc_errors};
-      case reg::port::kTxFlits: return {NmpError::kNone, s.tx_flits};
-      case reg::port::kRxFlits: return {NmpError::kNone, s.rx_flits};
-      case reg::port::kDirtyDiscards: return {NmpError::kNone, s.dirty_discards};
-      case reg::port::kTxPackets: return {NmpError::kNone, s.tx_packets};
-      case reg::port::kRxPackets: return {NmpError::kNone, s.rx_packets};
-      case reg::port::kOutputLoad: return {NmpError::kNone, s.output_load};
-      case reg::port::kPortCtrl: return {NmpError::kNone, s.ctrl};
-      case reg::port::kBistCtrl: return {NmpError::kNone, s.bist_ctrl};
+      case reg::port::kHandshakes:
+        return {NmpError::kNone, s.handshakes};
+      case reg::port::kRetransmissions:
+        return {NmpError::kNone, s.retransmissions};
+      case reg::port::kRetransRate:
+        return {NmpError::kNone, s.retrans_rate_ppm()};
+      case reg::port::kCrcErrors:
+        return {NmpError::kNone, s.crc_errors};
+      case reg::port::kTxFlits:
+        return {NmpError::kNone, s.tx_flits};
+      case reg::port::kRxFlits:
+        return {NmpError::kNone, s.rx_flits};
+      case reg::port::kDirtyDiscards:
+        return {NmpError::kNone, s.dirty_discards};
+      case reg::port::kTxPackets:
+        return {NmpError::kNone, s.tx_packets};
+      case reg::port::kRxPackets:
+        return {NmpError::kNone, s.rx_packets};
+      case reg::port::kOutputLoad:
+        return {NmpError::kNone, s.output_load};
+      case reg::port::kPortCtrl:
+        return {NmpError::kNone, s.ctrl};
+      case reg::port::kBistCtrl:
+        return {NmpError::kNone, s.bist_ctrl};
       case reg::port::kBistStatus:
-        return {NmpError::kNone, (s.bist_running ? 1u : 0u) | (s.bist_done ? 2u : 0u) |
-                                     (s.bist_flits << 32)};
-      case reg::port::kBistErrors: return {NmpError::kNone, s.bist_errors};
-      case reg::port::kLinkParams: return {NmpError::kNone, s.link_params};
-      default: return {NmpError::kAddressOutOfRange, 0};
+        return {NmpError::kNone,
+                (s.bist_running ? 1u : 0u) | (s.bist_done ? 2u : 0u) | (s.bist_flits << 32)};
+      case reg::port::kBistErrors:
+        return {NmpError::kNone, s.bist_errors};
+      case reg::port::kLinkParams:
+        return {NmpError::kNone, s.link_params};
+      default:
+        return {NmpError::kAddressOutOfRange, 0};
     }
   }
   return read_specific(addr);
@@ -142,15 +194,20 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
     case reg::kChipId:
       return (value >> 17) == 0 && (value & 0xFFFF) != wire::kUnconfiguredId ? NmpError::kNone
                                                                              : NmpError::kBadValue;
-    case reg::kChipCtrl: return value <= 2 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kChipCtrl:
+      return value <= 2 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kMKey:
     case reg::kFaultMask:
     case reg::kFaultRouteLo:
     case reg::kFaultStatus:
-    case reg::kScratch: return NmpError::kNone;
-    case reg::kFaultEnable: return value <= 1 ? NmpError::kNone : NmpError::kBadValue;
-    case reg::kFaultRouteHi: return (value >> 41) == 0 ? NmpError::kNone : NmpError::kBadValue;
-    case reg::kFaultDest: return (value >> 22) == 0 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kScratch:
+      return NmpError::kNone;
+    case reg::kFaultEnable:
+      return value <= 1 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kFaultRouteHi:
+      return (value >> 41) == 0 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kFaultDest:
+      return (value >> 22) == 0 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kChipIdent:
     case reg::kMKeyViolations:
     case reg::kTemperature:
@@ -159,8 +216,10 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
     case reg::kNmaErrors:
     case reg::kNmaRequests:
     case reg::kBootStatus:
-    case reg::kDirtyDiscards: return NmpError::kReadOnly;
-    default: break;
+    case reg::kDirtyDiscards:
+      return NmpError::kReadOnly;
+    default:
+      break;
   }
   if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + (num_ports() + 1) / 2)
     return NmpError::kReadOnly;
@@ -168,13 +227,16 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
   uint16_t off;
   if (in_port_block(addr, ports_.size(), &p, &off)) {
     switch (off) {
-      case reg::port::kPortCtrl: return value <= 3 ? NmpError::kNone : NmpError::kBadValue;
+      case reg::port::kPortCtrl:
+        return value <= 3 ? NmpError::kNone : NmpError::kBadValue;
       case reg::port::kBistCtrl:
         return ((value >> 40) == 0 && ((value >> 32) & 0xFF) <= 100 && (value & 3) != 3)
                    ? NmpError::kNone
                    : NmpError::kBadValue;
-      case reg::port::kLinkParams: return NmpError::kNone;
-      default: return off < reg::port::kEnd ? NmpError::kReadOnly : NmpError::kAddressOutOfRange;
+      case reg::port::kLinkParams:
+        return NmpError::kNone;
+      default:
+        return off < reg::port::kEnd ? NmpError::kReadOnly : NmpError::kAddressOutOfRange;
     }
   }
   return check_specific(addr, value);
@@ -186,16 +248,35 @@ void Chip::write_register(uint16_t addr, uint64_t value) {
       chip_id_ = static_cast<uint16_t>(value);
       id_valid_ = (value >> 16) & 1;
       return;
-    case reg::kChipCtrl: ctrl_ = value; return;
-    case reg::kMKey: mkey_ = value; return;
-    case reg::kFaultEnable: fault_enable_ = value; return;
-    case reg::kFaultMask: fault_mask_ = value; return;
-    case reg::kFaultRouteLo: fault_route_lo_ = value; return;
-    case reg::kFaultRouteHi: fault_route_hi_ = value; return;
-    case reg::kFaultDest: fault_dest_ = value; return;
-    case reg::kFaultStatus: fault_status_ &= ~value; return;  // write 1 to clear
-    case reg::kScratch: scratch_ = value; return;
-    default: break;
+    case reg::kChipCtrl:
+      ctrl_ = value;
+      return;
+    case reg::kMKey:
+      mkey_ = value;
+      return;
+    case reg::kFaultEnable:
+      fault_enable_ = value;
+      return;
+    case reg::kFaultMask:
+      fault_mask_ = value;
+      return;
+    case reg::kFaultRouteLo:
+      fault_route_lo_ = value;
+      return;
+    case reg::kFaultRouteHi:
+      fault_route_hi_ = value;
+      return;
+    case reg::kFaultDest:
+      fault_dest_ = value;
+      return;
+    case reg::kFaultStatus:
+      fault_status_ &= ~value;
+      return;  // write 1 to clear
+    case reg::kScratch:
+      scratch_ = value;
+      return;
+    default:
+      break;
   }
   uint8_t p;
   uint16_t off;
@@ -218,18 +299,26 @@ void Chip::write_register(uint16_t addr, uint64_t value) {
           s.bist_running = false;
         }
         return;
-      case reg::port::kLinkParams: s.link_params = value; return;
-      default: return;
+      case reg::port::kLinkParams:
+        s.link_params = value;
+        return;
+      default:
+        return;
     }
   }
   write_specific(addr, value);
 }
 
-RegAccess Chip::read_specific(uint16_t) { return {NmpError::kAddressOutOfRange, 0}; }
-NmpError Chip::check_specific(uint16_t, uint64_t) const { return NmpError::kAddressOutOfRange; }
+RegAccess Chip::read_specific(uint16_t) {
+  return {NmpError::kAddressOutOfRange, 0};
+}
+NmpError Chip::check_specific(uint16_t, uint64_t) const {
+  return NmpError::kAddressOutOfRange;
+}
 void Chip::write_specific(uint16_t, uint64_t) {}
 Status Chip::apply_boot_route(const BootRoute&) {
-  return make_error(Code::kUnsupported, 2020, "boot image: route record on a chip without route tables");
+  return make_error(Code::kUnsupported, 2020,
+                    "boot image: route record on a chip without route tables");
 }
 
 bool Chip::key_allows(bool write, uint64_t presented_key) {
@@ -261,7 +350,8 @@ Status Chip::power_on() {
   }
   for (const auto& r : image->routes) {
     uint32_t port_mask = num_ports() >= 32 ? ~0u : ((1u << num_ports()) - 1);
-    if (type_ != wire::ChipType::kNrc || r.count == 0 || (r.input_mask & ~port_mask) ||
+    if (type_ != wire::ChipType::kNrc || r.count == 0 ||
+        uint32_t{r.first} + r.count > kMaxRouteDestinations || (r.input_mask & ~port_mask) ||
         (r.ports & ~port_mask)) {
       boot_status_ = uint64_t{0x31} << 8;
       return make_error(Code::kMalformed, 2022,

@@ -71,9 +71,9 @@ Result<BootImage> decode_boot_image(std::span<const uint8_t> in) {
   if (in.size() < 4 || !std::equal(kMagic, kMagic + 4, in.begin()))
     return make_error(Code::kNotFound, 2010, "boot image: no 'GXE1' magic (blank EEPROM)");
   if (in.size() < 10)
-    return make_error(Code::kMalformed, 2011,
-                      fmt::format("boot image: {} bytes is shorter than the 10-byte minimum",
-                                  in.size()));
+    return make_error(
+        Code::kMalformed, 2011,
+        fmt::format("boot image: {} bytes is shorter than the 10-byte minimum", in.size()));
   uint64_t count = get_le(in, 4, 2);
   if (get_le(in, 6, 2) != 0)
     return make_error(Code::kMalformed, 2012, "boot image: reserved field at offset 6 is not 0");
@@ -81,20 +81,21 @@ Result<BootImage> decode_boot_image(std::span<const uint8_t> in) {
   size_t off = 8;
   for (uint64_t i = 0; i < count; ++i) {
     if (off >= in.size())
-      return make_error(Code::kMalformed, 2013,
-                        fmt::format("boot image: record {} of {} missing at offset {}", i, count,
-                                    off));
+      return make_error(
+          Code::kMalformed, 2013,
+          fmt::format("boot image: record {} of {} missing at offset {}", i, count, off));
     uint8_t type = in[off];
     size_t need = type == kRecRegister ? 11 : type == kRecRoute ? 13 : 0;
     if (need == 0)
-      return make_error(Code::kMalformed, 2014,
-                        fmt::format("boot image: record type = 0x{:02x} at offset {} is unknown",
-                                    type, off));
+      return make_error(
+          Code::kMalformed, 2014,
+          fmt::format("boot image: record type = 0x{:02x} at offset {} is unknown", type, off));
     if (off + need > in.size())
       return make_error(Code::kMalformed, 2015,
                         fmt::format("boot image: record at offset {} truncated", off));
     if (type == kRecRegister) {
-      img.registers.push_back({static_cast<uint16_t>(get_le(in, off + 1, 2)), get_le(in, off + 3, 8)});
+      img.registers.push_back(
+          {static_cast<uint16_t>(get_le(in, off + 1, 2)), get_le(in, off + 3, 8)});
     } else {
       img.routes.push_back({static_cast<uint32_t>(get_le(in, off + 1, 4)),
                             static_cast<uint16_t>(get_le(in, off + 5, 2)),
@@ -104,7 +105,8 @@ Result<BootImage> decode_boot_image(std::span<const uint8_t> in) {
     off += need;
   }
   if (off + 2 > in.size())
-    return make_error(Code::kMalformed, 2016, fmt::format("boot image: CRC missing at offset {}", off));
+    return make_error(Code::kMalformed, 2016,
+                      fmt::format("boot image: CRC missing at offset {}", off));
   uint16_t want = static_cast<uint16_t>(get_le(in, off, 2));
   uint16_t got = wire::crc16(in.subspan(0, off));
   if (want != got)

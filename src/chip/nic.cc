@@ -35,28 +35,32 @@ Status Nic::post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor) {
   if (v.dq.size() >= kDefaultSdqDepth)
     return make_error(Code::kResourceExhausted, 2043,
                       fmt::format("vp {} SDQ full ({} descriptors)", vp, kDefaultSdqDepth));
-  QueuedDescriptor d{QueuedDescriptor::Kind::kMgmt, false, v.next_sequence++,
-                     std::vector<uint8_t>(descriptor.begin(), descriptor.end()), 0, 0};
+  QueuedDescriptor d{QueuedDescriptor::Kind::kMgmt,
+                     false,
+                     v.next_sequence++,
+                     std::vector<uint8_t>(descriptor.begin(), descriptor.end()),
+                     0,
+                     0};
   v.dq.push_back(std::move(d));
   return {};
 }
 
-Status Nic::post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp,
-                    std::span<const uint8_t> data, bool fence) {
+Status Nic::post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<const uint8_t> data,
+                    bool fence) {
   GALAXY_TRY(check_vp(vp));
   if (dest_vp >= kNumVps)
     return make_error(Code::kOutOfRange, 2044,
                       fmt::format("dest_vp = {} exceeds the {} virtual ports", dest_vp, kNumVps));
   if (data.size() > kMpPayloadBytes)
-    return make_error(Code::kOutOfRange, 2045,
-                      fmt::format("MP data length = {} exceeds {} bytes", data.size(),
-                                  kMpPayloadBytes));
+    return make_error(
+        Code::kOutOfRange, 2045,
+        fmt::format("MP data length = {} exceeds {} bytes", data.size(), kMpPayloadBytes));
   VpState& v = vps_[vp];
   size_t depth = is_pio_vp(vp) ? kHdqDepth : kDefaultSdqDepth;
   if (v.dq.size() >= depth)
-    return make_error(Code::kResourceExhausted, 2046,
-                      fmt::format("vp {} {} full ({} descriptors)", vp,
-                                  is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
+    return make_error(
+        Code::kResourceExhausted, 2046,
+        fmt::format("vp {} {} full ({} descriptors)", vp, is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
   v.dq.push_back({QueuedDescriptor::Kind::kMp, fence, v.next_sequence++,
                   std::vector<uint8_t>(data.begin(), data.end()), dest_node, dest_vp});
   return {};
@@ -105,13 +109,14 @@ std::optional<NicWork> Nic::next_work() {
         auto bytes = wire::encode_mgmt_packet(p);
         if (!bytes.ok() || !wire::is_request(desc->nmp_type) || desc->rt_type != 1) {
           w.kind = NicWork::Kind::kRejected;
-          w.error = !bytes.ok() ? bytes.error()
-                                : make_error(Code::kMalformed, 2047,
-                                             fmt::format("management descriptor: nmp_type = "
-                                                         "{} / rt_type = {} is not a request "
-                                                         "with source routing",
-                                                         wire::nmp_type_name(desc->nmp_type),
-                                                         desc->rt_type));
+          w.error =
+              !bytes.ok()
+                  ? bytes.error()
+                  : make_error(Code::kMalformed, 2047,
+                               fmt::format("management descriptor: nmp_type = "
+                                           "{} / rt_type = {} is not a request "
+                                           "with source routing",
+                                           wire::nmp_type_name(desc->nmp_type), desc->rt_type));
           notify = true;
         } else {
           w.kind = NicWork::Kind::kMgmtRequest;
@@ -203,8 +208,7 @@ NicRx Nic::receive_mgmt(std::span<const uint8_t> packet) {
 }
 
 NicRx Nic::receive_mp(const wire::DataHead& head, std::span<const uint8_t> data) {
-  if (head.dest_vp >= kNumVps || data.size() > kMpPayloadBytes ||
-      head.dest_node != data_node_) {
+  if (head.dest_vp >= kNumVps || data.size() > kMpPayloadBytes || head.dest_node != data_node_) {
     discard(data, make_error(Code::kNotFound, 2049,
                              fmt::format("MP for node {} vp {} ({} bytes) reached NIC {}",
                                          head.dest_node, head.dest_vp, data.size(), data_node_)));
@@ -248,15 +252,24 @@ RegAccess Nic::read_specific(uint16_t addr) {
     switch (rel % reg::kVpStride) {
       case reg::vp::kCtrl:
         return {NmpError::kNone, (is_pio_vp(vp) ? 0u : 1u) | (v.in_flight.empty() ? 0u : 2u)};
-      case reg::vp::kDqDepth: return {NmpError::kNone, v.dq.size()};
-      case reg::vp::kMpqCount: return {NmpError::kNone, v.mpq.size()};
-      case reg::vp::kEqCount: return {NmpError::kNone, v.eq.size()};
-      case reg::vp::kCpCounter: return {NmpError::kNone, v.cp_counter};
-      case reg::vp::kDescDone: return {NmpError::kNone, v.desc_done};
-      case reg::vp::kMpReceived: return {NmpError::kNone, v.mp_received};
-      case reg::vp::kMpqDrops: return {NmpError::kNone, v.mpq_drops};
-      case reg::vp::kDescErrors: return {NmpError::kNone, v.desc_errors};
-      default: return {NmpError::kAddressOutOfRange, 0};
+      case reg::vp::kDqDepth:
+        return {NmpError::kNone, v.dq.size()};
+      case reg::vp::kMpqCount:
+        return {NmpError::kNone, v.mpq.size()};
+      case reg::vp::kEqCount:
+        return {NmpError::kNone, v.eq.size()};
+      case reg::vp::kCpCounter:
+        return {NmpError::kNone, v.cp_counter};
+      case reg::vp::kDescDone:
+        return {NmpError::kNone, v.desc_done};
+      case reg::vp::kMpReceived:
+        return {NmpError::kNone, v.mp_received};
+      case reg::vp::kMpqDrops:
+        return {NmpError::kNone, v.mpq_drops};
+      case reg::vp::kDescErrors:
+        return {NmpError::kNone, v.desc_errors};
+      default:
+        return {NmpError::kAddressOutOfRange, 0};
     }
   }
   if (addr == reg::kErrBufStatus)

@@ -8,11 +8,11 @@
 
 #include <array>
 #include <cstdint>
-#include "base/fifo.h"
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "base/fifo.h"
 #include "chip/chip.h"
 #include "wire/data_packet.h"
 #include "wire/mgmt.h"
@@ -21,14 +21,16 @@ namespace galaxy::chip {
 
 inline constexpr uint8_t kNumVps = 40;
 inline constexpr uint8_t kPioVps = 8;
-inline constexpr size_t kHdqDepth = 512;       // on-chip queue depth (TH-1A: 512 x 64 bit)
+inline constexpr size_t kHdqDepth = 512;  // on-chip queue depth (TH-1A: 512 x 64 bit)
 inline constexpr size_t kDefaultSdqDepth = 4096;
 inline constexpr size_t kDefaultMpqDepth = 1024;
 inline constexpr size_t kDefaultEqDepth = 1024;
 inline constexpr size_t kMpPayloadBytes = 120;
 inline constexpr uint16_t kMaxNicPorts = 4;
 
-inline bool is_pio_vp(uint8_t vp) { return vp < kPioVps; }
+inline bool is_pio_vp(uint8_t vp) {
+  return vp < kPioVps;
+}
 
 // One 128-byte MP in an MPQ: 8-byte header fields + 120 bytes of data. A management response
 // arrives as an MP whose data is the 100-byte management packet (SYSTEM.md 2.4 flow 4).
@@ -69,8 +71,8 @@ class Nic : public Chip {
 
   // Host side. Errors name the field: unknown VP, full queue, management on a PIO VP.
   Status post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor);
-  Status post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp,
-                 std::span<const uint8_t> data, bool fence = false);
+  Status post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<const uint8_t> data,
+                 bool fence = false);
   std::optional<MpqEntry> poll_mpq(uint8_t vp);
   std::optional<EqEntry> poll_eq(uint8_t vp);
   size_t mpq_count(uint8_t vp) const { return vps_[vp].mpq.size(); }

@@ -7,10 +7,10 @@
 
 #include <array>
 #include <cstdint>
-#include "base/fifo.h"
 #include <optional>
 #include <span>
 
+#include "base/fifo.h"
 #include "base/status.h"
 #include "wire/mgmt.h"
 
@@ -32,9 +32,9 @@ struct NmaOutput {
 };
 
 struct NmaOutcome {
-  bool dropped = false;   // not for this chip (wrong DestID/DestType) or no way back: no answer
+  bool dropped = false;  // not for this chip (wrong DestID/DestType) or no way back: no answer
   NmaWork work;
-  NmaOutput response;     // valid when !dropped
+  NmaOutput response;  // valid when !dropped
   wire::NmpType response_type = wire::NmpType::kRegError;
 };
 
@@ -55,8 +55,7 @@ class Nma {
   size_t pending_outputs() const { return responses_.size() + reports_.size(); }
 
  private:
-  using Handler = void (Nma::*)(const wire::MgmtPacket& req, wire::MgmtPacket& resp,
-                                NmaWork& work);
+  using Handler = void (Nma::*)(const wire::MgmtPacket& req, wire::MgmtPacket& resp, NmaWork& work);
   void on_reg_read(const wire::MgmtPacket& req, wire::MgmtPacket& resp, NmaWork& work);
   void on_reg_write(const wire::MgmtPacket& req, wire::MgmtPacket& resp, NmaWork& work);
   void on_eeprom_read(const wire::MgmtPacket& req, wire::MgmtPacket& resp, NmaWork& work);

@@ -68,9 +68,9 @@ Status Nrc::set_routes(uint32_t input_mask, uint32_t first, uint32_t count, Port
                                   "beyond {}",
                                   input_mask, ports, num_ports()));
   if (count == 0 || first + count > kMaxRouteDestinations)
-    return make_error(Code::kOutOfRange, 2033,
-                      fmt::format("route: first = {} count = {} outside 65,536 destinations",
-                                  first, count));
+    return make_error(
+        Code::kOutOfRange, 2033,
+        fmt::format("route: first = {} count = {} outside 65,536 destinations", first, count));
   // Group the masked ports by the table they share now; a group that covers every user of
   // its table edits it in place, otherwise it gets its own copy.
   std::map<RouteTable*, std::vector<uint8_t>> masked, all_users;
@@ -105,7 +105,8 @@ size_t Nrc::route_memory_bytes() const {
 
 RegAccess Nrc::read_specific(uint16_t addr) {
   switch (addr) {
-    case reg::kRtSelect: return {NmpError::kNone, rt_select_};
+    case reg::kRtSelect:
+      return {NmpError::kNone, rt_select_};
     case reg::kRtData: {
       uint32_t mask = static_cast<uint32_t>(rt_select_ & 0xFFFFFF);
       if (mask == 0) return {NmpError::kBadValue, 0};
@@ -113,9 +114,12 @@ RegAccess Nrc::read_specific(uint16_t addr) {
       if (p >= num_ports()) return {NmpError::kBadValue, 0};
       return {NmpError::kNone, tables_[p]->get(static_cast<uint32_t>((rt_select_ >> 24) & 0xFFFF))};
     }
-    case reg::kRtEntriesWritten: return {NmpError::kNone, rt_entries_written_};
-    case reg::kRtStatus: return {NmpError::kNone, rt_status_};
-    default: return {NmpError::kAddressOutOfRange, 0};
+    case reg::kRtEntriesWritten:
+      return {NmpError::kNone, rt_entries_written_};
+    case reg::kRtStatus:
+      return {NmpError::kNone, rt_status_};
+    default:
+      return {NmpError::kAddressOutOfRange, 0};
   }
 }
 
@@ -130,10 +134,13 @@ NmpError Nrc::check_specific(uint16_t addr, uint64_t value) const {
         return NmpError::kBadValue;
       return NmpError::kNone;
     }
-    case reg::kRtData: return (value & ~uint64_t{port_mask()}) ? NmpError::kBadValue : NmpError::kNone;
+    case reg::kRtData:
+      return (value & ~uint64_t{port_mask()}) ? NmpError::kBadValue : NmpError::kNone;
     case reg::kRtEntriesWritten:
-    case reg::kRtStatus: return NmpError::kReadOnly;
-    default: return NmpError::kAddressOutOfRange;
+    case reg::kRtStatus:
+      return NmpError::kReadOnly;
+    default:
+      return NmpError::kAddressOutOfRange;
   }
 }
 
@@ -142,11 +149,12 @@ void Nrc::write_specific(uint16_t addr, uint64_t value) {
     rt_select_ = value;
   } else if (addr == reg::kRtData) {
     uint32_t count = static_cast<uint32_t>((rt_select_ >> 40) & 0xFFFF);
-    Status s = rt_select_ == 0 ? Status(make_error(Code::kInvalidArgument, 2034,
-                                                   "RT_DATA written before RT_SELECT"))
-                               : set_routes(static_cast<uint32_t>(rt_select_ & 0xFFFFFF),
-                                            static_cast<uint32_t>((rt_select_ >> 24) & 0xFFFF),
-                                            count, static_cast<PortSet>(value));
+    Status s =
+        rt_select_ == 0
+            ? Status(make_error(Code::kInvalidArgument, 2034, "RT_DATA written before RT_SELECT"))
+            : set_routes(static_cast<uint32_t>(rt_select_ & 0xFFFFFF),
+                         static_cast<uint32_t>((rt_select_ >> 24) & 0xFFFF), count,
+                         static_cast<PortSet>(value));
     rt_status_ = s.ok() ? 0 : 1;
   }
 }

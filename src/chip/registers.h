@@ -10,25 +10,25 @@ inline constexpr uint32_t kNicAddressSpace = 1u << 12;
 inline constexpr uint32_t kNrcAddressSpace = 1u << 15;
 
 // Common block (both chips).
-inline constexpr uint16_t kChipIdent = 0x000;      // RO [1:0] type, [15:8] ports, [31:16] model
-inline constexpr uint16_t kChipId = 0x001;         // RW [15:0] id, [16] valid (configured)
-inline constexpr uint16_t kChipCtrl = 0x002;       // RW [1:0] M_Key protect level
-inline constexpr uint16_t kMKey = 0x003;           // WO (reads 0): management key
-inline constexpr uint16_t kMKeyViolations = 0x004; // RO counter
-inline constexpr uint16_t kTemperature = 0x005;    // RO milli-degrees Celsius
-inline constexpr uint16_t kFaultEnable = 0x006;    // RW [0] report faults actively
-inline constexpr uint16_t kFaultMask = 0x007;      // RW bit per FaultCode, 1 = not reported
-inline constexpr uint16_t kFaultRouteLo = 0x008;   // RW bits 0-63 of the route to the server
-inline constexpr uint16_t kFaultRouteHi = 0x009;   // RW [40:0] bits 64-104 of that route
-inline constexpr uint16_t kFaultDest = 0x00A;      // RW [15:0] server NIC id, [21:16] server VP
-inline constexpr uint16_t kFaultStatus = 0x00B;    // RW1C bit per FaultCode seen
-inline constexpr uint16_t kFaultsReported = 0x00C; // RO counter
-inline constexpr uint16_t kNmaDropped = 0x00D;     // RO requests dropped (wrong DestID)
-inline constexpr uint16_t kNmaErrors = 0x00E;      // RO error responses sent
-inline constexpr uint16_t kNmaRequests = 0x00F;    // RO requests served
-inline constexpr uint16_t kBootStatus = 0x010;     // RO [0] loaded, [15:8] error, [31:16] records
-inline constexpr uint16_t kDirtyDiscards = 0x011;  // RO packets discarded as dirty (all ports)
-inline constexpr uint16_t kScratch = 0x012;        // RW free for software
+inline constexpr uint16_t kChipIdent = 0x000;       // RO [1:0] type, [15:8] ports, [31:16] model
+inline constexpr uint16_t kChipId = 0x001;          // RW [15:0] id, [16] valid (configured)
+inline constexpr uint16_t kChipCtrl = 0x002;        // RW [1:0] M_Key protect level
+inline constexpr uint16_t kMKey = 0x003;            // WO (reads 0): management key
+inline constexpr uint16_t kMKeyViolations = 0x004;  // RO counter
+inline constexpr uint16_t kTemperature = 0x005;     // RO milli-degrees Celsius
+inline constexpr uint16_t kFaultEnable = 0x006;     // RW [0] report faults actively
+inline constexpr uint16_t kFaultMask = 0x007;       // RW bit per FaultCode, 1 = not reported
+inline constexpr uint16_t kFaultRouteLo = 0x008;    // RW bits 0-63 of the route to the server
+inline constexpr uint16_t kFaultRouteHi = 0x009;    // RW [40:0] bits 64-104 of that route
+inline constexpr uint16_t kFaultDest = 0x00A;       // RW [15:0] server NIC id, [21:16] server VP
+inline constexpr uint16_t kFaultStatus = 0x00B;     // RW1C bit per FaultCode seen
+inline constexpr uint16_t kFaultsReported = 0x00C;  // RO counter
+inline constexpr uint16_t kNmaDropped = 0x00D;      // RO requests dropped (wrong DestID)
+inline constexpr uint16_t kNmaErrors = 0x00E;       // RO error responses sent
+inline constexpr uint16_t kNmaRequests = 0x00F;     // RO requests served
+inline constexpr uint16_t kBootStatus = 0x010;      // RO [0] loaded, [15:8] error, [31:16] records
+inline constexpr uint16_t kDirtyDiscards = 0x011;   // RO packets discarded as dirty (all ports)
+inline constexpr uint16_t kScratch = 0x012;         // RW free for software
 inline constexpr uint16_t kCommonEnd = 0x013;
 
 // NRC route-table access through indirect registers (docs/registers.md "Route tables").
@@ -47,25 +47,25 @@ inline constexpr uint16_t kPeerSummary = 0x050;
 inline constexpr uint16_t kPortBase = 0x100;
 inline constexpr uint16_t kPortStride = 0x20;
 namespace port {
-inline constexpr uint16_t kIdent = 0x00;          // RO [7:0] port, [23:8] chip id, [25:24] type
-inline constexpr uint16_t kPeerIdent = 0x01;      // RO peer identity (format below)
-inline constexpr uint16_t kLinkState = 0x02;      // RO [1:0] LinkState, [11:8] lanes up
-inline constexpr uint16_t kHandshakes = 0x03;     // RO link handshakes (trainings) so far
-inline constexpr uint16_t kRetransmissions = 0x04;// RO link-level retransmissions
-inline constexpr uint16_t kRetransRate = 0x05;    // RO retransmissions per million flits sent
-inline constexpr uint16_t kCrcErrors = 0x06;      // RO
-inline constexpr uint16_t kTxFlits = 0x07;        // RO
-inline constexpr uint16_t kRxFlits = 0x08;        // RO
-inline constexpr uint16_t kDirtyDiscards = 0x09;  // RO
-inline constexpr uint16_t kTxPackets = 0x0A;      // RO
-inline constexpr uint16_t kRxPackets = 0x0B;      // RO
-inline constexpr uint16_t kOutputLoad = 0x0C;     // RO flits queued for output (adaptivity)
-inline constexpr uint16_t kPortCtrl = 0x10;       // RW [0] enable, [1] force link down
-inline constexpr uint16_t kBistCtrl = 0x11;       // RW [0] start, [1] stop, [31:16] duration us,
-                                                  //    [39:32] intensity percent
-inline constexpr uint16_t kBistStatus = 0x12;     // RO [0] running, [1] done, [63:32] flits
-inline constexpr uint16_t kBistErrors = 0x13;     // RO
-inline constexpr uint16_t kLinkParams = 0x14;     // RW physical-layer parameters (FFE taps)
+inline constexpr uint16_t kIdent = 0x00;            // RO [7:0] port, [23:8] chip id, [25:24] type
+inline constexpr uint16_t kPeerIdent = 0x01;        // RO peer identity (format below)
+inline constexpr uint16_t kLinkState = 0x02;        // RO [1:0] LinkState, [11:8] lanes up
+inline constexpr uint16_t kHandshakes = 0x03;       // RO link handshakes (trainings) so far
+inline constexpr uint16_t kRetransmissions = 0x04;  // RO link-level retransmissions
+inline constexpr uint16_t kRetransRate = 0x05;      // RO retransmissions per million flits sent
+inline constexpr uint16_t kCrcErrors = 0x06;        // RO
+inline constexpr uint16_t kTxFlits = 0x07;          // RO
+inline constexpr uint16_t kRxFlits = 0x08;          // RO
+inline constexpr uint16_t kDirtyDiscards = 0x09;    // RO
+inline constexpr uint16_t kTxPackets = 0x0A;        // RO
+inline constexpr uint16_t kRxPackets = 0x0B;        // RO
+inline constexpr uint16_t kOutputLoad = 0x0C;       // RO flits queued for output (adaptivity)
+inline constexpr uint16_t kPortCtrl = 0x10;         // RW [0] enable, [1] force link down
+inline constexpr uint16_t kBistCtrl = 0x11;         // RW [0] start, [1] stop, [31:16] duration us,
+                                                    //    [39:32] intensity percent
+inline constexpr uint16_t kBistStatus = 0x12;       // RO [0] running, [1] done, [63:32] flits
+inline constexpr uint16_t kBistErrors = 0x13;       // RO
+inline constexpr uint16_t kLinkParams = 0x14;       // RW physical-layer parameters (FFE taps)
 inline constexpr uint16_t kEnd = 0x15;
 }  // namespace port
 
@@ -73,15 +73,15 @@ inline constexpr uint16_t kEnd = 0x15;
 inline constexpr uint16_t kVpBase = 0x200;
 inline constexpr uint16_t kVpStride = 0x10;
 namespace vp {
-inline constexpr uint16_t kCtrl = 0x00;         // RO [0] DMA type (SDQ), [1] busy
-inline constexpr uint16_t kDqDepth = 0x01;      // RO descriptors queued
-inline constexpr uint16_t kMpqCount = 0x02;     // RO MPs waiting in the MPQ
-inline constexpr uint16_t kEqCount = 0x03;      // RO events waiting in the EQ
-inline constexpr uint16_t kCpCounter = 0x04;    // RO collective control-packet counter
-inline constexpr uint16_t kDescDone = 0x05;     // RO descriptors completed
-inline constexpr uint16_t kMpReceived = 0x06;   // RO MPs delivered to the MPQ
-inline constexpr uint16_t kMpqDrops = 0x07;     // RO MPs refused because the MPQ was full
-inline constexpr uint16_t kDescErrors = 0x08;   // RO descriptors rejected as malformed
+inline constexpr uint16_t kCtrl = 0x00;        // RO [0] DMA type (SDQ), [1] busy
+inline constexpr uint16_t kDqDepth = 0x01;     // RO descriptors queued
+inline constexpr uint16_t kMpqCount = 0x02;    // RO MPs waiting in the MPQ
+inline constexpr uint16_t kEqCount = 0x03;     // RO events waiting in the EQ
+inline constexpr uint16_t kCpCounter = 0x04;   // RO collective control-packet counter
+inline constexpr uint16_t kDescDone = 0x05;    // RO descriptors completed
+inline constexpr uint16_t kMpReceived = 0x06;  // RO MPs delivered to the MPQ
+inline constexpr uint16_t kMpqDrops = 0x07;    // RO MPs refused because the MPQ was full
+inline constexpr uint16_t kDescErrors = 0x08;  // RO descriptors rejected as malformed
 inline constexpr uint16_t kEnd = 0x09;
 }  // namespace vp
 

@@ -79,21 +79,23 @@ void run_fabric(const FabricOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("fabric %s\n  NICs %u  NRCs %u  links %u  connected %s\n", o.fabric.c_str(),
-              st.nics, st.nrcs, st.links, st.connected ? "yes" : "NO");
-  std::printf("  max hops between NICs: %u NRCs; from server NIC %u: at most h = %u\n",
-              st.max_hops, o.server_nic, server_max);
+  std::printf("fabric %s\n  NICs %u  NRCs %u  links %u  connected %s\n", o.fabric.c_str(), st.nics,
+              st.nrcs, st.links, st.connected ? "yes" : "NO");
+  std::printf("  max hops between NICs: %u NRCs; from server NIC %u: at most h = %u\n", st.max_hops,
+              o.server_nic, server_max);
   std::printf("  NRCs by hop count from the server:");
   for (size_t h = 0; h < st.hop_histogram.size(); ++h)
     std::printf(" h%zu=%llu", h, static_cast<unsigned long long>(st.hop_histogram[h]));
-  std::printf("\n  build %.1f ms, analyse %.1f ms, chip models %.1f ms (%zu chips), peak RSS %.0f MiB\n",
-              build_ms, analyze_ms, chips_ms, chips, peak_rss_mb());
+  std::printf(
+      "\n  build %.1f ms, analyse %.1f ms, chip models %.1f ms (%zu chips), peak RSS %.0f MiB\n",
+      build_ms, analyze_ms, chips_ms, chips, peak_rss_mb());
 }
 }  // namespace
 
 void add_fabric_command(CLI::App& app) {
   auto o = std::make_shared<FabricOptions>();
-  auto* c = app.add_subcommand("fabric", "Build or load a fabric, instantiate its chips, report it");
+  auto* c =
+      app.add_subcommand("fabric", "Build or load a fabric, instantiate its chips, report it");
   c->add_option("--fabric", o->fabric,
                 "sim:<topology> (see --list) or file:<path> (JSON, dot, ibnetdiscover)")
       ->capture_default_str();

@@ -73,8 +73,8 @@ void run_regread(const RegreadOptions& o) {
 
   bool eeprom = wire::is_eeprom(op->second.first);
   unsigned items = op->second.second;
-  double processing_us = sim::to_us(eeprom ? timing->eeprom_read_processing(1)
-                                           : timing->register_read_processing());
+  double processing_us =
+      sim::to_us(eeprom ? timing->eeprom_read_processing(1) : timing->register_read_processing());
   double per_hop_us = 2 * sim::to_us(timing->mgmt_hop());
   nlohmann::json rows = nlohmann::json::array();
   if (!o.json)
@@ -130,8 +130,7 @@ void add_sim_command(CLI::App& app) {
   c->add_option("--fabric", o->fabric, "sim:<topology> or file:<path>")->capture_default_str();
   c->add_option("--op", o->op, "read | read2 | write | eeprom-read | eeprom-write")
       ->capture_default_str();
-  c->add_option("--load", o->load, "background load: " + sim::load_names())
-      ->capture_default_str();
+  c->add_option("--load", o->load, "background load: " + sim::load_names())->capture_default_str();
   c->add_option("--server-nic", o->server_nic, "NIC index of the server")->capture_default_str();
   c->add_option("--count", o->count, "requests per hop count (paper: N = 1000)")
       ->capture_default_str()

@@ -15,7 +15,10 @@ namespace galaxy::cli {
 // error id on stdout when --json was given; exit code 2 for bad input.
 inline void report_error(const Error& e, bool json) {
   if (json) {
-    nlohmann::json j{{"error", {{"id", fmt::format("E{:04}", e.id)}, {"code", code_name(e.code)}, {"message", e.message}}}};
+    nlohmann::json j{{"error",
+                      {{"id", fmt::format("E{:04}", e.id)},
+                       {"code", code_name(e.code)},
+                       {"message", e.message}}}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::fprintf(stderr, "galaxy: %s\n", e.to_string().c_str());

@@ -1,7 +1,6 @@
 // `galaxy` — one command, many subcommands (docs/cli.md). Subcommands register themselves in
 // the command table below; each has --help and, where it reports, --json.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 

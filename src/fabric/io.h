@@ -16,7 +16,8 @@ namespace galaxy::fabric {
 enum class TopologyFormat : uint8_t { kJson, kDot, kIbnetdiscover };
 
 // {"format":"galaxy-topology","version":1,"nodes":[...],"links":[[a,pa,b,pb],...]}; one node or
-// link per line. read_json(write_json(t)) reproduces t exactly.
+// link per line. read_json(write_json(t)) reproduces t exactly, except that bytes of names and
+// roles that are not UTF-8 (possible in dot or ibnetdiscover input) are written as U+FFFD.
 std::string write_json(const Topology& topology);
 Result<Topology> read_json(std::string_view text, std::string_view source = "<json>");
 

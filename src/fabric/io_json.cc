@@ -15,6 +15,12 @@ using nlohmann::json;
 
 constexpr int kVersion = 1;
 
+// JSON text is UTF-8, but names and roles read from dot or ibnetdiscover files may hold any
+// bytes: those that are not UTF-8 are written as U+FFFD rather than failing the whole write.
+std::string json_string(const std::string& s) {
+  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 void append_location(std::string& out, const Location& loc) {
   std::string fields;
   auto add = [&](const char* key, int32_t v) {
@@ -25,7 +31,7 @@ void append_location(std::string& out, const Location& loc) {
   add("switch_index", loc.switch_index);
   add("nrc_index", loc.nrc_index);
   if (!loc.role.empty())
-    fields += fmt::format("{}\"role\":{}", fields.empty() ? "" : ",", json(loc.role).dump());
+    fields += fmt::format("{}\"role\":{}", fields.empty() ? "" : ",", json_string(loc.role));
   out += fmt::format("\"location\":{{{}}}", fields);
 }
 
@@ -198,7 +204,7 @@ std::string write_json(const Topology& t) {
   out.reserve(t.num_nodes() * 160 + t.num_links() * 24);
   for (uint32_t v = 0; v < t.num_nodes(); ++v) {
     out += fmt::format("{{\"id\":{},\"kind\":\"{}\",\"ports\":{},\"name\":{},", v,
-                       node_kind_name(t.kind(v)), t.num_ports(v), json(t.name(v)).dump());
+                       node_kind_name(t.kind(v)), t.num_ports(v), json_string(t.name(v)));
     append_location(out, t.location(v));
     out += fmt::format(",\"level\":{}}}{}\n", t.level(v), v + 1 < t.num_nodes() ? "," : "");
   }
@@ -219,18 +225,33 @@ std::string write_json(const Topology& t) {
 Result<Topology> read_json(std::string_view text, std::string_view source) {
   Reader reader{source, detail::LineIndex(text), {}};
   json doc;
+  size_t offset = 0;
+  std::string syntax;
   try {
     doc = json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     // e.byte is 1-based and points just past the offending character.
-    size_t offset = e.byte == 0 ? 0 : std::min(e.byte - 1, text.size());
+    offset = e.byte == 0 ? 0 : std::min(e.byte - 1, text.size());
     std::string what = e.what();
     auto cut = what.find("error while parsing");
     if (cut == std::string::npos) cut = what.find(": ");
-    return file_error(Code::kMalformed, 3712, source, reader.lines.line(offset),
-                      reader.lines.column(offset),
-                      "JSON syntax " + (cut == std::string::npos ? what : what.substr(cut)));
+    syntax = "JSON syntax " + (cut == std::string::npos ? what : what.substr(cut));
+  } catch (const json::out_of_range& e) {
+    // A number beyond the range of a double ("1e999"). nlohmann quotes the token but gives no
+    // position, so find the token in the text.
+    std::string what = e.what();
+    auto open = what.find('\'');
+    auto close = what.rfind('\'');
+    std::string token =
+        open != std::string::npos && close > open ? what.substr(open + 1, close - open - 1) : "";
+    if (auto at = token.empty() ? std::string_view::npos : text.find(token);
+        at != std::string_view::npos)
+      offset = at;
+    syntax = fmt::format("JSON number {} is outside the range of a double", token);
   }
+  if (!syntax.empty())
+    return file_error(Code::kMalformed, 3712, source, reader.lines.line(offset),
+                      reader.lines.column(offset), syntax);
   reader.offsets = scan_elements(text);
   if (!doc.is_object() || doc.value("format", json()) != "galaxy-topology")
     return file_error(Code::kMalformed, 3713, source, 1, 0,

@@ -1,6 +1,7 @@
+#include "chip/nic.h"
+
 #include <gtest/gtest.h>
 
-#include "chip/nic.h"
 #include "chip_test_util.h"
 
 namespace galaxy::chip {

@@ -1,6 +1,7 @@
+#include "chip/nma.h"
+
 #include <gtest/gtest.h>
 
-#include "chip/nma.h"
 #include "chip/nrc.h"
 #include "chip_test_util.h"
 
@@ -68,8 +69,8 @@ TEST_F(NmaTest, ErrorResponsesSayWhyAndChangeNothing) {
 }
 
 TEST_F(NmaTest, EepromReadAndWriteUpToSixBytes) {
-  auto w = serve(nrc, request(NmpType::kEepromWriteRequest, {10, 11, 12, 13, 14, 15},
-                              {1, 2, 3, 4, 5, 6}));
+  auto w = serve(
+      nrc, request(NmpType::kEepromWriteRequest, {10, 11, 12, 13, 14, 15}, {1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(w.nmp_type, NmpType::kEepromWriteResponse);
   NmaWork work;
   auto r = serve(nrc, request(NmpType::kEepromReadRequest, {15, 10, 0xFFFF}), &work);
@@ -149,7 +150,8 @@ TEST_F(NmaTest, FaultReportsFollowResponsesAndRespectMask) {
   EXPECT_EQ(nrc.nma().pending_outputs(), 0u);
   nrc.link_down(2);
   // A response produced after the fault still leaves first.
-  auto out = nrc.nma().process(testing::bytes_of(request(NmpType::kRegReadRequest, {reg::kScratch})));
+  auto out =
+      nrc.nma().process(testing::bytes_of(request(NmpType::kRegReadRequest, {reg::kScratch})));
   ASSERT_TRUE(out.ok());
   nrc.nma().push_response(out->response);
   auto first = nrc.nma().pop_output();

@@ -1,6 +1,7 @@
+#include "chip/nrc.h"
+
 #include <gtest/gtest.h>
 
-#include "chip/nrc.h"
 #include "chip_test_util.h"
 
 namespace galaxy::chip {
@@ -41,9 +42,9 @@ TEST(NrcTest, RouteTableThroughIndirectRegistersTwoPerPacket) {
   Nrc n;
   n.set_chip_id(7);
   uint64_t select = 0xF | (uint64_t{100} << 24) | (uint64_t{20} << 40);  // ports 0-3, 100..119
-  auto w = testing::serve(n, testing::request(NmpType::kRegWriteRequest,
-                                              {reg::kRtSelect, reg::kRtData},
-                                              {select, (1u << 5) | (1u << 6)}));
+  auto w =
+      testing::serve(n, testing::request(NmpType::kRegWriteRequest, {reg::kRtSelect, reg::kRtData},
+                                         {select, (1u << 5) | (1u << 6)}));
   EXPECT_EQ(w.nmp_type, NmpType::kRegWriteResponse);
   EXPECT_EQ(n.allowed_ports(2, 119), (1u << 5) | (1u << 6));
   EXPECT_EQ(n.allowed_ports(4, 119), 0u);
@@ -54,9 +55,9 @@ TEST(NrcTest, RouteTableThroughIndirectRegistersTwoPerPacket) {
   auto r = testing::serve(n, testing::request(NmpType::kRegReadRequest, {reg::kRtData}));
   EXPECT_EQ(r.data.value[0], (1u << 5) | (1u << 6));
   // A port set naming port 24 is refused and changes nothing.
-  auto bad = testing::serve(n, testing::request(NmpType::kRegWriteRequest,
-                                                {reg::kRtSelect, reg::kRtData},
-                                                {select, 1u << 24}));
+  auto bad =
+      testing::serve(n, testing::request(NmpType::kRegWriteRequest, {reg::kRtSelect, reg::kRtData},
+                                         {select, 1u << 24}));
   EXPECT_EQ(bad.nmp_type, NmpType::kRegError);
   EXPECT_EQ(n.allowed_ports(2, 119), (1u << 5) | (1u << 6));
 }

@@ -1,3 +1,5 @@
+#include "engine/sim/sim_fabric.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -5,7 +7,6 @@
 #include "engine/sim/calibration.h"
 #include "engine/sim/load.h"
 #include "engine/sim/mgmt_probe.h"
-#include "engine/sim/sim_fabric.h"
 #include "fabric/builders.h"
 #include "fabric/io.h"
 
@@ -161,10 +162,12 @@ TEST(SimFabricTest, TableRoutedMpsReachTheirVpAndLinkDownRaisesFault) {
       chip::PortSet ports = 0;
       for (uint8_t p = 0; p < topo.num_ports(v); ++p) {
         auto peer = topo.peer({v, p});
-        if (peer && (peer->node == dst || (!topo.is_nic(peer->node) && ddist[peer->node] < ddist[v])))
+        if (peer &&
+            (peer->node == dst || (!topo.is_nic(peer->node) && ddist[peer->node] < ddist[v])))
           ports |= 1u << p;
       }
-      ASSERT_TRUE(f->nrc(v).set_routes(0xFFFFFF & ((1u << topo.num_ports(v)) - 1), i, 1, ports).ok());
+      ASSERT_TRUE(
+          f->nrc(v).set_routes(0xFFFFFF & ((1u << topo.num_ports(v)) - 1), i, 1, ports).ok());
     }
     (void)dist;
   }
@@ -176,8 +179,7 @@ TEST(SimFabricTest, TableRoutedMpsReachTheirVpAndLinkDownRaisesFault) {
   });
   uint8_t msg[120];
   for (int i = 0; i < 120; ++i) msg[i] = static_cast<uint8_t>(i);
-  for (int i = 0; i < 10; ++i)
-    ASSERT_TRUE(f->post_mp(src, 0, topo.num_nics() - 1, 5, msg).ok());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(f->post_mp(src, 0, topo.num_nics() - 1, 5, msg).ok());
   f->sim().run();
   EXPECT_EQ(delivered, 10);
   auto e = f->nic(dst).poll_mpq(5);

@@ -14,11 +14,13 @@ Time Timing::serialisation_bits(double bits) const {
   return static_cast<Time>(std::llround(ps));
 }
 
-Time Timing::serialisation(unsigned flits) const { return serialisation_bits(flits * flit_bits); }
+Time Timing::serialisation(unsigned flits) const {
+  return serialisation_bits(flits * flit_bits);
+}
 
 Time Timing::register_read_processing() const {
-  return nic_sdq_fetch + nic_mp_build + nma_unpack_dispatch + nma_register_read +
-         nma_collect_pack + nic_rx_dma + host_poll_detect;
+  return nic_sdq_fetch + nic_mp_build + nma_unpack_dispatch + nma_register_read + nma_collect_pack +
+         nic_rx_dma + host_poll_detect;
 }
 
 Time Timing::eeprom_read_processing(unsigned bytes) const {
@@ -31,12 +33,15 @@ std::string default_timing_path() {
   return std::string(GALAXY_SOURCE_DIR) + "/config/th2-timing.json";
 }
 
-Result<Timing> default_timing() { return load_timing(default_timing_path()); }
+Result<Timing> default_timing() {
+  return load_timing(default_timing_path());
+}
 
 Result<Timing> load_timing(const std::string& path) {
   std::ifstream in(path);
   if (!in)
-    return make_error(Code::kIoError, 4100, fmt::format("calibration file '{}' cannot be read", path));
+    return make_error(Code::kIoError, 4100,
+                      fmt::format("calibration file '{}' cannot be read", path));
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return make_error(Code::kMalformed, 4101, fmt::format("{}: not a JSON object", path));
@@ -52,15 +57,16 @@ Result<Timing> load_timing(const std::string& path) {
     if (!bad.ok()) return 0;
     auto it = params.find(name);
     if (it == params.end() || !it->is_object() || !(*it)["value"].is_number()) {
-      bad = make_error(Code::kMalformed, 4104,
-                       fmt::format("{}: parameter '{}' missing or has no numeric value", path, name));
+      bad =
+          make_error(Code::kMalformed, 4104,
+                     fmt::format("{}: parameter '{}' missing or has no numeric value", path, name));
       return 0;
     }
     double v = (*it)["value"].get<double>();
     if (!(v > 0) || !(*it)["source"].is_string()) {
-      bad = make_error(Code::kMalformed, 4105,
-                       fmt::format("{}: parameter '{}' = {} must be > 0 and cite a source", path,
-                                   name, v));
+      bad = make_error(
+          Code::kMalformed, 4105,
+          fmt::format("{}: parameter '{}' = {} must be > 0 and cite a source", path, name, v));
       return 0;
     }
     return v;

@@ -12,7 +12,8 @@ Result<double> util_param(const Spec& s, double fallback) {
   auto u = s.get_double("util", fallback);
   if (!u.ok()) return u;
   if (*u < 0 || *u > 1)
-    return make_error(Code::kOutOfRange, 4230, fmt::format("{}: util = {} is outside [0, 1]", s.name, *u));
+    return make_error(Code::kOutOfRange, 4230,
+                      fmt::format("{}: util = {} is outside [0, 1]", s.name, *u));
   return u;
 }
 

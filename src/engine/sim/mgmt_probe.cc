@@ -36,8 +36,7 @@ Result<ProbeResult> run_probe(SimFabric& fabric, const ProbeSpec& spec) {
   }
 
   ProbeResult r;
-  r.hops = d.dest_type == wire::ChipType::kNrc ? routes->first.hop_num
-                                                : routes->first.hop_num - 1u;
+  r.hops = d.dest_type == wire::ChipType::kNrc ? routes->first.hop_num : routes->first.hop_num - 1u;
   double sum = 0;
   Time sent_at = 0;
   Status failure;

@@ -109,9 +109,9 @@ Status SimFabric::post_mp(uint32_t nic_node, uint8_t vp, uint32_t dest_nic_index
   if (nic_node >= topo_.num_nodes() || !topo_.is_nic(nic_node))
     return make_error(Code::kNotFound, 4203, fmt::format("node {} is not a NIC", nic_node));
   if (dest_nic_index >= topo_.num_nics())
-    return make_error(Code::kOutOfRange, 4204,
-                      fmt::format("destination NIC index {} exceeds {} NICs", dest_nic_index,
-                                  topo_.num_nics()));
+    return make_error(
+        Code::kOutOfRange, 4204,
+        fmt::format("destination NIC index {} exceeds {} NICs", dest_nic_index, topo_.num_nics()));
   GALAXY_TRY(nic(nic_node).post_mp(vp, static_cast<uint16_t>(dest_nic_index), dest_vp, data));
   kick_nic(nic_node);
   return {};
@@ -158,7 +158,8 @@ void SimFabric::transmit(uint32_t node, uint8_t port, uint32_t slot) {
     return;
   }
   (packets_[slot].mgmt ? o.mgmt_queue : o.data_queue).push_back(slot);
-  if (!packets_[slot].mgmt) chips_[node]->port(port).output_load += packets_[slot].head.length_flits;
+  if (!packets_[slot].mgmt)
+    chips_[node]->port(port).output_load += packets_[slot].head.length_flits;
   if (!o.free_event_pending) {
     o.free_event_pending = true;
     schedule(o.busy_until > sim_.now() ? o.busy_until : sim_.now(), kOutputFree, 0, node, port);
@@ -231,8 +232,12 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
     if (p.mgmt) {
       chip::MgmtRouting d = r.route_mgmt(in_port, p.bytes);
       switch (d.action) {
-        case chip::MgmtRouting::Action::kForward: transmit(node, d.out_port, slot); return;
-        case chip::MgmtRouting::Action::kAbsorb: run_nma(slot, node); return;
+        case chip::MgmtRouting::Action::kForward:
+          transmit(node, d.out_port, slot);
+          return;
+        case chip::MgmtRouting::Action::kAbsorb:
+          run_nma(slot, node);
+          return;
         case chip::MgmtRouting::Action::kDrop:
           ++stats_.packets_dropped;
           free_packet(slot);
@@ -277,14 +282,17 @@ void SimFabric::run_nma(uint32_t slot, uint32_t node) {
   // for the I2C transfer (and, for writes, the EEPROM write cycle).
   Time t = timing_.nma_unpack_dispatch + timing_.nma_collect_pack;
   switch (outcome->work.kind) {
-    case chip::NmaWork::Kind::kRegRead: t += outcome->work.count * timing_.nma_register_read; break;
+    case chip::NmaWork::Kind::kRegRead:
+      t += outcome->work.count * timing_.nma_register_read;
+      break;
     case chip::NmaWork::Kind::kEepromRead:
       t += timing_.eeprom_i2c_setup + outcome->work.count * timing_.eeprom_read_per_byte;
       break;
     case chip::NmaWork::Kind::kEepromWrite:
       t += timing_.eeprom_i2c_setup + outcome->work.count * timing_.eeprom_write_per_byte;
       break;
-    default: break;
+    default:
+      break;
   }
   if (outcome->work.kind == chip::NmaWork::Kind::kRegWrite) schedule_bists(node);
   Packet& p = packets_[slot];
@@ -343,7 +351,9 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
   uint8_t port = static_cast<uint8_t>(b & 0xFF);
   uint32_t slot = static_cast<uint32_t>(a);
   switch (kind) {
-    case kArrive: on_arrive(slot, node, port); break;
+    case kArrive:
+      on_arrive(slot, node, port);
+      break;
     case kNmaDone: {
       chip::NmaOutput out;
       out.port = packets_[slot].vp;
@@ -353,7 +363,9 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       drain_nma(node);
       break;
     }
-    case kNicKick: on_nic_kick(node); break;
+    case kNicKick:
+      on_nic_kick(node);
+      break;
     case kNicSent: {
       uint8_t vp = packets_[slot].vp;
       transmit(node, 0, slot);
@@ -381,7 +393,9 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       }
       break;
     }
-    case kBistDone: finish_bist(node, port); break;
+    case kBistDone:
+      finish_bist(node, port);
+      break;
     case kOutputFree: {
       Output& o = outputs_[port_base_[node] + port];
       o.free_event_pending = false;
