@@ -79,6 +79,7 @@ Result<Timing> load_timing(const std::string& path) {
   t.link_latency = ns("link_latency_ns");
   t.nic_sdq_fetch = ns("nic_sdq_fetch_ns");
   t.nic_mp_build = ns("nic_mp_build_ns");
+  t.nic_descriptor_interval = ns("nic_descriptor_interval_ns");
   t.nma_unpack_dispatch = ns("nma_unpack_dispatch_ns");
   t.nma_register_read = ns("nma_register_read_ns");
   t.nma_collect_pack = ns("nma_collect_pack_ns");

@@ -17,6 +17,7 @@ struct Timing {
   Time link_latency = 0;
   Time nic_sdq_fetch = 0;
   Time nic_mp_build = 0;
+  Time nic_descriptor_interval = 0;  // initiation interval of the NIC's descriptor pipeline
   Time nma_unpack_dispatch = 0;
   Time nma_register_read = 0;
   Time nma_collect_pack = 0;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cassert>
 
 #include "chip/nma.h"
@@ -47,6 +48,7 @@ Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& top
   }
   f->outputs_.resize(f->port_base_[n]);
   f->nic_busy_.assign(n, 0);
+  f->nma_busy_until_.assign(n, 0);
   f->data_packet_time_ = timing.serialisation_bits(timing.data_packet_bytes * 8.0);
   GALAXY_TRY(f->power_on(options));
   return f;
@@ -146,9 +148,12 @@ void SimFabric::on_nic_kick(uint32_t node) {
     p.data = w->mp_data;
     p.data_len = static_cast<uint8_t>(chip::kMpPayloadBytes);
   }
-  // DMA VPs fetch the descriptor from host memory; PIO VPs already hold it on chip.
+  // DMA VPs fetch the descriptor from host memory; PIO VPs already hold it on chip. The fetch
+  // engine is pipelined: the next descriptor starts one initiation interval later, while this
+  // one is still in flight (a fenced one waits in Nic::next_work for its predecessors).
   Time fetch = chip::is_pio_vp(w->vp) ? 0 : timing_.nic_sdq_fetch;
   schedule(sim_.now() + fetch + timing_.nic_mp_build, kNicSent, slot, node);
+  schedule(sim_.now() + timing_.nic_descriptor_interval, kNicKick, 0, node);
 }
 
 void SimFabric::transmit(uint32_t node, uint8_t port, uint32_t slot) {
@@ -298,7 +303,9 @@ void SimFabric::run_nma(uint32_t slot, uint32_t node) {
   Packet& p = packets_[slot];
   p.bytes = outcome->response.bytes;
   p.vp = outcome->response.port;  // the output port, until the NMA hands the packet out
-  schedule(sim_.now() + t, kNmaDone, slot, node);
+  Time start = std::max(sim_.now(), nma_busy_until_[node]);
+  nma_busy_until_[node] = start + t;
+  schedule(start + t, kNmaDone, slot, node);
 }
 
 // A BIST started through BIST_CTRL runs for its duration and then reports what it found
@@ -370,7 +377,8 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       uint8_t vp = packets_[slot].vp;
       transmit(node, 0, slot);
       nic(node).complete(vp, true);
-      on_nic_kick(node);
+      // A fenced descriptor may have been waiting for this completion.
+      kick_nic(node);
       break;
     }
     case kMpqDeliver: {

@@ -139,6 +139,7 @@ class SimFabric final : private EventHandler {
   std::vector<Packet> packets_;
   std::vector<uint32_t> free_packets_;
   std::vector<uint8_t> nic_busy_;
+  std::vector<Time> nma_busy_until_;  // an NMA serves one request at a time
   MpqListener mpq_listener_;
   SimStats stats_;
   Time data_packet_time_ = 0;
