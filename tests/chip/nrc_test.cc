@@ -159,5 +159,28 @@ TEST(EepromTest, BadBootImagesChangeNothing) {
   EXPECT_FALSE(blank.configured());
 }
 
+// Found by fuzz_boot_image: a route record whose range runs past destination 65,535 passed the
+// pre-check, so the registers before it were applied and then set_routes() failed.
+TEST(EepromTest, RouteRangeBeyondTheTableChangesNothing) {
+  BootImage img;
+  img.registers = {{reg::kChipId, 7 | (1u << 16)}, {reg::kScratch, 0x1234}};
+  img.routes = {{0x3, 65535, 2, 0x4}};
+  Nrc n;
+  n.eeprom().write_block(0, encode_boot_image(img));
+  auto s = n.power_on();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message.find("first=65535 count=2"), std::string::npos) << s.error().message;
+  EXPECT_FALSE(n.configured());
+  EXPECT_EQ(n.read_register(reg::kScratch).value, 0u);
+  EXPECT_EQ(n.read_register(reg::kRtEntriesWritten).value, 0u);
+  EXPECT_EQ((n.read_register(reg::kBootStatus).value >> 8) & 0xFF, 0x31u);
+  // The last destination itself is a valid range.
+  img.routes = {{0x3, 65535, 1, 0x4}};
+  Nrc ok;
+  ok.eeprom().write_block(0, encode_boot_image(img));
+  ASSERT_TRUE(ok.power_on().ok());
+  EXPECT_EQ(ok.allowed_ports(1, 65535), 0x4u);
+}
+
 }  // namespace
 }  // namespace galaxy::chip

@@ -291,5 +291,34 @@ TEST(Load, DetectsFormatsAndSaves) {
   std::remove(bad.c_str());
 }
 
+// Found by fuzz_topology_json: nlohmann throws out_of_range (not parse_error) for a number
+// beyond a double, which escaped read_json.
+TEST(Json, NumberOverflowIsASyntaxError) {
+  auto r = read_json("{\"format\":\"galaxy-topology\",\n  \"version\":1e999}", "t.json");
+  expect_error(r, "t.json:2:13:", "1e999");
+  EXPECT_EQ(r.error().code, Code::kMalformed);
+}
+
+// Found by fuzz_topology_dot and fuzz_ibnetdiscover: write_json threw on names that are not
+// UTF-8; it now writes U+FFFD for the bad bytes and dot keeps them.
+TEST(Json, NamesThatAreNotUtf8AreWrittenAsReplacementCharacters) {
+  auto dot = read_dot("graph g { a [kind=nic, label=\"x\xbby\", role=\"\xff\"]; }", "t.dot");
+  ASSERT_TRUE(dot.ok()) << dot.status().to_string();
+  ASSERT_EQ(dot->name(0), "x\xbby");
+  auto back = read_json(write_json(*dot), "t.json");
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->name(0), "x\xef\xbf\xbdy");
+  EXPECT_EQ(back->location(0).role, "\xef\xbf\xbd");
+  auto again = read_dot(write_dot(*dot), "t.dot");
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  expect_same(*dot, *again);
+
+  auto ib = read_ibnetdiscover("Ca 1 \"H-1\" # \"host\xa4\"\n", "t.ib");
+  ASSERT_TRUE(ib.ok()) << ib.status().to_string();
+  auto ib_back = read_json(write_json(*ib), "t.json");
+  ASSERT_TRUE(ib_back.ok()) << ib_back.status().to_string();
+  EXPECT_EQ(ib_back->name(0), "host\xef\xbf\xbd");
+}
+
 }  // namespace
 }  // namespace galaxy::fabric
