@@ -85,7 +85,7 @@ class [[nodiscard]] Result {
 // Propagate an error from a Status or Result expression.
 #define GALAXY_TRY(expr)                                   \
   do {                                                     \
-    auto galaxy_try_s_ = (expr);                           \
+    auto&& galaxy_try_s_ = (expr);                         \
     if (!galaxy_try_s_.ok()) return galaxy_try_s_.error(); \
   } while (0)
 
