@@ -130,7 +130,7 @@ std::optional<NicWork> Nic::next_work() {
       w.head.kind = wire::PacketKind::kMp;
       w.head.dest_node = d.dest_node;
       w.head.dest_vp = d.dest_vp;
-      w.head.src_node = data_node_;
+      w.head.src_node = chip_id();
       w.head.src_vp = vp;
       w.head.length_flits = 6;  // head flit + 128 bytes of MP in 24-byte flit payloads
       std::copy(d.bytes.begin(), d.bytes.end(), w.mp_data.begin());
@@ -208,10 +208,10 @@ NicRx Nic::receive_mgmt(std::span<const uint8_t> packet) {
 }
 
 NicRx Nic::receive_mp(const wire::DataHead& head, std::span<const uint8_t> data) {
-  if (head.dest_vp >= kNumVps || data.size() > kMpPayloadBytes || head.dest_node != data_node_) {
+  if (head.dest_vp >= kNumVps || data.size() > kMpPayloadBytes || head.dest_node != chip_id()) {
     discard(data, make_error(Code::kNotFound, 2049,
                              fmt::format("MP for node {} vp {} ({} bytes) reached NIC {}",
-                                         head.dest_node, head.dest_vp, data.size(), data_node_)));
+                                         head.dest_node, head.dest_vp, data.size(), chip_id())));
     return NicRx::kDiscarded;
   }
   VpState& v = vps_[head.dest_vp];

@@ -89,10 +89,6 @@ class Nic : public Chip {
   // A table-routed MP arrived.
   NicRx receive_mp(const wire::DataHead& head, std::span<const uint8_t> data);
 
-  // The node id table-routed data packets carry for this NIC (its index among the NICs).
-  void set_data_node(uint16_t id) { data_node_ = id; }
-  uint16_t data_node() const { return data_node_; }
-
   uint64_t interrupts() const { return interrupts_; }
   // The error buffer: the last dirty packet and why (SYSTEM.md 1.1).
   struct ErrorBuffer {
@@ -139,7 +135,6 @@ class Nic : public Chip {
 
   std::array<VpState, kNumVps> vps_;
   uint8_t rr_next_ = 0;
-  uint16_t data_node_ = 0;
   uint64_t interrupts_ = 0;
   ErrorBuffer error_buffer_;
 };

@@ -129,7 +129,7 @@ TEST(NicTest, DirtyPacketsAreDiscardedIntoTheErrorBuffer) {
 
 TEST(NicTest, MpSendAndReceive) {
   Nic n;
-  n.set_data_node(3);
+  n.set_chip_id(3);
   uint8_t msg[5] = {1, 2, 3, 4, 5};
   ASSERT_TRUE(n.post_mp(0, 9, 2, msg).ok());  // PIO VP
   auto w = n.next_work();

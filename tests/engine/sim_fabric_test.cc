@@ -167,7 +167,7 @@ TEST(SimFabricTest, TableRoutedMpsReachTheirVpAndLinkDownRaisesFault) {
           ports |= 1u << p;
       }
       ASSERT_TRUE(
-          f->nrc(v).set_routes(0xFFFFFF & ((1u << topo.num_ports(v)) - 1), i, 1, ports).ok());
+          f->nrc(v).set_routes(0xFFFFFF & ((1u << topo.num_ports(v)) - 1), dst, 1, ports).ok());
     }
     (void)dist;
   }
@@ -179,18 +179,18 @@ TEST(SimFabricTest, TableRoutedMpsReachTheirVpAndLinkDownRaisesFault) {
   });
   uint8_t msg[120];
   for (int i = 0; i < 120; ++i) msg[i] = static_cast<uint8_t>(i);
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(f->post_mp(src, 0, topo.num_nics() - 1, 5, msg).ok());
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(f->post_mp(src, 0, static_cast<uint16_t>(dst), 5, msg).ok());
   f->sim().run();
   EXPECT_EQ(delivered, 10);
   auto e = f->nic(dst).poll_mpq(5);
   ASSERT_TRUE(e);
-  EXPECT_EQ(e->src_node, 0);
+  EXPECT_EQ(e->src_node, src);
   EXPECT_EQ(e->data[119], 119);
   // A link down: chips on both ends latch the fault; packets no longer pass.
   uint32_t nrc0 = topo.peer({src, 0})->node;
   ASSERT_TRUE(f->set_link({src, 0}, false).ok());
   EXPECT_EQ(f->chip(nrc0).read_register(chip::reg::kFaultStatus).value & 1, 1u);
-  ASSERT_TRUE(f->post_mp(src, 0, topo.num_nics() - 1, 5, msg).ok());
+  ASSERT_TRUE(f->post_mp(src, 0, static_cast<uint16_t>(dst), 5, msg).ok());
   f->sim().run();
   EXPECT_EQ(delivered, 10);
   EXPECT_GT(f->stats().packets_dropped, 0u);

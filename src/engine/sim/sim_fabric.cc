@@ -35,9 +35,7 @@ Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& top
         return make_error(Code::kOutOfRange, 4208,
                           fmt::format("NIC {} ({}) has {} ports; a NIC model has 1 to {}", v,
                                       topology.name(v), ports, chip::kMaxNicPorts));
-      auto nic = std::make_unique<chip::Nic>(static_cast<uint16_t>(ports));
-      nic->set_data_node(static_cast<uint16_t>(topology.nic_index(v)));
-      f->chips_.push_back(std::move(nic));
+      f->chips_.push_back(std::make_unique<chip::Nic>(static_cast<uint16_t>(ports)));
     } else {
       if (ports > 32)
         return make_error(Code::kOutOfRange, 4201,
@@ -106,15 +104,14 @@ Status SimFabric::post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescr
   return {};
 }
 
-Status SimFabric::post_mp(uint32_t nic_node, uint8_t vp, uint32_t dest_nic_index, uint8_t dest_vp,
+Status SimFabric::post_mp(uint32_t nic_node, uint8_t vp, uint16_t dest_chip, uint8_t dest_vp,
                           std::span<const uint8_t> data) {
   if (nic_node >= topo_.num_nodes() || !topo_.is_nic(nic_node))
     return make_error(Code::kNotFound, 4203, fmt::format("node {} is not a NIC", nic_node));
-  if (dest_nic_index >= topo_.num_nics())
-    return make_error(
-        Code::kOutOfRange, 4204,
-        fmt::format("destination NIC index {} exceeds {} NICs", dest_nic_index, topo_.num_nics()));
-  GALAXY_TRY(nic(nic_node).post_mp(vp, static_cast<uint16_t>(dest_nic_index), dest_vp, data));
+  if (dest_chip >= topo_.num_nodes() || !topo_.is_nic(dest_chip))
+    return make_error(Code::kOutOfRange, 4204,
+                      fmt::format("destination chip {} is not a NIC of this fabric", dest_chip));
+  GALAXY_TRY(nic(nic_node).post_mp(vp, dest_chip, dest_vp, data));
   kick_nic(nic_node);
   return {};
 }

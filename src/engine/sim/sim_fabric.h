@@ -54,7 +54,8 @@ class SimFabric final : private EventHandler {
 
   // Host side of a NIC: post a management descriptor or an MP on a VP; the engine runs the NIC.
   Status post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescriptor& d);
-  Status post_mp(uint32_t nic_node, uint8_t vp, uint32_t dest_nic_index, uint8_t dest_vp,
+  // Table-routed data carry the destination NIC's chip id (route tables are indexed by it).
+  Status post_mp(uint32_t nic_node, uint8_t vp, uint16_t dest_chip, uint8_t dest_vp,
                  std::span<const uint8_t> data);
   // Called when an MP (a management response or fault report included) is visible in an MPQ.
   using MpqListener = std::function<void(uint32_t nic_node, uint8_t vp)>;
