@@ -89,6 +89,10 @@ Result<Timing> load_timing(const std::string& path) {
   t.eeprom_read_per_byte = ns("eeprom_read_per_byte_ns");
   t.eeprom_write_per_byte = ns("eeprom_write_per_byte_ns");
   t.data_packet_bytes = num("data_packet_bytes");
+  t.host_send = ns("host_send_ns");
+  t.host_receive = ns("host_receive_ns");
+  t.host_wakeup = ns("host_wakeup_ns");
+  t.oob_register_access = ns("oob_register_access_ns");
   if (!bad.ok()) return bad.error();
   return t;
 }

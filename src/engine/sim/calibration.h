@@ -27,6 +27,10 @@ struct Timing {
   Time eeprom_read_per_byte = 0;
   Time eeprom_write_per_byte = 0;
   double data_packet_bytes = 0;
+  Time host_send = 0;
+  Time host_receive = 0;
+  Time host_wakeup = 0;
+  Time oob_register_access = 0;
 
   // Serialisation of `flits` flits on one link.
   Time serialisation(unsigned flits) const;

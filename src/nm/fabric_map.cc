@@ -1,0 +1,70 @@
+#include "nm/fabric_map.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace galaxy::nm {
+
+MgmtTarget target_along(const fabric::Topology& t, const std::vector<uint32_t>& parent,
+                        const std::vector<uint8_t>& port_to_parent, uint32_t to, uint16_t chip) {
+  // Walk from `to` back to the server: the forward route is the reverse of the output ports
+  // taken by each NRC on the way down; the backward route is each chip's port to its parent.
+  std::vector<uint32_t> path;
+  for (uint32_t v = to; v != UINT32_MAX; v = parent[v]) path.push_back(v);
+  std::reverse(path.begin(), path.end());  // server NIC ... to
+  MgmtTarget m;
+  m.chip_id = chip;
+  m.type = t.is_nic(to) ? wire::ChipType::kNic : wire::ChipType::kNrc;
+  for (size_t i = 1; i + 1 < path.size(); ++i) {
+    // path[i] is an NRC; its output towards path[i+1] is the peer port of path[i+1]'s link up.
+    auto up = t.peer({path[i + 1], port_to_parent[path[i + 1]]});
+    (void)m.forward.push(up->port);
+  }
+  for (size_t i = path.size() - 1; i >= 1; --i) {
+    if (t.is_nic(path[i])) continue;  // a NIC has one way out and consumes no hop
+    (void)m.backward.push(port_to_parent[path[i]]);
+  }
+  return m;
+}
+
+Result<FabricMap> map_from_topology(const fabric::Topology& t, uint32_t server) {
+  if (server >= t.num_nodes() || !t.is_nic(server))
+    return make_error(Code::kNotFound, 5020, fmt::format("server node {} is not a NIC", server));
+  const uint32_t n = t.num_nodes();
+  std::vector<uint32_t> parent(n, UINT32_MAX), order{server}, depth(n, 0);
+  std::vector<uint8_t> port_to_parent(n, 0);
+  std::vector<bool> seen(n, false);
+  seen[server] = true;
+  for (size_t qi = 0; qi < order.size(); ++qi) {
+    uint32_t v = order[qi];
+    if (t.is_nic(v) && v != server) continue;
+    for (uint8_t p = 0; p < t.num_ports(v); ++p) {
+      auto peer = t.peer({v, p});
+      if (!peer || seen[peer->node]) continue;
+      seen[peer->node] = true;
+      parent[peer->node] = v;
+      port_to_parent[peer->node] = peer->port;
+      depth[peer->node] = depth[v] + 1;
+      order.push_back(peer->node);
+    }
+  }
+  FabricMap m;
+  m.topology = t;
+  m.server_node = server;
+  m.chip_id.resize(n);
+  m.target.resize(n);
+  m.hops.resize(n, 0);
+  for (uint32_t v = 0; v < n; ++v) {
+    m.chip_id[v] = static_cast<uint16_t>(v);
+    m.node_of[static_cast<uint16_t>(v)] = v;
+    if (!seen[v] || v == server) continue;
+    m.target[v] = target_along(t, parent, port_to_parent, v, static_cast<uint16_t>(v));
+    // h counts NRCs strictly between the server and the chip.
+    uint32_t links = depth[v];
+    m.hops[v] = static_cast<uint8_t>(t.is_nic(v) ? links - 1 : links - 1);
+  }
+  return m;
+}
+
+}  // namespace galaxy::nm

@@ -1,0 +1,57 @@
+// The management server's view of the fabric (ARCHITECTURE.md "nm/ never knows which engine it
+// runs on"): send a request, receive the next response or fault report, read the clock.
+// Implementations: GlexMgmtPort (libglex, on the simulated engine now and the live one later).
+#pragma once
+
+#include <cstdint>
+
+#include "base/status.h"
+#include "wire/mgmt.h"
+
+namespace galaxy::nm {
+
+using Picoseconds = uint64_t;
+inline constexpr Picoseconds kUs = 1000000;
+inline constexpr Picoseconds kMs = 1000 * kUs;
+inline constexpr Picoseconds kSec = 1000 * kMs;
+
+// Where a request goes: the chip and the two source routes (SYSTEM.md 2.2).
+struct MgmtTarget {
+  uint16_t chip_id = wire::kUnconfiguredId;
+  wire::ChipType type = wire::ChipType::kNrc;
+  wire::SourceRoute forward;
+  wire::SourceRoute backward;
+};
+
+struct MgmtRequest {
+  MgmtTarget target;
+  wire::NmpType type = wire::NmpType::kRegReadRequest;
+  wire::NmpData data;
+  uint64_t m_key = 0;
+
+  static MgmtRequest read(const MgmtTarget& t, uint16_t addr);
+  static MgmtRequest read2(const MgmtTarget& t, uint16_t a0, uint16_t a1);
+  static MgmtRequest write(const MgmtTarget& t, uint16_t addr, uint64_t value);
+  static MgmtRequest write2(const MgmtTarget& t, uint16_t a0, uint64_t v0, uint16_t a1,
+                            uint64_t v1);
+};
+
+class MgmtPort {
+ public:
+  virtual ~MgmtPort() = default;
+  // The server NIC's chip id and the VP responses and fault reports come back to.
+  virtual uint16_t server_chip_id() const = 0;
+  virtual uint8_t server_vp() const = 0;
+  // Queue one request; it does not wait for the answer.
+  virtual Status send(const MgmtRequest& request, uint16_t transaction_id) = 0;
+  // The next management packet for this VP (a response or a fault report), waiting at most
+  // `timeout`; Code::kTimeout when none came.
+  virtual Result<wire::MgmtPacket> receive(Picoseconds timeout) = 0;
+  // The clock the management logic runs on (simulated or real time).
+  virtual Picoseconds now() const = 0;
+  // A register of the server's own NIC, read by the host directly (no network): discovery
+  // starts from the peer identity of the NIC's port.
+  virtual Result<uint64_t> read_local_register(uint16_t addr) = 0;
+};
+
+}  // namespace galaxy::nm

@@ -1,0 +1,87 @@
+// Many management requests in flight (ARCHITECTURE.md "nm/"): a window per target chip and a
+// global window, a timeout per request, retries, 16-bit transaction ids reused only when free
+// (correct across wrap-around), fault reports handed to a handler as they arrive.
+// Serial operation (the paper's) is windows of 1.
+#pragma once
+
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "base/fifo.h"
+#include "nm/mgmt_port.h"
+
+namespace galaxy::nm {
+
+struct MgmtReply {
+  Status status;  // ok, kTimeout after all retries, or the NMA's error response
+  wire::MgmtPacket response;
+  Picoseconds latency = 0;  // of the attempt that answered
+  unsigned attempts = 0;
+};
+using ReplyFn = std::function<void(const MgmtReply&)>;
+
+struct RequesterOptions {
+  unsigned global_window = 1;
+  unsigned per_chip_window = 1;
+  Picoseconds timeout = kSec;  // glex's usual 1 s (SYSTEM.md 2.3)
+  unsigned retries = 2;
+};
+
+struct RequesterStats {
+  uint64_t sent = 0;  // attempts, retries included
+  uint64_t answered = 0;
+  uint64_t retries = 0;
+  uint64_t failed = 0;  // gave up after retries
+  uint64_t error_responses = 0;
+  uint64_t fault_reports = 0;
+  uint64_t stale = 0;  // responses for requests already given up or answered
+};
+
+class Requester {
+ public:
+  Requester(MgmtPort& port, RequesterOptions options);
+
+  // Queue a request; `done` runs once, from run(), with the reply (it may submit more).
+  void submit(const MgmtRequest& request, ReplyFn done);
+  // Progress until every submitted request has completed.
+  void run();
+  // Fault reports arriving while run() works (and during drain_faults).
+  void set_fault_handler(std::function<void(const wire::MgmtPacket&)> handler) {
+    fault_handler_ = std::move(handler);
+  }
+  // Wait up to `duration` for fault reports with nothing in flight.
+  void drain_faults(Picoseconds duration);
+
+  MgmtPort& port() { return port_; }
+  const RequesterStats& stats() const { return stats_; }
+  const RequesterOptions& options() const { return options_; }
+  void set_options(const RequesterOptions& o) { options_ = o; }
+
+ private:
+  struct Pending {
+    MgmtRequest request;
+    ReplyFn done;
+    unsigned attempts = 0;
+    Picoseconds sent_at = 0;
+    Picoseconds deadline = 0;
+    uint16_t tid = 0;
+  };
+  void issue();
+  bool try_send(Pending& p);
+  void complete(uint16_t tid, const MgmtReply& reply);
+  void expire(Picoseconds now);
+  void dispatch(const wire::MgmtPacket& packet);
+  uint16_t allocate_tid();
+
+  MgmtPort& port_;
+  RequesterOptions options_;
+  RequesterStats stats_;
+  Fifo<Pending> queue_;
+  std::unordered_map<uint16_t, Pending> in_flight_;  // by transaction id
+  std::unordered_map<uint16_t, unsigned> per_chip_;  // in flight per target chip
+  uint16_t next_tid_ = 0;
+  std::function<void(const wire::MgmtPacket&)> fault_handler_;
+};
+
+}  // namespace galaxy::nm

@@ -1,0 +1,99 @@
+#include <gtest/gtest.h>
+
+#include "chip/registers.h"
+#include "nm_test_util.h"
+
+namespace galaxy::nm {
+namespace {
+
+using testing::SimServer;
+
+// SYSTEM.md 2.8: a whole request including software, descriptor to response, is DP = 7.40 us
+// plus (h + 1) x 0.8762 us; the Requester, glex and the chip models together give exactly that.
+TEST(RequesterTest, SerialRequestsCostDpPlusHops) {
+  auto s = SimServer::make("line:n=6");
+  auto map = s.oracle();
+  Requester req(*s.port, {});
+  for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+    if (map.topology.is_nic(v)) continue;
+    Picoseconds before = s.port->now();
+    MgmtReply got;
+    req.submit(MgmtRequest::read(map.target[v], chip::reg::kChipId),
+               [&](const MgmtReply& r) { got = r; });
+    req.run();
+    ASSERT_TRUE(got.status.ok()) << got.status.to_string();
+    EXPECT_EQ(got.response.data.value[0] & 0xFFFF, v);
+    double us = static_cast<double>(s.port->now() - before) / kUs;
+    EXPECT_NEAR(us, 7.40 + (map.hops[v] + 1) * 0.8762, 0.001) << "node " << v;
+  }
+}
+
+TEST(RequesterTest, PipelinedWindowsOverlapRequests) {
+  auto s = SimServer::make("fattree:k=4,levels=3");
+  auto map = s.oracle();
+  Requester req(*s.port, {64, 4, kSec, 2});
+  int done = 0;
+  Picoseconds start = s.port->now();
+  for (int rep = 0; rep < 6; ++rep)
+    for (uint32_t v = 0; v < map.num_nodes(); ++v)
+      if (!map.topology.is_nic(v))
+        req.submit(
+            MgmtRequest::read2(map.target[v], chip::reg::kPeerSummary, chip::reg::kPeerSummary + 1),
+            [&](const MgmtReply& r) { done += r.status.ok(); });
+  req.run();
+  EXPECT_EQ(done, 6 * 20);
+  double us = static_cast<double>(s.port->now() - start) / kUs;
+  EXPECT_LT(us, 120 * 7.40 / 4);  // far less than serial
+  EXPECT_EQ(req.stats().retries, 0u);
+}
+
+TEST(RequesterTest, LostRequestsTimeOutRetryThenFail) {
+  auto s = SimServer::make("line:n=3");
+  auto map = s.oracle();
+  // Cut the link behind the first NRC: requests to NRC 2 are dropped on the way.
+  uint32_t far = UINT32_MAX;
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    if (!map.topology.is_nic(v) && map.hops[v] == 1) far = v;
+  ASSERT_NE(far, UINT32_MAX);
+  auto up = map.topology.peer({far, map.target[far].backward.hops[0]});
+  ASSERT_TRUE(s.fabric->set_link(*up, false).ok());
+  Requester req(*s.port, {1, 1, 10 * kUs, 2});
+  MgmtReply got;
+  req.submit(MgmtRequest::read(map.target[far], chip::reg::kScratch),
+             [&](const MgmtReply& r) { got = r; });
+  req.run();
+  EXPECT_EQ(got.status.error().code, Code::kTimeout);
+  EXPECT_EQ(got.attempts, 3u);
+  EXPECT_EQ(req.stats().retries, 2u);
+}
+
+TEST(RequesterTest, ErrorResponsesAreReportedWithTheReason) {
+  auto s = SimServer::make("line:n=2");
+  auto map = s.oracle();
+  uint32_t nrc = s.fabric->topology().peer({s.server_node, 0})->node;
+  Requester req(*s.port, {});
+  MgmtReply got;
+  req.submit(MgmtRequest::write(map.target[nrc], chip::reg::kTemperature, 1),
+             [&](const MgmtReply& r) { got = r; });
+  req.run();
+  ASSERT_FALSE(got.status.ok());
+  EXPECT_NE(got.status.error().message.find("read only"), std::string::npos)
+      << got.status.to_string();
+}
+
+TEST(RequesterTest, TransactionIdsWrapWithoutConfusion) {
+  auto s = SimServer::make("line:n=2");
+  auto map = s.oracle();
+  uint32_t nrc = s.fabric->topology().peer({s.server_node, 0})->node;
+  Requester req(*s.port, {8, 8, kSec, 0});
+  int ok = 0;
+  for (int i = 0; i < 70000; ++i)
+    req.submit(MgmtRequest::read(map.target[nrc], chip::reg::kScratch),
+               [&](const MgmtReply& r) { ok += r.status.ok(); });
+  req.run();
+  EXPECT_EQ(ok, 70000);
+  EXPECT_EQ(req.stats().stale, 0u);
+}
+
+}  // namespace
+}  // namespace galaxy::nm
