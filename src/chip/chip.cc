@@ -132,9 +132,10 @@ RegAccess Chip::read_register(uint16_t addr) {
     default:
       break;
   }
-  if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + (num_ports() + 1) / 2) {
+  if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + reg::kPeerSummaryWords) {
+    // A fixed block for 32 ports: ports the chip does not have read as "no peer".
     size_t p = 2 * size_t{static_cast<uint16_t>(addr - reg::kPeerSummary)};
-    uint64_t v = peer_word(ports_[p]);
+    uint64_t v = p < ports_.size() ? peer_word(ports_[p]) : 0;
     if (p + 1 < ports_.size()) v |= peer_word(ports_[p + 1]) << 32;
     return {NmpError::kNone, v};
   }
@@ -221,7 +222,7 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
     default:
       break;
   }
-  if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + (num_ports() + 1) / 2)
+  if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + reg::kPeerSummaryWords)
     return NmpError::kReadOnly;
   uint8_t p;
   uint16_t off;

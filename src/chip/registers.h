@@ -42,6 +42,7 @@ inline constexpr uint16_t kRtStatus = 0x043;          // RO [0] last RT_DATA wri
 // Peer summary: two 32-bit peer identities per register (ports 2i, 2i+1) so discovery reads an
 // NRC's 24 neighbours with 12 registers = 6 two-register packets.
 inline constexpr uint16_t kPeerSummary = 0x050;
+inline constexpr uint16_t kPeerSummaryWords = 16;  // 32 ports; absent ones read 0
 
 // Per-port block: base + port * stride.
 inline constexpr uint16_t kPortBase = 0x100;

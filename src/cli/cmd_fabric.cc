@@ -92,6 +92,7 @@ void run_fabric(const FabricOptions& o) {
 }
 }  // namespace
 
+namespace {
 void add_fabric_command(CLI::App& app) {
   auto o = std::make_shared<FabricOptions>();
   auto* c =
@@ -107,5 +108,8 @@ void add_fabric_command(CLI::App& app) {
   c->add_option("--write", o->write, "save the topology (.json or .dot by extension)");
   c->callback([o]() { run_fabric(*o); });
 }
+
+const CommandRegistrar kRegistrar("fabric", add_fabric_command);
+}  // namespace
 
 }  // namespace galaxy::cli

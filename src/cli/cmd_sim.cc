@@ -121,6 +121,7 @@ void run_regread(const RegreadOptions& o) {
 }
 }  // namespace
 
+namespace {
 void add_sim_command(CLI::App& app) {
   auto* s = app.add_subcommand("sim", "Experiments on the simulated engine");
   s->require_subcommand(1);
@@ -142,5 +143,8 @@ void add_sim_command(CLI::App& app) {
   c->add_flag("--json", o->json, "machine-readable output");
   c->callback([o]() { run_regread(*o); });
 }
+
+const CommandRegistrar kRegistrar("sim", add_sim_command);
+}  // namespace
 
 }  // namespace galaxy::cli

@@ -4,13 +4,15 @@
 
 namespace galaxy::cli {
 
-// Adds every subcommand to `app`; each callback stores its exit code.
+// Each subcommand lives in its own cmd_<name>.cc and registers itself with a file-scope
+// CommandRegistrar; register_commands adds them all, in name order.
+using AddCommandFn = void (*)(CLI::App& app);
+struct CommandRegistrar {
+  CommandRegistrar(const char* name, AddCommandFn add);
+};
+
 void register_commands(CLI::App& app);
 int exit_code();
 void set_exit_code(int code);
-
-// Each subcommand lives in its own file and registers here.
-void add_fabric_command(CLI::App& app);
-void add_sim_command(CLI::App& app);
 
 }  // namespace galaxy::cli

@@ -1,0 +1,93 @@
+// galaxy discover — topology discovery from the server's NIC (SYSTEM.md 2.5.5), serial as the
+// paper measured it or pipelined; the result is checked against the fabric that was built.
+#include <chrono>
+#include <cstdio>
+
+#include "base/sysinfo.h"
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "cli/session.h"
+
+namespace galaxy::cli {
+
+namespace {
+
+struct DiscoverOptions {
+  SessionOptions session;
+  std::string mode = "pipelined";
+  bool show_issues = false;
+};
+
+void run_discover(DiscoverOptions& o) {
+  if (o.mode != "serial" && o.mode != "pipelined")
+    return report_error(make_error(Code::kInvalidArgument, 9020,
+                                   fmt::format("--mode = '{}' is not serial or pipelined", o.mode)),
+                        o.session.json);
+  o.session.serial = o.session.serial || o.mode == "serial";
+  auto t0 = std::chrono::steady_clock::now();
+  auto s = open_session(o.session);
+  if (!s.ok()) return report_error(s.error(), o.session.json);
+  auto t1 = std::chrono::steady_clock::now();
+  Status d = discover(*s, o.session);
+  if (!d.ok()) return report_error(d.error(), o.session.json);
+  auto t2 = std::chrono::steady_clock::now();
+  const nm::DiscoveryResult& r = s->discovery;
+  auto issues = nm::check_cabling(r.map, s->fabric->topology());
+  bool verified = issues.empty() && r.map.num_nodes() == s->fabric->topology().num_nodes();
+  const auto& t = r.map.topology;
+  double wall_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  nlohmann::json j{{"fabric", o.session.fabric},
+                   {"mode", o.session.serial ? "serial" : "pipelined"},
+                   {"load", o.session.load},
+                   {"verified", verified},
+                   {"nrc", t.num_nrcs()},
+                   {"nic", t.num_nics()},
+                   {"links", t.num_links()},
+                   {"requests", r.requests},
+                   {"failed_requests", r.failed_requests},
+                   {"sim_time_us", static_cast<double>(r.elapsed) / nm::kUs},
+                   {"paper_sim_time_us", 472822},
+                   {"wall_ms", wall_ms},
+                   {"setup_ms", std::chrono::duration<double, std::milli>(t1 - t0).count()},
+                   {"cabling_issues", issues.size()},
+                   {"problems", r.problems.size()},
+                   {"peak_rss_mb", peak_rss_mb()}};
+  if (o.show_issues) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& i : issues)
+      list.push_back({{"kind", i.kind == nm::CablingIssue::Kind::kMissing ? "missing"
+                               : i.kind == nm::CablingIssue::Kind::kExtra ? "extra"
+                                                                          : "miswired"},
+                      {"a", i.a},
+                      {"b", i.b},
+                      {"detail", i.detail}});
+    j["cabling"] = list;
+  }
+  if (o.session.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("discovered %u NRCs, %u NICs, %u links with %llu requests (%s)\n", t.num_nrcs(),
+                t.num_nics(), t.num_links(), static_cast<unsigned long long>(r.requests),
+                o.session.serial ? "serial" : "pipelined");
+    std::printf("simulated time %.1f us (paper, serial: 472,822 us); wall %.0f ms; %s\n",
+                static_cast<double>(r.elapsed) / nm::kUs, wall_ms,
+                verified ? "matches the built fabric" : "DIFFERS from the built fabric");
+    for (const auto& i : issues)
+      std::printf("  %s <-> %s: %s\n", i.a.c_str(), i.b.c_str(), i.detail.c_str());
+  }
+  if (!verified) set_exit_code(1);
+}
+
+void add_discover_command(CLI::App& app) {
+  auto o = std::make_shared<DiscoverOptions>();
+  auto* c = app.add_subcommand("discover", "Topology discovery by BFS from the server NIC");
+  add_session_options(c, o->session);
+  c->add_option("--mode", o->mode, "serial (the paper's) or pipelined")->capture_default_str();
+  c->add_flag("--issues", o->show_issues, "list every cabling difference in the JSON");
+  c->callback([o]() { run_discover(*o); });
+}
+
+const CommandRegistrar kRegistrar("discover", add_discover_command);
+
+}  // namespace
+}  // namespace galaxy::cli

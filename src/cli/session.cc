@@ -1,0 +1,85 @@
+#include "cli/session.h"
+
+#include <fmt/format.h>
+
+#include "base/spec.h"
+#include "engine/sim/fabric_spec.h"
+#include "engine/sim/load.h"
+
+namespace galaxy::cli {
+
+void add_session_options(CLI::App* cmd, SessionOptions& o) {
+  cmd->add_option("--fabric", o.fabric, "sim:<topology> or file:<path>")->capture_default_str();
+  cmd->add_option("--load", o.load, "background load: " + sim::load_names())->capture_default_str();
+  cmd->add_option("--server-nic", o.server_nic, "NIC index of the management server")
+      ->capture_default_str();
+  cmd->add_option("--seed", o.seed, "random seed of the simulation")->capture_default_str();
+  cmd->add_flag("--json", o.json, "machine-readable output");
+  cmd->add_flag("--serial", o.serial, "one request at a time (the paper's mode)");
+}
+
+nm::RequesterOptions requester_options(bool serial) {
+  nm::RequesterOptions r;
+  if (!serial) {
+    r.global_window = 256;
+    r.per_chip_window = 6;
+  }
+  return r;
+}
+
+Result<Session> open_session(const SessionOptions& o) {
+  auto topo = sim::resolve_topology(o.fabric);
+  if (!topo.ok()) return topo.error();
+  if (o.server_nic >= topo->num_nics())
+    return make_error(
+        Code::kOutOfRange, 9010,
+        fmt::format("--server-nic = {} exceeds the {} NICs", o.server_nic, topo->num_nics()));
+  auto timing = sim::default_timing();
+  if (!timing.ok()) return timing.error();
+  sim::SimOptions so;
+  so.seed = o.seed;
+  auto f = sim::SimFabric::create(*topo, *timing, so);
+  if (!f.ok()) return f.error();
+  Session s;
+  s.fabric = std::move(*f);
+  auto load = sim::apply_load(*s.fabric, o.load);
+  if (!load.ok()) return load.error();
+  s.device = glex::open_sim_device(*s.fabric, s.fabric->topology().nic_node(o.server_nic));
+  auto port = nm::GlexMgmtPort::open(s.device.get());
+  if (!port.ok()) return port.error();
+  s.port = std::move(*port);
+  s.requester = std::make_unique<nm::Requester>(*s.port, requester_options(o.serial));
+  return s;
+}
+
+Status discover(Session& s, const SessionOptions& o) {
+  nm::DiscoveryOptions d;
+  d.pipelined = !o.serial;
+  auto r = nm::discover(*s.requester, d);
+  if (!r.ok()) return r.error();
+  s.discovery = std::move(*r);
+  s.discovered = true;
+  s.requester->set_options(requester_options(o.serial));
+  return {};
+}
+
+Result<uint32_t> find_node(const Session& s, const std::string& text) {
+  const nm::FabricMap& m = s.discovery.map;
+  if (text.rfind("nic:", 0) == 0) {
+    auto idx = parse_int("nic index", text.substr(4), 0, m.topology.num_nics() - 1);
+    if (!idx.ok()) return idx.error();
+    return m.topology.nic_node(static_cast<uint32_t>(*idx));
+  }
+  auto id = parse_int("chip", text, 0, 65534);
+  if (id.ok()) {
+    auto it = m.node_of.find(static_cast<uint16_t>(*id));
+    if (it == m.node_of.end())
+      return make_error(Code::kNotFound, 9011, fmt::format("chip id {} was not discovered", *id));
+    return it->second;
+  }
+  if (auto n = m.topology.find_node(text)) return *n;
+  return make_error(Code::kNotFound, 9012,
+                    fmt::format("'{}' is neither a chip id, nic:<index>, nor a chip name", text));
+}
+
+}  // namespace galaxy::cli

@@ -1,0 +1,47 @@
+// What every management subcommand needs: a fabric (simulated now), the management server's
+// endpoint on NIC 0 (or --server-nic), and the fabric map found by discovery.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "engine/sim/sim_fabric.h"
+#include "glex/sim_device.h"
+#include "nm/discovery.h"
+#include "nm/glex_port.h"
+#include "nm/requester.h"
+
+namespace galaxy::cli {
+
+struct SessionOptions {
+  std::string fabric = "sim:th2";
+  std::string load = "none";
+  uint32_t server_nic = 0;
+  uint64_t seed = 1;
+  bool json = false;
+  bool serial = false;  // paper mode: one request at a time
+};
+
+// Adds --fabric, --load, --server-nic, --seed, --json, --serial to a subcommand.
+void add_session_options(CLI::App* cmd, SessionOptions& o);
+
+struct Session {
+  std::unique_ptr<sim::SimFabric> fabric;
+  std::unique_ptr<glex_device> device;
+  std::unique_ptr<nm::GlexMgmtPort> port;
+  std::unique_ptr<nm::Requester> requester;
+  nm::DiscoveryResult discovery;  // filled by discover()
+  bool discovered = false;
+};
+
+// Builds the fabric and opens the server endpoint (no management traffic yet).
+Result<Session> open_session(const SessionOptions& o);
+// Runs discovery (pipelined unless o.serial) and keeps the map in the session.
+Status discover(Session& s, const SessionOptions& o);
+// Requester options for the session's mode.
+nm::RequesterOptions requester_options(bool serial);
+// A chip named on the command line: a chip id, a node name, or "nic:<index>".
+Result<uint32_t> find_node(const Session& s, const std::string& text);
+
+}  // namespace galaxy::cli

@@ -1,0 +1,232 @@
+#include "nm/discovery.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "chip/registers.h"
+
+namespace galaxy::nm {
+
+namespace {
+
+struct PeerInfo {
+  bool linked = false;
+  bool nrc = false;
+  uint8_t port = 0;
+  uint16_t chip = 0;
+};
+
+PeerInfo decode_peer(uint32_t w) {
+  PeerInfo p;
+  p.linked = (w & 1) && (w & 0x80);  // valid and link up
+  p.nrc = (w >> 1) & 1;
+  p.port = static_cast<uint8_t>((w >> 2) & 31);
+  p.chip = static_cast<uint16_t>(w >> 8);
+  return p;
+}
+
+// The BFS state; requests complete through callbacks so serial and pipelined share the code.
+class Bfs {
+ public:
+  Bfs(Requester& r, const DiscoveryOptions& o) : req_(r), opt_(o) {}
+
+  Result<DiscoveryResult> run() {
+    MgmtPort& port = req_.port();
+    Picoseconds start = port.now();
+    auto ident = port.read_local_register(chip::reg::kPortBase + chip::reg::port::kPeerIdent);
+    if (!ident.ok()) return ident.error();
+    PeerInfo first = decode_peer(static_cast<uint32_t>(*ident));
+    server_ = port.server_chip_id();
+    chips_[server_] = {false, 0, {}};
+    if (!first.linked || !first.nrc)
+      return make_error(
+          Code::kNotFound, 5030,
+          "discovery: the server NIC's port has no NRC at the other end (link down?)");
+    links_.insert(key(server_, 0, first.chip, first.port));
+    MgmtTarget t;
+    t.chip_id = first.chip;
+    t.type = wire::ChipType::kNrc;
+    (void)t.backward.push(first.port);
+    visit(t, 0);
+
+    RequesterOptions ro = req_.options();
+    if (opt_.pipelined) {
+      ro.global_window = opt_.global_window;
+      ro.per_chip_window = opt_.per_chip_window;
+    } else {
+      ro.global_window = ro.per_chip_window = 1;
+    }
+    req_.set_options(ro);
+    req_.run();
+    result_.elapsed = port.now() - start;
+    build_map();
+    return std::move(result_);
+  }
+
+ private:
+  struct Chip {
+    bool nrc = true;
+    uint8_t hops = 0;
+    MgmtTarget target;
+  };
+  using LinkKey = std::tuple<uint16_t, uint8_t, uint16_t, uint8_t>;
+  static LinkKey key(uint16_t a, uint8_t pa, uint16_t b, uint8_t pb) {
+    return std::make_tuple(a, pa, b, pb) < std::make_tuple(b, pb, a, pa) ? LinkKey{a, pa, b, pb}
+                                                                         : LinkKey{b, pb, a, pa};
+  }
+
+  // A newly found NRC: read the peer identity of all its ports, two registers per packet.
+  void visit(const MgmtTarget& t, uint8_t hops) {
+    chips_[t.chip_id] = {true, hops, t};
+    order_.push_back(t.chip_id);
+    unsigned words = (kNrcPorts + 1) / 2;
+    for (unsigned w = 0; w < words; w += 2) {
+      uint16_t a0 = static_cast<uint16_t>(chip::reg::kPeerSummary + w);
+      MgmtRequest r = w + 1 < words ? MgmtRequest::read2(t, a0, static_cast<uint16_t>(a0 + 1))
+                                    : MgmtRequest::read(t, a0);
+      ++result_.requests;
+      req_.submit(r, [this, t, hops, w](const MgmtReply& reply) { on_summary(t, hops, w, reply); });
+    }
+  }
+
+  void on_summary(const MgmtTarget& t, uint8_t hops, unsigned first_word, const MgmtReply& reply) {
+    if (!reply.status.ok()) {
+      ++result_.failed_requests;
+      result_.problems.push_back(fmt::format("chip {}: {}", t.chip_id, reply.status.to_string()));
+      return;
+    }
+    for (uint8_t i = 0; i < reply.response.data.count; ++i) {
+      uint64_t v = reply.response.data.value[i];
+      for (int half = 0; half < 2; ++half) {
+        uint8_t port = static_cast<uint8_t>(2 * (first_word + i) + half);
+        PeerInfo peer = decode_peer(static_cast<uint32_t>(v >> (32 * half)));
+        if (!peer.linked) continue;
+        links_.insert(key(t.chip_id, port, peer.chip, peer.port));
+        if (!peer.nrc) {
+          if (!chips_.count(peer.chip)) {
+            MgmtTarget n;
+            n.chip_id = peer.chip;
+            n.type = wire::ChipType::kNic;
+            n.forward = t.forward;
+            (void)n.forward.push(port);
+            n.backward = t.backward;
+            chips_[peer.chip] = {false, static_cast<uint8_t>(hops + 1), n};
+          }
+          continue;
+        }
+        if (chips_.count(peer.chip)) continue;  // known NRC: skip
+        MgmtTarget n;
+        n.chip_id = peer.chip;
+        n.type = wire::ChipType::kNrc;
+        n.forward = t.forward;
+        (void)n.forward.push(port);
+        // Back: out of the new NRC's port towards t, then t's way back.
+        (void)n.backward.push(peer.port);
+        for (uint8_t h = 0; h < t.backward.hop_num; ++h) (void)n.backward.push(t.backward.hops[h]);
+        visit(n, static_cast<uint8_t>(hops + 1));
+      }
+    }
+  }
+
+  void build_map() {
+    FabricMap& m = result_.map;
+    // Ports per chip: NRCs have the radix; NICs as many as seen in use.
+    std::map<uint16_t, uint8_t> max_port;
+    for (const auto& [a, pa, b, pb] : links_) {
+      max_port[a] = std::max<uint8_t>(max_port[a], pa);
+      max_port[b] = std::max<uint8_t>(max_port[b], pb);
+    }
+    std::vector<uint16_t> ids{server_};
+    for (uint16_t id : order_) ids.push_back(id);
+    for (const auto& [id, c] : chips_)
+      if (!c.nrc && id != server_) ids.push_back(id);
+    for (uint16_t id : ids) {
+      const Chip& c = chips_[id];
+      uint32_t ports = c.nrc ? kNrcPorts : static_cast<uint32_t>(max_port[id]) + 1;
+      auto node = m.topology.add_node(c.nrc ? fabric::NodeKind::kNrc : fabric::NodeKind::kNic,
+                                      ports, fmt::format("{}{}", c.nrc ? "nrc" : "nic", id));
+      m.node_of[id] = *node;
+      m.chip_id.push_back(id);
+      m.target.push_back(c.target);
+      m.hops.push_back(c.hops);
+    }
+    for (const auto& [a, pa, b, pb] : links_) {
+      auto na = m.node_of.find(a), nb = m.node_of.find(b);
+      if (na == m.node_of.end() || nb == m.node_of.end()) continue;
+      Status s = m.topology.connect({na->second, pa}, {nb->second, pb});
+      if (!s.ok())
+        result_.problems.push_back(
+            fmt::format("link {}:{} - {}:{}: {}", a, pa, b, pb, s.to_string()));
+    }
+    m.server_node = 0;
+  }
+
+  static constexpr unsigned kNrcPorts = 24;  // SYSTEM.md 1.2: the NRC radix
+
+  Requester& req_;
+  DiscoveryOptions opt_;
+  DiscoveryResult result_;
+  uint16_t server_ = 0;
+  std::map<uint16_t, Chip> chips_;
+  std::vector<uint16_t> order_;  // NRCs in discovery order
+  std::set<LinkKey> links_;
+};
+
+}  // namespace
+
+Result<DiscoveryResult> discover(Requester& requester, const DiscoveryOptions& options) {
+  Bfs bfs(requester, options);
+  return bfs.run();
+}
+
+bool same_fabric(const FabricMap& found, const fabric::Topology& plan) {
+  return check_cabling(found, plan).empty() && found.num_nodes() == plan.num_nodes();
+}
+
+std::vector<CablingIssue> check_cabling(const FabricMap& found, const fabric::Topology& plan) {
+  std::vector<CablingIssue> out;
+  auto fname = [&](uint16_t chip, uint8_t port) {
+    return fmt::format(
+        "{}:{}", chip < plan.num_nodes() ? plan.name(chip) : fmt::format("chip{}", chip), port);
+  };
+  // Planned links, by chip id (= plan node id).
+  for (uint32_t v = 0; v < plan.num_nodes(); ++v) {
+    for (uint8_t p = 0; p < plan.num_ports(v); ++p) {
+      auto want = plan.peer({v, p});
+      auto it = found.node_of.find(static_cast<uint16_t>(v));
+      std::optional<fabric::PortRef> got;
+      if (it != found.node_of.end() && p < found.topology.num_ports(it->second))
+        got = found.topology.peer({it->second, p});
+      if (want && (want->node < v || (want->node == v && want->port < p))) continue;  // once
+      if (want && !got) {
+        out.push_back({CablingIssue::Kind::kMissing, fname(static_cast<uint16_t>(v), p),
+                       fname(static_cast<uint16_t>(want->node), want->port),
+                       "planned link not found"});
+      } else if (want && got) {
+        uint16_t gchip = found.chip_id[got->node];
+        if (gchip != want->node || got->port != want->port)
+          out.push_back({CablingIssue::Kind::kMiswired, fname(static_cast<uint16_t>(v), p),
+                         fname(static_cast<uint16_t>(want->node), want->port),
+                         fmt::format("found connected to {} instead", fname(gchip, got->port))});
+      }
+    }
+  }
+  // Links found that the plan does not have.
+  for (uint32_t n = 0; n < found.num_nodes(); ++n) {
+    for (uint8_t p = 0; p < found.topology.num_ports(n); ++p) {
+      auto got = found.topology.peer({n, p});
+      if (!got || got->node < n) continue;
+      uint16_t a = found.chip_id[n], b = found.chip_id[got->node];
+      bool planned = a < plan.num_nodes() && p < plan.num_ports(a) && plan.peer({a, p});
+      if (!planned)
+        out.push_back(
+            {CablingIssue::Kind::kExtra, fname(a, p), fname(b, got->port), "link not in the plan"});
+    }
+  }
+  return out;
+}
+
+}  // namespace galaxy::nm
