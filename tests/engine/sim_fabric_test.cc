@@ -179,7 +179,8 @@ TEST(SimFabricTest, TableRoutedMpsReachTheirVpAndLinkDownRaisesFault) {
   });
   uint8_t msg[120];
   for (int i = 0; i < 120; ++i) msg[i] = static_cast<uint8_t>(i);
-  for (int i = 0; i < 10; ++i) ASSERT_TRUE(f->post_mp(src, 0, static_cast<uint16_t>(dst), 5, msg).ok());
+  for (int i = 0; i < 10; ++i)
+    ASSERT_TRUE(f->post_mp(src, 0, static_cast<uint16_t>(dst), 5, msg).ok());
   f->sim().run();
   EXPECT_EQ(delivered, 10);
   auto e = f->nic(dst).poll_mpq(5);
@@ -354,6 +355,26 @@ TEST(SimFabricTest, PipelinedRequestsOverlapAndNmasSerialise) {
   EXPECT_LT(last, one_far + n * t.nic_descriptor_interval + t.nma_register_read +
                       t.nma_unpack_dispatch + t.nma_collect_pack);
   EXPECT_GT(last, one_far / 2);
+}
+
+}  // namespace
+}  // namespace galaxy::sim
+
+#include "engine/sim/oob.h"
+
+namespace galaxy::sim {
+namespace {
+
+TEST(OutOfBandTest, RegisterReadReproducesThePaperAndIsHundredsOfTimesSlower) {
+  Timing t = default_timing().value();
+  OutOfBand oob{t};
+  EXPECT_EQ(I2cTransfer::mux_select() + I2cTransfer::read(8), 131u);
+  EXPECT_NEAR(to_us(oob.register_read()), 4816.66, 0.01);  // SYSTEM.md 2.8
+  double ratio = to_us(oob.register_read()) / 6.73;
+  EXPECT_GT(ratio, 700);
+  EXPECT_LT(ratio, 730);
+  EXPECT_LT(oob.register_write(), oob.register_read());  // no repeated start / read address
+  EXPECT_GT(oob.eeprom_write(2) - oob.eeprom_write(1), t.eeprom_write_per_byte);
 }
 
 }  // namespace

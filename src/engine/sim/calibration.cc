@@ -92,7 +92,8 @@ Result<Timing> load_timing(const std::string& path) {
   t.host_send = ns("host_send_ns");
   t.host_receive = ns("host_receive_ns");
   t.host_wakeup = ns("host_wakeup_ns");
-  t.oob_register_access = ns("oob_register_access_ns");
+  t.i2c_kbps = num("i2c_kbps");
+  t.oob_board_overhead = ns("oob_board_overhead_ns");
   if (!bad.ok()) return bad.error();
   return t;
 }

@@ -30,7 +30,8 @@ struct Timing {
   Time host_send = 0;
   Time host_receive = 0;
   Time host_wakeup = 0;
-  Time oob_register_access = 0;
+  double i2c_kbps = 0;
+  Time oob_board_overhead = 0;
 
   // Serialisation of `flits` flits on one link.
   Time serialisation(unsigned flits) const;

@@ -1,0 +1,222 @@
+// galaxy bench mgmt — every row of SYSTEM.md 2.8 reproduced on the simulated TH-2 fabric: the
+// paper's value, ours, their ratio; plus what we add (pipelined discovery).
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "base/sysinfo.h"
+#include "chip/registers.h"
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "cli/session.h"
+#include "engine/sim/fabric_spec.h"
+#include "engine/sim/mgmt_probe.h"
+#include "engine/sim/oob.h"
+
+namespace galaxy::cli {
+
+namespace {
+
+struct BenchOptions {
+  std::string fabric = "sim:th2";
+  unsigned count = 1000;
+  bool json = false;
+  bool skip_busy = false;
+  std::string plot;
+};
+
+struct Row {
+  std::string what;
+  double paper = 0;  // 0: the paper gives no number
+  double ours = 0;
+  std::string unit;
+  std::string note;
+};
+
+Result<double> probe(sim::SimFabric& f, uint32_t server, uint32_t target, wire::NmpType type,
+                     std::vector<uint16_t> addrs, unsigned count) {
+  sim::ProbeSpec ps;
+  ps.server_nic = server;
+  ps.target = target;
+  ps.type = type;
+  ps.addresses = std::move(addrs);
+  ps.values.assign(ps.addresses.size(), 0x5A);
+  ps.count = count;
+  auto r = sim::run_probe(f, ps);
+  if (!r.ok()) return r.error();
+  return r->mean_us;
+}
+
+void write_plot(const std::string& path, const std::vector<std::pair<double, double>>& ours,
+                double dp, double dt) {
+  // A small SVG: register read latency against hops, ours (points) beside the paper's line.
+  const double W = 640, H = 400, L = 60, B = 50, T = 30, R = 20;
+  double ymax = dp + 10 * dt;
+  auto x = [&](double h) { return L + h / 8.0 * (W - L - R); };
+  auto y = [&](double us) { return H - B - (us - 5.0) / (ymax - 5.0) * (H - B - T); };
+  std::ofstream o(path);
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' "
+       "fill='white'/>\n";
+  o << "<text x='" << W / 2
+    << "' y='18' text-anchor='middle'>In-band register read latency vs hops (TH-2 model)</text>\n";
+  o << "<line x1='" << L << "' y1='" << H - B << "' x2='" << W - R << "' y2='" << H - B
+    << "' stroke='black'/>\n";
+  o << "<line x1='" << L << "' y1='" << T << "' x2='" << L << "' y2='" << H - B
+    << "' stroke='black'/>\n";
+  for (int h = 0; h <= 8; ++h)
+    o << "<text x='" << x(h) << "' y='" << H - B + 16 << "' text-anchor='middle'>" << h
+      << "</text>\n";
+  for (int us = 6; us <= static_cast<int>(ymax); us += 2)
+    o << "<text x='" << L - 8 << "' y='" << y(us) + 4 << "' text-anchor='end'>" << us
+      << "</text>\n";
+  o << "<text x='" << W / 2 << "' y='" << H - 12 << "' text-anchor='middle'>hops h</text>\n";
+  o << "<text x='16' y='" << H / 2 << "' transform='rotate(-90 16 " << H / 2
+    << ")' text-anchor='middle'>latency (us)</text>\n";
+  o << "<line x1='" << x(0) << "' y1='" << y(dp + dt) << "' x2='" << x(8) << "' y2='"
+    << y(dp + 9 * dt) << "' stroke='#d33' stroke-width='2'/>\n";
+  for (auto [h, us] : ours)
+    o << "<circle cx='" << x(h) << "' cy='" << y(us)
+      << "' r='5' fill='none' stroke='#236' stroke-width='2'/>\n";
+  o << "<circle cx='" << x(0) << "' cy='" << y(6.73) << "' r='4' fill='#d33'/>\n";
+  o << "<text x='" << W - 200 << "' y='" << T + 20
+    << "' fill='#d33'>paper: 5.9597 + (h+1) x 0.8762 us</text>\n";
+  o << "<text x='" << W - 200 << "' y='" << T + 36
+    << "' fill='#d33'>paper measured at h=0: 6.73 us</text>\n";
+  o << "<text x='" << W - 200 << "' y='" << T + 52
+    << "' fill='#236'>o Galaxy, simulated chips</text>\n";
+  o << "</svg>\n";
+}
+
+void run_bench(const BenchOptions& o) {
+  auto topo = sim::resolve_topology(o.fabric);
+  if (!topo.ok()) return report_error(topo.error(), o.json);
+  auto timing = sim::default_timing();
+  if (!timing.ok()) return report_error(timing.error(), o.json);
+  auto f = sim::SimFabric::create(*topo, *timing);
+  if (!f.ok()) return report_error(f.error(), o.json);
+  sim::SimFabric& fab = **f;
+  uint32_t server = topo->nic_node(0);
+  auto dist = topo->bfs_distances(server);
+  std::map<uint32_t, uint32_t> at;  // h -> an NRC at h
+  for (uint32_t v = 0; v < topo->num_nodes(); ++v)
+    if (!topo->is_nic(v) && dist[v] != UINT32_MAX && dist[v] >= 1 && dist[v] <= 9)
+      at.emplace(dist[v] - 1, v);
+  const double proc = 5.9597, dt = 0.8762, eproc = 157.8260;
+  std::vector<Row> rows;
+  std::vector<std::pair<double, double>> points;
+  using wire::NmpType;
+  for (auto [h, node] : at) {
+    auto r = probe(fab, server, node, NmpType::kRegReadRequest, {chip::reg::kScratch}, o.count);
+    if (!r.ok()) return report_error(r.error(), o.json);
+    rows.push_back({fmt::format("register read, h={}", h), proc + (h + 1) * dt, *r, "us",
+                    "paper model: processing + (h+1) x per-hop"});
+    points.push_back({h, *r});
+  }
+  uint32_t adj = at[0];
+  double read1 = rows.front().ours;
+  rows.insert(rows.begin(), {"register read, adjacent NRC, N=1000 (measured)", 6.73, read1, "us",
+                             "paper measured; its model gives 6.8359"});
+  auto w = probe(fab, server, adj, NmpType::kRegWriteRequest, {chip::reg::kScratch}, o.count);
+  auto r2 = probe(fab, server, adj, NmpType::kRegReadRequest,
+                  {chip::reg::kScratch, chip::reg::kTemperature}, o.count);
+  if (!w.ok() || !r2.ok()) return report_error(w.ok() ? r2.error() : w.error(), o.json);
+  rows.push_back(
+      {"register write, adjacent NRC", 0, *w, "us",
+       fmt::format("paper: slightly faster than read; ours {:.3f}x of read", *w / read1)});
+  rows.push_back({"2 registers in one packet / 1 register", 0, *r2 / read1, "x",
+                  "paper: more than 1, less than 2"});
+  for (unsigned n : {1u, 2u, 6u}) {
+    std::vector<uint16_t> addrs;
+    for (unsigned i = 0; i < n; ++i) addrs.push_back(static_cast<uint16_t>(0x400 + i));
+    auto er = probe(fab, server, adj, NmpType::kEepromReadRequest, addrs, 20);
+    auto ew = probe(fab, server, adj, NmpType::kEepromWriteRequest, addrs, 5);
+    if (!er.ok() || !ew.ok()) return report_error(er.ok() ? ew.error() : er.error(), o.json);
+    rows.push_back({fmt::format("EEPROM read, {} byte(s), adjacent NRC", n),
+                    eproc + dt + 150.0 * (n - 1), *er, "us",
+                    "paper: 157.8260 + (h+1) x 0.8762, about +150 us per extra byte"});
+    rows.push_back({fmt::format("EEPROM write, {} byte(s), adjacent NRC", n), 0, *ew, "us",
+                    "paper: about +3,000 us per extra byte written"});
+  }
+  sim::OutOfBand oob{*timing};
+  double oob_us = sim::to_us(oob.register_read());
+  rows.push_back({"out-of-band (I2C) register read", 4816.66, oob_us, "us",
+                  "monitor board + I2C at 100 kbit/s"});
+  rows.push_back(
+      {"out-of-band / in-band register read", 716, oob_us / read1, "x", "paper: about 716x"});
+
+  // Discovery: the paper's serial BFS, idle and busy, and our pipelined one.
+  auto discover_with = [&](const std::string& load, bool serial) -> Result<double> {
+    SessionOptions so;
+    so.fabric = o.fabric;
+    so.load = load;
+    so.serial = serial;
+    auto s = open_session(so);
+    if (!s.ok()) return s.error();
+    Status d = discover(*s, so);
+    if (!d.ok()) return d.error();
+    if (!nm::same_fabric(s->discovery.map, s->fabric->topology()))
+      return make_error(Code::kInvalidArgument, 9030, "discovery did not find the built fabric");
+    return static_cast<double>(s->discovery.elapsed) / nm::kUs;
+  };
+  auto idle = discover_with("none", true);
+  if (!idle.ok()) return report_error(idle.error(), o.json);
+  rows.push_back({"topology discovery, idle, serial", 472822, *idle, "us",
+                  "mechanism: 6 requests per NRC x BFS"});
+  if (!o.skip_busy) {
+    auto busy = discover_with("alltoall:groups=8", true);
+    if (!busy.ok()) return report_error(busy.error(), o.json);
+    rows.push_back(
+        {"topology discovery, AlltoAll in 8 groups, serial", 490885, *busy, "us",
+         fmt::format("busy/idle: paper +3.8%, ours {:+.1f}%", (*busy / *idle - 1) * 100)});
+  }
+  auto pipe = discover_with("none", false);
+  if (!pipe.ok()) return report_error(pipe.error(), o.json);
+  rows.push_back({"topology discovery, idle, pipelined (ours)", 47282.2, *pipe, "us",
+                  "target: at most 10x faster than the paper"});
+
+  if (!o.plot.empty()) write_plot(o.plot, points, proc, dt);
+  nlohmann::json jr = nlohmann::json::array();
+  for (const auto& r : rows)
+    jr.push_back({{"what", r.what},
+                  {"paper", r.paper == 0 ? nlohmann::json() : nlohmann::json(r.paper)},
+                  {"ours", r.ours},
+                  {"ratio", r.paper == 0 ? nlohmann::json() : nlohmann::json(r.ours / r.paper)},
+                  {"unit", r.unit},
+                  {"note", r.note}});
+  if (o.json) {
+    std::printf("%s\n",
+                nlohmann::json{{"fabric", o.fabric}, {"rows", jr}, {"peak_rss_mb", peak_rss_mb()}}
+                    .dump(2)
+                    .c_str());
+    return;
+  }
+  std::printf("%-52s %12s %12s %8s  %s\n", "what", "paper", "ours", "ratio", "note");
+  for (const auto& r : rows) {
+    std::string paper = r.paper == 0 ? "-" : fmt::format("{:.4g}", r.paper);
+    std::string ratio = r.paper == 0 ? "-" : fmt::format("{:.3f}", r.ours / r.paper);
+    std::printf("%-52s %12s %12.4g %8s  %s (%s)\n", r.what.c_str(), paper.c_str(), r.ours,
+                ratio.c_str(), r.note.c_str(), r.unit.c_str());
+  }
+}
+
+void add_bench_command(CLI::App& app) {
+  auto* b =
+      app.add_subcommand("bench", "Benchmarks: ours beside the paper's figures or the peers'");
+  b->require_subcommand(1);
+  auto o = std::make_shared<BenchOptions>();
+  auto* m = b->add_subcommand("mgmt", "SYSTEM.md 2.8 rows on the simulated fabric");
+  m->add_option("--fabric", o->fabric, "sim:<topology>")->capture_default_str();
+  m->add_option("--count", o->count, "requests per register row (paper: N = 1000)")
+      ->capture_default_str();
+  m->add_flag("--json", o->json, "machine-readable output");
+  m->add_flag("--skip-busy", o->skip_busy, "skip the discovery under AlltoAll load (slowest row)");
+  m->add_option("--plot", o->plot, "write an SVG of latency vs hops beside the paper's line");
+  m->callback([o]() { run_bench(*o); });
+}
+
+const CommandRegistrar kRegistrar("bench", add_bench_command);
+
+}  // namespace
+}  // namespace galaxy::cli

@@ -1,0 +1,126 @@
+// Status scan (SYSTEM.md 2.5.2): read the ten per-port status registers (docs/registers.md,
+// offsets 0x01-0x0A) of every NRC, and optionally of every NIC, two registers per request.
+// Reads go in order of grade, then port, then chip: the link-health registers (grade 1) of the
+// whole fabric come in before any traffic counter (grade 2), and consecutive requests go to
+// different chips, so a pipelined scan keeps many NMAs busy at once. A chip whose request is
+// given up after the Requester's retries is reported as non-responding and its remaining reads
+// are skipped; the scan goes on. The cost is compared with the paper's model (SYSTEM.md 2.8).
+#pragma once
+
+#include <array>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nm/fabric_map.h"
+#include "nm/requester.h"
+
+namespace galaxy::nm {
+
+// The ten status registers of a port, by index 0-9 = port-block offset 0x01-0x0A.
+inline constexpr unsigned kStatusRegisters = 10;
+inline constexpr uint16_t kFirstStatusOffset = 0x01;
+struct StatusRegisterInfo {
+  std::string_view name;
+  uint8_t grade;  // docs/registers.md: 1 link health, 2 traffic counters
+  bool counter;   // monotonic: compared as a delta; otherwise a state compared for equality
+  uint8_t width;  // bits the counter wraps at
+};
+const std::array<StatusRegisterInfo, kStatusRegisters>& status_registers();
+// Requests per chip of `ports` ports: ten registers per port, two per request.
+inline uint64_t scan_requests_for(unsigned ports) { return (kStatusRegisters * ports + 1) / 2; }
+
+// The paper's scan model (SYSTEM.md 2.8).
+inline constexpr double kPaperDpUs = 7.40;
+inline constexpr double kPaperDtUs = 0.88;
+inline constexpr double kFlitBits = 198;
+inline constexpr unsigned kPacketFlits = 4;
+inline constexpr double kLinkBidirectionalGbps = 224;  // 14 Gbit/s x 8 lanes x 2 directions
+
+struct ScanOptions {
+  bool include_nics = false;  // NICs other than the server's own (port 0 only)
+};
+
+struct PortStatus {
+  std::array<uint64_t, kStatusRegisters> value{};
+  uint16_t read_mask = 0;  // bit i: value[i] was read in this scan
+};
+
+struct ChipStatus {
+  uint32_t node = 0;  // FabricMap node
+  uint16_t chip_id = 0;
+  bool responding = true;
+  std::vector<PortStatus> ports;
+};
+
+struct ScanResult {
+  std::vector<ChipStatus> chips;          // every scanned chip, in node order
+  std::vector<uint32_t> non_responding;   // nodes given up after retries
+  uint64_t requests = 0;                  // request packets sent, retries included
+  uint64_t responses = 0;                 // response packets received, error responses included
+  uint64_t error_responses = 0;           // refusals by an NMA
+  uint64_t skipped = 0;                   // reads not sent because their chip had stopped answering
+  Picoseconds started = 0;                // on the port's clock
+  Picoseconds elapsed = 0;
+  double paper_model_us = 0;  // sum over chips of its requests x (DP + (h+1) x DT)
+
+  // Management traffic: every request and response is 4 flits of 198 bits (SYSTEM.md 2.8).
+  double management_bits() const {
+    return static_cast<double>(requests + responses) * kPacketFlits * kFlitBits;
+  }
+  // Average management bandwidth over the scan, Gbit/s.
+  double management_gbps() const;
+  // That bandwidth as a share of one link's 224 Gbit/s bidirectional bandwidth, in percent: the
+  // server NIC's link carries all of it (the paper's definition).
+  double link_share_percent() const { return 100.0 * management_gbps() / kLinkBidirectionalGbps; }
+};
+
+struct RegisterChange {
+  uint32_t node = 0;
+  uint16_t chip_id = 0;
+  uint8_t port = 0;
+  uint8_t reg = 0;  // index into status_registers()
+  uint64_t old_value = 0;
+  uint64_t new_value = 0;
+  uint64_t delta = 0;       // counters only: wrap-around corrected
+  double rate_per_s = 0;    // counters only: delta per second of simulated time
+};
+
+struct ScanDiff {
+  double interval_s = 0;  // between the starts of the two scans, simulated
+  // Counters that moved and state registers that changed (counters by delta, descending, after
+  // the state changes).
+  std::vector<RegisterChange> changes;
+  std::array<uint64_t, kStatusRegisters> total_delta{};  // summed over every port (counters)
+  std::vector<uint32_t> stopped_answering;  // nodes that answered in prev and not in cur
+  std::vector<uint32_t> answering_again;
+};
+
+// cur - prev for a counter `width_bits` wide (1-64) that may have wrapped once.
+uint64_t counter_delta(uint64_t prev, uint64_t cur, unsigned width_bits);
+
+// Differences between two scans of the same map; only registers read in both are compared.
+ScanDiff diff(const ScanResult& prev, const ScanResult& cur);
+
+// The paper's model for a map: sum over the scanned chips of requests x (DP + (h+1) x DT).
+double paper_model_us(const FabricMap& map, const ScanOptions& options);
+
+class Scanner {
+ public:
+  Scanner(Requester& requester, const FabricMap& map) : requester_(requester), map_(map) {}
+
+  Result<ScanResult> scan_once(const ScanOptions& options);
+
+  // Loop mode: `count` scans, one starting every `interval` of simulated time (at once when a
+  // scan took longer); in between the Requester waits for fault reports. `each` sees every
+  // scan with the one before it (nullptr for the first); returning an error stops the loop.
+  Status scan_loop(const ScanOptions& options, Picoseconds interval, unsigned count,
+                   const std::function<Status(const ScanResult* prev, const ScanResult& cur)>& each);
+
+ private:
+  Requester& requester_;
+  const FabricMap& map_;
+};
+
+}  // namespace galaxy::nm
