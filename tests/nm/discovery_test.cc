@@ -1,0 +1,82 @@
+#include "nm/discovery.h"
+
+#include <gtest/gtest.h>
+
+#include "nm_test_util.h"
+
+namespace galaxy::nm {
+namespace {
+
+using testing::SimServer;
+
+class DiscoveryTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DiscoveryTest, SerialAndPipelinedFindTheBuiltFabric) {
+  for (bool pipelined : {false, true}) {
+    auto s = SimServer::make(GetParam());
+    Requester req(*s.port, {});
+    DiscoveryOptions o;
+    o.pipelined = pipelined;
+    auto r = discover(req, o);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_TRUE(same_fabric(r->map, s.fabric->topology())) << GetParam();
+    EXPECT_EQ(r->failed_requests, 0u);
+    EXPECT_EQ(r->requests, 6u * s.fabric->topology().num_nrcs());
+    // Every route discovery built really reaches its chip: read CHIP_ID through it.
+    int checked = 0;
+    for (uint32_t v = 0; v < r->map.num_nodes() && checked < 12; ++v) {
+      if (r->map.topology.is_nic(v) && v == r->map.server_node) continue;
+      MgmtReply got;
+      req.submit(MgmtRequest::read(r->map.target[v], chip::reg::kChipId),
+                 [&](const MgmtReply& x) { got = x; });
+      req.run();
+      ASSERT_TRUE(got.status.ok()) << got.status.to_string();
+      EXPECT_EQ(got.response.data.value[0] & 0xFFFF, r->map.chip_id[v]);
+      ++checked;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Topologies, DiscoveryTest,
+                         ::testing::Values("line:n=5", "fattree:k=4,levels=3", "mesh:3x3",
+                                           "torus:4x4", "dragonfly:a=4,p=2,h=2", "th2:cabinets=1"));
+
+TEST(DiscoveryTimeTest, SerialTimeIsSixRequestsPerNrcAtItsHopCount) {
+  auto s = SimServer::make("line:n=6");
+  Requester req(*s.port, {});
+  auto r = discover(req, {});
+  ASSERT_TRUE(r.ok());
+  double want = 0;
+  for (uint32_t v = 0; v < r->map.num_nodes(); ++v)
+    // Each request reads two registers: DP plus one more register read (0.7 us).
+    if (!r->map.topology.is_nic(v)) want += 6 * (7.40 + 0.7 + (r->map.hops[v] + 1) * 0.8762);
+  EXPECT_NEAR(static_cast<double>(r->elapsed) / kUs, want, want * 0.001);
+}
+
+TEST(DiscoveryCablingTest, MissingLinkIsReportedWithBothEnds) {
+  auto s = SimServer::make("fattree:k=4,levels=3");
+  const auto& plan = s.fabric->topology();
+  // Unplug one NRC-NRC cable far from the server.
+  fabric::PortRef cut{UINT32_MAX, 0};
+  for (uint32_t v = plan.num_nodes(); v-- > 0 && cut.node == UINT32_MAX;)
+    for (uint8_t p = 0; p < plan.num_ports(v); ++p) {
+      auto peer = plan.peer({v, p});
+      if (!plan.is_nic(v) && peer && !plan.is_nic(peer->node)) {
+        cut = {v, p};
+        break;
+      }
+    }
+  ASSERT_TRUE(s.fabric->set_link(cut, false).ok());
+  Requester req(*s.port, {});
+  auto r = discover(req, {});
+  ASSERT_TRUE(r.ok());
+  auto issues = check_cabling(r->map, plan);
+  ASSERT_EQ(issues.size(), 1u);
+  EXPECT_EQ(issues[0].kind, CablingIssue::Kind::kMissing);
+  std::string ends = issues[0].a + " " + issues[0].b;
+  EXPECT_NE(ends.find(plan.name(cut.node)), std::string::npos) << ends;
+  EXPECT_FALSE(same_fabric(r->map, plan));
+}
+
+}  // namespace
+}  // namespace galaxy::nm
