@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <deque>
 #include <unordered_map>
 
 #include "chip/registers.h"
@@ -94,7 +95,7 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
     for (unsigned p = 0; p < max_ports; ++p)
       for (uint8_t first = 0; first < kStatusRegisters; first += 2) {
         if (status_registers()[order[first]].grade != grade) continue;
-        uint8_t count = first + 1 < kStatusRegisters ? 2 : 1;
+        uint8_t count = first + 1u < kStatusRegisters ? 2 : 1;
         for (uint32_t ci = 0; ci < r.chips.size(); ++ci)
           if (p < r.chips[ci].ports.size())
             reads.push_back({ci, static_cast<uint8_t>(p), first, count});
@@ -102,44 +103,78 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
 
   const RequesterStats before = requester_.stats();
   r.started = requester_.port().now();
-  // Reads are handed to the Requester a window at a time: its queue stays short, and the reads
-  // of a chip that stopped answering are skipped instead of each timing out.
+  // Reads are handed to the Requester a window at a time and at most per_chip_window per chip
+  // (the rest wait here): its queue stays short, and the reads of a chip that stopped answering
+  // are skipped instead of each timing out.
   const size_t limit = 2 * static_cast<size_t>(requester_.options().global_window);
+  const unsigned per_chip = std::max(1u, requester_.options().per_chip_window);
+  std::vector<unsigned> in_chip(r.chips.size(), 0);
+  std::vector<std::deque<Read>> deferred(r.chips.size());
   size_t next = 0, outstanding = 0;
+  std::function<void(const Read&)> send;
   std::function<void()> pump;
+  send = [&](const Read& rd) {
+    const ChipStatus& c = r.chips[rd.chip];
+    auto addr = [&](uint8_t pos) {
+      return static_cast<uint16_t>(chip::reg::kPortBase + rd.port * chip::reg::kPortStride +
+                                   kFirstStatusOffset + order[pos]);
+    };
+    const MgmtTarget& t = map_.target[c.node];
+    MgmtRequest q = rd.count == 2 ? MgmtRequest::read2(t, addr(rd.first), addr(rd.first + 1))
+                                  : MgmtRequest::read(t, addr(rd.first));
+    ++outstanding;
+    ++in_chip[rd.chip];
+    requester_.submit(q, [&, rd](const MgmtReply& reply) {
+      --outstanding;
+      --in_chip[rd.chip];
+      ChipStatus& chip = r.chips[rd.chip];
+      if (reply.status.ok()) {
+        PortStatus& ps = chip.ports[rd.port];
+        for (uint8_t i = 0; i < rd.count; ++i) {
+          uint8_t reg = order[rd.first + i];
+          ps.value[reg] = reply.response.data.value[i];
+          ps.read_mask |= static_cast<uint16_t>(1u << reg);
+        }
+      } else if (reply.response.nmp_type == wire::NmpType::kRegError) {
+        PortStatus& ps = chip.ports[rd.port];
+        if (reply.response.data.error == wire::NmpError::kAddressOutOfRange && !ps.absent) {
+          ps.absent = true;
+          ++r.absent_ports;
+        }
+      } else if (chip.responding) {
+        // Timed out after the retries, or could not be sent at all.
+        chip.responding = false;
+        r.non_responding.push_back(chip.node);
+      }
+      auto& waiting = deferred[rd.chip];
+      if (!chip.responding) {
+        r.skipped += waiting.size();
+        waiting.clear();
+      } else {
+        while (!waiting.empty() && chip.ports[waiting.front().port].absent) {
+          ++r.skipped;
+          waiting.pop_front();
+        }
+        if (!waiting.empty()) {
+          Read w = waiting.front();
+          waiting.pop_front();
+          send(w);
+        }
+      }
+      pump();
+    });
+  };
   pump = [&]() {
     while (outstanding < limit && next < reads.size()) {
-      const Read rd = reads[next++];
-      ChipStatus& c = r.chips[rd.chip];
-      if (!c.responding) {
+      const Read& rd = reads[next++];
+      const ChipStatus& c = r.chips[rd.chip];
+      if (!c.responding || c.ports[rd.port].absent) {
         ++r.skipped;
-        continue;
+      } else if (in_chip[rd.chip] >= per_chip) {
+        deferred[rd.chip].push_back(rd);
+      } else {
+        send(rd);
       }
-      auto addr = [&](uint8_t pos) {
-        return static_cast<uint16_t>(chip::reg::kPortBase + rd.port * chip::reg::kPortStride +
-                                     kFirstStatusOffset + order[pos]);
-      };
-      const MgmtTarget& t = map_.target[c.node];
-      MgmtRequest q = rd.count == 2 ? MgmtRequest::read2(t, addr(rd.first), addr(rd.first + 1))
-                                    : MgmtRequest::read(t, addr(rd.first));
-      ++outstanding;
-      requester_.submit(q, [&r, &outstanding, &pump, &order, rd](const MgmtReply& reply) {
-        --outstanding;
-        ChipStatus& chip = r.chips[rd.chip];
-        if (reply.status.ok()) {
-          PortStatus& ps = chip.ports[rd.port];
-          for (uint8_t i = 0; i < rd.count; ++i) {
-            uint8_t reg = order[rd.first + i];
-            ps.value[reg] = reply.response.data.value[i];
-            ps.read_mask |= static_cast<uint16_t>(1u << reg);
-          }
-        } else if (reply.response.nmp_type != wire::NmpType::kRegError && chip.responding) {
-          // Timed out after the retries, or could not be sent at all.
-          chip.responding = false;
-          r.non_responding.push_back(chip.node);
-        }
-        pump();
-      });
     }
   };
   pump();
@@ -177,9 +212,8 @@ Status Scanner::scan_loop(
 
 ScanDiff diff(const ScanResult& prev, const ScanResult& cur) {
   ScanDiff d;
-  d.interval_s = cur.started >= prev.started
-                     ? static_cast<double>(cur.started - prev.started) / kSec
-                     : 0.0;
+  d.interval_s =
+      cur.started >= prev.started ? static_cast<double>(cur.started - prev.started) / kSec : 0.0;
   std::unordered_map<uint32_t, const ChipStatus*> before;
   for (const auto& c : prev.chips) before[c.node] = &c;
   const auto& info = status_registers();
@@ -196,8 +230,8 @@ ScanDiff diff(const ScanResult& prev, const ScanResult& cur) {
       uint16_t both = o.read_mask & n.read_mask;
       for (uint8_t reg = 0; reg < kStatusRegisters; ++reg) {
         if (!(both & (1u << reg))) continue;
-        RegisterChange ch{c.node, c.chip_id, static_cast<uint8_t>(p), reg, o.value[reg],
-                          n.value[reg], 0, 0};
+        RegisterChange ch{
+            c.node, c.chip_id, static_cast<uint8_t>(p), reg, o.value[reg], n.value[reg], 0, 0};
         if (info[reg].counter) {
           ch.delta = counter_delta(o.value[reg], n.value[reg], info[reg].width);
           if (ch.delta == 0) continue;

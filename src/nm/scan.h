@@ -29,7 +29,9 @@ struct StatusRegisterInfo {
 };
 const std::array<StatusRegisterInfo, kStatusRegisters>& status_registers();
 // Requests per chip of `ports` ports: ten registers per port, two per request.
-inline uint64_t scan_requests_for(unsigned ports) { return (kStatusRegisters * ports + 1) / 2; }
+inline uint64_t scan_requests_for(unsigned ports) {
+  return (kStatusRegisters * ports + 1) / 2;
+}
 
 // The paper's scan model (SYSTEM.md 2.8).
 inline constexpr double kPaperDpUs = 7.40;
@@ -45,6 +47,9 @@ struct ScanOptions {
 struct PortStatus {
   std::array<uint64_t, kStatusRegisters> value{};
   uint16_t read_mask = 0;  // bit i: value[i] was read in this scan
+  // The NMA refused the port's registers as out of range: the chip has fewer ports than the
+  // map says (its remaining reads are skipped).
+  bool absent = false;
 };
 
 struct ChipStatus {
@@ -55,13 +60,15 @@ struct ChipStatus {
 };
 
 struct ScanResult {
-  std::vector<ChipStatus> chips;          // every scanned chip, in node order
-  std::vector<uint32_t> non_responding;   // nodes given up after retries
-  uint64_t requests = 0;                  // request packets sent, retries included
-  uint64_t responses = 0;                 // response packets received, error responses included
-  uint64_t error_responses = 0;           // refusals by an NMA
-  uint64_t skipped = 0;                   // reads not sent because their chip had stopped answering
-  Picoseconds started = 0;                // on the port's clock
+  std::vector<ChipStatus> chips;         // every scanned chip, in node order
+  std::vector<uint32_t> non_responding;  // nodes given up after retries
+  uint64_t requests = 0;                 // request packets sent, retries included
+  uint64_t responses = 0;                // response packets received, error responses included
+  uint64_t error_responses = 0;          // refusals by an NMA
+  uint64_t skipped = 0;                  // reads not sent: their chip stopped answering or the port
+                                         // turned out absent
+  uint64_t absent_ports = 0;
+  Picoseconds started = 0;  // on the port's clock
   Picoseconds elapsed = 0;
   double paper_model_us = 0;  // sum over chips of its requests x (DP + (h+1) x DT)
 
@@ -83,8 +90,8 @@ struct RegisterChange {
   uint8_t reg = 0;  // index into status_registers()
   uint64_t old_value = 0;
   uint64_t new_value = 0;
-  uint64_t delta = 0;       // counters only: wrap-around corrected
-  double rate_per_s = 0;    // counters only: delta per second of simulated time
+  uint64_t delta = 0;     // counters only: wrap-around corrected
+  double rate_per_s = 0;  // counters only: delta per second of simulated time
 };
 
 struct ScanDiff {
@@ -115,8 +122,9 @@ class Scanner {
   // Loop mode: `count` scans, one starting every `interval` of simulated time (at once when a
   // scan took longer); in between the Requester waits for fault reports. `each` sees every
   // scan with the one before it (nullptr for the first); returning an error stops the loop.
-  Status scan_loop(const ScanOptions& options, Picoseconds interval, unsigned count,
-                   const std::function<Status(const ScanResult* prev, const ScanResult& cur)>& each);
+  Status scan_loop(
+      const ScanOptions& options, Picoseconds interval, unsigned count,
+      const std::function<Status(const ScanResult* prev, const ScanResult& cur)>& each);
 
  private:
   Requester& requester_;

@@ -1,0 +1,263 @@
+// galaxy scan — status scan of the fabric (SYSTEM.md 2.5.2) in the three client modes: single,
+// loop (repeat at an interval) and compare (differences between consecutive scans). Discovery
+// (pipelined) comes first and is not part of the scan's simulated time; the scan itself is
+// serial with --serial (the paper's mode, compared with its model in SYSTEM.md 2.8) or
+// pipelined.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "cli/session.h"
+#include "nm/scan.h"
+
+namespace galaxy::cli {
+
+namespace {
+
+constexpr double kPaperScanUs = 9.38e6;  // SYSTEM.md 2.8
+constexpr const char* kShareDefinition =
+    "management bits (requests + responses, 4 flits x 198 bits each) / scan time, as a share of "
+    "one link's 224 Gbit/s bidirectional bandwidth (the server NIC's link carries all of it)";
+
+struct ScanCmdOptions {
+  SessionOptions session;
+  std::string mode = "single";
+  std::string chips = "nrc";
+  double interval_ms = 1000;
+  unsigned count = 3;
+  unsigned noisy_links = 0;
+  double error_rate = 1e-3;
+  unsigned top = 20;
+};
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+std::string chip_name(const Session& s, uint16_t chip) {
+  const auto& plan = s.fabric->topology();
+  return chip < plan.num_nodes() ? plan.name(chip) : fmt::format("chip{}", chip);
+}
+
+// A simulation aid for compare mode: flits on the uplinks of the K NRCs nearest the server are
+// corrupted at `rate`, so RETRANSMISSIONS / CRC_ERRORS move with the scans' own traffic. These
+// links carry the most management packets.
+void make_links_noisy(Session& s, unsigned k, double rate) {
+  const nm::FabricMap& m = s.discovery.map;
+  std::vector<uint32_t> nrcs;
+  for (uint32_t v = 0; v < m.num_nodes(); ++v)
+    if (!m.topology.is_nic(v) && m.target[v].backward.hop_num > 0) nrcs.push_back(v);
+  std::stable_sort(nrcs.begin(), nrcs.end(),
+                   [&](uint32_t a, uint32_t b) { return m.hops[a] < m.hops[b]; });
+  const auto& plan = s.fabric->topology();
+  for (uint32_t i = 0; i < k && i < nrcs.size(); ++i) {
+    // Chip id = node id of the built fabric; the backward route starts with the port upwards.
+    fabric::PortRef up{m.chip_id[nrcs[i]], m.target[nrcs[i]].backward.hops[0]};
+    s.fabric->set_flit_error_rate(up, rate);
+    if (auto peer = plan.peer(up)) s.fabric->set_flit_error_rate(*peer, rate);
+  }
+}
+
+nlohmann::json summary(const Session& s, const nm::ScanResult& r, unsigned top) {
+  unsigned nrc = 0, nic = 0;
+  for (const auto& c : r.chips) (s.discovery.map.topology.is_nic(c.node) ? nic : nrc) += 1;
+  nlohmann::json dead = nlohmann::json::array();
+  for (size_t i = 0; i < r.non_responding.size() && i < top; ++i) {
+    uint16_t id = s.discovery.map.chip_id[r.non_responding[i]];
+    dead.push_back({{"chip", id}, {"name", chip_name(s, id)}});
+  }
+  return {{"started_us", static_cast<double>(r.started) / nm::kUs},
+          {"nrc_scanned", nrc},
+          {"nic_scanned", nic},
+          {"requests", r.requests},
+          {"responses", r.responses},
+          {"error_responses", r.error_responses},
+          {"non_responding", r.non_responding.size()},
+          {"non_responding_chips", dead},
+          {"skipped_reads", r.skipped},
+          {"absent_ports", r.absent_ports},
+          {"sim_time_us", static_cast<double>(r.elapsed) / nm::kUs},
+          {"paper_model_us", r.paper_model_us},
+          {"management_bits", r.management_bits()},
+          {"management_gbps", r.management_gbps()},
+          {"link_share_percent", r.link_share_percent()}};
+}
+
+nlohmann::json diff_json(const Session& s, const nm::ScanDiff& d, unsigned top, bool changes) {
+  const auto& info = nm::status_registers();
+  nlohmann::json totals = nlohmann::json::object();
+  for (unsigned i = 0; i < nm::kStatusRegisters; ++i)
+    if (info[i].counter) totals[std::string(info[i].name)] = d.total_delta[i];
+  nlohmann::json j{{"interval_s", d.interval_s},
+                   {"counter_deltas", totals},
+                   {"changed_registers", d.changes.size()},
+                   {"stopped_answering", d.stopped_answering.size()},
+                   {"answering_again", d.answering_again.size()}};
+  if (changes) {
+    nlohmann::json list = nlohmann::json::array();
+    for (size_t i = 0; i < d.changes.size() && i < top; ++i) {
+      const nm::RegisterChange& c = d.changes[i];
+      nlohmann::json e{{"chip", c.chip_id},  {"name", chip_name(s, c.chip_id)},
+                       {"port", c.port},     {"register", info[c.reg].name},
+                       {"old", c.old_value}, {"new", c.new_value}};
+      if (info[c.reg].counter) {
+        e["delta"] = c.delta;
+        e["rate_per_s"] = c.rate_per_s;
+      }
+      list.push_back(e);
+    }
+    j["changes"] = list;
+  }
+  return j;
+}
+
+void print_summary(const nlohmann::json& j) {
+  std::printf(
+      "scanned %u NRCs and %u NICs with %llu requests in %.1f us simulated (paper model %.1f "
+      "us); %zu not responding; management traffic %.4f Gbit/s = %.4f%% of a link\n",
+      j["nrc_scanned"].get<unsigned>(), j["nic_scanned"].get<unsigned>(),
+      static_cast<unsigned long long>(j["requests"].get<uint64_t>()),
+      j["sim_time_us"].get<double>(), j["paper_model_us"].get<double>(),
+      j["non_responding"].get<size_t>(), j["management_gbps"].get<double>(),
+      j["link_share_percent"].get<double>());
+}
+
+void run_scan(ScanCmdOptions& o) {
+  const bool json = o.session.json;
+  if (o.mode != "single" && o.mode != "loop" && o.mode != "compare")
+    return report_error(
+        make_error(Code::kInvalidArgument, 9150,
+                   fmt::format("--mode = '{}' is not single, loop or compare", o.mode)),
+        json);
+  if (o.chips != "nrc" && o.chips != "all")
+    return report_error(make_error(Code::kInvalidArgument, 9151,
+                                   fmt::format("--chips = '{}' is not nrc or all", o.chips)),
+                        json);
+  if (o.mode == "compare" && o.count < 2)
+    return report_error(
+        make_error(Code::kInvalidArgument, 9152,
+                   fmt::format("--count = {}: compare needs at least 2 scans", o.count)),
+        json);
+  if (o.mode == "loop" && o.count < 1)
+    return report_error(
+        make_error(Code::kInvalidArgument, 9153, "--count = 0: loop needs at least 1 scan"), json);
+  if (!(o.interval_ms >= 0) || !(o.error_rate >= 0 && o.error_rate < 1))
+    return report_error(
+        make_error(Code::kInvalidArgument, 9154,
+                   fmt::format("--interval-ms = {} must be >= 0 and --error-rate = {} in [0, 1)",
+                               o.interval_ms, o.error_rate)),
+        json);
+
+  auto s = open_session(o.session);
+  if (!s.ok()) return report_error(s.error(), json);
+  SessionOptions pipelined = o.session;
+  pipelined.serial = false;
+  Status d = discover(*s, pipelined);
+  if (!d.ok()) return report_error(d.error(), json);
+  s->requester->set_options(requester_options(o.session.serial));
+  uint64_t fault_reports = 0;
+  s->requester->set_fault_handler([&](const wire::MgmtPacket&) { ++fault_reports; });
+  if (o.noisy_links > 0) make_links_noisy(*s, o.noisy_links, o.error_rate);
+
+  nm::ScanOptions so;
+  so.include_nics = o.chips == "all";
+  nm::Scanner scanner(*s->requester, s->discovery.map);
+  nlohmann::json j{{"fabric", o.session.fabric},
+                   {"mode", o.mode},
+                   {"requester", o.session.serial ? "serial" : "pipelined"},
+                   {"chips", o.chips},
+                   {"load", o.session.load},
+                   {"discovery_sim_time_us", static_cast<double>(s->discovery.elapsed) / nm::kUs},
+                   {"paper_sim_time_us", kPaperScanUs},
+                   {"link_share_definition", kShareDefinition}};
+  if (o.noisy_links > 0)
+    j["noisy_links"] = {{"links", o.noisy_links},
+                        {"flit_error_rate", o.error_rate},
+                        {"note", "simulation aid: uplinks of the NRCs nearest the server"}};
+
+  auto t0 = Clock::now();
+  if (o.mode == "single") {
+    auto r = scanner.scan_once(so);
+    if (!r.ok()) return report_error(r.error(), json);
+    j.update(summary(*s, *r, o.top));
+    j["wall_ms"] = ms_since(t0);
+  } else {
+    nlohmann::json scans = nlohmann::json::array(), intervals = nlohmann::json::array();
+    const bool changes = o.mode == "compare";
+    Status st = scanner.scan_loop(
+        so, static_cast<nm::Picoseconds>(o.interval_ms * nm::kMs), o.count,
+        [&](const nm::ScanResult* prev, const nm::ScanResult& cur) -> Status {
+          nlohmann::json sj = summary(*s, cur, o.top);
+          sj["wall_ms"] = ms_since(t0);
+          if (!json) print_summary(sj);
+          scans.push_back(sj);
+          if (prev) {
+            nlohmann::json dj = diff_json(*s, nm::diff(*prev, cur), o.top, changes);
+            if (!json) {
+              std::printf("  over %.3f s: %zu registers changed;", dj["interval_s"].get<double>(),
+                          dj["changed_registers"].get<size_t>());
+              for (const auto& [name, v] : dj["counter_deltas"].items())
+                if (v.get<uint64_t>() != 0)
+                  std::printf(" %s +%llu", name.c_str(),
+                              static_cast<unsigned long long>(v.get<uint64_t>()));
+              std::printf("\n");
+              if (changes)
+                for (const auto& c : dj["changes"])
+                  std::printf("    %s port %u %s: %llu -> %llu\n",
+                              c["name"].get<std::string>().c_str(), c["port"].get<unsigned>(),
+                              c["register"].get<std::string>().c_str(),
+                              static_cast<unsigned long long>(c["old"].get<uint64_t>()),
+                              static_cast<unsigned long long>(c["new"].get<uint64_t>()));
+            }
+            intervals.push_back(dj);
+          }
+          return {};
+        });
+    if (!st.ok()) return report_error(st.error(), json);
+    j["interval_ms"] = o.interval_ms;
+    j["count"] = o.count;
+    j["scans"] = scans;
+    j["intervals"] = intervals;
+    j["wall_ms"] = ms_since(t0);
+  }
+  j["fault_reports"] = fault_reports;
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else if (o.mode == "single") {
+    print_summary(j);
+    std::printf("wall %.0f ms (paper, serial: %.0f us)\n", j["wall_ms"].get<double>(),
+                kPaperScanUs);
+  }
+  bool any_dead = o.mode == "single" ? j["non_responding"].get<size_t>() > 0 : false;
+  if (o.mode != "single")
+    for (const auto& sj : j["scans"]) any_dead = any_dead || sj["non_responding"].get<size_t>() > 0;
+  if (any_dead) set_exit_code(1);
+}
+
+void add_scan_command(CLI::App& app) {
+  auto o = std::make_shared<ScanCmdOptions>();
+  auto* c = app.add_subcommand("scan", "Status scan of every chip: single, loop or compare");
+  add_session_options(c, o->session);
+  c->add_option("--mode", o->mode, "single, loop or compare")->capture_default_str();
+  c->add_option("--chips", o->chips, "nrc (the paper's scan) or all (NICs too)")
+      ->capture_default_str();
+  c->add_option("--interval-ms", o->interval_ms, "loop/compare: simulated time between scans")
+      ->capture_default_str();
+  c->add_option("--count", o->count, "loop/compare: number of scans")->capture_default_str();
+  c->add_option("--noisy-links", o->noisy_links,
+                "simulation aid: corrupt flits on the uplinks of the K NRCs nearest the server")
+      ->capture_default_str();
+  c->add_option("--error-rate", o->error_rate, "flit error probability of --noisy-links")
+      ->capture_default_str();
+  c->add_option("--top", o->top, "changed registers and non-responding chips listed at most")
+      ->capture_default_str();
+  c->callback([o]() { run_scan(*o); });
+}
+
+const CommandRegistrar kRegistrar("scan", add_scan_command);
+
+}  // namespace
+}  // namespace galaxy::cli
