@@ -1,0 +1,179 @@
+#include "nm/faults.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "base/bits.h"
+#include "chip/chip.h"
+#include "chip/registers.h"
+
+namespace galaxy::nm {
+
+namespace {
+std::string chip_name(const FabricMap& map, uint16_t chip) {
+  auto it = map.node_of.find(chip);
+  return it == map.node_of.end() ? fmt::format("chip{}", chip) : map.topology.name(it->second);
+}
+}  // namespace
+
+Result<ReportingSetup> enable_fault_reporting(Requester& req, const FabricMap& map,
+                                              uint64_t fault_mask) {
+  ReportingSetup out;
+  Picoseconds start = req.port().now();
+  uint64_t dest = req.port().server_chip_id() | (uint64_t{req.port().server_vp()} << 16);
+  auto count = [&out](const MgmtReply& r) {
+    if (!r.status.ok()) ++out.failed;
+  };
+  for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+    if (v == map.server_node) continue;
+    const MgmtTarget& t = map.target[v];
+    // The report travels the chip's backward route; 105 bits in two registers.
+    std::array<uint8_t, 14> bits{};
+    if (!wire::encode_source_route(t.backward, bits, 0).ok()) continue;
+    uint64_t lo = get_bits(bits, 0, 64), hi = get_bits(bits, 64, 41);
+    req.submit(MgmtRequest::write2(t, chip::reg::kFaultRouteLo, lo, chip::reg::kFaultRouteHi, hi),
+               count);
+    req.submit(
+        MgmtRequest::write2(t, chip::reg::kFaultDest, dest, chip::reg::kFaultMask, fault_mask),
+        count);
+    req.submit(MgmtRequest::write(t, chip::reg::kFaultEnable, 1), count);
+    out.requests += 3;
+    ++out.chips;
+  }
+  req.run();
+  out.elapsed = req.port().now() - start;
+  return out;
+}
+
+FaultRecord decode_fault(const wire::MgmtPacket& p, const FabricMap& map, Picoseconds now) {
+  FaultRecord f;
+  f.time = now;
+  f.chip = p.src_id;
+  f.port = p.data.fault_port;
+  f.location = fmt::format("{}:{}", chip_name(map, p.src_id), p.data.fault_port);
+  f.code = p.data.fault_code;
+  f.cause = p.data.fault_code < chip::kFaultCodeCount
+                ? std::string(chip::fault_name(static_cast<chip::FaultCode>(p.data.fault_code)))
+                : fmt::format("code{}", p.data.fault_code);
+  f.severity =
+      p.data.fault_severity <= 3
+          ? std::string(chip::severity_name(static_cast<chip::Severity>(p.data.fault_severity)))
+          : "unknown";
+  f.detail = p.data.fault_detail;
+  return f;
+}
+
+FabricMap without_link(const FabricMap& map, fabric::PortRef end) {
+  FabricMap out;
+  const auto& t = map.topology;
+  auto gone = t.peer(end);
+  for (uint32_t v = 0; v < t.num_nodes(); ++v)
+    (void)out.topology.add_node(t.kind(v), t.num_ports(v), t.name(v), t.location(v), t.level(v));
+  for (uint32_t v = 0; v < t.num_nodes(); ++v)
+    for (uint8_t p = 0; p < t.num_ports(v); ++p) {
+      auto peer = t.peer({v, p});
+      if (!peer || peer->node < v || (peer->node == v && peer->port < p)) continue;
+      bool is_gone =
+          (v == end.node && p == end.port) || (gone && v == gone->node && p == gone->port);
+      if (!is_gone) (void)out.topology.connect({v, p}, *peer);
+    }
+  out.chip_id = map.chip_id;
+  out.node_of = map.node_of;
+  out.target = map.target;
+  out.hops = map.hops;
+  out.server_node = map.server_node;
+  return out;
+}
+
+void recompute_routes(FabricMap& map) {
+  const auto& t = map.topology;
+  const uint32_t n = t.num_nodes();
+  std::vector<uint32_t> parent(n, UINT32_MAX), order{map.server_node}, depth(n, 0);
+  std::vector<uint8_t> port_to_parent(n, 0);
+  std::vector<bool> seen(n, false);
+  seen[map.server_node] = true;
+  for (size_t qi = 0; qi < order.size(); ++qi) {
+    uint32_t v = order[qi];
+    if (t.is_nic(v) && v != map.server_node) continue;
+    for (uint8_t p = 0; p < t.num_ports(v); ++p) {
+      auto peer = t.peer({v, p});
+      if (!peer || seen[peer->node]) continue;
+      seen[peer->node] = true;
+      parent[peer->node] = v;
+      port_to_parent[peer->node] = peer->port;
+      depth[peer->node] = depth[v] + 1;
+      order.push_back(peer->node);
+    }
+  }
+  for (uint32_t v = 0; v < n; ++v) {
+    if (v == map.server_node) continue;
+    if (!seen[v]) {
+      map.target[v] = MgmtTarget{map.chip_id[v], map.target[v].type, {}, {}};
+      map.hops[v] = UINT8_MAX;  // unreachable
+      continue;
+    }
+    map.target[v] = target_along(t, parent, port_to_parent, v, map.chip_id[v]);
+    map.hops[v] = static_cast<uint8_t>(depth[v] - 1);
+  }
+}
+
+Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, uint16_t chip,
+                                       uint8_t port) {
+  RegionUpdate out;
+  auto it = map.node_of.find(chip);
+  if (it == map.node_of.end())
+    return make_error(Code::kNotFound, 5600, fmt::format("fault from unknown chip {}", chip));
+  uint32_t node = it->second;
+  std::vector<uint32_t> region{node};
+  if (port < map.topology.num_ports(node))
+    if (auto peer = map.topology.peer({node, port})) region.push_back(peer->node);
+  // Re-read the peer identities of the chips at both ends (those still reachable).
+  std::vector<std::pair<uint32_t, uint8_t>> down;
+  for (uint32_t v : region) {
+    if (map.topology.is_nic(v)) continue;
+    unsigned words = (map.topology.num_ports(v) + 1) / 2;
+    for (unsigned w = 0; w < words; w += 2) {
+      auto a0 = static_cast<uint16_t>(chip::reg::kPeerSummary + w);
+      MgmtRequest r = w + 1 < words
+                          ? MgmtRequest::read2(map.target[v], a0, static_cast<uint16_t>(a0 + 1))
+                          : MgmtRequest::read(map.target[v], a0);
+      ++out.requests;
+      req.submit(r, [&, v, w](const MgmtReply& reply) {
+        if (!reply.status.ok()) return;  // unreachable now: its links are judged from the other end
+        for (uint8_t i = 0; i < reply.response.data.count; ++i)
+          for (int half = 0; half < 2; ++half) {
+            auto p = static_cast<uint8_t>(2 * (w + i) + half);
+            if (p >= map.topology.num_ports(v)) continue;
+            uint32_t word = static_cast<uint32_t>(reply.response.data.value[i] >> (32 * half));
+            bool up = (word & 1) && (word & 0x80);
+            if (!up && map.topology.peer({v, p})) down.push_back({v, p});
+          }
+      });
+    }
+  }
+  req.run();
+  // The reported link is down even if neither end could be read.
+  if (port < map.topology.num_ports(node) && map.topology.peer({node, port})) {
+    bool listed = false;
+    for (auto [v, p] : down) listed = listed || (v == node && p == port);
+    if (!listed) down.push_back({node, port});
+  }
+  std::vector<MgmtTarget> before = map.target;
+  for (auto [v, p] : down) {
+    if (!map.topology.peer({v, p})) continue;  // the other end already removed it
+    out.links_down.push_back({map.chip_id[v], p});
+    map = without_link(map, {v, p});
+  }
+  recompute_routes(map);
+  for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+    if (map.hops[v] == UINT8_MAX)
+      ++out.unreachable;
+    else if (!(map.target[v].forward == before[v].forward &&
+               map.target[v].backward == before[v].backward))
+      ++out.routes_changed;
+  }
+  return out;
+}
+
+}  // namespace galaxy::nm

@@ -1,0 +1,60 @@
+// Active fault reports (SYSTEM.md 2.5.3): the server tells every chip where to send reports
+// (FAULT_ROUTE = the chip's backward route, FAULT_DEST = the server's NIC and VP), which faults
+// to report (FAULT_MASK) and enables them; reports arriving are decoded and stored with time,
+// location, cause and severity. A link-down report makes the server re-discover the region
+// around the link (the two chips at its ends) and recompute the source routes that crossed it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nm/fabric_map.h"
+#include "nm/requester.h"
+
+namespace galaxy::nm {
+
+struct FaultRecord {
+  Picoseconds time = 0;  // when the server received it
+  uint16_t chip = 0;
+  std::string location;  // chip name:port
+  uint8_t port = 0;
+  uint8_t code = 0;
+  std::string cause;     // fault name, e.g. "link_down"
+  std::string severity;  // info, minor, major, critical
+  uint32_t detail = 0;
+};
+
+struct ReportingSetup {
+  uint64_t chips = 0;
+  uint64_t requests = 0;
+  uint64_t failed = 0;
+  Picoseconds elapsed = 0;
+};
+
+// Configures reporting on every chip of the map (the server's own NIC excluded).
+Result<ReportingSetup> enable_fault_reporting(Requester& requester, const FabricMap& map,
+                                              uint64_t fault_mask = 0);
+
+FaultRecord decode_fault(const wire::MgmtPacket& report, const FabricMap& map, Picoseconds now);
+
+// The outcome of handling a link-down report.
+struct RegionUpdate {
+  std::vector<std::pair<uint16_t, uint8_t>> links_down;  // (chip, port) ends found down
+  uint64_t requests = 0;
+  uint64_t routes_changed = 0;  // chips whose source route had to change
+  uint64_t unreachable = 0;     // chips no longer reachable at all
+};
+
+// Re-reads the peer summaries of the chip that reported and of its peer on `port`, removes the
+// links found down from the map and recomputes the source routes of every chip (a BFS on the
+// updated map, no requests to chips whose adjacency did not change).
+Result<RegionUpdate> rediscover_region(Requester& requester, FabricMap& map, uint16_t chip,
+                                       uint8_t port);
+
+// Rebuilds `map.target`/`map.hops` from `map.topology` by BFS from the server (chip ids kept).
+void recompute_routes(FabricMap& map);
+// A copy of `map` without the link at (node, port).
+FabricMap without_link(const FabricMap& map, fabric::PortRef end);
+
+}  // namespace galaxy::nm
