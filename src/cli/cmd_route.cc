@@ -1,0 +1,248 @@
+// galaxy route — compute route tables with a routing engine on the discovered map, verify them
+// (reachability, loops, deadlock freedom) and load them into every NRC (SYSTEM.md 2.5.1).
+// galaxy bringup — the whole bring-up: pipelined discovery, fat-tree routing, loading, then
+// table-routed MPs between random NIC pairs as an end-to-end check.
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "base/sysinfo.h"
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "cli/session.h"
+#include "nm/route_load.h"
+#include "nm/routing.h"
+
+namespace galaxy::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+struct RouteOptions {
+  SessionOptions session;
+  std::string engine = "fattree";
+  bool list = false;
+  bool eeprom = false;
+  uint32_t verify_per_nrc = 0;
+  uint32_t mps = 64;  // bringup only
+};
+
+// Discovery, routing, verification and loading; fills `j` with the figures of each phase.
+// Returns false (after reporting) on an error.
+bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j) {
+  auto t0 = Clock::now();
+  Status d = discover(s, o.session);
+  if (!d.ok()) {
+    report_error(d.error(), o.session.json);
+    return false;
+  }
+  double discovery_wall = ms_since(t0);
+  const nm::FabricMap& map = s.discovery.map;
+  auto t1 = Clock::now();
+  auto routes = nm::compute_routes(map, o.engine);
+  if (!routes.ok()) {
+    report_error(routes.error(), o.session.json);
+    return false;
+  }
+  double compute_ms = ms_since(t1);
+  auto t2 = Clock::now();
+  nm::RouteCheck check = nm::verify_routes(map, *routes);
+  double verify_ms = ms_since(t2);
+  auto t3 = Clock::now();
+  nm::LoadOptions lo;
+  lo.also_eeprom = o.eeprom;
+  lo.verify_per_nrc = o.verify_per_nrc;
+  auto load = nm::load_routes(*s.requester, map, *routes, lo);
+  if (!load.ok()) {
+    report_error(load.error(), o.session.json);
+    return false;
+  }
+  double load_wall = ms_since(t3);
+  bool routed =
+      check.reachable_pairs == check.nic_pairs && check.loops == 0 && check.misrouted == 0;
+  j = nlohmann::json{{"fabric", o.session.fabric},
+                     {"engine", routes->engine},
+                     {"mode", o.session.serial ? "serial" : "pipelined"},
+                     {"nrc", map.topology.num_nrcs()},
+                     {"nic", map.topology.num_nics()},
+                     {"discovery_sim_time_us", static_cast<double>(s.discovery.elapsed) / nm::kUs},
+                     {"discovery_wall_ms", discovery_wall},
+                     {"discovery_requests", s.discovery.requests},
+                     {"compute_ms", compute_ms},
+                     {"range_writes", routes->num_writes()},
+                     {"verify_ms", verify_ms},
+                     {"reachable_pairs", check.reachable_pairs},
+                     {"nic_pairs", check.nic_pairs},
+                     {"loops", check.loops},
+                     {"misrouted_destinations", check.misrouted},
+                     {"deadlock_free", check.deadlock_free},
+                     {"channels", check.channels},
+                     {"channel_dependencies", check.dependencies},
+                     {"max_path_nrcs", check.max_path_nrcs},
+                     {"routes_verified", routed},
+                     {"load_packets", load->packets},
+                     {"load_failed", load->failed},
+                     {"load_sim_time_us", static_cast<double>(load->elapsed) / nm::kUs},
+                     {"load_wall_ms", load_wall},
+                     {"problems", check.problems}};
+  if (o.eeprom) {
+    j["eeprom_packets"] = load->eeprom_packets;
+    j["eeprom_sim_time_us"] = static_cast<double>(load->eeprom_elapsed) / nm::kUs;
+  }
+  if (o.verify_per_nrc > 0) {
+    j["readback_packets"] = load->verify_packets;
+    j["readback_mismatches"] = load->verify_mismatches;
+  }
+  if (!routed || load->failed > 0 || load->verify_mismatches > 0) set_exit_code(1);
+  return true;
+}
+
+void print_text(const nlohmann::json& j) {
+  std::printf(
+      "%s: %llu/%llu NIC pairs routed, loops %llu, deadlock free: %s, longest path %u NRCs\n",
+      j["engine"].get<std::string>().c_str(),
+      static_cast<unsigned long long>(j["reachable_pairs"].get<uint64_t>()),
+      static_cast<unsigned long long>(j["nic_pairs"].get<uint64_t>()),
+      static_cast<unsigned long long>(j["loops"].get<uint64_t>()),
+      j["deadlock_free"].get<bool>() ? "yes" : "NO", j["max_path_nrcs"].get<uint32_t>());
+  std::printf(
+      "compute %.0f ms, verify %.0f ms; loaded %llu packets in %.1f us simulated (%.0f ms wall)\n",
+      j["compute_ms"].get<double>(), j["verify_ms"].get<double>(),
+      static_cast<unsigned long long>(j["load_packets"].get<uint64_t>()),
+      j["load_sim_time_us"].get<double>(), j["load_wall_ms"].get<double>());
+  for (const auto& p : j["problems"]) std::printf("  %s\n", p.get<std::string>().c_str());
+}
+
+void run_route(RouteOptions& o) {
+  if (o.list) {
+    std::printf("routing engines:\n%s", nm::routing_engines().describe().c_str());
+    return;
+  }
+  auto t0 = Clock::now();
+  auto s = open_session(o.session);
+  if (!s.ok()) return report_error(s.error(), o.session.json);
+  nlohmann::json j;
+  if (!route_phases(o, *s, j)) return;
+  j["wall_ms"] = ms_since(t0);
+  j["peak_rss_mb"] = peak_rss_mb();
+  if (o.session.json)
+    std::printf("%s\n", j.dump(2).c_str());
+  else
+    print_text(j);
+}
+
+// Table-routed MPs from VP 0 to VP 1 (the management server's own VP is a DMA VP, untouched)
+// between random NIC pairs; counts those that reach VP 1 of the right NIC.
+std::pair<uint64_t, uint64_t> send_mps(Session& s, uint32_t count, uint64_t seed) {
+  auto& f = *s.fabric;
+  const auto& t = f.topology();
+  uint64_t sent = 0, delivered = 0;
+  if (t.num_nics() < 2) return {0, 0};
+  f.set_mpq_listener([&](uint32_t node, uint8_t vp) {
+    if (vp != 1) return;
+    auto e = f.nic(node).poll_mpq(vp);
+    if (e) ++delivered;
+  });
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint32_t> pick(0, t.num_nics() - 1);
+  const uint8_t data[8] = {'g', 'a', 'l', 'a', 'x', 'y', 0, 1};
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t a = pick(rng), b = pick(rng);
+    if (a == b) b = (b + 1) % t.num_nics();
+    uint32_t src = t.nic_node(a), dst = t.nic_node(b);
+    if (f.post_mp(src, 0, static_cast<uint16_t>(dst), 1, data).ok()) ++sent;
+  }
+  f.sim().run();
+  f.set_mpq_listener(nullptr);
+  return {sent, delivered};
+}
+
+void run_bringup(RouteOptions& o) {
+  auto t0 = Clock::now();
+  auto s = open_session(o.session);
+  if (!s.ok()) return report_error(s.error(), o.session.json);
+  double setup_ms = ms_since(t0);
+  nlohmann::json j;
+  if (!route_phases(o, *s, j)) return;
+  auto tm = Clock::now();
+  auto [sent, delivered] = send_mps(*s, o.mps, o.session.seed);
+  double mp_wall = ms_since(tm);
+  bool ok = j["routes_verified"].get<bool>() && j["deadlock_free"].get<bool>() &&
+            j["load_failed"].get<uint64_t>() == 0 && delivered == sent;
+  nlohmann::json b{{"fabric", o.session.fabric},
+                   {"engine", j["engine"]},
+                   {"nrc", j["nrc"]},
+                   {"nic", j["nic"]},
+                   {"setup_ms", setup_ms},
+                   {"discovery",
+                    {{"sim_time_us", j["discovery_sim_time_us"]},
+                     {"wall_ms", j["discovery_wall_ms"]},
+                     {"requests", j["discovery_requests"]}}},
+                   {"routing",
+                    {{"compute_ms", j["compute_ms"]},
+                     {"verify_ms", j["verify_ms"]},
+                     {"range_writes", j["range_writes"]},
+                     {"reachable_pairs", j["reachable_pairs"]},
+                     {"nic_pairs", j["nic_pairs"]},
+                     {"loops", j["loops"]},
+                     {"deadlock_free", j["deadlock_free"]},
+                     {"max_path_nrcs", j["max_path_nrcs"]},
+                     {"verified", j["routes_verified"]}}},
+                   {"load",
+                    {{"packets", j["load_packets"]},
+                     {"failed", j["load_failed"]},
+                     {"sim_time_us", j["load_sim_time_us"]},
+                     {"wall_ms", j["load_wall_ms"]}}},
+                   {"mp_sent", sent},
+                   {"mp_delivered", delivered},
+                   {"mp_wall_ms", mp_wall},
+                   {"sim_time_us",
+                    j["discovery_sim_time_us"].get<double>() + j["load_sim_time_us"].get<double>()},
+                   {"verified", ok},
+                   {"wall_ms", ms_since(t0)},
+                   {"peak_rss_mb", peak_rss_mb()}};
+  if (!ok) set_exit_code(1);
+  if (o.session.json) {
+    std::printf("%s\n", b.dump(2).c_str());
+  } else {
+    print_text(j);
+    std::printf(
+        "end to end: %llu of %llu MPs delivered; bring-up %.0f ms wall, peak RSS %.0f MiB: %s\n",
+        static_cast<unsigned long long>(delivered), static_cast<unsigned long long>(sent),
+        b["wall_ms"].get<double>(), b["peak_rss_mb"].get<double>(), ok ? "verified" : "FAILED");
+  }
+}
+
+void add_route_command(CLI::App& app) {
+  auto o = std::make_shared<RouteOptions>();
+  auto* c = app.add_subcommand("route", "Compute, verify and load route tables (SYSTEM.md 2.5.1)");
+  add_session_options(c, o->session);
+  c->add_option("--engine", o->engine, "routing engine spec, e.g. fattree, updown:root=12 (--list)")
+      ->capture_default_str();
+  c->add_flag("--list", o->list, "list the routing engines and their parameters");
+  c->add_flag("--eeprom", o->eeprom, "also write the tables into every NRC's EEPROM (slow)");
+  c->add_option("--readback", o->verify_per_nrc, "read back this many range writes per NRC")
+      ->capture_default_str();
+  c->callback([o]() { run_route(*o); });
+}
+
+void add_bringup_command(CLI::App& app) {
+  auto o = std::make_shared<RouteOptions>();
+  auto* c = app.add_subcommand(
+      "bringup", "Whole bring-up: discovery, fat-tree routing, loading, end-to-end MPs");
+  add_session_options(c, o->session);
+  c->add_option("--engine", o->engine, "routing engine spec")->capture_default_str();
+  c->add_option("--mps", o->mps, "table-routed MPs sent between random NIC pairs at the end")
+      ->capture_default_str();
+  c->callback([o]() { run_bringup(*o); });
+}
+
+const CommandRegistrar kRouteRegistrar("route", add_route_command);
+const CommandRegistrar kBringupRegistrar("bringup", add_bringup_command);
+
+}  // namespace
+}  // namespace galaxy::cli

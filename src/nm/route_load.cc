@@ -1,0 +1,122 @@
+#include "nm/route_load.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "base/bits.h"
+#include "chip/eeprom.h"
+#include "chip/registers.h"
+
+namespace galaxy::nm {
+
+uint64_t rt_select_value(uint32_t input_mask, uint16_t first, uint16_t count) {
+  return (uint64_t{input_mask} & 0xFFFFFF) | (uint64_t{first} << 24) | (uint64_t{count} << 40);
+}
+
+namespace {
+
+// Counts a reply: failed after retries or refused by the NMA.
+void tally(const MgmtReply& r, uint64_t& failed) {
+  if (!r.status.ok()) ++failed;
+}
+
+}  // namespace
+
+Result<LoadResult> load_routes(Requester& req, const FabricMap& map, const RouteSet& routes,
+                               const LoadOptions& options) {
+  if (routes.writes.size() != map.num_nodes())
+    return make_error(Code::kInvalidArgument, 5200,
+                      fmt::format("route set has tables for {} nodes but the map has {}",
+                                  routes.writes.size(), map.num_nodes()));
+  LoadResult out;
+  const Picoseconds start = req.port().now();
+  for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+    if (map.topology.is_nic(v) || routes.writes[v].empty()) continue;
+    if (v == map.server_node || map.target[v].chip_id == wire::kUnconfiguredId)
+      return make_error(Code::kNotFound, 5201,
+                        fmt::format("NRC node {} has no management route in the map", v));
+    ++out.nrcs;
+    for (const RangeWrite& w : routes.writes[v]) {
+      req.submit(MgmtRequest::write2(map.target[v], chip::reg::kRtSelect,
+                                     rt_select_value(w.input_mask, w.first_dest, w.count),
+                                     chip::reg::kRtData, w.ports),
+                 [&out](const MgmtReply& r) { tally(r, out.failed); });
+      ++out.packets;
+    }
+  }
+  req.run();
+
+  if (options.verify_per_nrc > 0) {
+    // Per NRC one chain select -> read -> select -> read, so no other write moves RT_SELECT in
+    // between; the NRCs run in parallel.
+    struct Chain {
+      uint32_t node;
+      size_t next = 0;
+      size_t end = 0;
+    };
+    std::vector<std::unique_ptr<Chain>> chains;
+    std::function<void(Chain*)> step = [&](Chain* c) {
+      if (c->next >= c->end) return;
+      const RangeWrite& w = routes.writes[c->node][c->next];
+      uint32_t lowest = w.input_mask & (~w.input_mask + 1);
+      out.verify_packets += 2;
+      req.submit(MgmtRequest::write(map.target[c->node], chip::reg::kRtSelect,
+                                    rt_select_value(lowest, w.first_dest, 1)),
+                 [&, c](const MgmtReply& r) {
+                   tally(r, out.failed);
+                   req.submit(MgmtRequest::read(map.target[c->node], chip::reg::kRtData),
+                              [&, c, ports = w.ports](const MgmtReply& rr) {
+                                tally(rr, out.failed);
+                                if (rr.status.ok() && rr.response.data.value[0] != ports)
+                                  ++out.verify_mismatches;
+                                ++c->next;
+                                step(c);
+                              });
+                 });
+    };
+    for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+      if (map.topology.is_nic(v) || routes.writes[v].empty()) continue;
+      auto c = std::make_unique<Chain>();
+      c->node = v;
+      c->end = std::min<size_t>(routes.writes[v].size(), options.verify_per_nrc);
+      chains.push_back(std::move(c));
+    }
+    for (auto& c : chains) step(c.get());
+    req.run();
+  }
+
+  if (options.also_eeprom) {
+    const Picoseconds e0 = req.port().now();
+    for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+      if (map.topology.is_nic(v) || routes.writes[v].empty()) continue;
+      chip::BootImage image;
+      for (const RangeWrite& w : routes.writes[v])
+        image.routes.push_back({w.input_mask, w.first_dest, w.count, w.ports});
+      std::vector<uint8_t> bytes = chip::encode_boot_image(image);
+      if (bytes.size() > chip::kEepromBytes)
+        return make_error(Code::kResourceExhausted, 5202,
+                          fmt::format("boot image of NRC chip {} is {} bytes, the EEPROM {}",
+                                      map.chip_id[v], bytes.size(), chip::kEepromBytes));
+      for (size_t off = 0; off < bytes.size(); off += wire::kMaxEepromBytesPerPacket) {
+        MgmtRequest r;
+        r.target = map.target[v];
+        r.type = wire::NmpType::kEepromWriteRequest;
+        r.data.count = static_cast<uint8_t>(
+            std::min<size_t>(wire::kMaxEepromBytesPerPacket, bytes.size() - off));
+        for (uint8_t i = 0; i < r.data.count; ++i) {
+          r.data.address[i] = static_cast<uint16_t>(off + i);
+          r.data.bytes[i] = bytes[off + i];
+        }
+        req.submit(r, [&out](const MgmtReply& rr) { tally(rr, out.failed); });
+        ++out.eeprom_packets;
+      }
+    }
+    req.run();
+    out.eeprom_elapsed = req.port().now() - e0;
+  }
+  out.elapsed = req.port().now() - start;
+  return out;
+}
+
+}  // namespace galaxy::nm

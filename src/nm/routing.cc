@@ -1,0 +1,410 @@
+#include "nm/routing.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <tuple>
+
+#include "nm/routing_internal.h"
+
+namespace galaxy::nm {
+
+using chip::PortSet;
+using detail::kInf;
+using detail::PortGraph;
+
+uint64_t RouteSet::num_writes() const {
+  uint64_t n = 0;
+  for (const auto& w : writes) n += w.size();
+  return n;
+}
+
+void RangeCompressor::add(uint16_t dest, PortSet ports, std::vector<RangeWrite>& out) {
+  if (ports == 0) return;  // no route: a state no packet enters, so any set will do
+  // RT_SELECT's count is 16 bits: a range holds at most 65,535 entries.
+  if (open_ && ports == ports_ && dest > last_ && uint32_t{dest} - first_ < 65535) {
+    last_ = dest;
+    return;
+  }
+  finish(out);
+  open_ = true;
+  first_ = last_ = dest;
+  ports_ = ports;
+}
+
+void RangeCompressor::finish(std::vector<RangeWrite>& out) {
+  if (open_) out.push_back({mask_, first_, static_cast<uint16_t>(last_ - first_ + 1), ports_});
+  open_ = false;
+}
+
+void merge_input_masks(std::vector<RangeWrite>& writes) {
+  std::sort(writes.begin(), writes.end(), [](const RangeWrite& a, const RangeWrite& b) {
+    return std::tie(a.first_dest, a.count, a.ports, a.input_mask) <
+           std::tie(b.first_dest, b.count, b.ports, b.input_mask);
+  });
+  size_t out = 0;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (out > 0 && writes[out - 1].first_dest == writes[i].first_dest &&
+        writes[out - 1].count == writes[i].count && writes[out - 1].ports == writes[i].ports) {
+      writes[out - 1].input_mask |= writes[i].input_mask;
+    } else {
+      writes[out++] = writes[i];
+    }
+  }
+  writes.resize(out);
+}
+
+namespace detail {
+
+PortGraph::PortGraph(const fabric::Topology& t) : topo(t) {
+  const uint32_t n = t.num_nodes();
+  base.resize(n + 1, 0);
+  for (uint32_t v = 0; v < n; ++v) base[v + 1] = base[v] + t.num_ports(v);
+  peer.assign(base[n], fabric::kNoNode);
+  peer_port.assign(base[n], 0);
+  nic_nrc.assign(n, fabric::kNoNode);
+  nic_port.assign(n, 0);
+  has_nics.assign(n, 0);
+  for (uint32_t v = 0; v < n; ++v) {
+    if (!t.is_nic(v)) nrcs.push_back(v);
+    for (uint32_t p = 0; p < t.num_ports(v); ++p) {
+      auto q = t.peer({v, static_cast<uint8_t>(p)});
+      if (!q) continue;
+      peer[base[v] + p] = q->node;
+      peer_port[base[v] + p] = q->port;
+    }
+  }
+  // Table-routed data leave a NIC on port 0 (multi-port NICs from ibnetdiscover use port 0).
+  for (uint32_t v = 0; v < n; ++v) {
+    if (!t.is_nic(v) || peer[base[v]] == fabric::kNoNode || t.is_nic(peer[base[v]])) continue;
+    nic_nrc[v] = peer[base[v]];
+    nic_port[v] = peer_port[base[v]];
+    has_nics[nic_nrc[v]] = 1;
+  }
+}
+
+std::vector<uint32_t> PortGraph::bfs(const std::vector<uint32_t>& sources) const {
+  std::vector<uint32_t> dist(topo.num_nodes(), kInf), queue;
+  queue.reserve(nrcs.size());
+  for (uint32_t s : sources)
+    if (dist[s] == kInf) {
+      dist[s] = 0;
+      queue.push_back(s);
+    }
+  for (size_t qi = 0; qi < queue.size(); ++qi) {
+    uint32_t u = queue[qi];
+    for (uint32_t s = base[u]; s < base[u + 1]; ++s) {
+      if (!nrc_peer(s) || dist[peer[s]] != kInf) continue;
+      dist[peer[s]] = dist[u] + 1;
+      queue.push_back(peer[s]);
+    }
+  }
+  return dist;
+}
+
+RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t classes,
+                         const std::vector<uint8_t>& port_class, const SwitchRouteFn& fn) {
+  const uint32_t n = map.num_nodes();
+  RouteSet rs;
+  rs.writes.resize(n);
+  // One compressor per (NRC, class) that has input ports.
+  std::vector<RangeCompressor> comp(static_cast<size_t>(n) * classes);
+  std::vector<uint8_t> used(static_cast<size_t>(n) * classes, 0);
+  for (uint32_t v : g.nrcs) {
+    std::vector<uint32_t> mask(classes, 0);
+    // Only linked ports: a discovered NRC is given 24 ports, the chip may have fewer and
+    // refuses a mask naming ports it does not have.
+    for (uint32_t p = 0; p < g.ports(v); ++p)
+      if (g.peer[g.base[v] + p] != fabric::kNoNode) mask[port_class[g.base[v] + p]] |= 1u << p;
+    for (uint32_t k = 0; k < classes; ++k) {
+      comp[v * classes + k] = RangeCompressor(mask[k]);
+      used[v * classes + k] = mask[k] != 0;
+    }
+  }
+  std::vector<std::pair<uint16_t, uint32_t>> nics;  // (chip id, NIC node)
+  for (uint32_t v = 0; v < n; ++v)
+    if (map.topology.is_nic(v) && g.nic_nrc[v] != fabric::kNoNode)
+      nics.emplace_back(map.chip_id[v], v);
+  std::sort(nics.begin(), nics.end());
+  std::vector<PortSet> sets(static_cast<size_t>(n) * classes, 0);
+  // Runs of NICs (in chip id order) on one NRC see the same sets everywhere but there, so the
+  // other NRCs are fed the run's first and last chip id only: the same ranges, less work.
+  for (size_t i = 0; i < nics.size();) {
+    uint32_t dest_switch = g.nic_nrc[nics[i].second];
+    size_t j = i;
+    while (j + 1 < nics.size() && g.nic_nrc[nics[j + 1].second] == dest_switch) ++j;
+    std::fill(sets.begin(), sets.end(), 0);
+    fn(dest_switch, sets);
+    for (uint32_t v : g.nrcs)
+      for (uint32_t k = 0; k < classes; ++k) {
+        size_t c = static_cast<size_t>(v) * classes + k;
+        if (!used[c]) continue;
+        if (v == dest_switch) {
+          for (size_t x = i; x <= j; ++x)
+            comp[c].add(nics[x].first, PortSet{1} << g.nic_port[nics[x].second], rs.writes[v]);
+        } else {
+          comp[c].add(nics[i].first, sets[c], rs.writes[v]);
+          if (j > i) comp[c].add(nics[j].first, sets[c], rs.writes[v]);
+        }
+      }
+    i = j + 1;
+  }
+  for (uint32_t v : g.nrcs) {
+    for (uint32_t k = 0; k < classes; ++k) comp[v * classes + k].finish(rs.writes[v]);
+    merge_input_masks(rs.writes[v]);
+  }
+  return rs;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::SwitchRouteFn;
+
+Result<RouteSet> route_minhop(const FabricMap& map, const Spec& spec) {
+  GALAXY_TRY(spec.check_known({}));
+  PortGraph g(map.topology);
+  std::vector<uint8_t> port_class(g.peer.size(), 0);
+  auto rs = detail::build_route_set(map, g, 1, port_class, [&](uint32_t d, auto& sets) {
+    auto dist = g.bfs({d});
+    for (uint32_t v : g.nrcs) {
+      if (dist[v] == kInf || v == d) continue;
+      PortSet s = 0;
+      for (uint32_t p = 0; p < g.ports(v); ++p)
+        if (g.nrc_peer(g.base[v] + p) && dist[g.peer[g.base[v] + p]] + 1 == dist[v]) s |= 1u << p;
+      sets[v] = s;
+    }
+  });
+  rs.engine = "minhop";
+  return rs;
+}
+
+// up*/down* (Schroeder et al., Autonet): `order` is a strict total order of the NRCs (higher =
+// nearer the top); a legal path goes up zero or more times, then down zero or more times, so
+// no channel dependency leads from a down channel to an up one and the dependency graph is
+// acyclic. Input ports from a higher neighbour (the packet came down) get the "down" table,
+// the others the "up" table; both hold every minimal legal next hop.
+//
+// With `middle_detour` (fattree): TH-2's bottom switch joins its four edge NRCs only through
+// two middle NRCs, and a leaf reaches only the edges of one index, so a NIC on edge e1 reaches
+// a NIC on edge e2 != e1 of another bottom switch by no up*/down* path. The path may end with
+// a detour: down to a sibling of the destination's edge (an edge sharing a middle with it),
+// then up to the middle and down to the destination edge. The detour channels (edge -> middle
+// -> destination edge) are followed only by delivery, and a packet reaches them only from an
+// injection or a down channel, so no dependency leads from them to an up channel and the
+// graph stays acyclic; verify_routes checks it on the tables. The source edge needs no
+// detour, so it sends everything outside its own switch up over all its up-links: its table
+// compresses to a few ranges. A middle is an NRC at distance 1 from the NICs all of whose NRC
+// neighbours carry NICs.
+enum UpDownClass : uint8_t { kUpClass = 0, kDownClass = 1 };
+
+struct UpDownPlan {
+  std::vector<uint64_t> order;  // by node; NICs unused
+  bool middle_detour = false;
+  std::vector<uint32_t> rank;  // distance from the NIC-bearing NRCs (detour only)
+  std::vector<uint8_t> middle;
+};
+
+RouteSet route_updown_with(const FabricMap& map, const PortGraph& g, const UpDownPlan& plan,
+                           const std::string& name) {
+  const uint32_t n = map.num_nodes();
+  const auto& ord = plan.order;
+  const bool detour = plan.middle_detour;
+  std::vector<uint8_t> port_class(g.peer.size(), kUpClass);
+  for (uint32_t v : g.nrcs)
+    for (uint32_t s = g.base[v]; s < g.base[v + 1]; ++s)
+      if (g.nrc_peer(s) && ord[g.peer[s]] > ord[v]) port_class[s] = kDownClass;
+  std::vector<uint32_t> by_order = g.nrcs;
+  std::sort(by_order.begin(), by_order.end(),
+            [&](uint32_t a, uint32_t b) { return ord[a] > ord[b]; });
+  std::vector<uint32_t> dd(n), ud(n), queue, siblings;
+  std::vector<PortSet> detour_ports(n, 0);  // sibling -> its ports to the shared middles
+  queue.reserve(g.nrcs.size());
+  auto fn = [&](uint32_t d, std::vector<PortSet>& sets) {
+    for (uint32_t x : siblings) detour_ports[x] = 0;
+    siblings.clear();
+    if (detour)
+      for (uint32_t s = g.base[d]; s < g.base[d + 1]; ++s) {
+        if (!g.nrc_peer(s) || !plan.middle[g.peer[s]]) continue;
+        uint32_t m = g.peer[s];
+        for (uint32_t t = g.base[m]; t < g.base[m + 1]; ++t) {
+          uint32_t x = g.peer[t];
+          if (!g.nrc_peer(t) || x == d) continue;
+          if (!detour_ports[x]) siblings.push_back(x);
+          detour_ports[x] |= PortSet{1} << g.peer_port[t];
+        }
+      }
+    // dd: shortest strictly descending path to d (or to a sibling, which adds its 2-hop
+    // detour), by BFS from d over upward links; siblings join the queue at distance 2.
+    for (uint32_t v : g.nrcs) dd[v] = kInf;
+    dd[d] = 0;
+    queue.clear();
+    queue.push_back(d);
+    bool seeded = siblings.empty();
+    for (size_t qi = 0;; ++qi) {
+      if (!seeded && (qi == queue.size() || dd[queue[qi]] >= 2)) {
+        for (uint32_t x : siblings)
+          if (dd[x] > 2) {
+            dd[x] = 2;
+            queue.push_back(x);
+          }
+        seeded = true;
+      }
+      if (qi == queue.size()) break;
+      uint32_t u = queue[qi];
+      for (uint32_t s = g.base[u]; s < g.base[u + 1]; ++s) {
+        if (!g.nrc_peer(s)) continue;
+        uint32_t w = g.peer[s];
+        if (ord[w] > ord[u] && dd[w] == kInf) {
+          dd[w] = dd[u] + 1;
+          queue.push_back(w);
+        }
+      }
+    }
+    // ud: shortest up*down* path, highest nodes first.
+    for (uint32_t v : by_order) {
+      uint32_t best = dd[v];
+      for (uint32_t s = g.base[v]; s < g.base[v + 1]; ++s)
+        if (g.nrc_peer(s) && ord[g.peer[s]] > ord[v] && ud[g.peer[s]] != kInf)
+          best = std::min(best, ud[g.peer[s]] + 1);
+      ud[v] = best;
+    }
+    for (uint32_t v : g.nrcs) {
+      if (v == d) continue;
+      PortSet up = 0, down = 0;
+      if (dd[v] == 2 && detour_ports[v]) down = detour_ports[v];
+      for (uint32_t p = 0; p < g.ports(v); ++p) {
+        uint32_t s = g.base[v] + p;
+        if (!g.nrc_peer(s)) continue;
+        uint32_t w = g.peer[s];
+        if (ord[w] < ord[v]) {
+          if (dd[v] != kInf && dd[w] + 1 == dd[v]) down |= PortSet{1} << p;
+        } else if (ud[v] != kInf && ud[w] != kInf && ud[w] + 1 == ud[v]) {
+          up |= PortSet{1} << p;
+        }
+      }
+      if (dd[v] != kInf && ud[v] == dd[v]) up |= down;
+      sets[v * 2 + kUpClass] = up;
+      sets[v * 2 + kDownClass] = down;
+    }
+  };
+  RouteSet rs = detail::build_route_set(map, g, 2, port_class, fn);
+  rs.engine = name;
+  return rs;
+}
+
+Result<RouteSet> route_updown(const FabricMap& map, const Spec& spec) {
+  GALAXY_TRY(spec.check_known({"root"}));
+  PortGraph g(map.topology);
+  if (g.nrcs.empty())
+    return RouteSet{"updown", std::vector<std::vector<RangeWrite>>(map.num_nodes())};
+  std::vector<uint32_t> roots;
+  if (spec.has("root")) {
+    auto chip = spec.get_int("root", 0, 0, 65534);
+    GALAXY_TRY(chip);
+    auto it = map.node_of.find(static_cast<uint16_t>(*chip));
+    if (it == map.node_of.end() || map.topology.is_nic(it->second))
+      return make_error(Code::kNotFound, 5100,
+                        fmt::format("root = {} is not the chip id of a discovered NRC", *chip));
+    roots.push_back(it->second);
+  } else {
+    // One root: the NRC of the highest level when the map knows levels, else the NRC farthest
+    // from the NICs; the lowest chip id among equals. (Several roots do not guarantee that
+    // every pair has a legal path: on TH-2 they do not.)
+    std::vector<uint32_t> edge;
+    for (uint32_t v : g.nrcs)
+      if (g.has_nics[v]) edge.push_back(v);
+    auto rank = g.bfs(edge);
+    auto key = [&](uint32_t x) {
+      return std::tuple<int, int64_t, int64_t>(map.topology.level(x),
+                                               rank[x] == kInf ? -1 : rank[x], -map.chip_id[x]);
+    };
+    uint32_t best = g.nrcs[0];
+    for (uint32_t v : g.nrcs)
+      if (key(v) > key(best)) best = v;
+    roots.push_back(best);
+  }
+  auto dist = g.bfs(roots);
+  UpDownPlan plan;
+  plan.order.assign(map.num_nodes(), 0);
+  for (uint32_t v : g.nrcs) {
+    uint64_t height = dist[v] == kInf ? 0 : (uint64_t{1} << 20) - dist[v];
+    plan.order[v] = (height << 32) | (0xFFFFu - map.chip_id[v]);
+  }
+  return route_updown_with(map, g, plan, "updown");
+}
+
+Result<RouteSet> route_fattree(const FabricMap& map, const Spec& spec) {
+  GALAXY_TRY(spec.check_known({}));
+  PortGraph g(map.topology);
+  std::vector<uint32_t> edge;
+  for (uint32_t v : g.nrcs)
+    if (g.has_nics[v]) edge.push_back(v);
+  UpDownPlan plan;
+  plan.middle_detour = true;
+  plan.rank = g.bfs(edge);
+  plan.order.assign(map.num_nodes(), 0);
+  plan.middle.assign(map.num_nodes(), 0);
+  for (uint32_t v : g.nrcs) {
+    uint64_t r = plan.rank[v] == kInf ? 0 : uint64_t{plan.rank[v]} + 1;
+    plan.order[v] = (r << 32) | map.chip_id[v];
+    if (plan.rank[v] != 1) continue;
+    uint32_t nrc_links = 0;
+    bool all_edges = true;
+    for (uint32_t s = g.base[v]; s < g.base[v + 1]; ++s)
+      if (g.nrc_peer(s)) {
+        ++nrc_links;
+        all_edges = all_edges && plan.rank[g.peer[s]] == 0;
+      }
+    plan.middle[v] = all_edges && nrc_links >= 2;
+  }
+  return route_updown_with(map, g, plan, "fattree");
+}
+
+Registry<RoutingEngineFn> make_registry() {
+  Registry<RoutingEngineFn> r("routing engine");
+  r.add({"minhop",
+         "every shortest-path next hop, any topology (may deadlock: see deadlock_free)",
+         {},
+         {},
+         route_minhop});
+  r.add({"updown",
+         "up*/down* from BFS ranks of a root; every minimal legal next hop; deadlock free",
+         {{"root", "int", "auto",
+           "chip id of the root NRC (auto: the highest-level NRC, else the NRC farthest from "
+           "the NICs)"}},
+         {},
+         route_updown});
+  r.add({"fattree",
+         "up*/down* with ranks = distance from the NICs, balanced over all parallel up-links; "
+         "TH-2 and k-ary fat trees; deadlock free",
+         {},
+         {},
+         route_fattree});
+  r.add({"dor",
+         "dimension order for mesh/torus (ports as the mesh/torus builders wire them); one VC: "
+         "a torus is not deadlock free",
+         {{"nics", "int", "auto", "NICs per router (ports 0..nics-1)"}},
+         {},
+         detail::route_dor});
+  return r;
+}
+
+}  // namespace
+
+const Registry<RoutingEngineFn>& routing_engines() {
+  static const Registry<RoutingEngineFn> registry = make_registry();
+  return registry;
+}
+
+Result<RouteSet> compute_routes(const FabricMap& map, const std::string& spec_text) {
+  auto spec = Spec::parse(spec_text);
+  GALAXY_TRY(spec);
+  auto entry = routing_engines().find(spec->name);
+  GALAXY_TRY(entry);
+  return (*entry)->factory(map, *spec);
+}
+
+}  // namespace galaxy::nm

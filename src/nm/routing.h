@@ -1,0 +1,93 @@
+// Routing engines (SYSTEM.md 2.5.1, 1.2): from the discovered FabricMap, compute for every NRC
+// the per-input-port route tables of allowed output-port sets (adaptive routing), expressed as
+// the range writes that the RT_SELECT / RT_DATA registers take (docs/registers.md "Route
+// tables"), and verify them: every NIC reaches every NIC whatever allowed port the chips pick,
+// no loops, and an acyclic channel-dependency graph (deadlock freedom on the one data VC).
+//
+// Engines are plug-ins in a name-keyed registry (`routing_engines()`), each describing its
+// parameters:
+//   minhop   all shortest-path next hops, any topology; may deadlock (the verifier says so).
+//   updown   up*/down* from BFS ranks of a root; all minimal legal next hops; deadlock free.
+//   fattree  up*/down* with ranks = distance from the NIC-bearing NRCs, balanced over every
+//            parallel up-link; plus a last-hops detour through a "middle" NRC (routing.cc)
+//            that TH-2's 6-NRC bottom switches need. Deadlock free on th2 and k-ary fat trees.
+//   dor      dimension order on mesh/torus (builder port convention); one VC, so a torus is
+//            reported not deadlock free.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/registry.h"
+#include "base/spec.h"
+#include "chip/route_table.h"
+#include "nm/fabric_map.h"
+
+namespace galaxy::nm {
+
+// One RT_SELECT + RT_DATA write: `ports` for destinations [first_dest, first_dest + count) on
+// every input port in `input_mask`. Ranges run over destination chip ids; ids between two NICs
+// that are not NICs may be covered by a range to merge it with its neighbours: nothing is ever
+// addressed to them, so their entries are harmless.
+struct RangeWrite {
+  uint32_t input_mask = 0;
+  uint16_t first_dest = 0;
+  uint16_t count = 0;  // 1..65535
+  chip::PortSet ports = 0;
+  bool operator==(const RangeWrite&) const = default;
+};
+
+// The tables of a whole fabric, by FabricMap node (NICs have none). Within one node, writes
+// whose input masks intersect cover disjoint destination ranges, so their order does not matter.
+struct RouteSet {
+  std::string engine;
+  std::vector<std::vector<RangeWrite>> writes;  // node -> its writes
+  uint64_t num_writes() const;
+};
+
+using RoutingEngineFn = std::function<Result<RouteSet>(const FabricMap&, const Spec&)>;
+const Registry<RoutingEngineFn>& routing_engines();
+
+// "fattree", "updown:root=12" ... : finds the engine and runs it.
+Result<RouteSet> compute_routes(const FabricMap& map, const std::string& spec);
+
+// Range compression for one (node, input mask): feed destinations in increasing chip id order.
+// A destination with the open range's set extends it (covering any ids skipped in between);
+// another set closes it. A destination with no route (set 0) is skipped: engines leave the
+// entries of states no packet for that destination enters empty, and a neighbouring range may
+// cover them (verify_routes checks every state a packet can reach, with the loaded tables).
+class RangeCompressor {
+ public:
+  explicit RangeCompressor(uint32_t input_mask = 0) : mask_(input_mask) {}
+  void add(uint16_t dest, chip::PortSet ports, std::vector<RangeWrite>& out);
+  void finish(std::vector<RangeWrite>& out);
+
+ private:
+  uint32_t mask_;
+  bool open_ = false;
+  uint16_t first_ = 0;
+  uint16_t last_ = 0;
+  chip::PortSet ports_ = 0;
+};
+
+// Writes of one node that differ only in the input mask become one write with the masks joined.
+void merge_input_masks(std::vector<RangeWrite>& writes);
+
+struct RouteCheck {
+  uint64_t nic_pairs = 0;             // ordered (src, dst) NIC pairs, src != dst
+  uint64_t reachable_pairs = 0;       // pairs delivered whatever allowed port each NRC picks
+  uint64_t loops = 0;                 // destinations whose next-hop graph has a cycle
+  uint64_t misrouted = 0;             // destinations where a path dead-ends or reaches another NIC
+  bool deadlock_free = false;         // channel-dependency graph acyclic (one data VC)
+  uint64_t channels = 0;              // directed NRC-to-NRC links carrying traffic
+  uint64_t dependencies = 0;          // edges of the channel-dependency graph
+  uint32_t max_path_nrcs = 0;         // longest routed path, in NRCs
+  std::vector<std::string> problems;  // the first few, readable
+};
+
+// Checks the tables exactly as the chips would hold them (the writes applied per input port).
+RouteCheck verify_routes(const FabricMap& map, const RouteSet& routes);
+
+}  // namespace galaxy::nm

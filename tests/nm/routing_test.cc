@@ -1,0 +1,278 @@
+#include "nm/routing.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <chrono>
+
+#include "chip/eeprom.h"
+#include "chip/registers.h"
+#include "nm/route_load.h"
+#include "nm_test_util.h"
+
+namespace galaxy::nm {
+namespace {
+
+using testing::SimServer;
+
+FabricMap map_of(const std::string& spec) {
+  auto t = fabric::build_topology(spec).value();
+  return map_from_topology(t, t.nic_node(0)).value();
+}
+
+struct Case {
+  std::string fabric;
+  std::string engine;
+  bool deadlock_free;
+};
+
+class EngineTest : public ::testing::TestWithParam<Case> {};
+
+// Every NIC reaches every NIC, whatever allowed port each NRC picks, without loops; and the
+// channel-dependency graph is acyclic exactly where the engine claims it.
+TEST_P(EngineTest, RoutesEveryPairAsClaimed) {
+  const Case& c = GetParam();
+  FabricMap map = map_of(c.fabric);
+  auto rs = compute_routes(map, c.engine);
+  ASSERT_TRUE(rs.ok()) << rs.error().to_string();
+  RouteCheck check = verify_routes(map, *rs);
+  const uint64_t n = map.topology.num_nics();
+  EXPECT_EQ(check.nic_pairs, n * (n - 1));
+  EXPECT_EQ(check.reachable_pairs, check.nic_pairs);
+  EXPECT_EQ(check.loops, 0u);
+  EXPECT_EQ(check.misrouted, 0u);
+  EXPECT_EQ(check.deadlock_free, c.deadlock_free)
+      << (check.problems.empty() ? "" : check.problems[0]);
+  EXPECT_GT(check.max_path_nrcs, 0u);
+  // Tables only where there are NRCs.
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    if (map.topology.is_nic(v)) {
+      EXPECT_TRUE(rs->writes[v].empty());
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fabrics, EngineTest,
+    ::testing::Values(Case{"fattree:k=4,levels=3", "fattree", true},
+                      Case{"fattree:k=4,levels=3", "updown", true},
+                      Case{"fattree:k=4,levels=3", "minhop", true},
+                      Case{"fattree:k=4,levels=2", "fattree", true},
+                      Case{"th2:cabinets=3", "fattree", true},
+                      Case{"th2:cabinets=3", "updown", true}, Case{"mesh:3x3", "dor", true},
+                      Case{"mesh:3x3", "updown", true}, Case{"mesh:3x3,nics=2", "dor", true},
+                      Case{"mesh:3x3", "minhop", false},  // all minimal turns: a cycle
+                      Case{"torus:4x4", "dor", false},    // one VC on a ring
+                      Case{"torus:4x4", "updown", true}, Case{"torus:4x4", "minhop", false},
+                      Case{"torus:5x4", "dor", false},
+                      // Rings of 3: the shorter way is never more than one hop, no cycle.
+                      Case{"torus:3x3x3", "dor", true}, Case{"dragonfly", "updown", true},
+                      Case{"dragonfly", "fattree", true}, Case{"line:n=5", "minhop", true},
+                      Case{"line:n=5", "updown", true}, Case{"line:n=5", "dor", true}),
+    [](const ::testing::TestParamInfo<Case>& i) {
+      std::string s = i.param.fabric + "_" + i.param.engine;
+      for (char& ch : s)
+        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return s;
+    });
+
+// TH-2's bottom switches need the middle detour: plain up*/down* from the NICs' ranks would
+// leave NICs on different edge indices unreachable. The fat-tree routes stay minimal (at most
+// 5 NRCs inside one leaf group) and use every parallel up-link of an edge NRC.
+TEST(RoutingTest, FatTreeOnTh2IsMinimalAndBalanced) {
+  FabricMap map = map_of("th2:cabinets=3");
+  auto rs = compute_routes(map, "fattree").value();
+  RouteCheck check = verify_routes(map, rs);
+  EXPECT_EQ(check.max_path_nrcs, 5u);
+  // An edge NRC sends a packet from its NIC towards another bottom switch over all 5 uplinks.
+  uint32_t edge = map.topology.find_node("cab000/ch0/bsw/nrc0").value();
+  uint32_t far_nic = map.topology.find_node("nic00100").value();  // another chassis
+  chip::PortSet set = 0;
+  for (const RangeWrite& w : rs.writes[edge])
+    if ((w.input_mask & 1) && far_nic >= w.first_dest && far_nic < w.first_dest + w.count)
+      set = w.ports;
+  EXPECT_EQ(set, 0x1Fu << 8) << "ports 8-12 are the uplinks";
+  // Few writes per NRC: the tables compress into ranges.
+  EXPECT_LT(rs.num_writes(), 20 * map.topology.num_nrcs());
+}
+
+TEST(RoutingTest, HandMadeLoopIsDetected) {
+  // line:n=2: nrc00 (NIC on port 0, port 2 -> nrc01 port 1), nrc01 (NIC on port 0).
+  FabricMap map = map_of("line:n=2");
+  uint32_t nrc0 = map.topology.find_node("nrc00").value();
+  uint32_t nrc1 = map.topology.find_node("nrc01").value();
+  uint32_t nic0 = map.topology.find_node("nic00").value();
+  uint32_t nic1 = map.topology.find_node("nic01").value();
+  RouteSet rs;
+  rs.writes.resize(map.num_nodes());
+  rs.writes[nrc0] = {{0x7, static_cast<uint16_t>(nic0), 1, 0x1},
+                     {0x7, static_cast<uint16_t>(nic1), 1, 0x4}};
+  rs.writes[nrc1] = {{0x7, static_cast<uint16_t>(nic0), 1, 0x2},
+                     {0x7, static_cast<uint16_t>(nic1), 1, 0x2}};  // back to nrc00: a loop
+  RouteCheck check = verify_routes(map, rs);
+  EXPECT_EQ(check.nic_pairs, 2u);
+  EXPECT_EQ(check.reachable_pairs, 1u);
+  EXPECT_EQ(check.loops, 1u);
+  EXPECT_FALSE(check.deadlock_free);
+  ASSERT_FALSE(check.problems.empty());
+  EXPECT_NE(check.problems[0].find("loop"), std::string::npos) << check.problems[0];
+
+  // Repaired, both pairs are delivered; a route to the wrong NIC is reported as misrouted.
+  rs.writes[nrc1][1].ports = 0x1;
+  check = verify_routes(map, rs);
+  EXPECT_EQ(check.reachable_pairs, 2u);
+  EXPECT_TRUE(check.deadlock_free);
+  rs.writes[nrc1][0].ports = 0x1;  // nic00's traffic handed to nic01
+  check = verify_routes(map, rs);
+  EXPECT_EQ(check.reachable_pairs, 1u);
+  EXPECT_EQ(check.misrouted, 1u);
+}
+
+TEST(RoutingTest, RangeCompressionMergesConsecutiveIds) {
+  std::vector<RangeWrite> out;
+  RangeCompressor c(0x3);
+  c.add(5, 0x10, out);
+  c.add(6, 0x10, out);
+  c.add(7, 0x10, out);
+  c.add(8, 0, out);      // no route: skipped, the range may cover it
+  c.add(10, 0x10, out);  // 9 is not a NIC: covered
+  c.add(11, 0x20, out);
+  c.finish(out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], (RangeWrite{0x3, 5, 6, 0x10}));
+  EXPECT_EQ(out[1], (RangeWrite{0x3, 11, 1, 0x20}));
+
+  std::vector<RangeWrite> w{{0x1, 0, 4, 0x8}, {0x6, 0, 4, 0x8}, {0x6, 4, 2, 0x8}};
+  merge_input_masks(w);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0], (RangeWrite{0x7, 0, 4, 0x8}));
+  EXPECT_EQ(w[1], (RangeWrite{0x6, 4, 2, 0x8}));
+}
+
+TEST(RoutingTest, RegistryDescribesEnginesAndRejectsBadSpecs) {
+  std::string d = routing_engines().describe();
+  for (const char* name : {"fattree", "updown", "minhop", "dor", "root="})
+    EXPECT_NE(d.find(name), std::string::npos) << name;
+  FabricMap map = map_of("fattree:k=4,levels=2");
+  EXPECT_EQ(compute_routes(map, "spanning").error().id, 8u);
+  EXPECT_EQ(compute_routes(map, "updown:root=9999").error().id, 5100u);
+  EXPECT_FALSE(compute_routes(map, "fattree:bogus=1").ok());
+  EXPECT_EQ(compute_routes(map, "dor").error().code, Code::kInvalidArgument);
+  // A given root changes the tables but not their correctness.
+  uint32_t some_nrc = 0;
+  while (map.topology.is_nic(some_nrc)) ++some_nrc;
+  auto rs = compute_routes(map, fmt::format("updown:root={}", some_nrc));
+  ASSERT_TRUE(rs.ok());
+  RouteCheck check = verify_routes(map, *rs);
+  EXPECT_EQ(check.reachable_pairs, check.nic_pairs);
+  EXPECT_TRUE(check.deadlock_free);
+}
+
+// Loaded through in-band management, the chips hold exactly the computed tables and route
+// MPs between all NIC pairs.
+TEST(RoutingTest, LoadedTablesDeliverMpsBetweenAllPairs) {
+  auto s = SimServer::make("fattree:k=4,levels=3");
+  FabricMap map = s.oracle();
+  auto rs = compute_routes(map, "fattree").value();
+  Requester req(*s.port, {64, 6, kSec, 2});
+  LoadOptions lo;
+  lo.verify_per_nrc = 2;
+  auto load = load_routes(req, map, rs, lo);
+  ASSERT_TRUE(load.ok()) << load.error().to_string();
+  EXPECT_EQ(load->packets, rs.num_writes());
+  EXPECT_EQ(load->failed, 0u);
+  EXPECT_EQ(load->nrcs, map.topology.num_nrcs());
+  EXPECT_GT(load->verify_packets, 0u);
+  EXPECT_EQ(load->verify_mismatches, 0u);
+  EXPECT_GT(load->elapsed, 0u);
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    for (const RangeWrite& w : rs.writes[v])
+      for (uint8_t p = 0; p < 4; ++p)
+        if ((w.input_mask >> p) & 1) {
+          EXPECT_EQ(s.fabric->nrc(v).allowed_ports(p, w.first_dest + w.count - 1), w.ports);
+        }
+
+  auto& f = *s.fabric;
+  const auto& t = f.topology();
+  uint64_t delivered = 0, wrong = 0;
+  f.set_mpq_listener([&](uint32_t node, uint8_t vp) {
+    if (vp != 1) return;
+    auto e = f.nic(node).poll_mpq(1);
+    if (e && e->data[1] == static_cast<uint8_t>(node) && e->src_node == e->data[0])
+      ++delivered;
+    else
+      ++wrong;
+  });
+  uint64_t sent = 0;
+  for (uint32_t a = 0; a < t.num_nics(); ++a)
+    for (uint32_t b = 0; b < t.num_nics(); ++b) {
+      if (a == b) continue;
+      uint32_t src = t.nic_node(a), dst = t.nic_node(b);
+      const uint8_t data[2] = {static_cast<uint8_t>(src), static_cast<uint8_t>(dst)};
+      ASSERT_TRUE(f.post_mp(src, 0, static_cast<uint16_t>(dst), 1, data).ok());
+      ++sent;
+    }
+  f.sim().run();
+  f.set_mpq_listener(nullptr);
+  EXPECT_EQ(sent, 240u);
+  EXPECT_EQ(delivered, sent);
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(f.stats().packets_dropped, 0u);
+}
+
+// Pipelined loading overlaps the writes; serial loading (the paper's mode) pays a whole
+// request per write.
+TEST(RoutingTest, PipelinedLoadIsFasterThanSerial) {
+  Picoseconds elapsed[2] = {0, 0};
+  uint64_t writes = 0;
+  for (int pipelined = 0; pipelined < 2; ++pipelined) {
+    auto s = SimServer::make("fattree:k=4,levels=3");
+    FabricMap map = s.oracle();
+    auto rs = compute_routes(map, "updown").value();
+    writes = rs.num_writes();
+    Requester req(*s.port, pipelined ? RequesterOptions{64, 6, kSec, 2} : RequesterOptions{});
+    auto load = load_routes(req, map, rs);
+    ASSERT_TRUE(load.ok());
+    EXPECT_EQ(load->failed, 0u);
+    elapsed[pipelined] = load->elapsed;
+  }
+  EXPECT_GT(static_cast<double>(elapsed[0]) / kUs, 5.0 * static_cast<double>(writes));
+  EXPECT_LT(elapsed[1] * 4, elapsed[0]);
+}
+
+TEST(RoutingTest, EepromBootImageHoldsTheTables) {
+  auto s = SimServer::make("line:n=2");
+  FabricMap map = s.oracle();
+  auto rs = compute_routes(map, "minhop").value();
+  Requester req(*s.port, {16, 6, 10 * kSec, 2});
+  LoadOptions lo;
+  lo.also_eeprom = true;
+  auto load = load_routes(req, map, rs, lo);
+  ASSERT_TRUE(load.ok());
+  EXPECT_EQ(load->failed, 0u);
+  EXPECT_GT(load->eeprom_packets, 0u);
+  for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+    if (map.topology.is_nic(v)) continue;
+    auto image = chip::read_boot_image(s.fabric->chip(v).eeprom());
+    ASSERT_TRUE(image.ok()) << image.error().to_string();
+    ASSERT_EQ(image->routes.size(), rs.writes[v].size());
+    for (size_t i = 0; i < rs.writes[v].size(); ++i) {
+      EXPECT_EQ(image->routes[i].first, rs.writes[v][i].first_dest);
+      EXPECT_EQ(image->routes[i].ports, rs.writes[v][i].ports);
+    }
+  }
+}
+
+TEST(RoutingTest, Th2SmallComputesAndVerifiesQuickly) {
+  FabricMap map = map_of("th2:cabinets=3");
+  auto t0 = std::chrono::steady_clock::now();
+  auto rs = compute_routes(map, "fattree").value();
+  RouteCheck check = verify_routes(map, rs);
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(check.deadlock_free);
+  EXPECT_LT(ms, 2000);
+}
+
+}  // namespace
+}  // namespace galaxy::nm
