@@ -34,11 +34,13 @@ class SimDevice final : public glex_device {
   void close_vp(uint8_t vp) override { used_[vp] = false; }
 
   Status post_mgmt(uint8_t vp, const wire::MgmtDescriptor& d) override {
+    catch_up();
     advance_host(host_now_ + f_.timing().host_send);
     return f_.post_mgmt(node_, vp, d);
   }
 
   Result<wire::MgmtPacket> wait_mgmt(uint8_t vp, uint64_t timeout_ps) override {
+    catch_up();
     sim::Time deadline = host_now_ + timeout_ps;
     chip::Nic& nic = f_.nic(node_);
     bool waited = false;
@@ -61,7 +63,7 @@ class SimDevice final : public glex_device {
     return wire::decode_mgmt_packet(std::span(mp->data).first(mp->length));
   }
 
-  uint64_t now_ps() const override { return host_now_; }
+  uint64_t now_ps() const override { return std::max(host_now_, f_.sim().now()); }
 
   Result<uint64_t> read_local_register(uint16_t addr) override {
     chip::RegAccess a = f_.chip(node_).read_register(addr);
@@ -75,6 +77,10 @@ class SimDevice final : public glex_device {
   uint16_t chip_id() const override { return f_.chip(node_).chip_id(); }
 
  private:
+  // Someone else may have run the simulation (another endpoint, a traffic generator): the
+  // host's time has passed as well.
+  void catch_up() { host_now_ = std::max(host_now_, f_.sim().now()); }
+
   // The host is sequential: its clock only moves forward, and the fabric runs up to it.
   void advance_host(sim::Time t) {
     host_now_ = std::max(host_now_, t);

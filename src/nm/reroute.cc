@@ -1,0 +1,33 @@
+#include "nm/reroute.h"
+
+#include <fmt/format.h>
+
+namespace galaxy::nm {
+
+Result<RerouteResult> reroute(Requester& requester, const FabricMap& map, const std::string& engine,
+                              const RouteSet& previous) {
+  RerouteResult out;
+  auto routes = compute_routes(map, engine);
+  if (!routes.ok()) return routes.error();
+  out.routes = std::move(*routes);
+  out.check = verify_routes(map, out.routes);
+  // Reload only what changed: an NRC whose writes are identical keeps its tables.
+  RouteSet delta = out.routes;
+  for (uint32_t v = 0; v < delta.writes.size(); ++v) {
+    bool same = v < previous.writes.size() && previous.writes[v] == delta.writes[v];
+    if (same || map.topology.is_nic(v) || map.hops[v] == UINT8_MAX)
+      delta.writes[v].clear();
+    else
+      ++out.nrcs_reloaded;
+  }
+  auto load = load_routes(requester, map, delta);
+  if (!load.ok()) return load.error();
+  out.load = *load;
+  if (out.load.failed)
+    return make_error(Code::kTimeout, 5601,
+                      fmt::format("reroute: {} of {} route writes were not acknowledged",
+                                  out.load.failed, out.load.packets));
+  return out;
+}
+
+}  // namespace galaxy::nm

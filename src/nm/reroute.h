@@ -1,0 +1,23 @@
+// Re-routing around a failure (SYSTEM.md 2.5.3): after a link-down report the region is
+// re-discovered (faults.h), then the routing engine recomputes the tables on the updated map,
+// they are verified, and only the NRCs whose range writes changed are reloaded.
+#pragma once
+
+#include <string>
+
+#include "nm/route_load.h"
+#include "nm/routing.h"
+
+namespace galaxy::nm {
+
+struct RerouteResult {
+  RouteSet routes;
+  RouteCheck check;
+  uint64_t nrcs_reloaded = 0;
+  LoadResult load;
+};
+
+Result<RerouteResult> reroute(Requester& requester, const FabricMap& map, const std::string& engine,
+                              const RouteSet& previous);
+
+}  // namespace galaxy::nm
