@@ -83,7 +83,7 @@ bool in_port_block(uint16_t addr, size_t num_ports, uint8_t* port, uint16_t* off
 
 uint64_t peer_word(const PortState& s) {
   return reg::encode_peer(s.peer.valid, s.peer.type == wire::ChipType::kNrc, s.peer.port,
-                          s.link == LinkState::kUp, s.peer.chip_id);
+                          s.link == LinkState::kUp, s.peer.chip_id, s.peer.num_ports);
 }
 }  // namespace
 

@@ -41,6 +41,7 @@ struct PeerIdentity {
   wire::ChipType type = wire::ChipType::kNic;
   uint16_t chip_id = 0;
   uint8_t port = 0;
+  uint8_t num_ports = 0;  // the peer chip's radix, learnt with its identity
   bool operator==(const PeerIdentity&) const = default;
 };
 

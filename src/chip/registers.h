@@ -92,10 +92,12 @@ inline constexpr uint16_t kErrBufData = 0x801;    // RO 13 registers: first 104 
 inline constexpr uint16_t kErrBufWords = 13;
 
 // 32-bit peer identity format (PEER_IDENT and each half of PEER_SUMMARY).
-//   [0] valid, [1] type (0 NIC, 1 NRC), [6:2] peer port, [7] link up, [23:8] peer chip id
-inline constexpr uint32_t encode_peer(bool valid, bool nrc, uint8_t port, bool up, uint16_t id) {
+//   [0] valid, [1] type (0 NIC, 1 NRC), [6:2] peer port, [7] link up, [23:8] peer chip id,
+//   [31:24] number of ports of the peer chip (exchanged with the identity at link training)
+inline constexpr uint32_t encode_peer(bool valid, bool nrc, uint8_t port, bool up, uint16_t id,
+                                      uint8_t peer_ports = 0) {
   return (valid ? 1u : 0u) | (nrc ? 2u : 0u) | (uint32_t{port & 31u} << 2) | (up ? 0x80u : 0u) |
-         (uint32_t{id} << 8);
+         (uint32_t{id} << 8) | (uint32_t{peer_ports} << 24);
 }
 
 }  // namespace galaxy::chip::reg

@@ -9,6 +9,9 @@
 #include "cli/json_out.h"
 #include "cli/session.h"
 #include "nm/faults.h"
+#include "nm/reroute.h"
+#include "nm/route_load.h"
+#include "nm/routing.h"
 
 namespace galaxy::cli {
 
@@ -18,6 +21,7 @@ struct FaultsOptions {
   SessionOptions session;
   std::vector<std::string> inject;  // link-down:CHIP:PORT | link-up:CHIP:PORT
   double watch_us = 100;
+  std::string engine;  // route (and re-route after link-down) with this engine
   uint64_t mask = 0;
 };
 
@@ -51,6 +55,14 @@ void run_faults(FaultsOptions& o) {
   Status d = discover(*s, o.session);
   if (!d.ok()) return report_error(d.error(), json);
   nm::FabricMap& map = s->discovery.map;
+  nm::RouteSet routes;
+  if (!o.engine.empty()) {
+    auto r = nm::compute_routes(map, o.engine);
+    if (!r.ok()) return report_error(r.error(), json);
+    routes = std::move(*r);
+    auto load = nm::load_routes(*s->requester, map, routes);
+    if (!load.ok()) return report_error(load.error(), json);
+  }
   auto setup = nm::enable_fault_reporting(*s->requester, map, o.mask);
   if (!setup.ok()) return report_error(setup.error(), json);
 
@@ -82,11 +94,23 @@ void run_faults(FaultsOptions& o) {
     if (!upd.ok()) return report_error(upd.error(), json);
     nlohmann::json down = nlohmann::json::array();
     for (auto [chip, port] : upd->links_down) down.push_back(fmt::format("{}:{}", chip, port));
-    updates.push_back({{"after", f.location},
-                       {"links_down", down},
-                       {"requests", upd->requests},
-                       {"routes_changed", upd->routes_changed},
-                       {"unreachable", upd->unreachable}});
+    nlohmann::json u{{"after", f.location},
+                     {"links_down", down},
+                     {"requests", upd->requests},
+                     {"routes_changed", upd->routes_changed},
+                     {"unreachable", upd->unreachable}};
+    if (!o.engine.empty()) {
+      auto rr = nm::reroute(*s->requester, map, o.engine, routes);
+      if (!rr.ok()) return report_error(rr.error(), json);
+      u["reroute"] = {{"engine", o.engine},
+                      {"nrcs_reloaded", rr->nrcs_reloaded},
+                      {"load_packets", rr->load.packets},
+                      {"reachable_pairs", rr->check.reachable_pairs},
+                      {"nic_pairs", rr->check.nic_pairs},
+                      {"deadlock_free", rr->check.deadlock_free}};
+      routes = std::move(rr->routes);
+    }
+    updates.push_back(u);
   }
   nlohmann::json list = nlohmann::json::array();
   for (const auto& f : faults)
@@ -125,6 +149,8 @@ void add_faults_command(CLI::App& app) {
                 "simulated fabric: link-down:CHIP:PORT or link-up:CHIP:PORT (repeatable)");
   c->add_option("--watch-us", o->watch_us, "how long to collect reports (simulated us)")
       ->capture_default_str();
+  c->add_option("--engine", o->engine,
+                "route with this engine first and re-route around link-down faults");
   c->add_option("--mask", o->mask, "FAULT_MASK to program (bit per fault code, 1 = not reported)")
       ->capture_default_str();
   c->callback([o]() { run_faults(*o); });

@@ -17,6 +17,7 @@ struct PeerInfo {
   bool nrc = false;
   uint8_t port = 0;
   uint16_t chip = 0;
+  uint8_t ports = 0;  // the peer's radix (0: not reported)
 };
 
 PeerInfo decode_peer(uint32_t w) {
@@ -24,7 +25,8 @@ PeerInfo decode_peer(uint32_t w) {
   p.linked = (w & 1) && (w & 0x80);  // valid and link up
   p.nrc = (w >> 1) & 1;
   p.port = static_cast<uint8_t>((w >> 2) & 31);
-  p.chip = static_cast<uint16_t>(w >> 8);
+  p.chip = static_cast<uint16_t>((w >> 8) & 0xFFFF);
+  p.ports = static_cast<uint8_t>(w >> 24);
   return p;
 }
 
@@ -40,7 +42,7 @@ class Bfs {
     if (!ident.ok()) return ident.error();
     PeerInfo first = decode_peer(static_cast<uint32_t>(*ident));
     server_ = port.server_chip_id();
-    chips_[server_] = {false, 0, {}};
+    chips_[server_] = {false, 0, {}, 0};
     if (!first.linked || !first.nrc)
       return make_error(
           Code::kNotFound, 5030,
@@ -50,7 +52,7 @@ class Bfs {
     t.chip_id = first.chip;
     t.type = wire::ChipType::kNrc;
     (void)t.backward.push(first.port);
-    visit(t, 0);
+    visit(t, 0, first.ports);
 
     RequesterOptions ro = req_.options();
     if (opt_.pipelined) {
@@ -71,6 +73,7 @@ class Bfs {
     bool nrc = true;
     uint8_t hops = 0;
     MgmtTarget target;
+    uint8_t ports = kNrcPorts;
   };
   using LinkKey = std::tuple<uint16_t, uint8_t, uint16_t, uint8_t>;
   static LinkKey key(uint16_t a, uint8_t pa, uint16_t b, uint8_t pb) {
@@ -79,10 +82,12 @@ class Bfs {
   }
 
   // A newly found NRC: read the peer identity of all its ports, two registers per packet.
-  void visit(const MgmtTarget& t, uint8_t hops) {
-    chips_[t.chip_id] = {true, hops, t};
+  // `ports` is the radix the neighbour learnt with the identity (0: unknown, assume 24).
+  void visit(const MgmtTarget& t, uint8_t hops, uint8_t ports) {
+    if (ports == 0 || ports > 32) ports = kNrcPorts;
+    chips_[t.chip_id] = {true, hops, t, ports};
     order_.push_back(t.chip_id);
-    unsigned words = (kNrcPorts + 1) / 2;
+    unsigned words = (ports + 1u) / 2;
     for (unsigned w = 0; w < words; w += 2) {
       uint16_t a0 = static_cast<uint16_t>(chip::reg::kPeerSummary + w);
       MgmtRequest r = w + 1 < words ? MgmtRequest::read2(t, a0, static_cast<uint16_t>(a0 + 1))
@@ -113,7 +118,7 @@ class Bfs {
             n.forward = t.forward;
             (void)n.forward.push(port);
             n.backward = t.backward;
-            chips_[peer.chip] = {false, static_cast<uint8_t>(hops + 1), n};
+            chips_[peer.chip] = {false, static_cast<uint8_t>(hops + 1), n, 0};
           }
           continue;
         }
@@ -126,7 +131,7 @@ class Bfs {
         // Back: out of the new NRC's port towards t, then t's way back.
         (void)n.backward.push(peer.port);
         for (uint8_t h = 0; h < t.backward.hop_num; ++h) (void)n.backward.push(t.backward.hops[h]);
-        visit(n, static_cast<uint8_t>(hops + 1));
+        visit(n, static_cast<uint8_t>(hops + 1), peer.ports);
       }
     }
   }
@@ -145,7 +150,7 @@ class Bfs {
       if (!c.nrc && id != server_) ids.push_back(id);
     for (uint16_t id : ids) {
       const Chip& c = chips_[id];
-      uint32_t ports = c.nrc ? kNrcPorts : static_cast<uint32_t>(max_port[id]) + 1;
+      uint32_t ports = c.nrc ? c.ports : static_cast<uint32_t>(max_port[id]) + 1;
       auto node = m.topology.add_node(c.nrc ? fabric::NodeKind::kNrc : fabric::NodeKind::kNic,
                                       ports, fmt::format("{}{}", c.nrc ? "nrc" : "nic", id));
       m.node_of[id] = *node;

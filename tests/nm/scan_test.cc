@@ -165,12 +165,28 @@ TEST(ScanTest, CompareShowsRetransmissionsOnNoisyLinks) {
 }
 
 TEST(ScanTest, PortsTheChipDoesNotHaveAreRefusedOnceAndSkipped) {
-  // Discovery maps every NRC with the 24 ports of the TH-2 NRC; the line's NRCs have 3.
   auto s = SimServer::make("line:n=3");
   Requester req(*s.port, {});
   auto found = discover(req, {});
   ASSERT_TRUE(found.ok());
-  const FabricMap& map = found->map;
+  // Discovery learns each NRC's radix (3 here) from its neighbour: nothing is absent.
+  auto exact = Scanner(req, found->map).scan_once({});
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact->absent_ports, 0u);
+  EXPECT_EQ(exact->error_responses, 0u);
+  // A map that claims the TH-2 NRC's 24 ports (a stale plan, say): the chips refuse the
+  // registers of ports they lack, once per port, and the scan skips the rest of that port.
+  FabricMap map = found->map;
+  fabric::Topology wide;
+  const auto& t = found->map.topology;
+  for (uint32_t v = 0; v < t.num_nodes(); ++v)
+    (void)wide.add_node(t.kind(v), t.is_nic(v) ? t.num_ports(v) : 24, t.name(v));
+  for (uint32_t v = 0; v < t.num_nodes(); ++v)
+    for (uint8_t p = 0; p < t.num_ports(v); ++p)
+      if (auto peer = t.peer({v, p});
+          peer && (peer->node > v || (peer->node == v && peer->port > p)))
+        (void)wide.connect({v, p}, *peer);
+  map.topology = std::move(wide);
   auto r = Scanner(req, map).scan_once({});
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->non_responding.empty());

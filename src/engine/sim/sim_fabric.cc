@@ -68,7 +68,8 @@ Status SimFabric::power_on(const SimOptions& options) {
       auto peer = topo_.peer({v, p});
       if (!peer) continue;
       const chip::Chip& other = *chips_[peer->node];
-      chips_[v]->link_up(p, {other.configured(), other.type(), other.chip_id(), peer->port});
+      chips_[v]->link_up(p, {other.configured(), other.type(), other.chip_id(), peer->port,
+                             static_cast<uint8_t>(other.num_ports())});
     }
   }
   return {};
@@ -436,7 +437,8 @@ Status SimFabric::set_link(PortRef end, bool up) {
     PortRef other = e == end ? *peer : end;
     if (up) {
       const chip::Chip& o = *chips_[other.node];
-      chips_[e.node]->link_up(e.port, {o.configured(), o.type(), o.chip_id(), other.port});
+      chips_[e.node]->link_up(e.port, {o.configured(), o.type(), o.chip_id(), other.port,
+                                       static_cast<uint8_t>(o.num_ports())});
       chips_[e.node]->raise_fault(chip::FaultCode::kLinkUp, e.port, 0);
     } else {
       chips_[e.node]->link_down(e.port);

@@ -1,0 +1,169 @@
+// galaxy bist — link test (SYSTEM.md 2.5.6) of one port, every link of a chip, or every link of
+// the fabric: BIST_CTRL start with duration and intensity, wait, read results, stop. On a
+// simulated fabric --noisy-link makes a link corrupt flits so that the test has something to
+// find.
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "cli/register_names.h"
+#include "cli/session.h"
+#include "nm/bist.h"
+
+namespace galaxy::cli {
+
+namespace {
+
+struct BistCliOptions {
+  SessionOptions session;
+  std::string chip;
+  int port = -1;
+  std::string all_links_of;
+  bool all = false;
+  uint32_t duration_us = 100;
+  uint32_t intensity = 50;
+  double max_ber = 0;
+  std::vector<std::string> noisy;
+};
+
+// CHIP:PORT:RATE, CHIP possibly "nic:<i>": split from the right.
+Status add_noise(Session& s, const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return make_error(Code::kInvalidArgument, 9210,
+                      fmt::format("--noisy-link = '{}': {} (CHIP:PORT:RATE)", text, why));
+  };
+  auto c2 = text.rfind(':');
+  if (c2 == std::string::npos || c2 == 0) return bad("missing fields");
+  auto c1 = text.rfind(':', c2 - 1);
+  if (c1 == std::string::npos) return bad("missing fields");
+  char* end = nullptr;
+  std::string rate_text = text.substr(c2 + 1);
+  double rate = std::strtod(rate_text.c_str(), &end);
+  if (rate_text.empty() || *end != '\0' || rate < 0 || rate > 1)
+    return bad("RATE must be a probability 0-1");
+  auto node = find_node(s, text.substr(0, c1));
+  if (!node.ok()) return node.error();
+  const nm::FabricMap& m = s.discovery.map;
+  auto port = parse_u64("--noisy-link port", text.substr(c1 + 1, c2 - c1 - 1),
+                        m.topology.num_ports(*node) - 1);
+  if (!port.ok()) return port.error();
+  // Simulated engine: chip id = the engine's node id.
+  fabric::PortRef end_a{m.chip_id[*node], static_cast<uint8_t>(*port)};
+  auto end_b = s.fabric->topology().peer(end_a);
+  if (!end_b) return bad("the port has no link");
+  s.fabric->set_flit_error_rate(end_a, rate);
+  s.fabric->set_flit_error_rate(*end_b, rate);
+  return {};
+}
+
+Result<std::vector<nm::BistPort>> select_ports(Session& s, const BistCliOptions& o) {
+  const nm::FabricMap& m = s.discovery.map;
+  int modes = (!o.chip.empty()) + (!o.all_links_of.empty()) + (o.all ? 1 : 0);
+  if (modes != 1)
+    return make_error(Code::kInvalidArgument, 9211,
+                      "give exactly one of --chip X --port P, --all-links-of X, --all");
+  if (o.all) return nm::bist_all_links(m);
+  auto node = find_node(s, o.chip.empty() ? o.all_links_of : o.chip);
+  if (!node.ok()) return node.error();
+  if (*node == m.server_node)
+    return make_error(Code::kInvalidArgument, 9212,
+                      "the management server's own NIC cannot be tested in-band; test its NRC end");
+  if (!o.all_links_of.empty()) return nm::bist_ports_of(m, *node);
+  if (o.port < 0 || static_cast<uint32_t>(o.port) >= m.topology.num_ports(*node))
+    return make_error(Code::kOutOfRange, 9213,
+                      fmt::format("--port = {} is not a port of {} (0-{})", o.port,
+                                  m.topology.name(*node), m.topology.num_ports(*node) - 1));
+  return std::vector<nm::BistPort>{{*node, static_cast<uint8_t>(o.port)}};
+}
+
+void run_bist(BistCliOptions& o) {
+  const bool json = o.session.json;
+  auto sess = open_session(o.session);
+  if (!sess.ok()) return report_error(sess.error(), json);
+  Session& s = *sess;
+  SessionOptions pipelined = o.session;
+  pipelined.serial = false;
+  Status d = discover(s, pipelined);
+  if (!d.ok()) return report_error(d.error(), json);
+  s.requester->set_options(requester_options(o.session.serial));
+  for (const auto& n : o.noisy) {
+    Status st = add_noise(s, n);
+    if (!st.ok()) return report_error(st.error(), json);
+  }
+  auto ports = select_ports(s, o);
+  if (!ports.ok()) return report_error(ports.error(), json);
+  const nm::FabricMap& m = s.discovery.map;
+  nm::Bist bist(*s.requester, m);
+  nm::BistOptions bo;
+  bo.duration_us = o.duration_us;
+  bo.intensity_percent = o.intensity;
+  bo.max_bit_error_ratio = o.max_ber;
+  auto r = bist.run(*ports, bo);
+  if (!r.ok()) return report_error(r.error(), json);
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : r->links) {
+    auto peer = m.topology.peer({l.at.node, l.at.port});
+    nlohmann::json e{{"chip", l.chip_id},
+                     {"name", m.topology.name(l.at.node)},
+                     {"port", l.at.port},
+                     {"flits", l.flits},
+                     {"errors", l.errors},
+                     {"ber", l.bit_error_ratio},
+                     {"ber_upper_95", l.ber_upper_95},
+                     {"pass", l.pass}};
+    if (peer) e["peer"] = fmt::format("{}:{}", m.topology.name(peer->node), peer->port);
+    if (!l.problem.empty()) e["problem"] = l.problem;
+    links.push_back(e);
+  }
+  nlohmann::json j{{"duration_us", o.duration_us},
+                   {"intensity_percent", o.intensity},
+                   {"links_tested", r->links.size()},
+                   {"passed", r->passed},
+                   {"failed", r->failed},
+                   {"requests", r->requests},
+                   {"sim_time_us", static_cast<double>(r->elapsed) / nm::kUs},
+                   {"links", links}};
+  if (json) {
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    for (const auto& l : links)
+      if (!l["pass"].get<bool>() || r->links.size() <= 32)
+        std::printf(
+            "%-16s port %-2u %-24s %s  flits %llu errors %llu ber %.3g%s\n",
+            l["name"].get<std::string>().c_str(), l["port"].get<unsigned>(),
+            l.value("peer", std::string("-")).c_str(), l["pass"].get<bool>() ? "PASS" : "FAIL",
+            static_cast<unsigned long long>(l["flits"].get<uint64_t>()),
+            static_cast<unsigned long long>(l["errors"].get<uint64_t>()), l["ber"].get<double>(),
+            l.contains("problem") ? (" (" + l["problem"].get<std::string>() + ")").c_str() : "");
+    std::printf("%zu links: %u passed, %u failed; %llu requests, %.1f us simulated\n",
+                r->links.size(), r->passed, r->failed, static_cast<unsigned long long>(r->requests),
+                static_cast<double>(r->elapsed) / nm::kUs);
+  }
+  if (r->failed) set_exit_code(1);
+}
+
+void add_bist_command(CLI::App& app) {
+  auto o = std::make_shared<BistCliOptions>();
+  auto* c = app.add_subcommand("bist", "Link built-in self-test through the BIST registers");
+  add_session_options(c, o->session);
+  c->add_option("--chip", o->chip, "chip id, name or nic:<index> (with --port)");
+  c->add_option("--port", o->port, "the port of --chip to test");
+  c->add_option("--all-links-of", o->all_links_of, "test every linked port of this chip");
+  c->add_flag("--all", o->all, "test every link of the fabric (one end each)");
+  c->add_option("--duration-us", o->duration_us, "test duration, 1-65535 us")
+      ->capture_default_str();
+  c->add_option("--intensity", o->intensity, "share of the link rate used, percent")
+      ->capture_default_str();
+  c->add_option("--max-ber", o->max_ber, "bit error ratio a link may show and still pass")
+      ->capture_default_str();
+  c->add_option("--noisy-link", o->noisy,
+                "simulation aid: CHIP:PORT:RATE corrupts flits with probability RATE in both "
+                "directions of that link (repeatable)");
+  c->callback([o]() { run_bist(*o); });
+}
+
+const CommandRegistrar kRegistrar("bist", add_bist_command);
+
+}  // namespace
+}  // namespace galaxy::cli

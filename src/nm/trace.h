@@ -1,0 +1,69 @@
+// Path trace (SYSTEM.md 2.5.4): traceroute for a table-routed fabric. From the NRC the source
+// NIC is attached to, read at every hop the route-table entry (input port, destination NIC's
+// chip id) through RT_SELECT/RT_DATA and the LINK_STATE of the ports involved, follow the
+// lowest usable output port, and stop at the destination NIC or at the hop where the packet
+// would be lost, with the reason. The hardware chooses adaptively among the usable ports of a
+// hop (docs/registers.md OUTPUT_LOAD); the trace lists them as alternatives.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nm/fabric_map.h"
+#include "nm/requester.h"
+
+namespace galaxy::nm {
+
+inline constexpr unsigned kMaxTraceHops = 32;
+
+struct PortLinkState {
+  uint8_t port = 0;
+  uint64_t link_state = 0;  // LINK_STATE register: [1:0] 0 down, 1 training, 2 up; [11:8] lanes
+  bool up() const { return (link_state & 3) == 2; }
+  unsigned lanes() const { return static_cast<unsigned>((link_state >> 8) & 0xF); }
+};
+
+struct TraceHop {
+  uint32_t node = 0;  // FabricMap node
+  uint16_t chip_id = 0;
+  std::string name;
+  uint8_t in_port = 0;
+  uint32_t allowed = 0;  // port set of the route-table entry
+  uint32_t usable = 0;   // allowed ports whose link is up
+  int chosen = -1;       // lowest usable port; -1 when none
+  PortLinkState in_link;
+  std::vector<PortLinkState> out_links;  // every allowed port, ascending
+};
+
+enum class TraceFailure { kNone, kNoRoute, kLinkDown, kLoop, kTooLong, kNoAnswer, kMisrouted };
+const char* trace_failure_name(TraceFailure f);
+
+struct Trace {
+  uint32_t src_node = 0;
+  uint32_t dst_node = 0;
+  uint16_t dst_chip = 0;
+  bool reachable = false;
+  std::vector<TraceHop> hops;  // NRCs in path order; the failing one last
+  TraceFailure failure = TraceFailure::kNone;
+  int failed_hop = -1;  // index into hops (or hops.size() when the chip did not answer)
+  std::string reason;
+  uint64_t requests = 0;    // request packets sent, retries included
+  Picoseconds elapsed = 0;  // on the port's clock
+};
+
+// Errors only for bad arguments (not NICs, same NIC, source NIC unlinked); an unreachable
+// destination is a Trace with reachable = false.
+Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src_nic_node,
+                    uint32_t dst_nic_node);
+
+// Debugging aid: programs min-hop route tables towards one destination NIC on every NRC of the
+// map (all linked input ports; port set = every port on a shortest path), one RT_SELECT/RT_DATA write
+// packet per NRC, pipelined. Cheap enough to run before a trace on a fabric whose tables have
+// not been loaded; the routing module (nm/routing.h) loads real tables.
+Status load_minhop_for(Requester& requester, const FabricMap& map, uint32_t dst_nic_node);
+
+// The min-hop port sets towards `dst_nic_node`, per map node (0 for NICs and unreachable NRCs).
+std::vector<uint32_t> minhop_port_sets(const FabricMap& map, uint32_t dst_nic_node);
+
+}  // namespace galaxy::nm
