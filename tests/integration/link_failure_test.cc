@@ -10,6 +10,7 @@
 #include "nm/reroute.h"
 #include "nm/route_load.h"
 #include "nm/routing.h"
+#include "nm/trace.h"
 
 namespace galaxy::nm {
 namespace {
@@ -83,6 +84,33 @@ TEST(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
   req.drain_faults(50 * kUs);
   ASSERT_FALSE(faults.empty());
   EXPECT_EQ(faults[0].cause, "link_down");
+
+  // Before re-routing, a path trace towards the NICs below the dead link names the hop where
+  // it fails (the aggregation switch whose only way down is the dead port) and why.
+  uint32_t edge = plan.peer(cut)->node;
+  uint16_t agg_chip = map.chip_id[map.node_of.at(static_cast<uint16_t>(cut.node))];
+  int failing = 0, traced = 0;
+  for (uint8_t q = 0; q < plan.num_ports(edge); ++q) {
+    auto dst = plan.peer({edge, q});
+    if (!dst || !plan.is_nic(dst->node)) continue;
+    for (uint32_t i = 0; i < plan.num_nics(); ++i) {
+      uint32_t src = plan.nic_node(i);
+      if (plan.peer({src, 0})->node == edge) continue;
+      auto tr = trace(req, map, map.node_of.at(static_cast<uint16_t>(src)),
+                      map.node_of.at(static_cast<uint16_t>(dst->node)));
+      ASSERT_TRUE(tr.ok()) << tr.error().to_string();
+      ++traced;
+      if (tr->reachable) continue;
+      ++failing;
+      EXPECT_EQ(tr->failure, TraceFailure::kLinkDown) << tr->reason;
+      ASSERT_GE(tr->failed_hop, 0);
+      ASSERT_LT(static_cast<size_t>(tr->failed_hop), tr->hops.size());
+      EXPECT_EQ(tr->hops[tr->failed_hop].chip_id, agg_chip) << tr->reason;
+      EXPECT_NE(tr->reason.find(std::to_string(cut.port)), std::string::npos) << tr->reason;
+    }
+  }
+  EXPECT_GT(traced, 0);
+  EXPECT_GT(failing, 0);
 
   // Before re-routing, traffic that must cross the dead link is lost.
   int before = all_pairs_mp(*s.fabric, &sent);
