@@ -81,11 +81,11 @@ void write_plot(const std::string& path, const std::vector<std::pair<double, dou
     o << "<circle cx='" << x(h) << "' cy='" << y(us)
       << "' r='5' fill='none' stroke='#236' stroke-width='2'/>\n";
   o << "<circle cx='" << x(0) << "' cy='" << y(6.73) << "' r='4' fill='#d33'/>\n";
-  o << "<text x='" << W - 200 << "' y='" << T + 20
+  o << "<text x='" << L + 12 << "' y='" << T + 20
     << "' fill='#d33'>paper: 5.9597 + (h+1) x 0.8762 us</text>\n";
-  o << "<text x='" << W - 200 << "' y='" << T + 36
+  o << "<text x='" << L + 12 << "' y='" << T + 36
     << "' fill='#d33'>paper measured at h=0: 6.73 us</text>\n";
-  o << "<text x='" << W - 200 << "' y='" << T + 52
+  o << "<text x='" << L + 12 << "' y='" << T + 52
     << "' fill='#236'>o Galaxy, simulated chips</text>\n";
   o << "</svg>\n";
 }
