@@ -79,14 +79,9 @@ Result<std::vector<nm::BistPort>> select_ports(Session& s, const BistCliOptions&
 
 void run_bist(BistCliOptions& o) {
   const bool json = o.session.json;
-  auto sess = open_session(o.session);
+  auto sess = open_discovered_session(o.session);
   if (!sess.ok()) return report_error(sess.error(), json);
   Session& s = *sess;
-  SessionOptions pipelined = o.session;
-  pipelined.serial = false;
-  Status d = discover(s, pipelined);
-  if (!d.ok()) return report_error(d.error(), json);
-  s.requester->set_options(requester_options(o.session.serial));
   for (const auto& n : o.noisy) {
     Status st = add_noise(s, n);
     if (!st.ok()) return report_error(st.error(), json);

@@ -86,14 +86,9 @@ const char* link_state_name(chip::LinkState s) {
 
 void run_inject(InjectOptions& o) {
   const bool json = o.session.json;
-  auto sess = open_session(o.session);
+  auto sess = open_discovered_session(o.session);
   if (!sess.ok()) return report_error(sess.error(), json);
   Session& s = *sess;
-  SessionOptions pipelined = o.session;
-  pipelined.serial = false;
-  Status d = discover(s, pipelined);
-  if (!d.ok()) return report_error(d.error(), json);
-  s.requester->set_options(requester_options(o.session.serial));
   unsigned fields = o.action == "chip-down" ? 1 : o.action == "fault" ? 3 : 2;
   if (o.action != "link-down" && o.action != "link-up" && o.action != "chip-down" &&
       o.action != "fault")

@@ -46,13 +46,9 @@ nlohmann::json link_json(const nm::PortLinkState& l) {
 
 void run_trace(TraceOptions& o) {
   const bool json = o.session.json;
-  auto sess = open_session(o.session);
+  auto sess = open_discovered_session(o.session);
   if (!sess.ok()) return report_error(sess.error(), json);
   Session& s = *sess;
-  SessionOptions pipelined = o.session;
-  pipelined.serial = false;
-  Status d = discover(s, pipelined);
-  if (!d.ok()) return report_error(d.error(), json);
   const nm::FabricMap& m = s.discovery.map;
   auto src = find_node(s, o.src);
   if (!src.ok()) return report_error(src.error(), json);

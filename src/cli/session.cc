@@ -63,6 +63,16 @@ Status discover(Session& s, const SessionOptions& o) {
   return {};
 }
 
+Result<Session> open_discovered_session(const SessionOptions& o) {
+  auto s = open_session(o);
+  if (!s.ok()) return s.error();
+  SessionOptions pipelined = o;
+  pipelined.serial = false;
+  GALAXY_TRY(discover(*s, pipelined));
+  s->requester->set_options(requester_options(o.serial));
+  return s;
+}
+
 Result<uint32_t> find_node(const Session& s, const std::string& text) {
   const nm::FabricMap& m = s.discovery.map;
   if (text.rfind("nic:", 0) == 0) {

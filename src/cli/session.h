@@ -39,6 +39,9 @@ struct Session {
 Result<Session> open_session(const SessionOptions& o);
 // Runs discovery (pipelined unless o.serial) and keeps the map in the session.
 Status discover(Session& s, const SessionOptions& o);
+// open_session + pipelined discovery, the requester then set to the session's mode (serial or
+// pipelined): what every command that acts on discovered chips starts with.
+Result<Session> open_discovered_session(const SessionOptions& o);
 // Requester options for the session's mode.
 nm::RequesterOptions requester_options(bool serial);
 // A chip named on the command line: a chip id, a node name, or "nic:<index>".

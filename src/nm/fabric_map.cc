@@ -28,17 +28,16 @@ MgmtTarget target_along(const fabric::Topology& t, const std::vector<uint32_t>& 
   return m;
 }
 
-Result<FabricMap> map_from_topology(const fabric::Topology& t, uint32_t server) {
-  if (server >= t.num_nodes() || !t.is_nic(server))
-    return make_error(Code::kNotFound, 5020, fmt::format("server node {} is not a NIC", server));
+void recompute_routes(FabricMap& map) {
+  const auto& t = map.topology;
   const uint32_t n = t.num_nodes();
-  std::vector<uint32_t> parent(n, UINT32_MAX), order{server}, depth(n, 0);
+  std::vector<uint32_t> parent(n, UINT32_MAX), order{map.server_node}, depth(n, 0);
   std::vector<uint8_t> port_to_parent(n, 0);
   std::vector<bool> seen(n, false);
-  seen[server] = true;
+  seen[map.server_node] = true;
   for (size_t qi = 0; qi < order.size(); ++qi) {
     uint32_t v = order[qi];
-    if (t.is_nic(v) && v != server) continue;
+    if (t.is_nic(v) && v != map.server_node) continue;
     for (uint8_t p = 0; p < t.num_ports(v); ++p) {
       auto peer = t.peer({v, p});
       if (!peer || seen[peer->node]) continue;
@@ -49,21 +48,35 @@ Result<FabricMap> map_from_topology(const fabric::Topology& t, uint32_t server) 
       order.push_back(peer->node);
     }
   }
+  for (uint32_t v = 0; v < n; ++v) {
+    if (v == map.server_node) continue;
+    if (!seen[v]) {
+      map.target[v] = MgmtTarget{map.chip_id[v], map.target[v].type, {}, {}};
+      map.hops[v] = UINT8_MAX;  // unreachable
+      continue;
+    }
+    map.target[v] = target_along(t, parent, port_to_parent, v, map.chip_id[v]);
+    map.hops[v] = static_cast<uint8_t>(depth[v] - 1);
+  }
+}
+
+Result<FabricMap> map_from_topology(const fabric::Topology& t, uint32_t server) {
+  if (server >= t.num_nodes() || !t.is_nic(server))
+    return make_error(Code::kNotFound, 5020, fmt::format("server node {} is not a NIC", server));
   FabricMap m;
   m.topology = t;
   m.server_node = server;
+  const uint32_t n = t.num_nodes();
   m.chip_id.resize(n);
   m.target.resize(n);
   m.hops.resize(n, 0);
   for (uint32_t v = 0; v < n; ++v) {
     m.chip_id[v] = static_cast<uint16_t>(v);
     m.node_of[static_cast<uint16_t>(v)] = v;
-    if (!seen[v] || v == server) continue;
-    m.target[v] = target_along(t, parent, port_to_parent, v, static_cast<uint16_t>(v));
-    // h counts NRCs strictly between the server and the chip.
-    uint32_t links = depth[v];
-    m.hops[v] = static_cast<uint8_t>(t.is_nic(v) ? links - 1 : links - 1);
+    m.target[v].chip_id = static_cast<uint16_t>(v);
+    m.target[v].type = t.is_nic(v) ? wire::ChipType::kNic : wire::ChipType::kNrc;
   }
+  recompute_routes(m);
   return m;
 }
 

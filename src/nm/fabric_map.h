@@ -32,6 +32,10 @@ namespace galaxy::nm {
 // BFS shortest-path tree from the server NIC (node `server_nic_node`).
 Result<FabricMap> map_from_topology(const fabric::Topology& topology, uint32_t server_nic_node);
 
+// Rebuilds `map.target`/`map.hops` from `map.topology` by BFS from the server (chip ids kept);
+// a chip the server cannot reach gets hops = UINT8_MAX and empty routes.
+void recompute_routes(FabricMap& map);
+
 // Source routes to `to` along the BFS tree `parent`/`parent_port` (see map_from_topology).
 MgmtTarget target_along(const fabric::Topology& t, const std::vector<uint32_t>& parent,
                         const std::vector<uint8_t>& port_to_parent, uint32_t to, uint16_t chip);

@@ -86,38 +86,6 @@ FabricMap without_link(const FabricMap& map, fabric::PortRef end) {
   return out;
 }
 
-void recompute_routes(FabricMap& map) {
-  const auto& t = map.topology;
-  const uint32_t n = t.num_nodes();
-  std::vector<uint32_t> parent(n, UINT32_MAX), order{map.server_node}, depth(n, 0);
-  std::vector<uint8_t> port_to_parent(n, 0);
-  std::vector<bool> seen(n, false);
-  seen[map.server_node] = true;
-  for (size_t qi = 0; qi < order.size(); ++qi) {
-    uint32_t v = order[qi];
-    if (t.is_nic(v) && v != map.server_node) continue;
-    for (uint8_t p = 0; p < t.num_ports(v); ++p) {
-      auto peer = t.peer({v, p});
-      if (!peer || seen[peer->node]) continue;
-      seen[peer->node] = true;
-      parent[peer->node] = v;
-      port_to_parent[peer->node] = peer->port;
-      depth[peer->node] = depth[v] + 1;
-      order.push_back(peer->node);
-    }
-  }
-  for (uint32_t v = 0; v < n; ++v) {
-    if (v == map.server_node) continue;
-    if (!seen[v]) {
-      map.target[v] = MgmtTarget{map.chip_id[v], map.target[v].type, {}, {}};
-      map.hops[v] = UINT8_MAX;  // unreachable
-      continue;
-    }
-    map.target[v] = target_along(t, parent, port_to_parent, v, map.chip_id[v]);
-    map.hops[v] = static_cast<uint8_t>(depth[v] - 1);
-  }
-}
-
 Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, uint16_t chip,
                                        uint8_t port) {
   RegionUpdate out;

@@ -52,8 +52,6 @@ struct RegionUpdate {
 Result<RegionUpdate> rediscover_region(Requester& requester, FabricMap& map, uint16_t chip,
                                        uint8_t port);
 
-// Rebuilds `map.target`/`map.hops` from `map.topology` by BFS from the server (chip ids kept).
-void recompute_routes(FabricMap& map);
 // A copy of `map` without the link at (node, port).
 FabricMap without_link(const FabricMap& map, fabric::PortRef end);
 
