@@ -5,13 +5,17 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "chip/register_names.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
-#include "cli/register_names.h"
 #include "cli/session.h"
 #include "nm/bist.h"
 
 namespace galaxy::cli {
+
+using chip::parse_register;
+using chip::parse_u64;
+using chip::register_name;
 
 namespace {
 

@@ -9,13 +9,17 @@
 #include <cstdio>
 #include <fstream>
 
+#include "chip/register_names.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
-#include "cli/register_names.h"
 #include "cli/session.h"
 #include "nm/config.h"
 
 namespace galaxy::cli {
+
+using chip::parse_register;
+using chip::parse_u64;
+using chip::register_name;
 
 namespace {
 
@@ -34,43 +38,30 @@ Status open_and_discover(Session& s, const ConfigOptions& o) {
   return {};
 }
 
-std::string json_text(const nlohmann::json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump();
-}
-
 Result<std::vector<nm::ConfigWrite>> parse_file(const Session& s, const std::string& path) {
   std::ifstream in(path);
   if (!in)
     return make_error(Code::kIoError, 9220, fmt::format("config file '{}' cannot be read", path));
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("writes") || !j["writes"].is_array())
-    return make_error(
-        Code::kMalformed, 9221,
-        fmt::format("config file '{}' is not JSON of the form {{\"writes\": [...]}}", path));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto entries = nm::parse_config(text);
+  if (!entries.ok())
+    return make_error(entries.error().code, 9221,
+                      fmt::format("{}: {}", path, entries.error().message));
   const nm::FabricMap& m = s.discovery.map;
   std::vector<nm::ConfigWrite> out;
-  size_t i = 0;
-  for (const auto& e : j["writes"]) {
-    if (!e.is_object() || !e.contains("chip") || !e.contains("addr") || !e.contains("value"))
-      return make_error(Code::kMalformed, 9222,
-                        fmt::format("writes[{}] needs \"chip\", \"addr\" and \"value\"", i));
-    auto addr = parse_register(json_text(e["addr"]), fmt::format("writes[{}].addr", i));
-    if (!addr.ok()) return addr.error();
-    auto value = parse_u64(fmt::format("writes[{}].value", i), json_text(e["value"]), UINT64_MAX);
-    if (!value.ok()) return value.error();
-    std::string chip = json_text(e["chip"]);
-    if (chip == "all-nrc" || chip == "all-nic") {
-      const bool nic = chip == "all-nic";
+  for (const auto& e : *entries) {
+    if (e.chip == "all-nrc" || e.chip == "all-nic") {
+      const bool nic = e.chip == "all-nic";
       for (uint32_t v = 0; v < m.num_nodes(); ++v)
-        if (m.topology.is_nic(v) == nic && v != m.server_node) out.push_back({v, *addr, *value, i});
+        if (m.topology.is_nic(v) == nic && v != m.server_node)
+          out.push_back({v, e.addr, e.value, e.index});
     } else {
-      auto node = find_node(s, chip);
+      auto node = find_node(s, e.chip);
       if (!node.ok())
         return make_error(node.error().code, 9223,
-                          fmt::format("writes[{}].chip: {}", i, node.error().message));
-      out.push_back({*node, *addr, *value, i});
+                          fmt::format("writes[{}].chip: {}", e.index, node.error().message));
+      out.push_back({*node, e.addr, e.value, e.index});
     }
-    ++i;
   }
   return out;
 }

@@ -4,13 +4,17 @@
 // reporting is the faults module's job; fault reports that do arrive are counted.
 #include <cstdio>
 
+#include "chip/register_names.h"
 #include "chip/registers.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
-#include "cli/register_names.h"
 #include "cli/session.h"
 
 namespace galaxy::cli {
+
+using chip::parse_register;
+using chip::parse_u64;
+using chip::register_name;
 
 namespace {
 

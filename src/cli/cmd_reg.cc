@@ -4,12 +4,16 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "chip/register_names.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
-#include "cli/register_names.h"
 #include "cli/session.h"
 
 namespace galaxy::cli {
+
+using chip::parse_register;
+using chip::parse_u64;
+using chip::register_name;
 
 namespace {
 

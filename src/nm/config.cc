@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 
+#include "chip/register_names.h"
 #include "chip/registers.h"
 
 namespace galaxy::nm {
@@ -220,6 +222,38 @@ Result<EepromDefaultsResult> write_eeprom_defaults(Requester& requester, const F
   out.packets = requester.stats().sent - sent0;
   auto decoded = chip::decode_boot_image(*back);
   out.verified = *back == bytes && decoded.ok() && *decoded == out.image;
+  return out;
+}
+
+}  // namespace galaxy::nm
+
+namespace galaxy::nm {
+
+namespace {
+std::string json_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+}  // namespace
+
+Result<std::vector<ConfigEntry>> parse_config(std::string_view text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("writes") || !j["writes"].is_array())
+    return make_error(Code::kMalformed, 5450, "config: not JSON of the form {\"writes\": [...]}");
+  std::vector<ConfigEntry> out;
+  size_t i = 0;
+  for (const auto& e : j["writes"]) {
+    if (!e.is_object() || !e.contains("chip") || !e.contains("addr") || !e.contains("value"))
+      return make_error(
+          Code::kMalformed, 5451,
+          fmt::format("config: writes[{}] needs \"chip\", \"addr\" and \"value\"", i));
+    auto addr = chip::parse_register(json_text(e.at("addr")), fmt::format("writes[{}].addr", i));
+    if (!addr.ok()) return addr.error();
+    auto value =
+        chip::parse_u64(fmt::format("writes[{}].value", i), json_text(e.at("value")), UINT64_MAX);
+    if (!value.ok()) return value.error();
+    out.push_back({json_text(e.at("chip")), *addr, *value, i});
+    ++i;
+  }
   return out;
 }
 

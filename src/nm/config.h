@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "chip/eeprom.h"
@@ -66,5 +67,22 @@ struct EepromDefaultsResult {
 };
 Result<EepromDefaultsResult> write_eeprom_defaults(Requester& requester, const FabricMap& map,
                                                    uint32_t node);
+
+}  // namespace galaxy::nm
+
+namespace galaxy::nm {
+
+// One entry of a configuration file before its chip is resolved against a fabric map.
+struct ConfigEntry {
+  std::string chip;  // chip id, name, nic:<index>, all-nrc or all-nic
+  uint16_t addr = 0;
+  uint64_t value = 0;
+  size_t index = 0;  // position in "writes"
+};
+
+// Parses {"writes": [{"chip": ..., "addr": "0x012|SCRATCH|PORT3.LINK_PARAMS", "value": 123}]}.
+// A total decoder of untrusted text (fuzz target tests/fuzz/fuzz_config.cc): errors name the
+// entry and the field.
+Result<std::vector<ConfigEntry>> parse_config(std::string_view text);
 
 }  // namespace galaxy::nm

@@ -100,3 +100,27 @@ TEST(ConfigTest, EepromDefaultsAreWrittenAndVerified) {
 
 }  // namespace
 }  // namespace galaxy::nm
+
+namespace galaxy::nm {
+namespace {
+
+TEST(ConfigParseTest, EntriesAndErrorsNameTheField) {
+  auto ok = parse_config(R"({"writes":[{"chip":"7","addr":"SCRATCH","value":5},
+                                      {"chip":"all-nrc","addr":"PORT3.LINK_PARAMS","value":"0x10"}]})");
+  ASSERT_TRUE(ok.ok()) << ok.error().to_string();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[0].chip, "7");
+  EXPECT_EQ((*ok)[1].value, 16u);
+  EXPECT_EQ((*ok)[1].index, 1u);
+  EXPECT_FALSE(parse_config("not json").ok());
+  EXPECT_FALSE(parse_config(R"({"writes": 3})").ok());
+  auto missing = parse_config(R"({"writes":[{"chip":"1","addr":"SCRATCH"}]})");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("writes[0]"), std::string::npos);
+  auto bad_addr = parse_config(R"({"writes":[{"chip":"1","addr":"NOPE","value":1}]})");
+  ASSERT_FALSE(bad_addr.ok());
+  EXPECT_NE(bad_addr.error().message.find("writes[0].addr"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace galaxy::nm

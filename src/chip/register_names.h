@@ -7,7 +7,7 @@
 
 #include "base/status.h"
 
-namespace galaxy::cli {
+namespace galaxy::chip {
 
 // Decimal or 0x-prefixed hexadecimal, at most `max`; `field` names the input in errors.
 Result<uint64_t> parse_u64(const std::string& field, const std::string& text, uint64_t max);
@@ -16,4 +16,4 @@ Result<uint16_t> parse_register(const std::string& text, const std::string& fiel
 // The name of an address ("PORT3.LINK_STATE"), or "" when it has none.
 std::string register_name(uint16_t addr);
 
-}  // namespace galaxy::cli
+}  // namespace galaxy::chip

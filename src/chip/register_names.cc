@@ -1,4 +1,4 @@
-#include "cli/register_names.h"
+#include "chip/register_names.h"
 
 #include <fmt/format.h>
 
@@ -7,11 +7,9 @@
 
 #include "chip/registers.h"
 
-namespace galaxy::cli {
+namespace galaxy::chip {
 
 namespace {
-
-namespace reg = chip::reg;
 
 struct NamedRegister {
   const char* name;
@@ -123,4 +121,4 @@ std::string register_name(uint16_t addr) {
   return "";
 }
 
-}  // namespace galaxy::cli
+}  // namespace galaxy::chip
