@@ -154,15 +154,17 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
       continue;
     }
     const uint64_t reachable_before = out.reachable_pairs;
+    // A plain copy: clang 14 cannot capture a structured binding in a lambda.
+    const auto dest_chip = dchip;
     auto discover = [&](uint32_t x) {
       epoch[x] = di;
       color[x] = kWhite;
-      set[x] = lookup(x, dchip);
+      set[x] = lookup(x, dest_chip);
       good[x] = set[x] != 0;
       height[x] = 1;
       if (!set[x] && !misrouted) {
         misrouted = true;
-        problem(fmt::format("destination {}: no route at NRC chip {}", dchip,
+        problem(fmt::format("destination {}: no route at NRC chip {}", dest_chip,
                             map.chip_id[t.node_of_state[x]]));
       }
     };
