@@ -29,15 +29,6 @@ struct ConfigOptions {
   std::string chip;
 };
 
-Status open_and_discover(Session& s, const ConfigOptions& o) {
-  SessionOptions pipelined = o.session;
-  pipelined.serial = false;
-  Status d = discover(s, pipelined);
-  if (!d.ok()) return d;
-  s.requester->set_options(requester_options(o.session.serial));
-  return {};
-}
-
 Result<std::vector<nm::ConfigWrite>> parse_file(const Session& s, const std::string& path) {
   std::ifstream in(path);
   if (!in)
@@ -68,11 +59,9 @@ Result<std::vector<nm::ConfigWrite>> parse_file(const Session& s, const std::str
 
 void run_apply(ConfigOptions& o) {
   const bool json = o.session.json;
-  auto sess = open_session(o.session);
+  auto sess = open_discovered_session(o.session);
   if (!sess.ok()) return report_error(sess.error(), json);
   Session& s = *sess;
-  Status d = open_and_discover(s, o);
-  if (!d.ok()) return report_error(d.error(), json);
   auto writes = parse_file(s, o.file);
   if (!writes.ok()) return report_error(writes.error(), json);
   const nm::FabricMap& m = s.discovery.map;
@@ -113,11 +102,9 @@ void run_apply(ConfigOptions& o) {
 
 void run_eeprom_defaults(ConfigOptions& o) {
   const bool json = o.session.json;
-  auto sess = open_session(o.session);
+  auto sess = open_discovered_session(o.session);
   if (!sess.ok()) return report_error(sess.error(), json);
   Session& s = *sess;
-  Status d = open_and_discover(s, o);
-  if (!d.ok()) return report_error(d.error(), json);
   auto node = find_node(s, o.chip);
   if (!node.ok()) return report_error(node.error(), json);
   const nm::FabricMap& m = s.discovery.map;

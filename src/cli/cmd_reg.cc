@@ -42,24 +42,26 @@ struct AccessOptions {
   std::string bytes;
 };
 
-// Opens the session, discovers (pipelined) and resolves --chip to a remote chip's node.
-Result<uint32_t> prepare(Session& s, AccessOptions& o) {
+// Checks the action, opens the session with pipelined discovery and resolves --chip to a remote
+// chip's node.
+struct Prepared {
+  Session session;
+  uint32_t node = 0;
+};
+Result<Prepared> prepare(const AccessOptions& o) {
   if (o.action != "read" && o.action != "write")
     return make_error(Code::kInvalidArgument, 9164,
                       fmt::format("action = '{}' is not read or write", o.action));
-  SessionOptions pipelined = o.session;
-  pipelined.serial = false;
-  Status d = discover(s, pipelined);
-  if (!d.ok()) return d.error();
-  s.requester->set_options(requester_options(o.session.serial));
-  auto node = find_node(s, o.chip);
+  auto s = open_discovered_session(o.session);
+  if (!s.ok()) return s.error();
+  auto node = find_node(*s, o.chip);
   if (!node.ok()) return node.error();
-  if (*node == s.discovery.map.server_node)
+  if (*node == s->discovery.map.server_node)
     return make_error(Code::kInvalidArgument, 9165,
                       fmt::format("--chip = '{}' is the management server's own NIC; in-band "
                                   "access needs a remote chip",
                                   o.chip));
-  return node;
+  return Prepared{std::move(*s), *node};
 }
 
 nm::MgmtReply run_one(Session& s, const nm::MgmtRequest& q) {
@@ -71,14 +73,13 @@ nm::MgmtReply run_one(Session& s, const nm::MgmtRequest& q) {
 
 void run_reg(AccessOptions& o) {
   const bool json = o.session.json;
-  auto sess = open_session(o.session);
-  if (!sess.ok()) return report_error(sess.error(), json);
-  Session& s = *sess;
-  auto node = prepare(s, o);
-  if (!node.ok()) return report_error(node.error(), json);
+  auto prepared = prepare(o);
+  if (!prepared.ok()) return report_error(prepared.error(), json);
+  Session& s = prepared->session;
+  const uint32_t node = prepared->node;
   auto addr = parse_register(o.addr);
   if (!addr.ok()) return report_error(addr.error(), json);
-  const nm::MgmtTarget& t = s.discovery.map.target[*node];
+  const nm::MgmtTarget& t = s.discovery.map.target[node];
   nm::MgmtRequest q;
   uint64_t value = 0;
   if (o.action == "write") {
@@ -100,9 +101,9 @@ void run_reg(AccessOptions& o) {
   if (o.action == "read") value = r.response.data.value[0];
   const nm::FabricMap& m = s.discovery.map;
   nlohmann::json j{{"action", o.action},
-                   {"chip", m.chip_id[*node]},
-                   {"name", s.fabric->topology().name(m.chip_id[*node])},
-                   {"hops", m.hops[*node]},
+                   {"chip", m.chip_id[node]},
+                   {"name", s.fabric->topology().name(m.chip_id[node])},
+                   {"hops", m.hops[node]},
                    {"addr", fmt::format("0x{:03x}", *addr)},
                    {"register", register_name(*addr)},
                    {"value", value},
@@ -113,7 +114,7 @@ void run_reg(AccessOptions& o) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s chip %u (%s) 0x%03x %s = 0x%llx (%llu); %.3f us simulated\n",
-                o.action == "read" ? "read" : "wrote", m.chip_id[*node],
+                o.action == "read" ? "read" : "wrote", m.chip_id[node],
                 j["name"].get<std::string>().c_str(), *addr, register_name(*addr).c_str(),
                 static_cast<unsigned long long>(value), static_cast<unsigned long long>(value),
                 j["latency_us"].get<double>());
@@ -122,11 +123,10 @@ void run_reg(AccessOptions& o) {
 
 void run_eeprom(AccessOptions& o) {
   const bool json = o.session.json;
-  auto sess = open_session(o.session);
-  if (!sess.ok()) return report_error(sess.error(), json);
-  Session& s = *sess;
-  auto node = prepare(s, o);
-  if (!node.ok()) return report_error(node.error(), json);
+  auto prepared = prepare(o);
+  if (!prepared.ok()) return report_error(prepared.error(), json);
+  Session& s = prepared->session;
+  const uint32_t node = prepared->node;
   auto addr = parse_u64("--addr", o.addr, 0xFFFF);
   if (!addr.ok()) return report_error(addr.error(), json);
   std::vector<uint8_t> data;
@@ -151,7 +151,7 @@ void run_eeprom(AccessOptions& o) {
             fmt::format("{} bytes at 0x{:04x}: 1-256 bytes within the 64 KiB EEPROM", n, *addr)),
         json);
   // At most six bytes per packet (SYSTEM.md 2.2); packets one after another.
-  const nm::MgmtTarget& t = s.discovery.map.target[*node];
+  const nm::MgmtTarget& t = s.discovery.map.target[node];
   std::vector<uint8_t> got;
   nlohmann::json latencies = nlohmann::json::array();
   nm::Picoseconds start = s.port->now();
@@ -179,9 +179,9 @@ void run_eeprom(AccessOptions& o) {
   for (uint8_t b : bytes) hex += fmt::format("{:02x}", b);
   const nm::FabricMap& m = s.discovery.map;
   nlohmann::json j{{"action", o.action},
-                   {"chip", m.chip_id[*node]},
-                   {"name", s.fabric->topology().name(m.chip_id[*node])},
-                   {"hops", m.hops[*node]},
+                   {"chip", m.chip_id[node]},
+                   {"name", s.fabric->topology().name(m.chip_id[node])},
+                   {"hops", m.hops[node]},
                    {"addr", fmt::format("0x{:04x}", *addr)},
                    {"count", bytes.size()},
                    {"bytes", bytes},
@@ -194,7 +194,7 @@ void run_eeprom(AccessOptions& o) {
   } else {
     std::printf("%s %zu bytes at 0x%04llx of chip %u (%s): %s; %zu packets, %.1f us simulated\n",
                 o.action == "read" ? "read" : "wrote", bytes.size(),
-                static_cast<unsigned long long>(*addr), m.chip_id[*node],
+                static_cast<unsigned long long>(*addr), m.chip_id[node],
                 j["name"].get<std::string>().c_str(), hex.c_str(), latencies.size(),
                 j["sim_time_us"].get<double>());
   }

@@ -151,13 +151,8 @@ void run_scan(ScanCmdOptions& o) {
                                o.interval_ms, o.error_rate)),
         json);
 
-  auto s = open_session(o.session);
+  auto s = open_discovered_session(o.session);
   if (!s.ok()) return report_error(s.error(), json);
-  SessionOptions pipelined = o.session;
-  pipelined.serial = false;
-  Status d = discover(*s, pipelined);
-  if (!d.ok()) return report_error(d.error(), json);
-  s->requester->set_options(requester_options(o.session.serial));
   uint64_t fault_reports = 0;
   s->requester->set_fault_handler([&](const wire::MgmtPacket&) { ++fault_reports; });
   if (o.noisy_links > 0) make_links_noisy(*s, o.noisy_links, o.error_rate);
