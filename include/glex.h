@@ -1,5 +1,6 @@
-/* libglex — the Galaxy user-level communication library (SYSTEM.md 2.3; docs/glex.md).
- * This part: endpoints and the management request interface used by the management server. */
+/* libglex — the Galaxy user-level communication library (SYSTEM.md 1.1, 2.3; docs/glex.md):
+ * devices and endpoints (VPs), registered memory, mini-packets, connectionless RDMA, completion
+ * events and queues, bootstrap, and the management request interface of the management server. */
 #ifndef GLEX_H
 #define GLEX_H
 
@@ -14,7 +15,13 @@ typedef enum {
   GLEX_INVALID_PARAM = 1,   /* a field is out of range: see glex_last_error() */
   GLEX_NO_RESOURCE = 2,     /* no free VP, or the descriptor queue is full */
   GLEX_TIMEOUT = 3,         /* nothing arrived within the timeout */
-  GLEX_DESCRIPTOR_ERROR = 4 /* the NIC rejected the descriptor */
+  GLEX_DESCRIPTOR_ERROR = 4, /* the NIC rejected the descriptor */
+  GLEX_BUSY = 5,             /* the target MPQ or our queue is full: retry */
+  GLEX_NO_ENTRY = 6,         /* nothing to poll yet */
+  GLEX_ACCESS_ERROR = 7,     /* remote access refused: wrong key, outside the range, no right */
+  GLEX_UNREACHABLE = 8,      /* no route, link down, or the target endpoint is not open */
+  GLEX_PEER_DEAD = 9,        /* the target process is gone */
+  GLEX_UNSUPPORTED = 10      /* not available on this engine */
 } glex_ret_t;
 
 typedef struct glex_device* glex_device_handle_t;
@@ -63,8 +70,26 @@ struct glex_mgmt_info {
 };
 
 struct glex_ep_attr {
-  int32_t vp; /* a DMA VP 8..39, or -1 for any free one */
+  int32_t vp; /* a VP 0..39, or -1 for any free one (DMA VPs 8..39 first) */
 };
+
+/* ---- Devices (the NIC of this process) ---------------------------------------------------- */
+struct glex_device_attr {
+  const char* fabric; /* live fabric name or live: spec; NULL: $GLEX_FABRIC, else "galaxy" */
+  const char* host;   /* host of the fabric; NULL: $GLEX_HOST, else the only host running here */
+  int32_t nic;        /* chip id of the NIC; -1: $GLEX_NIC, else local NIC ($GLEX_RANK mod n) */
+};
+/* Opens a NIC of a live fabric whose daemon (`galaxy fabricd`) runs on this host. */
+glex_ret_t glex_open_device(const struct glex_device_attr* attr, glex_device_handle_t* dev);
+glex_ret_t glex_close_device(glex_device_handle_t dev);
+uint32_t glex_device_node(glex_device_handle_t dev); /* the NIC's chip id */
+
+/* An endpoint address: NIC chip id << 8 | VP. Exchange it to talk to a peer. */
+typedef uint64_t glex_ep_addr_t;
+#define GLEX_EP_ADDR(node, vp) (((glex_ep_addr_t)(node) << 8) | (glex_ep_addr_t)(vp))
+#define GLEX_EP_ADDR_NODE(a) ((uint32_t)((a) >> 8))
+#define GLEX_EP_ADDR_VP(a) ((uint32_t)((a)&0xFF))
+glex_ep_addr_t glex_ep_addr(glex_ep_handle_t ep);
 
 glex_ret_t glex_create_ep(glex_device_handle_t dev, const struct glex_ep_attr* attr,
                           glex_ep_handle_t* ep);
@@ -75,6 +100,87 @@ glex_ret_t glex_send_mgmt_req(glex_ep_handle_t ep, struct glex_mgmt_info* req, i
 /* Waits up to timeout_ms (0 = poll) for the next response or fault report on ep's VP. */
 glex_ret_t glex_receive_mgmt_ack(glex_ep_handle_t ep, int32_t timeout_ms,
                                  struct glex_mgmt_info* ack);
+
+/* ---- Registered memory (the ATT, SYSTEM.md 1.1) ------------------------------------------- */
+#define GLEX_MEM_READ 0x1  /* peers may RDMA-get from it */
+#define GLEX_MEM_WRITE 0x2 /* peers may RDMA-put into it (and write events) */
+/* A registration: ATT index << 32 | key. Give it to the peers that access the memory. */
+typedef uint64_t glex_mem_handle_t;
+glex_ret_t glex_register_mem(glex_device_handle_t dev, void* addr, uint64_t len, uint32_t access,
+                             glex_mem_handle_t* mh);
+glex_ret_t glex_deregister_mem(glex_device_handle_t dev, glex_mem_handle_t mh);
+/* Memory that peers on this host reach with a single memcpy (shared registered memory);
+ * register it like any other. Other memory is reached by cross-memory attach, also one copy. */
+glex_ret_t glex_alloc_mem(glex_device_handle_t dev, uint64_t len, void** addr);
+glex_ret_t glex_free_mem(glex_device_handle_t dev, void* addr);
+
+/* ---- Mini-packets (SYSTEM.md 1.1: 128 bytes, 120 of payload) ------------------------------- */
+#define GLEX_MP_PAYLOAD 120
+#define GLEX_FLAG_FENCE 0x1     /* start after every earlier descriptor of the VP completed */
+#define GLEX_FLAG_INTERRUPT 0x2 /* ask for the receiver's MPQ-not-empty interrupt */
+#define GLEX_FLAG_LOCAL_CQ 0x4  /* write a completion into the local CQ (errors always are) */
+#define GLEX_FLAG_REMOTE_EVT 0x8 /* RDMA: write a 16-byte event at the target when complete */
+struct glex_mp {
+  glex_ep_addr_t src; /* the sender */
+  uint32_t len;       /* 0..120 */
+  uint8_t data[GLEX_MP_PAYLOAD];
+};
+glex_ret_t glex_send_mp(glex_ep_handle_t ep, glex_ep_addr_t dest, const void* data, uint32_t len,
+                        uint32_t flags);
+/* timeout_ms: 0 polls (GLEX_NO_ENTRY when empty), < 0 waits forever; polls for a bounded time
+ * and then sleeps ($GLEX_SPIN_US, default 50). */
+glex_ret_t glex_recv_mp(glex_ep_handle_t ep, int32_t timeout_ms, struct glex_mp* mp);
+
+/* ---- RDMA (connectionless; any length, any byte alignment) --------------------------------- */
+#define GLEX_OP_PUT 1
+#define GLEX_OP_GET 2
+#define GLEX_OP_IMM 3 /* immediate put: 1..128 bytes carried in the descriptor */
+#define GLEX_OP_MP 4
+#define GLEX_IMM_MAX 128
+struct glex_event {
+  uint64_t data[2]; /* 16 bytes written at the event address when the RDMA has completed */
+};
+struct glex_rdma_req {
+  glex_ep_addr_t target;      /* the target endpoint: NIC and VP */
+  uint32_t op;                /* GLEX_OP_PUT, GLEX_OP_GET or GLEX_OP_IMM */
+  uint32_t flags;             /* GLEX_FLAG_* */
+  void* local_addr;           /* put: source, get: destination; in memory registered here */
+  glex_mem_handle_t local_mh; /* its registration (not needed for GLEX_OP_IMM) */
+  uint64_t len;               /* bytes; GLEX_OP_IMM: 1..128 */
+  uint64_t remote_addr;       /* virtual address at the target, inside remote_mh */
+  glex_mem_handle_t remote_mh;
+  uint64_t event_addr; /* GLEX_FLAG_REMOTE_EVT: where the event goes (target memory) */
+  glex_mem_handle_t event_mh;
+  struct glex_event event;
+  uint64_t cookie; /* returned in the CQ entry */
+};
+glex_ret_t glex_rdma(glex_ep_handle_t ep, const struct glex_rdma_req* req);
+
+/* ---- Completions ---------------------------------------------------------------------------- */
+struct glex_cq_entry {
+  uint32_t op;       /* GLEX_OP_* */
+  glex_ret_t status; /* GLEX_SUCCESS or why it failed */
+  uint64_t cookie;
+  uint64_t bytes;
+  uint16_t error_id; /* stable error id (E<id>) of a failure */
+  char reason[40];   /* short text of a failure */
+};
+glex_ret_t glex_poll_cq(glex_ep_handle_t ep, struct glex_cq_entry* e); /* GLEX_NO_ENTRY if none */
+glex_ret_t glex_wait_cq(glex_ep_handle_t ep, int32_t timeout_ms, struct glex_cq_entry* e);
+/* Waits until every descriptor posted on ep has completed (at most timeout_ms; < 0 forever). */
+glex_ret_t glex_fence(glex_ep_handle_t ep, int32_t timeout_ms);
+/* Waits until the 16-byte event at `evt` is written (data[0] or data[1] non-zero), then
+ * returns it and clears it for the next use. */
+glex_ret_t glex_wait_event(volatile struct glex_event* evt, int32_t timeout_ms,
+                           struct glex_event* out);
+
+/* ---- Bootstrap ------------------------------------------------------------------------------ */
+/* Exchanges endpoint addresses among the processes of a job. Rank and size come from PMIx when
+ * the job was started by mpirun/srun (PMIX_RANK set), otherwise from $GLEX_RANK and $GLEX_SIZE;
+ * the rendezvous is PMIx or the directory $GLEX_RENDEZVOUS (fresh per job, shared by the
+ * processes). On success *addrs holds `*size` addresses indexed by rank; free() it. */
+glex_ret_t glex_bootstrap(glex_ep_handle_t ep, uint32_t* rank, uint32_t* size,
+                          glex_ep_addr_t** addrs);
 
 const char* glex_error_string(glex_ret_t ret);
 /* The message of the last error on this thread, naming the field and value. */

@@ -8,6 +8,7 @@
 #include "base/sysinfo.h"
 #include "chip/registers.h"
 #include "cli/commands.h"
+#include "cli/bench_comm.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
 #include "engine/sim/fabric_spec.h"
@@ -242,6 +243,7 @@ void add_bench_command(CLI::App& app) {
   m->add_flag("--skip-busy", o->skip_busy, "skip the discovery under AlltoAll load (slowest row)");
   m->add_option("--plot", o->plot, "write an SVG of latency vs hops beside the paper's line");
   m->callback([o]() { run_bench(*o); });
+  add_bench_comm_subcommands(b);
 }
 
 const CommandRegistrar kRegistrar("bench", add_bench_command);

@@ -54,8 +54,9 @@ Status add_noise(Session& s, const std::string& text) {
   if (!port.ok()) return port.error();
   // Simulated engine: chip id = the engine's node id.
   fabric::PortRef end_a{m.chip_id[*node], static_cast<uint8_t>(*port)};
-  auto end_b = s.fabric->topology().peer(end_a);
+  auto end_b = s.plan().peer(end_a);
   if (!end_b) return bad("the port has no link");
+  GALAXY_TRY(require_simulated(s, "--noisy-link"));
   s.fabric->set_flit_error_rate(end_a, rate);
   s.fabric->set_flit_error_rate(*end_b, rate);
   return {};

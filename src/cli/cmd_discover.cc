@@ -32,8 +32,8 @@ void run_discover(DiscoverOptions& o) {
   if (!d.ok()) return report_error(d.error(), o.session.json);
   auto t2 = std::chrono::steady_clock::now();
   const nm::DiscoveryResult& r = s->discovery;
-  auto issues = nm::check_cabling(r.map, s->fabric->topology());
-  bool verified = issues.empty() && r.map.num_nodes() == s->fabric->topology().num_nodes();
+  auto issues = nm::check_cabling(r.map, s->plan());
+  bool verified = issues.empty() && r.map.num_nodes() == s->plan().num_nodes();
   const auto& t = r.map.topology;
   double wall_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
   nlohmann::json j{{"fabric", o.session.fabric},

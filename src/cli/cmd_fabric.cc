@@ -4,6 +4,7 @@
 
 #include "base/sysinfo.h"
 #include "cli/commands.h"
+#include "cli/fabric_live.h"
 #include "cli/json_out.h"
 #include "engine/sim/fabric_spec.h"
 #include "engine/sim/sim_fabric.h"
@@ -106,7 +107,11 @@ void add_fabric_command(CLI::App& app) {
   c->add_option("--server-nic", o->server_nic, "NIC index of the management server")
       ->capture_default_str();
   c->add_option("--write", o->write, "save the topology (.json or .dot by extension)");
-  c->callback([o]() { run_fabric(*o); });
+  add_fabric_live_subcommands(c);
+  c->require_subcommand(0, 1);
+  c->callback([o, c]() {
+    if (c->get_subcommands().empty()) run_fabric(*o);
+  });
 }
 
 const CommandRegistrar kRegistrar("fabric", add_fabric_command);

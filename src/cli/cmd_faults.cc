@@ -34,16 +34,16 @@ Result<fabric::PortRef> parse_end(const Session& s, const std::string& text) {
   uint32_t node = 0;
   if (chip.ok()) {
     node = static_cast<uint32_t>(*chip);
-  } else if (auto n = s.fabric->topology().find_node(text.substr(0, colon))) {
+  } else if (auto n = s.plan().find_node(text.substr(0, colon))) {
     node = *n;
   } else {
     return make_error(Code::kNotFound, 9301,
                       fmt::format("'{}': no such chip", text.substr(0, colon)));
   }
-  if (node >= s.fabric->topology().num_nodes())
+  if (node >= s.plan().num_nodes())
     return make_error(Code::kNotFound, 9302, fmt::format("chip {} is not in the fabric", node));
   auto port =
-      parse_int("port", text.substr(colon + 1), 0, s.fabric->topology().num_ports(node) - 1);
+      parse_int("port", text.substr(colon + 1), 0, s.plan().num_ports(node) - 1);
   if (!port.ok()) return port.error();
   return fabric::PortRef{node, static_cast<uint8_t>(*port)};
 }
@@ -81,6 +81,8 @@ void run_faults(FaultsOptions& o) {
                           json);
     auto end = parse_end(*s, spec.substr(c1 + 1));
     if (!end.ok()) return report_error(end.error(), json);
+    if (Status sim_only = require_simulated(*s, "--inject"); !sim_only.ok())
+      return report_error(sim_only.error(), json);
     Status st = s->fabric->set_link(*end, what == "link-up");
     if (!st.ok()) return report_error(st.error(), json);
   }

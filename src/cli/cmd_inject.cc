@@ -103,6 +103,8 @@ void run_inject(InjectOptions& o) {
                         json);
   auto t = parse_target(s, o.target, fields);
   if (!t.ok()) return report_error(t.error(), json);
+  if (Status sim_only = require_simulated(s, "galaxy inject"); !sim_only.ok())
+    return report_error(sim_only.error(), json);
   sim::SimFabric& f = *s.fabric;
   const fabric::Topology& topo = f.topology();
   uint64_t reports = 0;

@@ -102,7 +102,7 @@ void run_reg(AccessOptions& o) {
   const nm::FabricMap& m = s.discovery.map;
   nlohmann::json j{{"action", o.action},
                    {"chip", m.chip_id[node]},
-                   {"name", s.fabric->topology().name(m.chip_id[node])},
+                   {"name", s.plan().name(m.chip_id[node])},
                    {"hops", m.hops[node]},
                    {"addr", fmt::format("0x{:03x}", *addr)},
                    {"register", register_name(*addr)},
@@ -180,7 +180,7 @@ void run_eeprom(AccessOptions& o) {
   const nm::FabricMap& m = s.discovery.map;
   nlohmann::json j{{"action", o.action},
                    {"chip", m.chip_id[node]},
-                   {"name", s.fabric->topology().name(m.chip_id[node])},
+                   {"name", s.plan().name(m.chip_id[node])},
                    {"hops", m.hops[node]},
                    {"addr", fmt::format("0x{:04x}", *addr)},
                    {"count", bytes.size()},

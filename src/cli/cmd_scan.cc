@@ -38,7 +38,7 @@ double ms_since(Clock::time_point t) {
 }
 
 std::string chip_name(const Session& s, uint16_t chip) {
-  const auto& plan = s.fabric->topology();
+  const auto& plan = s.plan();
   return chip < plan.num_nodes() ? plan.name(chip) : fmt::format("chip{}", chip);
 }
 
@@ -52,7 +52,7 @@ void make_links_noisy(Session& s, unsigned k, double rate) {
     if (!m.topology.is_nic(v) && m.target[v].backward.hop_num > 0) nrcs.push_back(v);
   std::stable_sort(nrcs.begin(), nrcs.end(),
                    [&](uint32_t a, uint32_t b) { return m.hops[a] < m.hops[b]; });
-  const auto& plan = s.fabric->topology();
+  const auto& plan = s.plan();
   for (uint32_t i = 0; i < k && i < nrcs.size(); ++i) {
     // Chip id = node id of the built fabric; the backward route starts with the port upwards.
     fabric::PortRef up{m.chip_id[nrcs[i]], m.target[nrcs[i]].backward.hops[0]};
@@ -155,7 +155,11 @@ void run_scan(ScanCmdOptions& o) {
   if (!s.ok()) return report_error(s.error(), json);
   uint64_t fault_reports = 0;
   s->requester->set_fault_handler([&](const wire::MgmtPacket&) { ++fault_reports; });
-  if (o.noisy_links > 0) make_links_noisy(*s, o.noisy_links, o.error_rate);
+  if (o.noisy_links > 0) {
+    if (Status sim_only = require_simulated(*s, "--noisy-links"); !sim_only.ok())
+      return report_error(sim_only.error(), o.session.json);
+    make_links_noisy(*s, o.noisy_links, o.error_rate);
+  }
 
   nm::ScanOptions so;
   so.include_nics = o.chips == "all";

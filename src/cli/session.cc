@@ -4,12 +4,18 @@
 
 #include "base/spec.h"
 #include "engine/sim/fabric_spec.h"
+#include "engine/live/live_spec.h"
+#include "engine/live/segment.h"
 #include "engine/sim/load.h"
+#include "glex/live_device.h"
 
 namespace galaxy::cli {
 
 void add_session_options(CLI::App* cmd, SessionOptions& o) {
-  cmd->add_option("--fabric", o.fabric, "sim:<topology> or file:<path>")->capture_default_str();
+  cmd->add_option("--fabric", o.fabric,
+                  "sim:<topology>, file:<path>, or live:<topology>,hosts=<name>:<ip>,...")
+      ->capture_default_str();
+  cmd->add_option("--host", o.host, "live fabric: the host whose NIC the server uses");
   cmd->add_option("--load", o.load, "background load: " + sim::load_names())->capture_default_str();
   cmd->add_option("--server-nic", o.server_nic, "NIC index of the management server")
       ->capture_default_str();
@@ -27,7 +33,62 @@ nm::RequesterOptions requester_options(bool serial) {
   return r;
 }
 
+Result<Session> open_live_session(const SessionOptions& o) {
+  auto f = live::parse_live_fabric(o.fabric);
+  if (!f.ok()) return f.error();
+  std::string host = o.host;
+  if (host.empty()) {
+    for (const live::LiveHost& h : f->hosts)
+      if (live::Segment::attach(f->name, h.name).ok()) {
+        host = h.name;
+        break;
+      }
+    if (host.empty())
+      return make_error(Code::kNotFound, 9013,
+                        fmt::format("no host of live fabric '{}' runs a daemon here; start them "
+                                    "with `galaxy fabric up --fabric {}`",
+                                    f->name, o.fabric));
+  }
+  int hi = f->host_index(host);
+  if (hi < 0)
+    return make_error(Code::kNotFound, 9014,
+                      fmt::format("--host {} is not a host of the fabric", host));
+  if (o.server_nic >= f->topology.num_nics())
+    return make_error(
+        Code::kOutOfRange, 9015,
+        fmt::format("--server-nic = {} exceeds the {} NICs", o.server_nic, f->topology.num_nics()));
+  uint32_t nic = f->topology.nic_node(o.server_nic);
+  if (f->host_of[nic] != hi) {  // the default NIC 0 may live elsewhere: the host's first NIC
+    for (uint32_t i = 0; i < f->topology.num_nics(); ++i)
+      if (f->host_of[f->topology.nic_node(i)] == hi) {
+        nic = f->topology.nic_node(i);
+        break;
+      }
+  }
+  auto dev = glex::open_live_device(f->name, host, static_cast<int32_t>(nic));
+  if (!dev.ok()) return dev.error();
+  Session s;
+  s.live_plan = std::make_unique<fabric::Topology>(std::move(f->topology));
+  s.device = std::move(*dev);
+  auto port = nm::GlexMgmtPort::open(s.device.get());
+  if (!port.ok()) return port.error();
+  s.port = std::move(*port);
+  nm::RequesterOptions ro = requester_options(o.serial);
+  ro.timeout = 200 * nm::kMs;  // real time: a lost answer is retried after 200 ms
+  s.requester = std::make_unique<nm::Requester>(*s.port, ro);
+  return s;
+}
+
+Status require_simulated(const Session& s, const char* what) {
+  if (s.fabric) return {};
+  return make_error(Code::kUnsupported, 9016,
+                    fmt::format("{} acts on the simulated world; on a live fabric use the link "
+                                "daemons' --impair option",
+                                what));
+}
+
 Result<Session> open_session(const SessionOptions& o) {
+  if (live::is_live_spec(o.fabric)) return open_live_session(o);
   auto topo = sim::resolve_topology(o.fabric);
   if (!topo.ok()) return topo.error();
   if (o.server_nic >= topo->num_nics())

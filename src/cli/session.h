@@ -16,6 +16,7 @@ namespace galaxy::cli {
 
 struct SessionOptions {
   std::string fabric = "sim:th2";
+  std::string host;  // live fabrics: the host whose NIC the server uses ("" = the first local)
   std::string load = "none";
   uint32_t server_nic = 0;
   uint64_t seed = 1;
@@ -27,7 +28,9 @@ struct SessionOptions {
 void add_session_options(CLI::App* cmd, SessionOptions& o);
 
 struct Session {
-  std::unique_ptr<sim::SimFabric> fabric;
+  std::unique_ptr<sim::SimFabric> fabric;  // null on a live fabric
+  std::unique_ptr<fabric::Topology> live_plan;  // a live fabric's described topology
+  const fabric::Topology& plan() const { return fabric ? fabric->topology() : *live_plan; }
   std::unique_ptr<glex_device> device;
   std::unique_ptr<nm::GlexMgmtPort> port;
   std::unique_ptr<nm::Requester> requester;
@@ -35,7 +38,8 @@ struct Session {
   bool discovered = false;
 };
 
-// Builds the fabric and opens the server endpoint (no management traffic yet).
+// Builds the fabric (sim:, file:) or attaches to a running one (live:) and opens the server
+// endpoint (no management traffic yet).
 Result<Session> open_session(const SessionOptions& o);
 // Runs discovery (pipelined unless o.serial) and keeps the map in the session.
 Status discover(Session& s, const SessionOptions& o);
@@ -46,5 +50,7 @@ Result<Session> open_discovered_session(const SessionOptions& o);
 nm::RequesterOptions requester_options(bool serial);
 // A chip named on the command line: a chip id, a node name, or "nic:<index>".
 Result<uint32_t> find_node(const Session& s, const std::string& text);
+// Commands that change the simulated world itself (link errors, injected faults).
+Status require_simulated(const Session& s, const char* what);
 
 }  // namespace galaxy::cli

@@ -1,10 +1,12 @@
-// The device behind a glex handle: one NIC, on the simulated engine (SimDevice) or, later, the
-// live one. The C API in include/glex.h and nm's GlexMgmtPort both use it.
+// The device behind a glex handle: one NIC, on the simulated engine (SimDevice) or the live one
+// (LiveDevice). The C API in include/glex.h and nm's GlexMgmtPort both use it. Data operations
+// return glex_ret_t with glex_last_error() set; an engine without them says GLEX_UNSUPPORTED.
 #pragma once
 
 #include <cstdint>
 
 #include "base/status.h"
+#include "glex.h"
 #include "wire/mgmt.h"
 
 struct glex_device {
@@ -17,6 +19,18 @@ struct glex_device {
   virtual uint64_t now_ps() const = 0;
   virtual galaxy::Result<uint64_t> read_local_register(uint16_t addr) = 0;
   virtual uint16_t chip_id() const = 0;
+
+  virtual glex_ret_t register_mem(void* addr, uint64_t len, uint32_t access,
+                                  glex_mem_handle_t* mh);
+  virtual glex_ret_t deregister_mem(glex_mem_handle_t mh);
+  virtual glex_ret_t alloc_mem(uint64_t len, void** addr);
+  virtual glex_ret_t free_mem(void* addr);
+  virtual glex_ret_t send_mp(uint8_t vp, glex_ep_addr_t dest, const void* data, uint32_t len,
+                             uint32_t flags);
+  virtual glex_ret_t recv_mp(uint8_t vp, int32_t timeout_ms, glex_mp* mp);
+  virtual glex_ret_t rdma(uint8_t vp, const glex_rdma_req& req);
+  virtual glex_ret_t poll_cq(uint8_t vp, int32_t timeout_ms, glex_cq_entry* e);
+  virtual glex_ret_t fence(uint8_t vp, int32_t timeout_ms);
 };
 
 struct glex_ep {
@@ -24,3 +38,8 @@ struct glex_ep {
   uint8_t vp = 0;
   uint16_t next_tid = 0;
 };
+
+namespace galaxy::glex {
+// Sets glex_last_error() and returns ret (for the back ends).
+glex_ret_t set_error(glex_ret_t ret, std::string message);
+}  // namespace galaxy::glex

@@ -44,6 +44,13 @@ void from_route(const galaxy::wire::SourceRoute& in, glex_route* out) {
 
 }  // namespace
 
+namespace galaxy::glex {
+glex_ret_t set_error(glex_ret_t ret, std::string message) {
+  g_last_error = std::move(message);
+  return ret;
+}
+}  // namespace galaxy::glex
+
 extern "C" {
 
 glex_ret_t glex_create_ep(glex_device_handle_t dev, const struct glex_ep_attr* attr,
@@ -167,6 +174,18 @@ const char* glex_error_string(glex_ret_t ret) {
       return "timeout";
     case GLEX_DESCRIPTOR_ERROR:
       return "descriptor error";
+    case GLEX_BUSY:
+      return "busy, retry";
+    case GLEX_NO_ENTRY:
+      return "no entry";
+    case GLEX_ACCESS_ERROR:
+      return "remote access refused";
+    case GLEX_UNREACHABLE:
+      return "unreachable";
+    case GLEX_PEER_DEAD:
+      return "peer process dead";
+    case GLEX_UNSUPPORTED:
+      return "unsupported on this engine";
   }
   return "unknown error";
 }

@@ -1,0 +1,204 @@
+// galaxy bench pingpong | bw | rdma — communication benchmarks (issue: live fabric and
+// libglex). Ours: two processes, each with its own NIC of a live fabric, through libglex only.
+// Theirs: the peers of cli/peers.h on the same machine, in the same run. Every row has ours, the
+// peer's (UCX, shared memory), their ratio ours/peer and the medians of all peers.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "base/spec.h"
+#include "cli/bench_comm.h"
+#include "cli/comm_bench.h"
+#include "cli/fabric_live.h"
+#include "cli/json_out.h"
+#include "cli/peers.h"
+#include "engine/live/live_spec.h"
+
+namespace galaxy::cli {
+
+namespace {
+
+struct CommOptions {
+  std::string fabric;  // empty: a private one-host live fabric for the run
+  std::string peers = "ucx,libfabric,openmpi";
+  int repetitions = 5;
+  int iterations = 0;
+  bool quick = false;
+  bool json = false;
+};
+
+struct Row {
+  std::string kind;
+  size_t bytes;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+const char* unit_of(const std::string& kind) {
+  if (kind.find("lat") != std::string::npos) return "us";
+  if (kind == "msg_rate") return "Mmsg/s";
+  return "MB/s";
+}
+
+void run_comm(const std::string& what, const std::vector<Row>& rows, const CommOptions& o) {
+  // A private fabric unless one was named: one host, two NICs on one NRC.
+  std::string spec = o.fabric;
+  const bool private_fabric = spec.empty();
+  if (private_fabric)
+    spec = fmt::format("live:fattree:k=4,levels=2,name=bench{},hosts=local:127.0.0.1:{}", getpid(),
+                       20000 + getpid() % 20000);
+  auto f = live::parse_live_fabric(spec);
+  if (!f.ok()) return report_error(f.error(), o.json);
+  nlohmann::json up;
+  if (private_fabric) {
+    LiveUpRequest rq;
+    rq.spec = spec;
+    rq.json = o.json;
+    auto r = live_fabric_up(rq);
+    if (!r.ok()) return report_error(r.error(), o.json);
+    up = *r;
+  }
+  OursOptions ours;
+  ours.fabric = f->name;
+  ours.host = f->hosts.front().name;
+  ours.nic_a = f->topology.nic_node(0);
+  ours.nic_b = f->topology.nic_node(1);
+  for (uint32_t i = 1; i < f->topology.num_nics(); ++i)  // the second NIC on the same host
+    if (f->host_of[f->topology.nic_node(i)] == f->host_of[ours.nic_a]) {
+      ours.nic_b = f->topology.nic_node(i);
+      break;
+    }
+  ours.repetitions = o.quick ? 1 : o.repetitions;
+  ours.iterations = o.quick && o.iterations == 0 ? 2000 : o.iterations;
+  PeerOptions po;
+  po.repetitions = ours.repetitions;
+  po.iterations = ours.iterations;
+  po.quick = o.quick;
+  const bool want_ucx = o.peers.find("ucx") != std::string::npos;
+  const bool want_fi = o.peers.find("libfabric") != std::string::npos;
+  const bool want_mpi = o.peers.find("openmpi") != std::string::npos;
+
+  nlohmann::json out = nlohmann::json::array();
+  bool failed = false;
+  for (const Row& r : rows) {
+    const std::string test = fmt::format("{}_{}", r.kind, r.bytes);
+    if (!o.json) std::fprintf(stderr, "galaxy bench %s: %s ...\n", what.c_str(), test.c_str());
+    auto mine = run_ours(r.kind, r.bytes, ours);
+    nlohmann::json row{{"test", test}, {"unit", unit_of(r.kind)}};
+    if (!mine.ok()) {
+      row["error"] = mine.error().to_string();
+      failed = true;
+      out.push_back(row);
+      continue;
+    }
+    row["ours"] = median(*mine);
+    row["ours_runs"] = *mine;
+    nlohmann::json peers = nlohmann::json::array();
+    std::vector<PeerSample> samples;
+    if (want_ucx) samples.push_back(run_ucx(test, 0, po));
+    if (want_fi) samples.push_back(run_libfabric(test, 0, po));
+    if (want_mpi) samples.push_back(run_openmpi(test, 0, po));
+    row["peer"] = nullptr;
+    row["ratio"] = nullptr;
+    for (const PeerSample& p : samples) {
+      nlohmann::json pj{{"peer", p.peer}, {"available", p.available}};
+      if (p.available) {
+        pj["median"] = p.median;
+        pj["runs"] = p.runs;
+        pj["command"] = p.command;
+        if (!p.note.empty()) pj["note"] = p.note;
+        if (p.peer == "ucx" && p.median > 0) {
+          row["peer"] = p.median;
+          row["peer_name"] = "ucx";
+          row["ratio"] = row["ours"].get<double>() / p.median;
+        }
+      } else {
+        pj["why_unavailable"] = p.why_unavailable;
+      }
+      peers.push_back(pj);
+    }
+    row["peers"] = peers;
+    // Lower is better for latency, higher for bandwidth and rate.
+    row["better"] = std::string(unit_of(r.kind)) == "us" ? "lower" : "higher";
+    out.push_back(row);
+  }
+  nlohmann::json limits;
+  if (what == "bw") {
+    limits["memcpy_1MiB_MBps"] = memcpy_mbps(1 << 20);
+    limits["memcpy_64MiB_MBps"] = memcpy_mbps(64 << 20);
+  } else {
+    limits["cacheline_pingpong_ns"] = cacheline_pingpong_ns(200000);
+  }
+  if (private_fabric) (void)live_fabric_down(spec);
+  if (failed) set_exit_code(1);
+  nlohmann::json j{{"benchmark", what},
+                   {"fabric", spec},
+                   {"nics", {ours.nic_a, ours.nic_b}},
+                   {"repetitions", ours.repetitions},
+                   {"rows", out},
+                   {"physical_limits", limits}};
+  if (!up.is_null()) j["fabric_up_ms"] = up["wall_ms"];
+  if (o.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  std::printf("%-18s %-7s %12s %12s %8s   %s\n", "test", "unit", "galaxy", "ucx", "ratio",
+              "others (median)");
+  for (const auto& row : out) {
+    if (row.contains("error")) {
+      std::printf("%-18s ERROR %s\n", row["test"].get<std::string>().c_str(),
+                  row["error"].get<std::string>().c_str());
+      continue;
+    }
+    std::string others;
+    for (const auto& p : row["peers"])
+      if (p["peer"] != "ucx")
+        others += p["available"].get<bool>()
+                      ? fmt::format("{} {:.4g}  ", p["peer"].get<std::string>(),
+                                    p["median"].get<double>())
+                      : fmt::format("{} n/a  ", p["peer"].get<std::string>());
+    std::printf("%-18s %-7s %12.4g %12s %8s   %s\n", row["test"].get<std::string>().c_str(),
+                row["unit"].get<std::string>().c_str(), row["ours"].get<double>(),
+                row["peer"].is_null() ? "n/a" : fmt::format("{:.4g}", row["peer"].get<double>()).c_str(),
+                row["ratio"].is_null() ? "-" : fmt::format("{:.3f}", row["ratio"].get<double>()).c_str(),
+                others.c_str());
+  }
+}
+
+void add_one(CLI::App* bench, const char* name, const char* help, std::vector<Row> rows) {
+  auto o = std::make_shared<CommOptions>();
+  auto* c = bench->add_subcommand(name, help);
+  c->add_option("--fabric", o->fabric,
+                "a running live fabric (default: a private one-host fabric for the run)");
+  c->add_option("--peers", o->peers, "peers to run beside ours: ucx,libfabric,openmpi or none")
+      ->capture_default_str();
+  c->add_option("--reps", o->repetitions, "repetitions (medians are reported)")
+      ->capture_default_str();
+  c->add_option("--iters", o->iterations, "iterations per repetition (0: about a second each)")
+      ->capture_default_str();
+  c->add_flag("--quick", o->quick, "one short repetition (a smoke test, not a measurement)");
+  c->add_flag("--json", o->json, "machine-readable output");
+  std::string what = name;
+  c->callback([o, what, rows]() { run_comm(what, rows, *o); });
+}
+
+}  // namespace
+
+void add_bench_comm_subcommands(CLI::App* bench) {
+  add_one(bench, "pingpong", "MP one-way latency (8, 120 B) and small-MP message rate",
+          {{"mp_lat", 8}, {"mp_lat", 120}, {"msg_rate", 8}});
+  add_one(bench, "bw", "RDMA put bandwidth (4 KiB - 16 MiB) and get bandwidth (1 MiB)",
+          {{"put_bw", 4096},
+           {"put_bw", 65536},
+           {"put_bw", 1 << 20},
+           {"put_bw", 16 << 20},
+           {"get_bw", 1 << 20}});
+  add_one(bench, "rdma", "RDMA put and get latency (8 B)", {{"put_lat", 8}, {"get_lat", 8}});
+}
+
+}  // namespace galaxy::cli

@@ -1,0 +1,31 @@
+// `galaxy fabric up | down | status` for live fabrics (cmd_fabric_live.cc), and the same as
+// functions for the benchmarks and tests that bring up a private live fabric.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace galaxy::cli {
+
+void add_fabric_live_subcommands(CLI::App* fabric);
+
+struct LiveUpRequest {
+  std::string spec;
+  std::string engine = "minhop";
+  std::string impair;
+  std::vector<std::string> hosts;  // empty: those with a local address
+  uint64_t op_timeout_ms = 5000;
+  double timeout_s = 20;
+  bool json = false;
+  bool route = true;  // discover, route and load through the management server
+};
+// Starts the daemons (detached processes) and brings the fabric up; the JSON has the daemons
+// and the bring-up figures.
+Result<nlohmann::json> live_fabric_up(const LiveUpRequest& rq);
+Result<nlohmann::json> live_fabric_down(const std::string& spec);
+
+}  // namespace galaxy::cli

@@ -1,0 +1,24 @@
+// Discovery, routing, verification and loading as one step, shared by `galaxy route`,
+// `galaxy bringup` and `galaxy fabric up`.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/session.h"
+
+namespace galaxy::cli {
+
+struct RouteOptions {
+  SessionOptions session;
+  std::string engine = "fattree";
+  bool list = false;
+  bool eeprom = false;
+  uint32_t verify_per_nrc = 0;
+  uint32_t mps = 64;  // bringup only
+};
+
+// Fills `j` with the figures of each phase. Returns false (after reporting) on an error.
+bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j);
+
+}  // namespace galaxy::cli

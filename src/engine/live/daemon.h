@@ -1,0 +1,217 @@
+// The per-host fabric daemon (`galaxy fabricd`, ARCHITECTURE.md "Live"): owns the host's shared
+// segment, runs the chip models of the host's chips for management (the NMA answers from the
+// real port counters of the segment), owns the UDP links to the other hosts with the chip link
+// layer, and executes the traffic that leaves the host: management packets hop by hop, MPs and
+// RDMA whose path crosses a link, completions back to the initiator. Processes on one host
+// never need it on their data path.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "chip/chip.h"
+#include "engine/live/items.h"
+#include "engine/live/link.h"
+#include "engine/live/live_spec.h"
+#include "engine/live/segment.h"
+
+namespace galaxy::live {
+
+// Status codes of completions and link items; the same numbers as glex_ret_t (include/glex.h,
+// checked there by static_assert) without the engine depending on the layer above.
+enum class OpStatus : uint8_t {
+  kSuccess = 0,
+  kInvalidParam = 1,
+  kNoResource = 2,
+  kTimeout = 3,
+  kDescriptorError = 4,
+  kBusy = 5,
+  kAccessError = 7,
+  kUnreachable = 8,
+  kPeerDead = 9,
+};
+enum class OpCode : uint8_t { kPut = 1, kGet = 2, kImm = 3, kMp = 4 };
+inline constexpr uint8_t kFlagFence = 0x1;
+inline constexpr uint8_t kFlagLocalCq = 0x4;
+inline constexpr uint8_t kFlagRemoteEvent = 0x8;
+
+struct DaemonOptions {
+  bool impaired = false;
+  ImpairmentConfig impairment;
+  uint64_t op_timeout_ns = 5'000'000'000;  // a remote operation with no answer fails then
+  uint64_t spin_ns = 50'000;               // poll this long before sleeping
+  uint64_t liveness_interval_ns = 100'000'000;  // scan for processes that died
+};
+
+struct DaemonStats {
+  uint64_t egress_cells = 0;
+  uint64_t mgmt_packets = 0;
+  uint64_t nma_requests = 0;
+  uint64_t items_sent = 0;
+  uint64_t items_received = 0;
+  uint64_t frames_sent = 0;
+  uint64_t udp_errors = 0;
+  uint64_t mps_delivered = 0;
+  uint64_t mps_refused = 0;
+  uint64_t rdma_bytes_written = 0;
+  uint64_t ops_timed_out = 0;
+  uint64_t dead_processes = 0;
+  uint64_t dropped = 0;
+};
+
+// Writes a completion into a VP's CQ (also used by libglex for operations it executes itself).
+void push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, uint64_t bytes,
+                     uint16_t error_id, const char* reason);
+
+// Checks a remote access against a NIC's ATT (SYSTEM.md 1.1: the target translates and
+// checks). On success *entry holds a copy of the entry.
+OpStatus check_att(NicSlot& nic, uint64_t mh, uint64_t addr, uint64_t length, uint32_t access,
+                   AttEntry* entry, const char** reason);
+// One copy between this process and `pid` (cross-memory attach; a plain copy for ourselves).
+// write: local -> remote; otherwise remote -> local. Returns kPeerDead if the process is gone.
+OpStatus copy_with(int32_t pid, bool write, void* local, uint64_t remote, uint64_t length);
+
+class FabricDaemon {
+ public:
+  static Result<std::unique_ptr<FabricDaemon>> start(const LiveFabric& f, int host,
+                                                     const DaemonOptions& o);
+  ~FabricDaemon();
+
+  // Runs until `stop` becomes true.
+  void run(const std::atomic<bool>& stop);
+  // One round of work; returns whether anything happened.
+  bool poll_once();
+
+  Segment& segment() { return *seg_; }
+  const DaemonStats& stats() const { return stats_; }
+  // Cross-host links of this host: (local chip, port) and their link-layer state.
+  struct LinkView {
+    uint32_t chip;
+    uint8_t port;
+    uint32_t peer_chip;
+    uint8_t peer_port;
+    LinkState state;
+    LinkStats stats;
+  };
+  std::vector<LinkView> links() const;
+  bool all_links_up() const;
+
+ private:
+  struct HostLink {
+    uint32_t chip = 0;  // local end
+    uint8_t port = 0;
+    uint32_t peer_chip = 0;
+    uint8_t peer_port = 0;
+    int peer_host = 0;
+    std::unique_ptr<Link> link;
+    std::vector<uint8_t> batch;                   // items waiting for the next frame
+    std::deque<std::vector<uint8_t>> out_frames;  // full frames waiting for the window
+    std::deque<std::vector<uint8_t>> held;  // delivered frames not processed yet (backpressure)
+    size_t held_offset = 0;
+    LinkState last_state = LinkState::kDown;
+  };
+  struct PendingOp {
+    uint32_t nic = 0;
+    uint8_t vp = 0;
+    OpCode op = OpCode::kPut;
+    uint8_t flags = 0;
+    int32_t pid = 0;
+    uint64_t local_addr = 0;
+    uint64_t length = 0;
+    uint64_t cookie = 0;
+    uint64_t deadline = 0;
+  };
+  // An RDMA stream this daemon feeds into a link chunk by chunk (a put it initiates, or the
+  // response data of a get it serves).
+  struct Stream {
+    bool get_response = false;
+    uint64_t op_id = 0;
+    uint32_t initiator = 0;
+    int32_t pid = 0;  // whose memory is read
+    uint64_t read_addr = 0;
+    uint64_t length = 0;
+    uint64_t offset = 0;
+    size_t link = 0;
+    uint32_t from_chip = 0;
+    uint8_t from_port = 0;
+    ItemPut put{};  // put: the header template
+  };
+  // A put arriving at this host for one of its NICs: the status so far of each transfer.
+  struct Inbound {
+    OpStatus status = OpStatus::kSuccess;
+    const char* reason = "";
+    uint16_t error_id = 0;
+  };
+
+  FabricDaemon(const LiveFabric& f, int host, const DaemonOptions& o);
+  Status init();
+  Status open_socket();
+
+  bool drain_egress();
+  void on_egress(const EgressCell& cell);
+  void start_rdma(const EgressRdma& d);
+
+  // Management packets, hop by hop through the chip models.
+  void send_mgmt(uint32_t chip, uint8_t out_port, std::span<const uint8_t> packet);
+  void arrive_mgmt(uint32_t chip, uint8_t in_port, std::span<const uint8_t> packet);
+  void run_nma(uint32_t chip, std::span<const uint8_t> packet);
+  void drain_nma(uint32_t chip);
+  void sync_counters(uint32_t chip);
+  void export_routes(uint32_t chip);
+
+  // Link items.
+  size_t link_at(uint32_t chip, uint8_t port) const;
+  void queue_item(size_t link, ItemType type, uint32_t from_chip, uint8_t from_port,
+                  const void* body, size_t body_len, const void* data = nullptr,
+                  size_t data_len = 0);
+  // Sends a table-routed item from a local NIC towards `dest` (responses, nacks).
+  void route_item_from(uint32_t nic, uint32_t dest, ItemType type, const void* body,
+                       size_t body_len, const void* data = nullptr, size_t data_len = 0);
+  bool process_item(size_t link, std::span<const uint8_t> item);  // false: retry later
+  bool process_held(size_t link);
+  bool deliver_mp(uint32_t nic, const ItemMp& mp, const uint8_t* data);
+  void on_put(uint32_t nic, const ItemPut& p, std::span<const uint8_t> data);
+  void on_get_req(uint32_t nic, const ItemGetReq& g);
+  void on_get_resp(const ItemGetResp& g, std::span<const uint8_t> data);
+  void on_resp(const ItemResp& r);
+  void on_mp_nack(const ItemMpNack& n);
+  void fail_op(uint64_t op_id, OpStatus status, uint16_t error_id, const char* reason);
+
+  bool pump_streams();
+  bool flush_links(uint64_t now);
+  bool receive_udp(uint64_t now);
+  void timers(uint64_t now);
+  void scan_liveness();
+  void update_link_states();
+
+  LiveFabric fabric_;
+  int host_;
+  DaemonOptions options_;
+  std::unique_ptr<Segment> seg_;
+  std::vector<std::unique_ptr<chip::Chip>> chips_;  // per node; null for other hosts' chips
+  std::vector<HostLink> links_;
+  std::unordered_map<uint64_t, size_t> link_by_port_;  // chip << 8 | port
+  std::unordered_map<uint32_t, size_t> link_by_id_;
+  std::vector<std::unique_ptr<Impairment>> impairments_;  // per link
+  int sock_ = -1;
+  int efd_ = -1;
+  int epfd_ = -1;
+  uint64_t next_op_id_ = 1;
+  std::unordered_map<uint64_t, PendingOp> ops_;
+  std::map<std::pair<uint32_t, uint64_t>, Inbound> inbound_;  // (initiator, op id)
+  std::deque<Stream> streams_;
+  std::vector<uint8_t> scratch_;
+  uint64_t next_liveness_ = 0;
+  uint64_t next_impair_flush_ = 0;
+  bool routes_dirty_ = false;
+  DaemonStats stats_;
+};
+
+}  // namespace galaxy::live

@@ -1,0 +1,75 @@
+// Table routing executed by whoever holds the packet (ARCHITECTURE.md "Live": forwarding on one
+// host may be executed by the sender): the NRC route tables and link states of the shared
+// segment, the port counters incremented on every port a packet passes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/live/segment.h"
+
+namespace galaxy::live {
+
+struct Forwarded {
+  enum class Kind : uint8_t {
+    kDelivered,   // at the destination NIC (chip), entered on `port`
+    kLeavesHost,  // `chip` (local) sends out of `port` over a link to another host
+    kNoRoute,     // the route table of `chip` has no usable port for the destination
+    kLinkDown,    // the link out of `chip`/`port` is down
+    kMisrouted,   // reached a NIC that is not the destination, or looped
+  };
+  Kind kind = Kind::kNoRoute;
+  uint32_t chip = 0;
+  uint8_t port = 0;
+  uint8_t hops = 0;
+};
+
+// One 128-byte network packet per started 128-byte block of the destination (SYSTEM.md 1.1:
+// data leave aligned to 128-byte boundaries of the destination address).
+inline uint64_t packets_for(uint64_t dest_addr, uint64_t length) {
+  if (length == 0) return 1;
+  return ((dest_addr + length + 127) >> 7) - (dest_addr >> 7);
+}
+
+// From a local chip out of `out_port` (a NIC sends out of port 0) towards the NIC `dest`.
+// With `record`, the counter lines of the ports passed are appended to it instead of being
+// incremented (a sender caches its paths and adds its traffic in batches: PathCounters).
+Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest, uint64_t packets,
+                  uint64_t bytes, std::vector<CounterLine*>* record = nullptr);
+// A packet that came in over a link from another host at local chip `chip`, port `in_port`.
+Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
+                          uint64_t packets, uint64_t bytes,
+                          std::vector<CounterLine*>* record = nullptr);
+// Adds traffic to a port's counters (local chips only).
+void count_tx(Segment& seg, uint32_t chip, uint8_t port, uint64_t packets, uint64_t bytes,
+              std::vector<CounterLine*>* record = nullptr);
+void count_rx(Segment& seg, uint32_t chip, uint8_t port, uint64_t packets, uint64_t bytes,
+              std::vector<CounterLine*>* record = nullptr);
+void add_traffic(CounterLine& line, uint64_t packets, uint64_t bytes);
+
+// A sender's cached path to one destination and the traffic it has not yet added to the
+// shared counters: the counters of a busy path are brought up to date every kFlushOps
+// operations and whenever the sender goes idle, instead of 12 atomic additions per packet.
+struct PathCounters {
+  static constexpr uint32_t kFlushOps = 256;
+  uint64_t generation = UINT64_MAX;  // the segment's route_generation it was computed at
+  Forwarded result;
+  std::vector<CounterLine*> lines;
+  uint64_t packets = 0;
+  uint64_t bytes = 0;
+  uint32_t ops = 0;
+
+  void flush() {
+    if (ops == 0) return;
+    for (CounterLine* l : lines) add_traffic(*l, packets, bytes);
+    packets = bytes = 0;
+    ops = 0;
+  }
+  void add(uint64_t p, uint64_t b) {
+    packets += p;
+    bytes += b;
+    if (++ops >= kFlushOps) flush();
+  }
+};
+
+}  // namespace galaxy::live

@@ -1,0 +1,139 @@
+#include "engine/live/live_spec.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "base/spec.h"
+#include "fabric/builders.h"
+#include "fabric/io.h"
+
+namespace galaxy::live {
+
+namespace {
+
+constexpr uint16_t kFirstHostPort = 7400;
+
+Status parse_hosts(std::string_view list, std::vector<LiveHost>* out) {
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    size_t comma = list.find(',', pos);
+    std::string_view item =
+        list.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    auto c1 = item.find(':');
+    if (item.empty() || c1 == std::string_view::npos || c1 == 0)
+      return make_error(Code::kInvalidArgument, 4701,
+                        fmt::format("hosts: entry '{}' is not <name>:<ip>[:<port>]", item));
+    LiveHost h;
+    h.name = std::string(item.substr(0, c1));
+    std::string_view rest = item.substr(c1 + 1);
+    auto c2 = rest.find(':');
+    h.ip = std::string(rest.substr(0, c2));
+    if (h.ip.empty())
+      return make_error(Code::kInvalidArgument, 4702,
+                        fmt::format("hosts: entry '{}' has an empty ip", item));
+    h.port = static_cast<uint16_t>(kFirstHostPort + out->size());
+    if (c2 != std::string_view::npos) {
+      auto p = parse_int("host port", std::string(rest.substr(c2 + 1)), 1, 65535);
+      if (!p.ok()) return p.error();
+      h.port = static_cast<uint16_t>(*p);
+    }
+    for (const LiveHost& o : *out)
+      if (o.name == h.name)
+        return make_error(Code::kInvalidArgument, 4703,
+                          fmt::format("hosts: host name '{}' appears twice", h.name));
+    out->push_back(std::move(h));
+    if (comma == std::string_view::npos) break;
+    pos = comma + 1;
+  }
+  return {};
+}
+
+void assign_hosts(LiveFabric& f) {
+  const fabric::Topology& t = f.topology;
+  const uint32_t hosts = static_cast<uint32_t>(f.hosts.size());
+  f.host_of.assign(t.num_nodes(), 0);
+  const uint32_t nics = t.num_nics();
+  for (uint32_t i = 0; i < nics; ++i)
+    f.host_of[t.nic_node(i)] = static_cast<uint16_t>(uint64_t{i} * hosts / nics);
+  uint32_t turn = 0;
+  for (uint32_t n = 0; n < t.num_nodes(); ++n) {
+    if (t.is_nic(n)) continue;
+    std::vector<uint32_t> votes(hosts, 0);
+    uint32_t best = 0, best_votes = 0;
+    for (uint32_t p = 0; p < t.num_ports(n); ++p) {
+      auto peer = t.peer({n, static_cast<uint8_t>(p)});
+      if (!peer || !t.is_nic(peer->node)) continue;
+      uint32_t h = f.host_of[peer->node];
+      if (++votes[h] > best_votes) {
+        best_votes = votes[h];
+        best = h;
+      }
+    }
+    f.host_of[n] = static_cast<uint16_t>(best_votes > 0 ? best : turn++ % hosts);
+  }
+}
+
+}  // namespace
+
+bool is_live_spec(const std::string& spec) {
+  return spec.rfind("live:", 0) == 0;
+}
+
+int LiveFabric::host_index(const std::string& host_name) const {
+  for (size_t i = 0; i < hosts.size(); ++i)
+    if (hosts[i].name == host_name) return static_cast<int>(i);
+  return -1;
+}
+
+bool LiveFabric::crosses_hosts(fabric::PortRef p) const {
+  auto peer = topology.peer(p);
+  return peer && host_of[peer->node] != host_of[p.node];
+}
+
+Result<LiveFabric> parse_live_fabric(const std::string& spec) {
+  if (!is_live_spec(spec))
+    return make_error(Code::kInvalidArgument, 4704,
+                      fmt::format("fabric '{}' is not a live: specification", spec));
+  std::string body = spec.substr(5);
+  LiveFabric f;
+  f.spec = spec;
+  auto hosts_at = body.find("hosts=");
+  if (hosts_at == std::string::npos || (hosts_at > 0 && body[hosts_at - 1] != ','))
+    return make_error(Code::kInvalidArgument, 4705,
+                      fmt::format("fabric '{}': a live fabric needs hosts=<name>:<ip>,... (last)",
+                                  spec));
+  GALAXY_TRY(parse_hosts(std::string_view(body).substr(hosts_at + 6), &f.hosts));
+  body.resize(hosts_at == 0 ? 0 : hosts_at - 1);
+  // name= may appear among the topology parameters; it is ours, not the builder's.
+  for (size_t at = body.find("name="); at != std::string::npos; at = body.find("name=", at + 1)) {
+    if (at != 0 && body[at - 1] != ',' && body[at - 1] != ':') continue;
+    size_t end = body.find(',', at);
+    f.name = body.substr(at + 5, end == std::string::npos ? std::string::npos : end - at - 5);
+    size_t from = at, to = end == std::string::npos ? body.size() : end + 1;
+    if (end == std::string::npos && at > 0) from = at - 1;  // drop the comma before a last item
+    body.erase(from, to - from);
+    break;
+  }
+  if (f.name.empty() || f.name.size() > 24 ||
+      f.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") !=
+          std::string::npos)
+    return make_error(Code::kInvalidArgument, 4706,
+                      fmt::format("name = '{}' must be 1-24 letters, digits, '-' or '_'", f.name));
+  if (body.empty())
+    return make_error(Code::kInvalidArgument, 4707,
+                      fmt::format("fabric '{}': no topology before hosts=", spec));
+  Result<fabric::Topology> topo = body.rfind("file:", 0) == 0
+                                      ? fabric::load_topology_file(body.substr(5))
+                                      : fabric::build_topology(body);
+  if (!topo.ok()) return topo.error();
+  f.topology = std::move(*topo);
+  if (f.topology.num_nodes() > 0xFFFE)
+    return make_error(Code::kOutOfRange, 4708,
+                      fmt::format("a live fabric of {} chips exceeds the 16-bit chip ids",
+                                  f.topology.num_nodes()));
+  assign_hosts(f);
+  return f;
+}
+
+}  // namespace galaxy::live

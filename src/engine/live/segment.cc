@@ -1,0 +1,226 @@
+#include "engine/live/segment.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <random>
+
+#include "wire/mgmt.h"
+
+namespace galaxy::live {
+
+bool futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) {
+  timespec ts{};
+  timespec* tp = nullptr;
+  if (timeout_ns >= 0) {
+    ts.tv_sec = timeout_ns / 1000000000;
+    ts.tv_nsec = timeout_ns % 1000000000;
+    tp = &ts;
+  }
+  long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, tp,
+                   nullptr, 0);
+  return !(r != 0 && errno == ETIMEDOUT);
+}
+
+void futex_wake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
+          0);
+}
+
+uint64_t monotonic_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::string Segment::shm_name(const std::string& fabric, const std::string& host) {
+  return fmt::format("/galaxy.{}.{}", fabric, host);
+}
+
+namespace {
+
+uint64_t align64(uint64_t v) {
+  return (v + 63) & ~uint64_t{63};
+}
+
+}  // namespace
+
+bool process_alive(int32_t pid) {
+  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) {
+  const fabric::Topology& t = f.topology;
+  if (host < 0 || static_cast<size_t>(host) >= f.hosts.size())
+    return make_error(Code::kOutOfRange, 4710,
+                      fmt::format("host index {} outside the {} hosts", host, f.hosts.size()));
+  const std::string& host_name = f.hosts[static_cast<size_t>(host)].name;
+  if (host_name.size() >= 32)
+    return make_error(Code::kInvalidArgument, 4711,
+                      fmt::format("host name '{}' is longer than 31 characters", host_name));
+  uint32_t max_ports = 1, num_local = 0, num_local_nics = 0;
+  for (uint32_t n = 0; n < t.num_nodes(); ++n) {
+    max_ports = std::max(max_ports, t.num_ports(n));
+    if (f.host_of[n] == host) {
+      ++num_local;
+      if (t.is_nic(n)) ++num_local_nics;
+    }
+  }
+  SegHeader h{};
+  uint64_t off = align64(sizeof(SegHeader));
+  h.off_chips = off;
+  off = align64(off + sizeof(ChipInfo) * t.num_nodes());
+  h.off_peers = off;
+  off = align64(off + sizeof(PeerInfo) * t.num_nodes() * max_ports);
+  h.off_routes = off;
+  off = align64(off + 4ull * num_local * max_ports * t.num_nodes());
+  h.off_counters = off;
+  off = align64(off + sizeof(PortCounters) * num_local * max_ports);
+  h.off_nics = off;
+  off = align64(off + sizeof(NicSlot) * num_local_nics);
+  h.off_egress = off;
+  off = align64(off + sizeof(EgressRing));
+  const uint64_t total = (off + 4095) & ~uint64_t{4095};
+
+  const std::string name = shm_name(f.name, host_name);
+  // A segment left by a daemon that died is replaced; a live daemon's is not.
+  if (auto old = attach(f.name, host_name); old.ok()) {
+    int32_t pid = (*old)->header().daemon_pid.load();
+    if (process_alive(pid) && pid != getpid())
+      return make_error(Code::kResourceExhausted, 4712,
+                        fmt::format("host {} of fabric {} already has a daemon (pid {})", host_name,
+                                    f.name, pid));
+  }
+  shm_unlink(name.c_str());
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0)
+    return make_error(Code::kIoError, 4713,
+                      fmt::format("shm_open {}: {}", name, std::strerror(errno)));
+  if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
+    int e = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return make_error(Code::kIoError, 4714,
+                      fmt::format("ftruncate {} to {} bytes: {}", name, total, std::strerror(e)));
+  }
+  void* base = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (base == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    return make_error(Code::kIoError, 4715, fmt::format("mmap {}: {}", name, std::strerror(errno)));
+  }
+  std::unique_ptr<Segment> s(new Segment(base, total, name, true));
+  auto* hdr = new (base) SegHeader();
+  h.magic = kSegmentMagic;
+  h.version = kSegmentVersion;
+  h.host_index = static_cast<uint32_t>(host);
+  h.total_size = total;
+  h.epoch = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  std::snprintf(h.fabric, sizeof h.fabric, "%s", f.name.c_str());
+  std::snprintf(h.host, sizeof h.host, "%s", host_name.c_str());
+  h.num_hosts = static_cast<uint32_t>(f.hosts.size());
+  h.num_chips = t.num_nodes();
+  h.max_ports = max_ports;
+  h.num_local = num_local;
+  h.num_local_nics = num_local_nics;
+  std::memcpy(static_cast<void*>(hdr), &h, offsetof(SegHeader, daemon_pid));
+  hdr->daemon_pid.store(getpid());
+  hdr->daemon_eventfd.store(-1);
+
+  uint32_t local = 0, slot = 0;
+  for (uint32_t n = 0; n < t.num_nodes(); ++n) {
+    auto& c = const_cast<ChipInfo&>(s->chip(n));
+    c.type = static_cast<uint8_t>(t.is_nic(n) ? wire::ChipType::kNic : wire::ChipType::kNrc);
+    c.num_ports = static_cast<uint8_t>(t.num_ports(n));
+    c.host = f.host_of[n];
+    c.local = f.host_of[n] == host ? local++ : kNoLocal;
+    c.nic_slot = f.host_of[n] == host && t.is_nic(n) ? slot++ : kNoLocal;
+    for (uint32_t p = 0; p < max_ports; ++p) {
+      PeerInfo& pi = s->peer(n, p);
+      pi.chip = kNoChip;
+      auto peer = p < t.num_ports(n) ? t.peer({n, static_cast<uint8_t>(p)}) : std::nullopt;
+      if (peer) {
+        pi.chip = peer->node;
+        pi.port = peer->port;
+        pi.crosses_hosts = f.host_of[peer->node] != f.host_of[n];
+        // Links inside a host are up from the start; links to other hosts come up with the
+        // link layer's handshake.
+        pi.up.store(pi.crosses_hosts ? 0 : 1);
+      }
+    }
+    if (c.nic_slot != kNoLocal) {
+      NicSlot& ns = s->nic_slot(c.nic_slot);
+      ns.node = n;
+      for (VpSlot& vp : ns.vps) {
+        vp.mpq.init();
+        vp.cq.init();
+      }
+    }
+  }
+  s->egress().init();
+  return s;
+}
+
+Result<std::unique_ptr<Segment>> Segment::attach(const std::string& fabric,
+                                                 const std::string& host) {
+  const std::string name = shm_name(fabric, host);
+  int fd = shm_open(name.c_str(), O_RDWR, 0);
+  if (fd < 0)
+    return make_error(Code::kNotFound, 4716,
+                      fmt::format("no live fabric '{}' on host '{}' ({}: {}); is `galaxy fabricd` "
+                                  "running? (`galaxy fabric up`)",
+                                  fabric, host, name, std::strerror(errno)));
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(SegHeader)) {
+    close(fd);
+    return make_error(Code::kMalformed, 4717,
+                      fmt::format("segment {} is too small ({} bytes)", name, st.st_size));
+  }
+  void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED,
+                    fd, 0);
+  close(fd);
+  if (base == MAP_FAILED)
+    return make_error(Code::kIoError, 4718, fmt::format("mmap {}: {}", name, std::strerror(errno)));
+  std::unique_ptr<Segment> s(new Segment(base, static_cast<size_t>(st.st_size), name, false));
+  const SegHeader& h = s->header();
+  if (h.magic != kSegmentMagic || h.version != kSegmentVersion ||
+      h.total_size != static_cast<uint64_t>(st.st_size))
+    return make_error(Code::kMalformed, 4719,
+                      fmt::format("segment {}: magic {:#x} version {} size {}: not a Galaxy v{} "
+                                  "segment",
+                                  name, h.magic, h.version, h.total_size, kSegmentVersion));
+  return s;
+}
+
+void Segment::kick_daemon() {
+  SegHeader& h = header();
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (!h.daemon_sleeping.load(std::memory_order_relaxed)) return;
+  if (daemon_efd_ < 0) {
+    int32_t pid = h.daemon_pid.load(), efd = h.daemon_eventfd.load();
+    if (pid <= 0 || efd < 0) return;
+    daemon_efd_ = open(fmt::format("/proc/{}/fd/{}", pid, efd).c_str(), O_WRONLY | O_CLOEXEC);
+    if (daemon_efd_ < 0) return;
+  }
+  uint64_t one = 1;
+  ssize_t r = write(daemon_efd_, &one, sizeof one);
+  (void)r;
+}
+
+Segment::~Segment() {
+  if (daemon_efd_ >= 0) close(daemon_efd_);
+  munmap(base_, size_);
+  if (owner_) shm_unlink(name_.c_str());
+}
+
+}  // namespace galaxy::live

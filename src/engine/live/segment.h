@@ -1,0 +1,329 @@
+// The shared host segment of a live fabric (ARCHITECTURE.md "Live"; docs/live.md): one POSIX
+// shared-memory object per host, created by that host's fabric daemon and mapped by every
+// process of the host. It holds what peers must reach without a daemon on the data path:
+//   * the wiring of the whole fabric (chip kinds, owners, peers, link state);
+//   * the route tables of this host's NRCs, so a sender executes the forwarding itself;
+//   * the port counters of this host's chips, incremented by whoever forwards a packet — the
+//     management agent reads these very counters;
+//   * per NIC: the ATT (registered memory and its keys) and per VP the MPQ and the completion
+//     queue, lock-free rings that several processes produce into;
+//   * the egress ring to the daemon (management descriptors and traffic for other hosts).
+// No pointers inside: processes map the segment at different addresses.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "engine/live/live_spec.h"
+
+namespace galaxy::live {
+
+inline constexpr uint64_t kSegmentMagic = 0x4753594c4158414bull;
+inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr uint32_t kMpqDepth = 1024;
+inline constexpr uint32_t kCqDepth = 1024;
+inline constexpr uint32_t kEgressDepth = 4096;
+inline constexpr uint32_t kAttEntries = 256;
+inline constexpr uint32_t kVps = 40;  // chip::kNumVps
+inline constexpr uint32_t kNoLocal = UINT32_MAX;
+inline constexpr uint32_t kNoChip = UINT32_MAX;
+
+// futex on a 32-bit word in shared memory (not FUTEX_PRIVATE: other processes wait on it).
+// timeout_ns < 0: wait forever. Returns false on timeout.
+bool futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns);
+void futex_wake(std::atomic<uint32_t>* word);
+uint64_t monotonic_ns();
+// Whether a process exists (a VP, a registration or a daemon whose owner died is reclaimed).
+bool process_alive(int32_t pid);
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// A bounded multi-producer single-consumer ring of fixed cells (D. Vyukov's bounded queue):
+// every cell carries a 16-bit turn number, so a producer claims a cell with one CAS on the tail
+// and publishes it with one release store; the consumer needs no atomic read-modify-write.
+// A consumer that found it empty for a while sleeps on `futex` (see wait()).
+template <class Cell, uint32_t Depth>
+struct MpscRing {
+  static_assert((Depth & (Depth - 1)) == 0 && Depth <= 16384, "power of two, 16-bit turns");
+  alignas(64) std::atomic<uint64_t> tail;
+  alignas(64) std::atomic<uint64_t> head;
+  alignas(64) std::atomic<uint32_t> futex;
+  std::atomic<uint32_t> waiters;
+  alignas(64) Cell cells[Depth];
+
+  void init() {
+    tail.store(0);
+    head.store(0);
+    futex.store(0);
+    waiters.store(0);
+    for (uint32_t i = 0; i < Depth; ++i) cells[i].seq.store(static_cast<uint16_t>(i));
+  }
+  // Producer: a cell to fill, or nullptr when the ring is full.
+  Cell* claim(uint64_t* pos) {
+    uint64_t p = tail.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& c = cells[p & (Depth - 1)];
+      int16_t d = static_cast<int16_t>(c.seq.load(std::memory_order_acquire) -
+                                       static_cast<uint16_t>(p));
+      if (d == 0) {
+        if (tail.compare_exchange_weak(p, p + 1, std::memory_order_relaxed)) {
+          *pos = p;
+          return &c;
+        }
+      } else if (d < 0) {
+        return nullptr;
+      } else {
+        p = tail.load(std::memory_order_relaxed);
+      }
+    }
+  }
+  void publish(Cell* c, uint64_t pos) {
+    c->seq.store(static_cast<uint16_t>(pos + 1), std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (waiters.load(std::memory_order_relaxed) != 0) {
+      futex.fetch_add(1, std::memory_order_release);
+      futex_wake(&futex);
+    }
+  }
+  // Consumer: the oldest published cell, or nullptr.
+  Cell* peek() {
+    uint64_t h = head.load(std::memory_order_relaxed);
+    Cell& c = cells[h & (Depth - 1)];
+    return c.seq.load(std::memory_order_acquire) == static_cast<uint16_t>(h + 1) ? &c : nullptr;
+  }
+  void pop() {
+    uint64_t h = head.load(std::memory_order_relaxed);
+    cells[h & (Depth - 1)].seq.store(static_cast<uint16_t>(h + Depth), std::memory_order_release);
+    head.store(h + 1, std::memory_order_relaxed);
+  }
+  size_t size() const {
+    return static_cast<size_t>(tail.load(std::memory_order_relaxed) -
+                               head.load(std::memory_order_relaxed));
+  }
+  // Poll for spin_ns, then block on the futex until a cell is published or deadline_ns passes
+  // (UINT64_MAX: no deadline). Returns the cell or nullptr on timeout.
+  Cell* wait(uint64_t spin_ns, uint64_t deadline_ns) {
+    if (Cell* c = peek()) return c;
+    const uint64_t start = monotonic_ns();
+    const uint64_t spin_until = start + spin_ns;
+    for (uint32_t i = 0;; ++i) {
+      if (Cell* c = peek()) return c;
+      cpu_relax();
+      if ((i & 63) == 63) {
+        uint64_t now = monotonic_ns();
+        if (now >= spin_until || now >= deadline_ns) break;
+      }
+    }
+    for (;;) {
+      uint32_t v = futex.load(std::memory_order_acquire);
+      waiters.fetch_add(1, std::memory_order_seq_cst);
+      Cell* c = peek();
+      if (!c) {
+        uint64_t now = monotonic_ns();
+        if (now >= deadline_ns) {
+          waiters.fetch_sub(1);
+          return nullptr;
+        }
+        int64_t left = deadline_ns == UINT64_MAX ? -1 : static_cast<int64_t>(deadline_ns - now);
+        futex_wait(&futex, v, left);
+        c = peek();
+      }
+      waiters.fetch_sub(1, std::memory_order_relaxed);
+      if (c) return c;
+      if (monotonic_ns() >= deadline_ns) return peek();
+    }
+  }
+};
+
+// One MP in an MPQ: the 8-byte MP header (its target-VP byte is implied by the queue and
+// replaced by the cell's turn number) and 120 bytes of data (SYSTEM.md 1.1).
+struct MpqCell {
+  std::atomic<uint16_t> seq;
+  uint16_t src_node;
+  uint8_t src_vp;
+  uint8_t length;
+  uint8_t kind_flags;  // wire::MpKind << 4 | flags
+  uint8_t tag;
+  uint8_t data[120];
+};
+static_assert(sizeof(MpqCell) == 128);
+
+// Local completion (the CQ of SYSTEM.md 1.1): success or the error of one descriptor.
+struct CqCell {
+  std::atomic<uint16_t> seq;
+  uint8_t op;      // glex op code (glex.h GLEX_OP_*)
+  uint8_t status;  // glex_ret_t
+  uint16_t error_id;
+  uint16_t reserved;
+  uint64_t cookie;
+  uint64_t bytes;
+  char reason[40];
+};
+static_assert(sizeof(CqCell) == 64);
+
+// Work for the daemon: management descriptors and anything that leaves the host.
+inline constexpr uint32_t kEgressBody = 248;
+struct EgressCell {
+  std::atomic<uint16_t> seq;
+  uint8_t kind;
+  uint8_t reserved;
+  uint32_t length;
+  uint8_t body[kEgressBody];
+};
+static_assert(sizeof(EgressCell) == 256);
+
+using MpqRing = MpscRing<MpqCell, kMpqDepth>;
+using CqRing = MpscRing<CqCell, kCqDepth>;
+using EgressRing = MpscRing<EgressCell, kEgressDepth>;
+
+// Access rights of registered memory.
+inline constexpr uint32_t kAccessRead = 1;
+inline constexpr uint32_t kAccessWrite = 2;
+
+// An ATT entry: a registered range of one process's memory (SYSTEM.md 1.1). `memfd` >= 0 when
+// the range lies in memory allocated by glex_alloc_mem: peers on the host map it and copy
+// directly; otherwise they use cross-memory attach on `pid`.
+struct AttEntry {
+  std::atomic<uint32_t> state;  // 0 free, 1 being written, 2 valid
+  uint32_t key;
+  uint64_t base;
+  uint64_t length;
+  int32_t pid;
+  int32_t memfd;
+  uint64_t memfd_base;  // virtual address at which the memfd's offset 0 is mapped in pid
+  uint32_t access;
+  uint32_t generation;
+};
+
+struct VpSlot {
+  alignas(64) std::atomic<int32_t> owner_pid;
+  std::atomic<uint32_t> open;
+  std::atomic<uint32_t> generation;
+  std::atomic<uint32_t> outstanding;  // descriptors handed to the daemon, not yet complete
+  std::atomic<uint64_t> mps_received;
+  MpqRing mpq;
+  CqRing cq;
+};
+
+struct NicSlot {
+  alignas(64) uint32_t node;
+  std::atomic<uint32_t> att_clock;  // feeds registration keys
+  AttEntry att[kAttEntries];
+  VpSlot vps[kVps];
+};
+
+struct alignas(64) CounterLine {
+  std::atomic<uint64_t> packets;
+  std::atomic<uint64_t> bytes;
+  std::atomic<uint64_t> flits;
+  std::atomic<uint64_t> discards;
+};
+struct PortCounters {
+  CounterLine tx;
+  CounterLine rx;
+};
+
+struct ChipInfo {
+  uint8_t type;  // wire::ChipType
+  uint8_t num_ports;
+  uint16_t host;
+  uint32_t local;     // index among this host's chips (routes, counters), kNoLocal if remote
+  uint32_t nic_slot;  // index among this host's NICs, kNoLocal otherwise
+};
+
+struct PeerInfo {
+  uint32_t chip;  // kNoChip when the port is not linked
+  uint8_t port;
+  std::atomic<uint8_t> up;
+  uint8_t crosses_hosts;
+  uint8_t reserved;
+};
+
+struct SegHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t host_index;
+  uint64_t total_size;
+  uint64_t epoch;  // random per creation: a restarted daemon is a new segment
+  char fabric[32];
+  char host[32];
+  uint32_t num_hosts;
+  uint32_t num_chips;
+  uint32_t max_ports;
+  uint32_t num_local;
+  uint32_t num_local_nics;
+  uint32_t reserved0;
+  uint64_t off_chips, off_peers, off_routes, off_counters, off_nics, off_egress;
+  std::atomic<int32_t> daemon_pid;
+  std::atomic<int32_t> daemon_eventfd;  // the daemon's eventfd number, opened via /proc/pid/fd
+  std::atomic<uint32_t> ready;
+  // Own cache lines: senders read route_generation on every operation, the daemon writes
+  // daemon_sleeping whenever it naps.
+  alignas(64) std::atomic<uint32_t> daemon_sleeping;
+  // Bumped when the daemon rewrites a route table or a link changes state.
+  alignas(64) std::atomic<uint64_t> route_generation;
+};
+
+class Segment {
+ public:
+  // The daemon: creates (replacing a stale segment whose daemon is gone) and initialises.
+  static Result<std::unique_ptr<Segment>> create(const LiveFabric& f, int host);
+  // Every other process of the host.
+  static Result<std::unique_ptr<Segment>> attach(const std::string& fabric, const std::string& host);
+  static std::string shm_name(const std::string& fabric, const std::string& host);
+  ~Segment();
+
+  SegHeader& header() { return *reinterpret_cast<SegHeader*>(base_); }
+  const SegHeader& header() const { return *reinterpret_cast<const SegHeader*>(base_); }
+  uint32_t num_chips() const { return header().num_chips; }
+  uint32_t max_ports() const { return header().max_ports; }
+  uint32_t host_index() const { return header().host_index; }
+  const ChipInfo& chip(uint32_t node) const {
+    return at<ChipInfo>(header().off_chips)[node];
+  }
+  PeerInfo& peer(uint32_t node, uint32_t port) {
+    return at<PeerInfo>(header().off_peers)[size_t{node} * max_ports() + port];
+  }
+  // Route table row of a local NRC's input port: per destination chip id, allowed output ports.
+  std::atomic<uint32_t>* route_row(uint32_t local, uint32_t in_port) {
+    return at<std::atomic<uint32_t>>(header().off_routes) +
+           (size_t{local} * max_ports() + in_port) * num_chips();
+  }
+  PortCounters& counters(uint32_t local, uint32_t port) {
+    return at<PortCounters>(header().off_counters)[size_t{local} * max_ports() + port];
+  }
+  NicSlot& nic_slot(uint32_t slot) { return at<NicSlot>(header().off_nics)[slot]; }
+  NicSlot* nic_of(uint32_t node) {
+    if (node >= num_chips()) return nullptr;
+    uint32_t s = chip(node).nic_slot;
+    return s == kNoLocal ? nullptr : &nic_slot(s);
+  }
+  bool is_local(uint32_t node) const {
+    return node < num_chips() && chip(node).local != kNoLocal;
+  }
+  EgressRing& egress() { return *at<EgressRing>(header().off_egress); }
+  // Wakes the daemon if it sleeps (after publishing into the egress ring).
+  void kick_daemon();
+
+ private:
+  Segment(void* base, size_t size, std::string name, bool owner)
+      : base_(static_cast<uint8_t*>(base)), size_(size), name_(std::move(name)), owner_(owner) {}
+  template <class T>
+  T* at(uint64_t off) const {
+    return reinterpret_cast<T*>(base_ + off);
+  }
+  uint8_t* base_;
+  size_t size_;
+  std::string name_;
+  bool owner_;
+  int daemon_efd_ = -1;  // our handle on the daemon's eventfd (clients)
+};
+
+}  // namespace galaxy::live

@@ -1,0 +1,645 @@
+#include "glex/live_device.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "chip/nic.h"
+#include "chip/registers.h"
+#include "engine/live/daemon.h"
+#include "engine/live/forward.h"
+#include "engine/live/items.h"
+#include "engine/live/segment.h"
+#include "wire/mp.h"
+
+#define GALAXY_GLEX_TRY(expr)                                \
+  do {                                                       \
+    glex_ret_t galaxy_glex_r_ = (expr);                      \
+    if (galaxy_glex_r_ != GLEX_SUCCESS) return galaxy_glex_r_; \
+  } while (0)
+
+namespace galaxy::glex {
+
+namespace {
+
+using live::OpCode;
+using live::OpStatus;
+
+static_assert(static_cast<int>(OpStatus::kSuccess) == GLEX_SUCCESS);
+static_assert(static_cast<int>(OpStatus::kTimeout) == GLEX_TIMEOUT);
+static_assert(static_cast<int>(OpStatus::kBusy) == GLEX_BUSY);
+static_assert(static_cast<int>(OpStatus::kAccessError) == GLEX_ACCESS_ERROR);
+static_assert(static_cast<int>(OpStatus::kUnreachable) == GLEX_UNREACHABLE);
+static_assert(static_cast<int>(OpStatus::kPeerDead) == GLEX_PEER_DEAD);
+static_assert(static_cast<int>(OpCode::kPut) == GLEX_OP_PUT && static_cast<int>(OpCode::kGet) ==
+              GLEX_OP_GET && static_cast<int>(OpCode::kImm) == GLEX_OP_IMM &&
+              static_cast<int>(OpCode::kMp) == GLEX_OP_MP);
+static_assert(live::kFlagFence == GLEX_FLAG_FENCE && live::kFlagLocalCq == GLEX_FLAG_LOCAL_CQ &&
+              live::kFlagRemoteEvent == GLEX_FLAG_REMOTE_EVT);
+
+constexpr uint8_t kHoleKind = 0xF;  // a claimed MPQ cell whose MP was not sent after all
+
+uint64_t deadline_after(int32_t timeout_ms) {
+  return timeout_ms < 0 ? UINT64_MAX
+                        : live::monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull;
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+class LiveDevice final : public glex_device {
+ public:
+  LiveDevice(std::unique_ptr<live::Segment> seg, uint32_t node)
+      : seg_(std::move(seg)), node_(node), nic_(seg_->nic_of(node)), pid_(getpid()) {
+    paths_.resize(seg_->num_chips());
+    paths_back_.resize(seg_->num_chips());
+    spin_ns_ = static_cast<uint64_t>(std::atoll(env_or("GLEX_SPIN_US", "50").c_str())) * 1000;
+  }
+  ~LiveDevice() override {
+    flush_counters();
+    for (uint8_t v = 0; v < live::kVps; ++v)
+      if (nic_->vps[v].owner_pid.load() == pid_) close_vp(v);
+    for (auto& e : nic_->att)
+      if (e.state.load() == 2 && e.pid == pid_) {
+        e.generation++;
+        e.state.store(0);
+      }
+    for (auto& [k, m] : maps_) munmap(m.base, m.length);
+    for (auto& a : allocs_) {
+      munmap(a.addr, a.length);
+      close(a.fd);
+    }
+  }
+
+  Result<uint8_t> open_vp(int32_t wanted) override {
+    if (wanted >= static_cast<int32_t>(live::kVps))
+      return make_error(Code::kOutOfRange, 6100,
+                        fmt::format("vp = {} exceeds the NIC's VPs 0-{}", wanted, live::kVps - 1));
+    std::vector<uint8_t> order;
+    if (wanted >= 0) {
+      order.push_back(static_cast<uint8_t>(wanted));
+    } else {
+      for (uint8_t v = chip::kPioVps; v < live::kVps; ++v) order.push_back(v);
+      for (uint8_t v = 0; v < chip::kPioVps; ++v) order.push_back(v);
+    }
+    for (uint8_t v : order) {
+      live::VpSlot& s = nic_->vps[v];
+      int32_t owner = s.owner_pid.load();
+      // A VP whose owner died is free again (the daemon also closes it on its liveness scan).
+      if (owner != 0 && (owner == pid_ || live::process_alive(owner))) continue;
+      if (!s.owner_pid.compare_exchange_strong(owner, pid_)) continue;
+      s.mpq.init();
+      s.cq.init();
+      s.outstanding.store(0);
+      s.mps_received.store(0);
+      s.generation.fetch_add(1);
+      s.open.store(1, std::memory_order_release);
+      return v;
+    }
+    if (wanted >= 0)
+      return make_error(Code::kResourceExhausted, 6101,
+                        fmt::format("vp {} of NIC {} is in use", wanted, node_));
+    return make_error(Code::kResourceExhausted, 6102, fmt::format("NIC {} has no free VP", node_));
+  }
+
+  void close_vp(uint8_t vp) override {
+    live::VpSlot& s = nic_->vps[vp];
+    if (s.owner_pid.load() != pid_) return;
+    s.open.store(0, std::memory_order_release);
+    s.owner_pid.store(0);
+  }
+
+  Status post_mgmt(uint8_t vp, const wire::MgmtDescriptor& d) override {
+    auto bytes = wire::encode_mgmt_descriptor(d);
+    if (!bytes.ok()) return bytes.error();
+    live::EgressMgmt m{};
+    m.nic = node_;
+    m.vp = vp;
+    static_assert(sizeof(m.descriptor) == std::tuple_size_v<wire::MgmtDescriptorBytes>);
+    std::memcpy(m.descriptor, bytes->data(), sizeof m.descriptor);
+    if (!egress(live::EgressKind::kMgmt, &m, sizeof m))
+      return make_error(Code::kResourceExhausted, 6103, "the daemon's egress ring is full");
+    return {};
+  }
+
+  Result<wire::MgmtPacket> wait_mgmt(uint8_t vp, uint64_t timeout_ps) override {
+    const uint64_t deadline = live::monotonic_ns() + timeout_ps / 1000;
+    live::MpqRing& q = nic_->vps[vp].mpq;
+    for (;;) {
+      live::MpqCell* c = wait_idle(q, deadline);
+      if (!c)
+        return make_error(
+            Code::kTimeout, 6104,
+            fmt::format("no management packet on vp {} within {} us", vp, timeout_ps / 1000000));
+      if ((c->kind_flags >> 4) != static_cast<uint8_t>(wire::MpKind::kMgmt)) {
+        q.pop();  // not management: a management VP takes no user MPs
+        continue;
+      }
+      auto p = wire::decode_mgmt_packet(std::span<const uint8_t>(c->data, c->length));
+      q.pop();
+      return p;
+    }
+  }
+
+  uint64_t now_ps() const override { return live::monotonic_ns() * 1000; }
+
+  Result<uint64_t> read_local_register(uint16_t addr) override {
+    if (addr == chip::reg::kPortBase + chip::reg::port::kPeerIdent) {
+      live::PeerInfo& p = seg_->peer(node_, 0);
+      if (p.chip == live::kNoChip) return uint64_t{0};
+      const live::ChipInfo& c = seg_->chip(p.chip);
+      return uint64_t{1} | (uint64_t{c.type} << 1) | (uint64_t{p.port} << 2) |
+             (uint64_t{p.up.load()} << 7) | (uint64_t{p.chip & 0xFFFF} << 8) |
+             (uint64_t{c.num_ports} << 24);
+    }
+    return make_error(Code::kUnsupported, 6105,
+                      fmt::format("register {:#x}: on a live fabric the host reads only its "
+                                  "port's peer identity; use a management request",
+                                  addr));
+  }
+
+  uint16_t chip_id() const override { return static_cast<uint16_t>(node_); }
+
+  glex_ret_t register_mem(void* addr, uint64_t len, uint32_t access,
+                          glex_mem_handle_t* mh) override {
+    for (uint32_t i = 0; i < live::kAttEntries; ++i) {
+      live::AttEntry& e = nic_->att[i];
+      uint32_t free_state = 0;
+      if (!e.state.compare_exchange_strong(free_state, 1)) continue;
+      const uint64_t a = reinterpret_cast<uint64_t>(addr);
+      uint32_t key = static_cast<uint32_t>((nic_->att_clock.fetch_add(1) + 1) * 2654435761u) ^
+                     static_cast<uint32_t>(live::monotonic_ns()) ^ static_cast<uint32_t>(pid_);
+      if (key == 0) key = 1;
+      e.key = key;
+      e.base = a;
+      e.length = len;
+      e.pid = pid_;
+      e.access = access;
+      e.memfd = -1;
+      e.memfd_base = 0;
+      for (const Alloc& al : allocs_) {
+        const uint64_t b = reinterpret_cast<uint64_t>(al.addr);
+        if (a >= b && a - b <= al.length && len <= al.length - (a - b)) {
+          e.memfd = al.fd;
+          e.memfd_base = b;
+        }
+      }
+      e.generation++;
+      e.state.store(2, std::memory_order_release);
+      *mh = (uint64_t{i} << 32) | key;
+      return GLEX_SUCCESS;
+    }
+    return set_error(GLEX_NO_RESOURCE,
+                     fmt::format("E6106 the ATT of NIC {} is full ({} registrations)", node_,
+                                 live::kAttEntries));
+  }
+
+  glex_ret_t deregister_mem(glex_mem_handle_t mh) override {
+    const uint64_t i = mh >> 32;
+    if (i >= live::kAttEntries)
+      return set_error(GLEX_INVALID_PARAM,
+                       fmt::format("E6107 mh = {:#x}: ATT index {} out of range", mh, i));
+    live::AttEntry& e = nic_->att[i];
+    if (e.state.load() != 2 || e.key != static_cast<uint32_t>(mh) || e.pid != pid_)
+      return set_error(GLEX_INVALID_PARAM,
+                       fmt::format("E6108 mh = {:#x} is not a registration of this process", mh));
+    e.generation++;
+    e.state.store(0, std::memory_order_release);
+    return GLEX_SUCCESS;
+  }
+
+  glex_ret_t alloc_mem(uint64_t len, void** addr) override {
+    const uint64_t size = (len + 4095) & ~uint64_t{4095};
+    int fd = memfd_create("glex-mem", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) {
+      if (fd >= 0) close(fd);
+      return set_error(GLEX_NO_RESOURCE,
+                       fmt::format("E6109 glex_alloc_mem({}): {}", len, std::strerror(errno)));
+    }
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      close(fd);
+      return set_error(GLEX_NO_RESOURCE,
+                       fmt::format("E6110 glex_alloc_mem({}): {}", len, std::strerror(errno)));
+    }
+    allocs_.push_back({p, size, fd});
+    *addr = p;
+    return GLEX_SUCCESS;
+  }
+
+  glex_ret_t free_mem(void* addr) override {
+    for (size_t i = 0; i < allocs_.size(); ++i)
+      if (allocs_[i].addr == addr) {
+        munmap(allocs_[i].addr, allocs_[i].length);
+        close(allocs_[i].fd);
+        allocs_.erase(allocs_.begin() + static_cast<long>(i));
+        return GLEX_SUCCESS;
+      }
+    return set_error(GLEX_INVALID_PARAM,
+                     fmt::format("E6111 addr = {} was not returned by glex_alloc_mem", addr));
+  }
+
+  glex_ret_t send_mp(uint8_t vp, glex_ep_addr_t dest, const void* data, uint32_t len,
+                     uint32_t flags) override {
+    const uint32_t dn = GLEX_EP_ADDR_NODE(dest), dv = GLEX_EP_ADDR_VP(dest);
+    GALAXY_GLEX_TRY(check_dest(dest));
+    if ((flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
+    const uint8_t kind_flags = static_cast<uint8_t>((flags & GLEX_FLAG_INTERRUPT) ? 1 : 0);
+    if (!seg_->is_local(dn)) {
+      live::EgressMp m{};
+      m.src_node = node_;
+      m.dest_node = dn;
+      m.src_vp = vp;
+      m.dest_vp = static_cast<uint8_t>(dv);
+      m.kind_flags = kind_flags;
+      m.length = static_cast<uint8_t>(len);
+      if (len) std::memcpy(m.data, data, len);
+      if (!egress(live::EgressKind::kMp, &m, sizeof m))
+        return set_error(GLEX_BUSY, "E6112 the daemon's egress ring is full; retry");
+      complete_local(vp, flags, OpCode::kMp, len);
+      return GLEX_SUCCESS;
+    }
+    live::VpSlot& t = seg_->nic_of(dn)->vps[dv];
+    if (!t.open.load(std::memory_order_acquire))
+      return set_error(GLEX_UNREACHABLE,
+                       fmt::format("E6113 endpoint {}:{} is not open", dn, dv));
+    uint64_t pos;
+    live::MpqCell* c = t.mpq.claim(&pos);
+    if (!c) {
+      if (!live::process_alive(t.owner_pid.load()))
+        return set_error(GLEX_PEER_DEAD, fmt::format("E6114 the process of {}:{} is gone", dn, dv));
+      return set_error(GLEX_BUSY, fmt::format("E6115 the MPQ of {}:{} is full; retry", dn, dv));
+    }
+    live::PathCounters& path = path_to(dn);
+    const live::Forwarded& f = path.result;
+    if (f.kind != live::Forwarded::Kind::kDelivered) {
+      c->kind_flags = kHoleKind << 4;
+      c->length = 0;
+      t.mpq.publish(c, pos);
+      return set_error(GLEX_UNREACHABLE,
+                       fmt::format("E6116 no route from NIC {} to NIC {} (stopped at chip {} "
+                                   "port {})",
+                                   node_, dn, f.chip, f.port));
+    }
+    c->src_node = static_cast<uint16_t>(node_);
+    c->src_vp = vp;
+    c->length = static_cast<uint8_t>(len);
+    c->kind_flags = kind_flags;
+    c->tag = 0;
+    if (len) std::memcpy(c->data, data, len);
+    t.mpq.publish(c, pos);
+    path.add(1, 128);
+    complete_local(vp, flags, OpCode::kMp, len);
+    return GLEX_SUCCESS;
+  }
+
+  glex_ret_t recv_mp(uint8_t vp, int32_t timeout_ms, glex_mp* mp) override {
+    live::MpqRing& q = nic_->vps[vp].mpq;
+    const uint64_t deadline = deadline_after(timeout_ms);
+    for (;;) {
+      live::MpqCell* c = timeout_ms == 0 ? q.peek() : wait_idle(q, deadline);
+      if (!c)
+        return timeout_ms == 0
+                   ? GLEX_NO_ENTRY
+                   : set_error(GLEX_TIMEOUT,
+                               fmt::format("E6117 no MP on vp {} within {} ms", vp, timeout_ms));
+      const uint8_t kind = c->kind_flags >> 4;
+      if (kind != static_cast<uint8_t>(wire::MpKind::kUser)) {
+        q.pop();
+        continue;
+      }
+      mp->src = GLEX_EP_ADDR(c->src_node, c->src_vp);
+      mp->len = c->length;
+      std::memcpy(mp->data, c->data, c->length);
+      q.pop();
+      return GLEX_SUCCESS;
+    }
+  }
+
+  glex_ret_t rdma(uint8_t vp, const glex_rdma_req& r) override {
+    const uint32_t dn = GLEX_EP_ADDR_NODE(r.target);
+    GALAXY_GLEX_TRY(check_dest(r.target));
+    const bool imm = r.op == GLEX_OP_IMM;
+    if (!imm) {
+      live::AttEntry e{};
+      const char* why = "";
+      if (check_att(*nic_, r.local_mh, reinterpret_cast<uint64_t>(r.local_addr), r.len, 0, &e,
+                    &why) != OpStatus::kSuccess ||
+          e.pid != pid_)
+        return set_error(GLEX_ACCESS_ERROR,
+                         fmt::format("E6118 local_addr/local_mh: {} (mh {:#x})",
+                                     e.pid != pid_ && why[0] == 0 ? "not this process's memory"
+                                                                  : why,
+                                     r.local_mh));
+    }
+    if ((r.flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
+    const OpCode op = static_cast<OpCode>(r.op);
+    if (!seg_->is_local(dn)) {
+      live::EgressRdma d{};
+      d.op = static_cast<uint8_t>(r.op);
+      d.flags = static_cast<uint8_t>(r.flags);
+      d.src_vp = vp;
+      d.dest_vp = static_cast<uint8_t>(GLEX_EP_ADDR_VP(r.target));
+      d.src_node = node_;
+      d.dest_node = dn;
+      d.pid = pid_;
+      d.local_addr = reinterpret_cast<uint64_t>(r.local_addr);
+      d.length = r.len;
+      d.remote_addr = r.remote_addr;
+      d.remote_mh = r.remote_mh;
+      d.event_addr = r.event_addr;
+      d.event_mh = r.event_mh;
+      d.event[0] = r.event.data[0];
+      d.event[1] = r.event.data[1];
+      d.cookie = r.cookie;
+      if (imm) std::memcpy(d.imm, r.local_addr, r.len);
+      nic_->vps[vp].outstanding.fetch_add(1);
+      if (!egress(live::EgressKind::kRdma, &d, sizeof d)) {
+        nic_->vps[vp].outstanding.fetch_sub(1);
+        return set_error(GLEX_BUSY, "E6119 the daemon's egress ring is full; retry");
+      }
+      return GLEX_SUCCESS;
+    }
+    // On this host: the target NIC's checks and one copy, done here.
+    const uint64_t packets = op == OpCode::kGet ? 1 : live::packets_for(r.remote_addr, r.len);
+    live::PathCounters& path = path_to(dn);
+    if (path.result.kind != live::Forwarded::Kind::kDelivered)
+      return complete(vp, r, GLEX_UNREACHABLE, 6120, "no route to the target NIC");
+    path.add(packets, op == OpCode::kGet ? 8 : r.len);
+    if (op == OpCode::kGet) {  // the response data come back the other way
+      live::PathCounters& back = path_from(dn);
+      if (back.result.kind != live::Forwarded::Kind::kDelivered)
+        return complete(vp, r, GLEX_UNREACHABLE, 6133, "no route back from the target NIC");
+      back.add(live::packets_for(reinterpret_cast<uint64_t>(r.local_addr), r.len), r.len);
+    }
+    live::NicSlot& t = *seg_->nic_of(dn);
+    live::AttEntry e{};
+    const char* why = "";
+    OpStatus st = check_att(t, r.remote_mh, r.remote_addr, r.len,
+                            op == OpCode::kGet ? live::kAccessRead : live::kAccessWrite, &e, &why);
+    if (st != OpStatus::kSuccess)
+      return complete(vp, r, static_cast<glex_ret_t>(st), 6121, why);
+    st = copy(e, r.remote_mh, op != OpCode::kGet, r.local_addr, r.remote_addr, r.len);
+    if (st != OpStatus::kSuccess)
+      return complete(vp, r, static_cast<glex_ret_t>(st), 6122,
+                      st == OpStatus::kPeerDead ? "target process is gone"
+                                                : "target memory not mapped");
+    if (r.flags & GLEX_FLAG_REMOTE_EVT) {
+      st = check_att(t, r.event_mh, r.event_addr, 16, live::kAccessWrite, &e, &why);
+      if (st != OpStatus::kSuccess) return complete(vp, r, static_cast<glex_ret_t>(st), 6123, why);
+      uint64_t w0 = r.event.data[0], w1 = r.event.data[1];
+      st = copy(e, r.event_mh, true, &w0, r.event_addr, 8);
+      std::atomic_thread_fence(std::memory_order_release);
+      if (st == OpStatus::kSuccess) st = copy(e, r.event_mh, true, &w1, r.event_addr + 8, 8);
+      if (st != OpStatus::kSuccess)
+        return complete(vp, r, static_cast<glex_ret_t>(st), 6124, "event write failed");
+    }
+    return complete(vp, r, GLEX_SUCCESS, 0, "");
+  }
+
+  glex_ret_t poll_cq(uint8_t vp, int32_t timeout_ms, glex_cq_entry* out) override {
+    live::CqRing& q = nic_->vps[vp].cq;
+    live::CqCell* c = timeout_ms == 0 ? q.peek() : wait_idle(q, deadline_after(timeout_ms));
+    if (!c)
+      return timeout_ms == 0 ? GLEX_NO_ENTRY
+                             : set_error(GLEX_TIMEOUT,
+                                         fmt::format("E6125 no completion on vp {} within {} ms",
+                                                     vp, timeout_ms));
+    out->op = c->op;
+    out->status = static_cast<glex_ret_t>(c->status);
+    out->cookie = c->cookie;
+    out->bytes = c->bytes;
+    out->error_id = c->error_id;
+    std::memcpy(out->reason, c->reason, sizeof out->reason);
+    out->reason[sizeof out->reason - 1] = 0;
+    q.pop();
+    return GLEX_SUCCESS;
+  }
+
+  glex_ret_t fence(uint8_t vp, int32_t timeout_ms) override {
+    live::VpSlot& s = nic_->vps[vp];
+    const uint64_t deadline = deadline_after(timeout_ms);
+    const uint64_t spin_until = live::monotonic_ns() + spin_ns_;
+    while (s.outstanding.load(std::memory_order_acquire) != 0) {
+      uint64_t now = live::monotonic_ns();
+      if (now >= deadline)
+        return set_error(GLEX_TIMEOUT,
+                         fmt::format("E6126 {} descriptors of vp {} still outstanding after {} ms",
+                                     s.outstanding.load(), vp, timeout_ms));
+      if (now < spin_until) {
+        live::cpu_relax();
+        continue;
+      }
+      flush_counters();
+      uint32_t v = s.cq.futex.load();
+      s.cq.waiters.fetch_add(1);
+      if (s.outstanding.load() != 0)
+        live::futex_wait(&s.cq.futex, v,
+                         deadline == UINT64_MAX ? 1000000
+                                                : static_cast<int64_t>(std::min<uint64_t>(
+                                                      deadline - now, 1000000)));
+      s.cq.waiters.fetch_sub(1);
+    }
+    return GLEX_SUCCESS;
+  }
+
+ private:
+  struct Alloc {
+    void* addr;
+    uint64_t length;
+    int fd;
+  };
+  struct Mapping {
+    void* base;
+    uint64_t length;
+  };
+
+  live::PathCounters& refresh(live::PathCounters& p, uint32_t from, uint32_t to) {
+    const uint64_t g = seg_->header().route_generation.load(std::memory_order_acquire);
+    if (p.generation != g) {
+      p.flush();
+      p.lines.clear();
+      p.result = live::forward(*seg_, from, 0, to, 0, 0, &p.lines);
+      p.generation = g;
+    }
+    return p;
+  }
+  live::PathCounters& path_to(uint32_t dest) { return refresh(paths_[dest], node_, dest); }
+  live::PathCounters& path_from(uint32_t src) { return refresh(paths_back_[src], src, node_); }
+  void flush_counters() {
+    for (auto& p : paths_) p.flush();
+    for (auto& p : paths_back_) p.flush();
+  }
+
+  // Polls for the spin time, brings the port counters up to date, then sleeps until deadline.
+  template <class Ring>
+  decltype(std::declval<Ring&>().peek()) wait_idle(Ring& q, uint64_t deadline) {
+    const uint64_t spin_end = std::min(deadline, live::monotonic_ns() + spin_ns_);
+    if (auto* c = q.wait(spin_ns_, spin_end)) return c;
+    flush_counters();
+    return q.wait(0, deadline);
+  }
+
+  glex_ret_t check_dest(glex_ep_addr_t dest) {
+    const uint64_t dn = dest >> 8, dv = dest & 0xFF;
+    if (dn >= seg_->num_chips() ||
+        seg_->chip(static_cast<uint32_t>(dn)).type != static_cast<uint8_t>(wire::ChipType::kNic))
+      return set_error(GLEX_INVALID_PARAM,
+                       fmt::format("E6127 target node {} is not a NIC of this fabric", dn));
+    if (dv >= live::kVps)
+      return set_error(GLEX_INVALID_PARAM,
+                       fmt::format("E6128 target vp {} exceeds the NIC's VPs 0-{}", dv,
+                                   live::kVps - 1));
+    return GLEX_SUCCESS;
+  }
+
+  bool egress(live::EgressKind kind, const void* body, size_t len) {
+    live::EgressRing& ring = seg_->egress();
+    uint64_t pos;
+    live::EgressCell* c = ring.claim(&pos);
+    if (!c) return false;
+    c->kind = static_cast<uint8_t>(kind);
+    c->length = static_cast<uint32_t>(len);
+    std::memcpy(c->body, body, len);
+    ring.publish(c, pos);
+    seg_->kick_daemon();
+    return true;
+  }
+
+  void complete_local(uint8_t vp, uint32_t flags, OpCode op, uint64_t bytes) {
+    if (flags & GLEX_FLAG_LOCAL_CQ)
+      live::push_completion(nic_->vps[vp], op, OpStatus::kSuccess, 0, bytes, 0, "");
+  }
+
+  // Same-host RDMA finishes in the call: its completion (always on error) goes to the CQ, as a
+  // remote one does, so the caller handles both alike.
+  glex_ret_t complete(uint8_t vp, const glex_rdma_req& r, glex_ret_t st, uint16_t id,
+                      const char* why) {
+    if (st != GLEX_SUCCESS || (r.flags & GLEX_FLAG_LOCAL_CQ))
+      live::push_completion(nic_->vps[vp], static_cast<OpCode>(r.op), static_cast<OpStatus>(st),
+                            r.cookie, st == GLEX_SUCCESS ? r.len : 0, id, why);
+    return GLEX_SUCCESS;
+  }
+
+  // One copy to or from a registration of a process on this host: a memcpy when the memory is
+  // shared (glex_alloc_mem), else cross-memory attach.
+  OpStatus copy(const live::AttEntry& e, uint64_t mh, bool write, void* local, uint64_t remote,
+                uint64_t len) {
+    if (e.memfd >= 0 && e.pid != pid_) {
+      auto key = std::make_tuple(static_cast<uint32_t>(e.pid), static_cast<uint32_t>(mh >> 32),
+                                 e.generation);
+      auto it = maps_.find(key);
+      if (it == maps_.end()) {
+        int fd = open(fmt::format("/proc/{}/fd/{}", e.pid, e.memfd).c_str(), O_RDWR | O_CLOEXEC);
+        struct stat st{};
+        void* p = MAP_FAILED;
+        if (fd >= 0 && fstat(fd, &st) == 0)
+          p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED,
+                   fd, 0);
+        if (fd >= 0) close(fd);
+        if (p != MAP_FAILED) it = maps_.emplace(key, Mapping{p, static_cast<uint64_t>(st.st_size)})
+                                      .first;
+      }
+      if (it != maps_.end() && remote - e.memfd_base + len <= it->second.length) {
+        uint8_t* dst = static_cast<uint8_t*>(it->second.base) + (remote - e.memfd_base);
+        if (write)
+          std::memcpy(dst, local, len);
+        else
+          std::memcpy(local, dst, len);
+        return OpStatus::kSuccess;
+      }
+    }
+    return live::copy_with(e.pid, write, local, remote, len);
+  }
+
+  std::unique_ptr<live::Segment> seg_;
+  uint32_t node_;
+  live::NicSlot* nic_;
+  int32_t pid_;
+  uint64_t spin_ns_ = 50000;
+  std::vector<Alloc> allocs_;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping> maps_;
+  std::vector<live::PathCounters> paths_;       // by destination NIC
+  std::vector<live::PathCounters> paths_back_;  // get responses, by target NIC
+};
+
+// The hosts of `fabric` that have a segment on this machine.
+std::vector<std::string> local_hosts(const std::string& fabric) {
+  std::vector<std::string> hosts;
+  const std::string prefix = "galaxy." + fabric + ".";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.rfind(prefix, 0) == 0) hosts.push_back(n.substr(prefix.size()));
+    }
+    closedir(d);
+  }
+  std::sort(hosts.begin(), hosts.end());
+  return hosts;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<glex_device>> open_live_device(const std::string& fabric_in,
+                                                      const std::string& host_in, int32_t nic) {
+  std::string fabric = fabric_in.empty() ? env_or("GLEX_FABRIC", "galaxy") : fabric_in;
+  if (live::is_live_spec(fabric)) {
+    auto f = live::parse_live_fabric(fabric);
+    if (!f.ok()) return f.error();
+    fabric = f->name;
+  }
+  std::string host = host_in.empty() ? env_or("GLEX_HOST", "") : host_in;
+  if (host.empty()) {
+    auto hosts = local_hosts(fabric);
+    if (hosts.size() != 1)
+      return make_error(Code::kNotFound, 6129,
+                        fmt::format("fabric '{}' has {} hosts on this machine ({}): set GLEX_HOST "
+                                    "or give the host",
+                                    fabric, hosts.size(), fmt::join(hosts, ", ")));
+    host = hosts.front();
+  }
+  auto seg = live::Segment::attach(fabric, host);
+  if (!seg.ok()) return seg.error();
+  for (int i = 0; i < 2000 && !(*seg)->header().ready.load(std::memory_order_acquire); ++i)
+    usleep(1000);
+  if (!(*seg)->header().ready.load())
+    return make_error(Code::kTimeout, 6130,
+                      fmt::format("the daemon of host {} is not ready", host));
+  std::vector<uint32_t> local_nics;
+  for (uint32_t n = 0; n < (*seg)->num_chips(); ++n)
+    if ((*seg)->chip(n).nic_slot != live::kNoLocal) local_nics.push_back(n);
+  if (local_nics.empty())
+    return make_error(Code::kNotFound, 6131, fmt::format("host {} has no NIC", host));
+  if (nic < 0) {
+    std::string env = env_or("GLEX_NIC", "");
+    if (!env.empty()) {
+      nic = std::atoi(env.c_str());
+    } else {
+      std::string rank = env_or("GLEX_RANK", env_or("PMIX_RANK", env_or("OMPI_COMM_WORLD_RANK",
+                                                                         "0")));
+      nic = static_cast<int32_t>(local_nics[static_cast<size_t>(std::atoll(rank.c_str())) %
+                                            local_nics.size()]);
+    }
+  }
+  if (nic < 0 || static_cast<uint32_t>(nic) >= (*seg)->num_chips() ||
+      !(*seg)->nic_of(static_cast<uint32_t>(nic)))
+    return make_error(Code::kNotFound, 6132,
+                      fmt::format("nic = {} is not a NIC of host {} (its NICs: {})", nic, host,
+                                  fmt::join(local_nics, ", ")));
+  return std::unique_ptr<glex_device>(
+      new LiveDevice(std::move(*seg), static_cast<uint32_t>(nic)));
+}
+
+}  // namespace galaxy::glex
