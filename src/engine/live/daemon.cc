@@ -219,9 +219,12 @@ Status FabricDaemon::open_socket() {
   sock_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (sock_ < 0)
     return make_error(Code::kIoError, 4731, fmt::format("socket: {}", std::strerror(errno)));
+  // Room for a whole window of frames; FORCE passes net.core.rmem_max when we may.
   int buf = 8 << 20;
-  setsockopt(sock_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  setsockopt(sock_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  if (setsockopt(sock_, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(sock_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (setsockopt(sock_, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(sock_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(me.port);

@@ -1,0 +1,126 @@
+// A process that dies mid-transfer does not hang its peers: their operations complete with an
+// error within the configured timeout, and the fabric goes on serving the others (issue "Live
+// fabric and libglex", acceptance). Same host and across hosts.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "live_fixture.h"
+
+namespace galaxy::live::testing {
+namespace {
+
+class LiveDeath : public ::testing::TestWithParam<int> {};  // the victim's host: 0 or 1
+
+TEST_P(LiveDeath, PeersOfADeadProcessGetErrorsAndTheFabricServesOthers) {
+  DaemonOptions o;
+  o.op_timeout_ns = 2'000'000'000;  // the configured timeout of remote operations
+  LiveFabricUnderTest f(2, "fattree:k=4,levels=2", o);
+  ASSERT_TRUE(f.bring_up().ok());
+  const int victim_host = GetParam();
+  glex_device_handle_t me = f.open(0, 0);
+  ASSERT_TRUE(me) << glex_last_error();
+  glex_ep_attr attr{8};
+  glex_ep_handle_t ep;
+  ASSERT_EQ(glex_create_ep(me, &attr, &ep), GLEX_SUCCESS);
+  const glex_ep_addr_t my_addr = glex_ep_addr(ep);
+
+  // The victim: registers 64 MiB, says where, then idles until killed.
+  pid_t victim = spawn([&] {
+    glex_device_handle_t d = f.open(victim_host, 1);
+    glex_ep_attr a{9};
+    glex_ep_handle_t e;
+    if (!d || glex_create_ep(d, &a, &e)) return false;
+    static std::vector<uint8_t> buf(64 << 20);
+    glex_mem_handle_t mh;
+    if (glex_register_mem(d, buf.data(), buf.size(), GLEX_MEM_WRITE, &mh)) return false;
+    uint64_t where[2] = {reinterpret_cast<uint64_t>(buf.data()), mh};
+    if (glex_send_mp(e, my_addr, where, sizeof where, 0)) return false;
+    pause();
+    return true;
+  });
+  glex_mp mp;
+  ASSERT_EQ(glex_recv_mp(ep, 5000, &mp), GLEX_SUCCESS) << glex_last_error();
+  uint64_t where[2];
+  std::memcpy(where, mp.data, sizeof where);
+  const glex_ep_addr_t victim_addr = mp.src;
+
+  std::vector<uint8_t> src(1 << 20, 0xab);
+  glex_mem_handle_t lmh;
+  ASSERT_EQ(glex_register_mem(me, src.data(), src.size(), GLEX_MEM_READ, &lmh), GLEX_SUCCESS);
+  glex_rdma_req q{};
+  q.target = victim_addr;
+  q.op = GLEX_OP_PUT;
+  q.flags = GLEX_FLAG_LOCAL_CQ;
+  q.local_addr = src.data();
+  q.local_mh = lmh;
+  q.len = src.size();
+  q.remote_addr = where[0];
+  q.remote_mh = where[1];
+  // Transfers are running when the victim dies.
+  for (int i = 0; i < 8; ++i) {
+    q.cookie = static_cast<uint64_t>(i);
+    q.remote_addr = where[0] + static_cast<uint64_t>(i) * src.size();
+    ASSERT_EQ(glex_rdma(ep, &q), GLEX_SUCCESS) << glex_last_error();
+  }
+  kill(victim, SIGKILL);
+  EXPECT_EQ(wait_exit(victim), 128);
+  const auto t0 = std::chrono::steady_clock::now();
+  // Keep putting: every operation completes, and once the death is noticed with an error.
+  glex_ret_t last = GLEX_SUCCESS;
+  int completions = 0;
+  for (int i = 8; i < 64 && last == GLEX_SUCCESS; ++i) {
+    q.cookie = static_cast<uint64_t>(i);
+    q.remote_addr = where[0] + static_cast<uint64_t>(i % 64) * src.size();
+    ASSERT_EQ(glex_rdma(ep, &q), GLEX_SUCCESS) << glex_last_error();
+    glex_cq_entry e;
+    while (glex_wait_cq(ep, 5000, &e) == GLEX_SUCCESS) {
+      ++completions;
+      last = e.status;
+      if (last != GLEX_SUCCESS) break;
+      if (glex_fence(ep, 0) == GLEX_SUCCESS) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(last, GLEX_SUCCESS) << "puts to a dead process kept succeeding";
+  EXPECT_TRUE(last == GLEX_PEER_DEAD || last == GLEX_ACCESS_ERROR || last == GLEX_TIMEOUT)
+      << glex_error_string(last);
+  EXPECT_LT(waited, 4.0) << "errors must come within the configured timeout (2 s) + a scan";
+  EXPECT_EQ(glex_fence(ep, 5000), GLEX_SUCCESS) << "nothing may stay outstanding";
+  // An MP to the dead process is refused or goes unanswered; our receive times out.
+  glex_ret_t r = glex_send_mp(ep, victim_addr, "x", 1, 0);
+  EXPECT_TRUE(r == GLEX_SUCCESS || r == GLEX_UNREACHABLE || r == GLEX_PEER_DEAD)
+      << glex_error_string(r);
+  EXPECT_EQ(glex_recv_mp(ep, 100, &mp), GLEX_TIMEOUT);
+
+  // The fabric serves the others: a new process on the victim's host answers an MP.
+  pid_t other = spawn([&] {
+    glex_device_handle_t d = f.open(victim_host, 1);
+    glex_ep_attr a{9};  // the dead process's VP is free again
+    glex_ep_handle_t e;
+    if (!d || glex_create_ep(d, &a, &e)) return false;
+    if (glex_send_mp(e, my_addr, "hello", 5, 0)) return false;
+    glex_mp m;
+    return glex_recv_mp(e, 5000, &m) == GLEX_SUCCESS && m.len == 2;
+  });
+  do {
+    ASSERT_EQ(glex_recv_mp(ep, 5000, &mp), GLEX_SUCCESS) << glex_last_error();
+  } while (mp.len != 5);  // skip a late nack of the MP above, if any
+  EXPECT_EQ(std::memcmp(mp.data, "hello", 5), 0);
+  ASSERT_EQ(glex_send_mp(ep, mp.src, "ok", 2, 0), GLEX_SUCCESS);
+  EXPECT_EQ(wait_exit(other), 0);
+  glex_destroy_ep(ep);
+  glex_close_device(me);
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, LiveDeath, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return i.param == 0 ? std::string("same_host")
+                                               : std::string("cross_host");
+                         });
+
+}  // namespace
+}  // namespace galaxy::live::testing

@@ -1,0 +1,203 @@
+// A live fabric for tests: one `fabricd` per host as a forked process of the test (the test
+// process stays single-threaded, so later forks of workers are safe), brought up by the
+// management server's own code (discovery, routing, loading), torn down at the end.
+#pragma once
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/live/daemon.h"
+#include "engine/live/live_spec.h"
+#include "engine/live/segment.h"
+#include "glex.h"
+#include "glex/live_device.h"
+#include "nm/discovery.h"
+#include "nm/glex_port.h"
+#include "nm/requester.h"
+#include "nm/route_load.h"
+#include "nm/routing.h"
+
+namespace galaxy::live::testing {
+
+inline std::atomic<bool> g_daemon_stop{false};
+
+class LiveFabricUnderTest {
+ public:
+  // hosts: 1 or 2 (all on 127.0.0.1 with ports picked from the pid).
+  explicit LiveFabricUnderTest(int hosts = 2, std::string topology = "fattree:k=4,levels=2",
+                               DaemonOptions options = {}) {
+    static int instance = 0;
+    ++instance;
+    const int base = 21000 + (getpid() * 7 + instance * 3) % 30000;
+    name_ = fmt::format("t{}x{}", getpid(), instance);
+    spec_ = fmt::format("live:{},name={},hosts=h1:127.0.0.1:{}", topology, name_, base);
+    if (hosts > 1) spec_ += fmt::format(",h2:127.0.0.1:{}", base + 1);
+    fabric_ = parse_live_fabric(spec_).value();
+    for (size_t h = 0; h < fabric_.hosts.size(); ++h) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        struct sigaction sa {};
+        sa.sa_handler = [](int) { g_daemon_stop.store(true); };
+        sigaction(SIGTERM, &sa, nullptr);
+        auto d = FabricDaemon::start(fabric_, static_cast<int>(h), options);
+        if (!d.ok()) {
+          std::fprintf(stderr, "daemon: %s\n", d.error().to_string().c_str());
+          _exit(3);
+        }
+        (*d)->run(g_daemon_stop);
+        _exit(0);
+      }
+      daemons_.push_back(pid);
+    }
+  }
+  ~LiveFabricUnderTest() {
+    for (pid_t p : daemons_) kill(p, SIGTERM);
+    for (pid_t p : daemons_) waitpid(p, nullptr, 0);
+    for (const LiveHost& h : fabric_.hosts)
+      shm_unlink(Segment::shm_name(fabric_.name, h.name).c_str());
+  }
+
+  // Waits until every daemon is ready and the links between hosts are up.
+  bool wait_up(double seconds = 10) {
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    for (const LiveHost& h : fabric_.hosts) {
+      for (;;) {
+        auto seg = Segment::attach(fabric_.name, h.name);
+        if (seg.ok() && (*seg)->header().ready.load() && links_up(**seg)) break;
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    return true;
+  }
+
+  // Discovery, routing and loading through the management server on host h1.
+  Status bring_up(const std::string& engine = "minhop") {
+    if (!wait_up()) return make_error(Code::kTimeout, 1, "daemons or links not up");
+    auto dev = glex::open_live_device(fabric_.name, "h1", -1);
+    if (!dev.ok()) return dev.error();
+    auto port = nm::GlexMgmtPort::open(dev->get());
+    if (!port.ok()) return port.error();
+    nm::RequesterOptions ro;
+    ro.timeout = 200 * nm::kMs;
+    nm::Requester req(**port, ro);
+    nm::DiscoveryOptions d;
+    d.pipelined = true;
+    auto found = nm::discover(req, d);
+    if (!found.ok()) return found.error();
+    discovery_ = std::move(*found);
+    auto routes = nm::compute_routes(discovery_.map, engine);
+    if (!routes.ok()) return routes.error();
+    auto load = nm::load_routes(req, discovery_.map, *routes, {});
+    if (!load.ok()) return load.error();
+    if (load->failed) return make_error(Code::kIoError, 2, "route load failed");
+    return {};
+  }
+
+  // A register of chip `node` read by the management server (on host h1's first NIC, where
+  // bring_up() discovered from), UINT64_MAX on failure.
+  uint64_t read_register(uint32_t node, uint16_t addr) const {
+    auto dev = glex::open_live_device(fabric_.name, "h1", static_cast<int32_t>(nic(0, 0)));
+    if (!dev.ok()) return UINT64_MAX;
+    auto port = nm::GlexMgmtPort::open(dev->get());
+    if (!port.ok()) return UINT64_MAX;
+    nm::RequesterOptions ro;
+    ro.timeout = 200 * nm::kMs;
+    nm::Requester req(**port, ro);
+    const nm::FabricMap& m = discovery_.map;
+    auto it = m.node_of.find(static_cast<uint16_t>(node));
+    if (it == m.node_of.end()) return UINT64_MAX;
+    uint64_t v = UINT64_MAX;
+    req.submit(nm::MgmtRequest::read(m.target[it->second], addr), [&](const nm::MgmtReply& r) {
+      if (r.status.ok()) v = r.response.data.value[0];
+    });
+    req.run();
+    return v;
+  }
+  // Ports whose links run between hosts.
+  std::vector<fabric::PortRef> crossing_ports() const {
+    std::vector<fabric::PortRef> out;
+    const fabric::Topology& t = fabric_.topology;
+    for (uint32_t n = 0; n < t.num_nodes(); ++n)
+      for (uint32_t p = 0; p < t.num_ports(n); ++p)
+        if (fabric_.crosses_hosts({n, static_cast<uint8_t>(p)}))
+          out.push_back({n, static_cast<uint8_t>(p)});
+    return out;
+  }
+
+  const std::string& spec() const { return spec_; }
+  const std::string& name() const { return name_; }
+  const LiveFabric& fabric() const { return fabric_; }
+  const nm::DiscoveryResult& discovery() const { return discovery_; }
+  std::vector<pid_t>& daemons() { return daemons_; }
+  // The k-th NIC (chip id) of host `host` (0 or 1).
+  uint32_t nic(int host, int k = 0) const {
+    int seen = 0;
+    for (uint32_t i = 0; i < fabric_.topology.num_nics(); ++i) {
+      uint32_t n = fabric_.topology.nic_node(i);
+      if (fabric_.host_of[n] == host && seen++ == k) return n;
+    }
+    return UINT32_MAX;
+  }
+  const char* host_name(int host) const { return fabric_.hosts[static_cast<size_t>(host)].name.c_str(); }
+
+  // Opens a device on a NIC of this fabric (NULL on failure).
+  glex_device_handle_t open(int host, int k = 0) const {
+    glex_device_attr a{name_.c_str(), host_name(host), static_cast<int32_t>(nic(host, k))};
+    glex_device_handle_t d = nullptr;
+    if (glex_open_device(&a, &d) != GLEX_SUCCESS) return nullptr;
+    return d;
+  }
+
+ private:
+  static bool links_up(Segment& seg) {
+    for (uint32_t n = 0; n < seg.num_chips(); ++n) {
+      if (!seg.is_local(n)) continue;
+      for (uint32_t p = 0; p < seg.chip(n).num_ports; ++p) {
+        PeerInfo& pi = seg.peer(n, p);
+        if (pi.chip != kNoChip && pi.crosses_hosts && !pi.up.load()) return false;
+      }
+    }
+    return true;
+  }
+
+  std::string name_;
+  std::string spec_;
+  LiveFabric fabric_;
+  std::vector<pid_t> daemons_;
+  nm::DiscoveryResult discovery_;
+};
+
+// Runs `body` in a forked child; returns its exit status (0 = the body returned true).
+inline pid_t spawn(const std::function<bool()>& body) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(body() ? 0 : 1);
+  return pid;
+}
+inline int wait_exit(pid_t pid, int timeout_s = 60) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  for (;;) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      return 255;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+}  // namespace galaxy::live::testing
