@@ -356,6 +356,7 @@ class LiveDevice final : public glex_device {
       d.dest_node = dn;
       d.pid = pid_;
       d.local_addr = reinterpret_cast<uint64_t>(r.local_addr);
+      d.local_mh = r.local_mh;
       d.length = r.len;
       d.remote_addr = r.remote_addr;
       d.remote_mh = r.remote_mh;

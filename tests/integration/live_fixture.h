@@ -4,7 +4,10 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,10 +42,9 @@ class LiveFabricUnderTest {
                                DaemonOptions options = {}) {
     static int instance = 0;
     ++instance;
-    const int base = 21000 + (getpid() * 7 + instance * 3) % 30000;
     name_ = fmt::format("t{}x{}", getpid(), instance);
-    spec_ = fmt::format("live:{},name={},hosts=h1:127.0.0.1:{}", topology, name_, base);
-    if (hosts > 1) spec_ += fmt::format(",h2:127.0.0.1:{}", base + 1);
+    spec_ = fmt::format("live:{},name={},hosts=h1:127.0.0.1:{}", topology, name_, free_port());
+    if (hosts > 1) spec_ += fmt::format(",h2:127.0.0.1:{}", free_port());
     fabric_ = parse_live_fabric(spec_).value();
     for (size_t h = 0; h < fabric_.hosts.size(); ++h) {
       pid_t pid = fork();
@@ -162,6 +164,21 @@ class LiveFabricUnderTest {
   }
 
  private:
+  // A UDP port the kernel says is free now (tests run in parallel under ctest).
+  static int free_port() {
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int port = 0;
+    if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      port = ntohs(a.sin_port);
+    close(s);
+    return port;
+  }
+
   static bool links_up(Segment& seg) {
     for (uint32_t n = 0; n < seg.num_chips(); ++n) {
       if (!seg.is_local(n)) continue;

@@ -6,13 +6,14 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
+#include <sys/un.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <optional>
 
@@ -199,17 +200,29 @@ Status FabricDaemon::init() {
   for (uint32_t n = 0; n < t.num_nodes(); ++n)
     if (chips_[n] && !t.is_nic(n)) export_routes(n);
   GALAXY_TRY(open_socket());
-  efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  // The doorbell processes ring when they queued work for a sleeping daemon.
+  efd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   if (efd_ < 0 || epfd_ < 0)
-    return make_error(Code::kIoError, 4730, fmt::format("eventfd/epoll: {}", std::strerror(errno)));
+    return make_error(Code::kIoError, 4730,
+                      fmt::format("doorbell socket/epoll: {}", std::strerror(errno)));
+  {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    const std::string n = seg_->doorbell_name();
+    const size_t len = std::min(n.size(), sizeof a.sun_path - 2);
+    std::memcpy(a.sun_path + 1, n.data(), len);
+    if (bind(efd_, reinterpret_cast<sockaddr*>(&a),
+             static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + len)) != 0)
+      return make_error(Code::kIoError, 4734,
+                        fmt::format("doorbell @{}: {}", n, std::strerror(errno)));
+  }
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = efd_;
   epoll_ctl(epfd_, EPOLL_CTL_ADD, efd_, &ev);
   ev.data.fd = sock_;
   epoll_ctl(epfd_, EPOLL_CTL_ADD, sock_, &ev);
-  seg_->header().daemon_eventfd.store(efd_);
   seg_->header().ready.store(1, std::memory_order_release);
   return {};
 }
@@ -274,8 +287,8 @@ void FabricDaemon::run(const std::atomic<bool>& stop) {
       epoll_wait(epfd_, evs, 4, timeout_ms);
     }
     h.daemon_sleeping.store(0, std::memory_order_relaxed);
-    uint64_t drain;
-    while (read(efd_, &drain, sizeof drain) > 0) {
+    char drain[64];
+    while (recv(efd_, drain, sizeof drain, 0) > 0) {
     }
     idle_since = monotonic_ns();
   }
@@ -315,8 +328,10 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       EgressMgmt m;
       std::memcpy(&m, cell.body, sizeof m);
       if (m.nic >= chips_.size() || !chips_[m.nic] || !fabric_.topology.is_nic(m.nic) ||
-          m.vp >= kVps)
+          m.vp >= kVps) {
+        ++stats_.dropped;
         return;
+      }
       auto& nic = static_cast<chip::Nic&>(*chips_[m.nic]);
       Status s = nic.post_mgmt(m.vp, std::span<const uint8_t>(m.descriptor, 64));
       NicSlot* slot = seg_->nic_of(m.nic);
@@ -341,7 +356,11 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
     case EgressKind::kMp: {
       EgressMp m;
       std::memcpy(&m, cell.body, sizeof m);
-      if (!seg_->is_local(m.src_node) || m.src_vp >= kVps || m.length > 120) return;
+      if (!seg_->nic_of(m.src_node) || m.src_vp >= kVps || m.length > 120 ||
+          m.dest_node >= seg_->num_chips() || m.dest_vp >= kVps) {
+        ++stats_.dropped;
+        return;
+      }
       Forwarded f = forward(*seg_, m.src_node, 0, m.dest_node, 1, 128);
       ItemMp im{m.dest_node, m.src_node, m.dest_vp, m.src_vp, m.kind_flags, m.length};
       if (f.kind == Forwarded::Kind::kLeavesHost) {
@@ -363,13 +382,41 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       return;
     }
   }
+  ++stats_.dropped;  // an unknown kind
 }
 
 void FabricDaemon::start_rdma(const EgressRdma& d) {
   NicSlot* slot = seg_->nic_of(d.src_node);
-  if (!slot || d.src_vp >= kVps) return;
+  if (!slot || d.src_vp >= kVps) {
+    ++stats_.dropped;
+    return;
+  }
   VpSlot& vp = slot->vps[d.src_vp];
   const OpCode op = static_cast<OpCode>(d.op);
+  // A descriptor from a process is checked like one from the network: a bad one fails.
+  if ((op != OpCode::kPut && op != OpCode::kGet && op != OpCode::kImm) ||
+      (op == OpCode::kImm && (d.length == 0 || d.length > sizeof d.imm)) ||
+      d.dest_node >= seg_->num_chips() ||
+      d.remote_addr + d.length < d.remote_addr) {
+    push_completion(vp, op, OpStatus::kDescriptorError, d.cookie, 0, 4753,
+                    "malformed RDMA descriptor");
+    vp.outstanding.fetch_sub(1);
+    return;
+  }
+  // The daemon reads and writes the initiator's memory for it: only memory that the VP's owner
+  // registered, so no process can make the daemon touch another's memory.
+  if (op != OpCode::kImm) {
+    AttEntry e{};
+    const char* why = "";
+    if (vp.owner_pid.load() != d.pid ||
+        check_att(*slot, d.local_mh, d.local_addr, d.length, 0, &e, &why) != OpStatus::kSuccess ||
+        e.pid != d.pid) {
+      push_completion(vp, op, OpStatus::kAccessError, d.cookie, 0, 4754,
+                      "local memory not registered by the VP's owner");
+      vp.outstanding.fetch_sub(1);
+      return;
+    }
+  }
   const uint64_t bytes = op == OpCode::kGet ? 8 : d.length;
   Forwarded f = forward(*seg_, d.src_node, 0, d.dest_node,
                         op == OpCode::kGet ? 1 : packets_for(d.remote_addr, d.length), bytes);
@@ -727,6 +774,14 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
   }
   ++stats_.dropped;  // a malformed item: counted and discarded, the rest of the frame goes on
   return true;
+}
+
+void FabricDaemon::feed_frame(size_t link, std::span<const uint8_t> payload) {
+  if (link >= links_.size()) return;
+  links_[link].held.emplace_back(payload.begin(), payload.end());
+  process_held(link);
+  links_[link].held.clear();  // items waiting on a full MPQ are dropped here, not retried
+  links_[link].held_offset = 0;
 }
 
 bool FabricDaemon::process_held(size_t link) {

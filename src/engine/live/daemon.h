@@ -103,6 +103,12 @@ class FabricDaemon {
   std::vector<LinkView> links() const;
   bool all_links_up() const;
 
+  // Untrusted inputs, as the fuzzer and tests give them: a frame payload delivered by the link
+  // layer of cross-host link `link` (a sequence of items), and a cell of the egress ring.
+  void feed_frame(size_t link, std::span<const uint8_t> payload);
+  void feed_egress(const EgressCell& cell) { on_egress(cell); }
+  size_t num_links() const { return links_.size(); }
+
  private:
   struct HostLink {
     uint32_t chip = 0;  // local end
@@ -201,7 +207,7 @@ class FabricDaemon {
   std::unordered_map<uint32_t, size_t> link_by_id_;
   std::vector<std::unique_ptr<Impairment>> impairments_;  // per link
   int sock_ = -1;
-  int efd_ = -1;
+  int efd_ = -1;  // the doorbell (a datagram socket in the abstract namespace)
   int epfd_ = -1;
   uint64_t next_op_id_ = 1;
   std::unordered_map<uint64_t, PendingOp> ops_;

@@ -45,6 +45,7 @@ struct EgressRdma {
   uint32_t dest_node;
   int32_t pid;
   uint64_t local_addr;
+  uint64_t local_mh;  // the initiator's registration of local_addr (checked again by the daemon)
   uint64_t length;
   uint64_t remote_addr;
   uint64_t remote_mh;

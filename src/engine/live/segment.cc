@@ -5,12 +5,16 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <random>
@@ -135,7 +139,6 @@ Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) 
   h.num_local_nics = num_local_nics;
   std::memcpy(static_cast<void*>(hdr), &h, offsetof(SegHeader, daemon_pid));
   hdr->daemon_pid.store(getpid());
-  hdr->daemon_eventfd.store(-1);
 
   uint32_t local = 0, slot = 0;
   for (uint32_t n = 0; n < t.num_nodes(); ++n) {
@@ -202,23 +205,30 @@ Result<std::unique_ptr<Segment>> Segment::attach(const std::string& fabric,
   return s;
 }
 
+std::string Segment::doorbell_name() const {
+  return fmt::format("galaxy.{}.{}.doorbell", header().fabric, header().host);
+}
+
 void Segment::kick_daemon() {
   SegHeader& h = header();
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (!h.daemon_sleeping.load(std::memory_order_relaxed)) return;
-  if (daemon_efd_ < 0) {
-    int32_t pid = h.daemon_pid.load(), efd = h.daemon_eventfd.load();
-    if (pid <= 0 || efd < 0) return;
-    daemon_efd_ = open(fmt::format("/proc/{}/fd/{}", pid, efd).c_str(), O_WRONLY | O_CLOEXEC);
-    if (daemon_efd_ < 0) return;
+  if (doorbell_fd_ < 0) {
+    doorbell_fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (doorbell_fd_ < 0) return;
   }
-  uint64_t one = 1;
-  ssize_t r = write(daemon_efd_, &one, sizeof one);
-  (void)r;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string n = doorbell_name();
+  std::memcpy(a.sun_path + 1, n.data(), std::min(n.size(), sizeof a.sun_path - 2));
+  const socklen_t len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::min(n.size(), sizeof a.sun_path - 2));
+  const char ring = 1;
+  sendto(doorbell_fd_, &ring, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&a), len);
 }
 
 Segment::~Segment() {
-  if (daemon_efd_ >= 0) close(daemon_efd_);
+  if (doorbell_fd_ >= 0) close(doorbell_fd_);
   munmap(base_, size_);
   if (owner_) shm_unlink(name_.c_str());
 }

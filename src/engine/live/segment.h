@@ -262,7 +262,6 @@ struct SegHeader {
   uint32_t reserved0;
   uint64_t off_chips, off_peers, off_routes, off_counters, off_nics, off_egress;
   std::atomic<int32_t> daemon_pid;
-  std::atomic<int32_t> daemon_eventfd;  // the daemon's eventfd number, opened via /proc/pid/fd
   std::atomic<uint32_t> ready;
   // Own cache lines: senders read route_generation on every operation, the daemon writes
   // daemon_sleeping whenever it naps.
@@ -309,8 +308,10 @@ class Segment {
     return node < num_chips() && chip(node).local != kNoLocal;
   }
   EgressRing& egress() { return *at<EgressRing>(header().off_egress); }
-  // Wakes the daemon if it sleeps (after publishing into the egress ring).
+  // Wakes the daemon if it sleeps (after publishing into the egress ring): a datagram to its
+  // doorbell, a Unix socket in the abstract namespace that the daemon's epoll watches.
   void kick_daemon();
+  std::string doorbell_name() const;
 
  private:
   Segment(void* base, size_t size, std::string name, bool owner)
@@ -323,7 +324,7 @@ class Segment {
   size_t size_;
   std::string name_;
   bool owner_;
-  int daemon_efd_ = -1;  // our handle on the daemon's eventfd (clients)
+  int doorbell_fd_ = -1;  // clients: a socket to ring the daemon's doorbell
 };
 
 }  // namespace galaxy::live
