@@ -476,6 +476,11 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
 // ---- management ---------------------------------------------------------------------------
 
 void FabricDaemon::send_mgmt(uint32_t chip, uint8_t out_port, std::span<const uint8_t> packet) {
+  // A response's port comes from the request's backward route: any value a requester chose.
+  if (out_port >= seg_->chip(chip).num_ports) {
+    ++stats_.dropped;
+    return;
+  }
   PeerInfo& l = seg_->peer(chip, out_port);
   if (l.chip == kNoChip || !l.up.load(std::memory_order_relaxed)) {
     ++stats_.dropped;
@@ -491,6 +496,10 @@ void FabricDaemon::send_mgmt(uint32_t chip, uint8_t out_port, std::span<const ui
 }
 
 void FabricDaemon::arrive_mgmt(uint32_t chip, uint8_t in_port, std::span<const uint8_t> packet) {
+  if (chip >= chips_.size() || !chips_[chip]) {
+    ++stats_.dropped;
+    return;
+  }
   count_rx(*seg_, chip, in_port, 1, packet.size());
   wire::MgmtPacketBytes bytes{};
   if (packet.size() != bytes.size()) {
