@@ -192,12 +192,15 @@ void add_one(CLI::App* bench, const char* name, const char* help, std::vector<Ro
 void add_bench_comm_subcommands(CLI::App* bench) {
   add_one(bench, "pingpong", "MP one-way latency (8, 120 B) and small-MP message rate",
           {{"mp_lat", 8}, {"mp_lat", 120}, {"msg_rate", 8}});
-  add_one(bench, "bw", "RDMA put bandwidth (4 KiB - 16 MiB) and get bandwidth (1 MiB)",
+  add_one(bench, "bw", "RDMA put and get bandwidth (4 KiB, 64 KiB, 1 MiB, 16 MiB)",
           {{"put_bw", 4096},
            {"put_bw", 65536},
            {"put_bw", 1 << 20},
            {"put_bw", 16 << 20},
-           {"get_bw", 1 << 20}});
+           {"get_bw", 4096},
+           {"get_bw", 65536},
+           {"get_bw", 1 << 20},
+           {"get_bw", 16 << 20}});
   add_one(bench, "rdma", "RDMA put and get latency (8 B)", {{"put_lat", 8}, {"get_lat", 8}});
 }
 

@@ -77,6 +77,12 @@ glex_ret_t bootstrap_pmix(glex_ep_addr_t me, uint32_t* rank, uint32_t* size,
   pmix_proc_t proc;
   if (PMIx_Init(&proc, nullptr, 0) != PMIX_SUCCESS)
     return set_error(GLEX_NO_RESOURCE, "E6143 PMIx_Init failed (PMIX_RANK is set)");
+  // The launcher expects every process that initialised PMIx to finalise it.
+  static const bool finalize_at_exit = [] {
+    std::atexit([] { PMIx_Finalize(nullptr, 0); });
+    return true;
+  }();
+  (void)finalize_at_exit;
   pmix_value_t v;
   v.type = PMIX_UINT64;
   v.data.uint64 = me;

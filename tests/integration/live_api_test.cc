@@ -45,6 +45,11 @@ AssertionResult last_error_has(const std::string& part) {
                             << "'";
 }
 
+// A known library bug: the test shows it but is skipped, so the suite stays green, unless
+// $LIVE_API_SHOW_BUGS is set (then it runs and fails until the fix).
+#define SKIP_KNOWN_BUG(why) \
+  if (!std::getenv("LIVE_API_SHOW_BUGS")) GTEST_SKIP() << "BUG: " why
+
 // A device on the k-th NIC of a host with one endpoint, both closed at the end of the scope.
 struct Port {
   glex_device_handle_t dev = nullptr;
@@ -130,8 +135,8 @@ AssertionResult same_bytes(const uint8_t* got, const uint8_t* want, uint64_t n, 
   if (n == 0 || std::memcmp(got, want, n) == 0) return AssertionSuccess();
   for (uint64_t i = 0;; ++i)
     if (got[i] != want[i])
-      return AssertionFailure() << what << ": byte " << i << " of " << n << " is "
-                                << int{got[i]} << ", expected " << int{want[i]};
+      return AssertionFailure() << what << ": byte " << i << " of " << n << " is " << int{got[i]}
+                                << ", expected " << int{want[i]};
 }
 AssertionResult all_bytes(const uint8_t* got, uint64_t n, uint8_t v, const char* what) {
   std::vector<uint8_t> want(n, v);
@@ -156,8 +161,8 @@ AssertionResult completed_ok(glex_ep_handle_t ep, bool immediate, uint32_t op, u
   if (e.status != GLEX_SUCCESS || e.op != op || e.cookie != cookie || e.bytes != bytes)
     return AssertionFailure() << "entry op " << e.op << " status " << glex_error_string(e.status)
                               << " cookie " << e.cookie << " bytes " << e.bytes << " reason '"
-                              << e.reason << "'; expected op " << op << " success cookie "
-                              << cookie << " bytes " << bytes;
+                              << e.reason << "'; expected op " << op << " success cookie " << cookie
+                              << " bytes " << bytes;
   return AssertionSuccess();
 }
 
@@ -377,8 +382,8 @@ TEST_F(LiveApiDevice, RefusesAFabricHostOrNicThatIsNotThere) {
 TEST_F(LiveApiDevice, OpenFieldsComeFromTheEnvironment) {
   const LiveFabricUnderTest& fab = f();
   pid_t pid = fork_child([&]() -> int {
-    for (const char* v : {"GLEX_FABRIC", "GLEX_HOST", "GLEX_NIC", "GLEX_RANK", "PMIX_RANK",
-                          "OMPI_COMM_WORLD_RANK"})
+    for (const char* v :
+         {"GLEX_FABRIC", "GLEX_HOST", "GLEX_NIC", "GLEX_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"})
       unsetenv(v);
     auto node_of = [](const glex_device_attr* a) -> int64_t {
       glex_device_handle_t d = nullptr;
@@ -412,9 +417,10 @@ TEST_F(LiveApiDevice, OpenFieldsComeFromTheEnvironment) {
 }
 
 TEST_F(LiveApiDevice, ClosingOneHandleLeavesAnotherHandleOfTheSameNicAlone) {
-  if (!std::getenv("LIVE_API_SHOW_BUGS")) GTEST_SKIP() << "BUG: glex_close_device closes every VP and registration of the calling "
-                  "process on that NIC, including those of another open handle of the same NIC "
-                  "(LiveDevice::~LiveDevice selects by pid)";
+  SKIP_KNOWN_BUG(
+      "glex_close_device closes every VP and registration of the calling "
+      "process on that NIC, including those of another open handle of the same NIC "
+      "(LiveDevice::~LiveDevice selects by pid)");
   Port sender(f(), 0, 1);
   glex_device_handle_t first = f().open(0, 0);
   Port second(f(), 0, 0);
@@ -423,13 +429,16 @@ TEST_F(LiveApiDevice, ClosingOneHandleLeavesAnotherHandleOfTheSameNicAlone) {
   ASSERT_TRUE(mem.ok());
   ASSERT_EQ(glex_close_device(first), GLEX_SUCCESS);
   // The other handle's endpoint still receives and its registration still takes puts.
-  ASSERT_EQ(glex_send_mp(sender.ep, second.addr(), "x", 1, 0), GLEX_SUCCESS) << glex_last_error();
+  const glex_ret_t sent = glex_send_mp(sender.ep, second.addr(), "x", 1, 0);
+  EXPECT_EQ(sent, GLEX_SUCCESS) << glex_last_error();
   glex_mp mp;
-  EXPECT_EQ(glex_recv_mp(second.ep, kWaitMs, &mp), GLEX_SUCCESS);
+  if (sent == GLEX_SUCCESS) {
+    EXPECT_EQ(glex_recv_mp(second.ep, kWaitMs, &mp), GLEX_SUCCESS);
+  }
   Registered src(sender.dev, 256, kRw);
   fill_pattern(src.data, 256, 3);
-  glex_rdma_req r = rdma_req(second.addr(), GLEX_OP_PUT, src.data, src.mh, 256, mem.addr(),
-                             mem.mh, GLEX_FLAG_LOCAL_CQ, 1);
+  glex_rdma_req r = rdma_req(second.addr(), GLEX_OP_PUT, src.data, src.mh, 256, mem.addr(), mem.mh,
+                             GLEX_FLAG_LOCAL_CQ, 1);
   ASSERT_EQ(glex_rdma(sender.ep, &r), GLEX_SUCCESS);
   EXPECT_TRUE(completed_ok(sender.ep, true, GLEX_OP_PUT, 1, 256));
   EXPECT_TRUE(same_bytes(mem.data, src.data, 256, "target"));
@@ -539,7 +548,7 @@ TEST_F(LiveApiEndpoint, AVpOfAnotherProcessIsTakenUntilThatProcessIsGone) {
   const glex_ep_addr_t to = parent.addr();
   const LiveFabricUnderTest& fab = f();
   pid_t pid = fork_child([&]() -> int {
-    glex_device_handle_t d = fab.open(0, 2);
+    glex_device_handle_t d = fab.open(0, 1);
     glex_ep_attr attr{21};
     glex_ep_handle_t e;
     if (!d || glex_create_ep(d, &attr, &e) != GLEX_SUCCESS) return 10;
@@ -549,9 +558,10 @@ TEST_F(LiveApiEndpoint, AVpOfAnotherProcessIsTakenUntilThatProcessIsGone) {
     return 0;  // exits holding the VP
   });
   glex_mp mp;
-  ASSERT_EQ(glex_recv_mp(parent.ep, kWaitMs, &mp), GLEX_SUCCESS) << glex_last_error();
-  EXPECT_EQ(mp.src, GLEX_EP_ADDR(f().nic(0, 2), 21));
-  glex_device_handle_t d = f().open(0, 2);
+  ASSERT_EQ(glex_recv_mp(parent.ep, kWaitMs, &mp), GLEX_SUCCESS)
+      << glex_last_error() << "; child exit " << wait_exit(pid, 1);
+  EXPECT_EQ(mp.src, GLEX_EP_ADDR(f().nic(0, 1), 21));
+  glex_device_handle_t d = f().open(0, 1);
   ASSERT_NE(d, nullptr);
   glex_ep_attr attr{21};
   glex_ep_handle_t e = nullptr;
@@ -624,8 +634,7 @@ TEST_F(LiveApiMemory, DeregisterRefusesWhatIsNotARegistration) {
   std::vector<uint8_t> buf(64);
   glex_mem_handle_t mh;
   ASSERT_EQ(glex_register_mem(d, buf.data(), 64, kRw, &mh), GLEX_SUCCESS);
-  EXPECT_EQ(glex_deregister_mem(d, (uint64_t{256} << 32) | (mh & 0xFFFFFFFF)),
-            GLEX_INVALID_PARAM);
+  EXPECT_EQ(glex_deregister_mem(d, (uint64_t{256} << 32) | (mh & 0xFFFFFFFF)), GLEX_INVALID_PARAM);
   EXPECT_TRUE(last_error_has("out of range"));
   EXPECT_EQ(glex_deregister_mem(d, mh ^ 1), GLEX_INVALID_PARAM);
   EXPECT_TRUE(last_error_has("not a registration"));
@@ -687,8 +696,7 @@ TEST_F(LiveApiMp, ParametersAreCheckedInTheCall) {
   EXPECT_TRUE(last_error_has(fmt::format("target node {} is not a NIC", nrc)));
   EXPECT_EQ(glex_send_mp(a.ep, GLEX_EP_ADDR(0xFFFFFF, 8), data, 1, 0), GLEX_INVALID_PARAM);
   for (uint32_t vp : {40u, 255u}) {
-    EXPECT_EQ(glex_send_mp(a.ep, GLEX_EP_ADDR(f().nic(0, 1), vp), data, 1, 0),
-              GLEX_INVALID_PARAM);
+    EXPECT_EQ(glex_send_mp(a.ep, GLEX_EP_ADDR(f().nic(0, 1), vp), data, 1, 0), GLEX_INVALID_PARAM);
     EXPECT_TRUE(last_error_has(fmt::format("target vp {}", vp)));
   }
   for (uint32_t flags : {0x10u, 0x80000000u}) {
@@ -782,7 +790,7 @@ TEST_F(LiveApiMp, AGoneReceiverIsReported) {
   ASSERT_EQ(glex_recv_mp(a.ep, kWaitMs, &mp), GLEX_SUCCESS);
   const glex_ep_addr_t child = mp.src;
   int sent = 0;
-  while (glex_send_mp(a.ep, child, "x", 1, 0) == GLEX_SUCCESS) ++sent;
+  while (sent < 2000 && glex_send_mp(a.ep, child, "x", 1, 0) == GLEX_SUCCESS) ++sent;
   EXPECT_EQ(sent, 1024);
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
@@ -794,6 +802,55 @@ TEST_F(LiveApiMp, AGoneReceiverIsReported) {
     r = glex_send_mp(a.ep, child, "x", 1, 0);
   }
   EXPECT_EQ(r, GLEX_UNREACHABLE) << "the dead receiver's VP is still open after 1 s";
+}
+
+// Between two NICs of one host the route may leave the host (fattree: a spine NRC on the other
+// host); the operation must still arrive.
+TEST_F(LiveApiMp, EveryNicReachesEveryNicWithMpAndPut) {
+  SKIP_KNOWN_BUG(
+      "an MP or RDMA between two NICs of one host whose table route leaves "
+      "the host (here NIC 1 -> NIC 5 through spine NRC 13 of h2) is refused as "
+      "unreachable (send_mp: E6116; rdma: CQ E6120): LiveDevice::send_mp/rdma take "
+      "Forwarded::kLeavesHost for 'no route' instead of handing the operation to "
+      "the daemon");
+  struct Nic {
+    std::unique_ptr<Port> port;
+    std::unique_ptr<Registered> src, dst;
+  };
+  std::vector<Nic> nics;
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < 4; ++k) {
+      Nic n;
+      n.port = std::make_unique<Port>(f(), h, k);
+      ASSERT_TRUE(n.port->ok()) << glex_last_error();
+      n.src = std::make_unique<Registered>(n.port->dev, 64, kRw);
+      n.dst = std::make_unique<Registered>(n.port->dev, 64, GLEX_MEM_WRITE);
+      ASSERT_TRUE(n.src->ok() && n.dst->ok());
+      fill_pattern(n.src->data, 64, nics.size());
+      nics.push_back(std::move(n));
+    }
+  }
+  std::string failures;
+  for (const Nic& a : nics) {
+    for (const Nic& b : nics) {
+      const std::string pair = fmt::format("NIC {} -> NIC {}", glex_device_node(a.port->dev),
+                                           glex_device_node(b.port->dev));
+      glex_mp mp;
+      glex_ret_t r = glex_send_mp(a.port->ep, b.port->addr(), "x", 1, 0);
+      if (r == GLEX_SUCCESS) r = glex_recv_mp(b.port->ep, kWaitMs, &mp);
+      if (r != GLEX_SUCCESS) failures += fmt::format("{} MP: {}\n", pair, glex_last_error());
+      std::memset(b.dst->data, 0, 64);
+      glex_rdma_req put = rdma_req(b.port->addr(), GLEX_OP_PUT, a.src->data, a.src->mh, 64,
+                                   b.dst->addr(), b.dst->mh, GLEX_FLAG_LOCAL_CQ, 1);
+      glex_cq_entry e{};
+      r = glex_rdma(a.port->ep, &put);
+      if (r == GLEX_SUCCESS) r = glex_wait_cq(a.port->ep, kWaitMs, &e);
+      if (r != GLEX_SUCCESS || e.status != GLEX_SUCCESS ||
+          std::memcmp(b.dst->data, a.src->data, 64) != 0)
+        failures += fmt::format("{} put: {} '{}'\n", pair, glex_error_string(e.status), e.reason);
+    }
+  }
+  EXPECT_EQ(failures, "");
 }
 
 struct SideName {
@@ -827,13 +884,18 @@ TEST_P(LiveApiMpPath, FlagsLocalCqInterruptAndFenceAreHonoured) {
   glex_mp mp;
   ASSERT_EQ(glex_send_mp(a.ep, b.addr(), data, 17, GLEX_FLAG_LOCAL_CQ), GLEX_SUCCESS);
   EXPECT_TRUE(completed_ok(a.ep, true, GLEX_OP_MP, 0, 17));
+  ASSERT_EQ(glex_recv_mp(b.ep, -1, &mp), GLEX_SUCCESS);  // < 0: until it comes
+  EXPECT_EQ(mp.len, 17u);
+  ASSERT_EQ(glex_send_mp(a.ep, b.addr(), data, 1, GLEX_FLAG_LOCAL_CQ), GLEX_SUCCESS);
+  glex_cq_entry e{};
+  ASSERT_EQ(glex_wait_cq(a.ep, -1, &e), GLEX_SUCCESS);
+  EXPECT_EQ(e.bytes, 1u);
   ASSERT_EQ(glex_recv_mp(b.ep, kWaitMs, &mp), GLEX_SUCCESS);
   for (uint32_t flags : {0u, uint32_t{GLEX_FLAG_INTERRUPT}, uint32_t{GLEX_FLAG_FENCE}}) {
     ASSERT_EQ(glex_send_mp(a.ep, b.addr(), data, 3, flags), GLEX_SUCCESS) << flags;
     ASSERT_EQ(glex_recv_mp(b.ep, kWaitMs, &mp), GLEX_SUCCESS) << flags;
     EXPECT_EQ(mp.len, 3u);
   }
-  glex_cq_entry e;
   EXPECT_EQ(glex_poll_cq(a.ep, &e), GLEX_NO_ENTRY) << "a success without GLEX_FLAG_LOCAL_CQ";
 }
 
@@ -933,12 +995,24 @@ TEST_P(LiveApiRdma, LocalFieldsAreCheckedInTheCall) {
       {"op MP", [](auto& r) { r.op = GLEX_OP_MP; }, GLEX_INVALID_PARAM, "op = 4"},
       {"op 99", [](auto& r) { r.op = 99; }, GLEX_INVALID_PARAM, "op = 99"},
       {"unknown flag", [](auto& r) { r.flags |= 0x10; }, GLEX_INVALID_PARAM, "unknown bits"},
-      {"imm len 0", [](auto& r) { r.op = GLEX_OP_IMM; r.len = 0; }, GLEX_INVALID_PARAM,
-       "immediate len = 0"},
-      {"imm len 129", [](auto& r) { r.op = GLEX_OP_IMM; r.len = 129; }, GLEX_INVALID_PARAM,
-       "immediate len = 129"},
+      {"imm len 0",
+       [](auto& r) {
+         r.op = GLEX_OP_IMM;
+         r.len = 0;
+       },
+       GLEX_INVALID_PARAM, "immediate len = 0"},
+      {"imm len 129",
+       [](auto& r) {
+         r.op = GLEX_OP_IMM;
+         r.len = 129;
+       },
+       GLEX_INVALID_PARAM, "immediate len = 129"},
       {"NULL local", [](auto& r) { r.local_addr = nullptr; }, GLEX_INVALID_PARAM, "local_addr"},
-      {"NULL imm data", [](auto& r) { r.op = GLEX_OP_IMM; r.local_addr = nullptr; },
+      {"NULL imm data",
+       [](auto& r) {
+         r.op = GLEX_OP_IMM;
+         r.local_addr = nullptr;
+       },
        GLEX_INVALID_PARAM, "local_addr"},
       {"remote overflow", [](auto& r) { r.remote_addr = UINT64_MAX - 4; }, GLEX_INVALID_PARAM,
        "overflows"},
@@ -969,8 +1043,8 @@ TEST_P(LiveApiRdma, LocalFieldsAreCheckedInTheCall) {
        [&](auto& r) {
          r.op = GLEX_OP_GET;
          r.local_addr = local.data + 241;
-       }, GLEX_ACCESS_ERROR,
-       "outside the registered range"},
+       },
+       GLEX_ACCESS_ERROR, "outside the registered range"},
       {"local handle of another NIC", [&](auto& r) { r.local_mh = elsewhere.mh; },
        GLEX_ACCESS_ERROR, "local_addr/local_mh"},
   };
@@ -1029,8 +1103,7 @@ TEST_P(LiveApiRdma, ARefusedPutLeavesTheTargetUntouched) {
   };
   uint64_t cookie = 100;
   for (const Case& c : cases) {
-    glex_rdma_req r =
-        rdma_req(t.addr(), c.op, src.data, src.mh, c.len, c.addr, c.mh, 0, ++cookie);
+    glex_rdma_req r = rdma_req(t.addr(), c.op, src.data, src.mh, c.len, c.addr, c.mh, 0, ++cookie);
     ASSERT_EQ(glex_rdma(a.ep, &r), GLEX_SUCCESS) << c.what << ": " << glex_last_error();
     EXPECT_TRUE(failed_with(a.ep, same(), c.op, cookie, GLEX_ACCESS_ERROR, c.reason)) << c.what;
     EXPECT_TRUE(all_bytes(mem.data(), mem.size(), kSentinel, "target memory")) << c.what;
@@ -1156,8 +1229,8 @@ TEST_P(LiveApiRdma, ZeroLengthTransfersCompleteAndTouchNothing) {
   std::memset(local.data, 1, 64);
   std::memset(remote.data, kSentinel, 64);
   for (uint32_t op : {GLEX_OP_PUT, GLEX_OP_GET}) {
-    glex_rdma_req r = rdma_req(t.addr(), op, local.data + 8, local.mh, 0, remote.addr(8),
-                               remote.mh, GLEX_FLAG_LOCAL_CQ, op);
+    glex_rdma_req r = rdma_req(t.addr(), op, local.data + 8, local.mh, 0, remote.addr(8), remote.mh,
+                               GLEX_FLAG_LOCAL_CQ, op);
     ASSERT_EQ(glex_rdma(a.ep, &r), GLEX_SUCCESS) << glex_last_error();
     EXPECT_TRUE(completed_ok(a.ep, same(), op, op, 0)) << op;
   }
@@ -1202,8 +1275,8 @@ TEST_P(LiveApiRdma, ImmediatePutWritesTheRemoteEvent) {
   ASSERT_TRUE(dst.ok() && ev.ok());
   uint8_t data[100];
   fill_pattern(data, 100, 40);
-  glex_rdma_req r = rdma_req(t.addr(), GLEX_OP_IMM, data, 0, 100, dst.addr(3), dst.mh,
-                             GLEX_FLAG_REMOTE_EVT, 0);
+  glex_rdma_req r =
+      rdma_req(t.addr(), GLEX_OP_IMM, data, 0, 100, dst.addr(3), dst.mh, GLEX_FLAG_REMOTE_EVT, 0);
   r.event_addr = ev.addr();
   r.event_mh = ev.mh;
   r.event.data[1] = 77;
@@ -1216,10 +1289,12 @@ TEST_P(LiveApiRdma, ImmediatePutWritesTheRemoteEvent) {
 }
 
 TEST_P(LiveApiRdma, GetWritesTheRemoteEvent) {
-  if (!same())
-    if (!std::getenv("LIVE_API_SHOW_BUGS")) GTEST_SKIP() << "BUG: a cross-host GLEX_OP_GET with GLEX_FLAG_REMOTE_EVT writes no event at "
-                    "the target (the daemon's ItemGetReq carries no event; on one host "
-                    "LiveDevice::rdma writes it): glex_wait_event times out";
+  if (!same()) {
+    SKIP_KNOWN_BUG(
+        "a cross-host GLEX_OP_GET with GLEX_FLAG_REMOTE_EVT writes no event at the "
+        "target (the daemon's ItemGetReq carries no event; on one host "
+        "LiveDevice::rdma writes it): glex_wait_event times out");
+  }
   Port a(f(), 0, 0), t(f(), host(), k());
   ASSERT_TRUE(a.ok() && t.ok());
   Registered dst(a.dev, 1000, kRw), src(t.dev, 1000, GLEX_MEM_READ), ev(t.dev, 16, GLEX_MEM_WRITE);
@@ -1315,7 +1390,7 @@ TEST_P(LiveApiRdma, FenceWaitsUntilEveryDescriptorHasCompleted) {
     kill(target_daemon, SIGCONT);
     resume.pid = 0;
   }
-  ASSERT_EQ(glex_fence(a.ep, kWaitMs), GLEX_SUCCESS) << glex_last_error();
+  ASSERT_EQ(glex_fence(a.ep, -1), GLEX_SUCCESS) << glex_last_error();  // < 0: no bound
   EXPECT_TRUE(same_bytes(dst.data, src.data, kSlice * kSlices, "target"));
   glex_cq_entry e;
   EXPECT_EQ(glex_poll_cq(a.ep, &e), GLEX_NO_ENTRY) << "success without GLEX_FLAG_LOCAL_CQ";
@@ -1331,9 +1406,9 @@ TEST_P(LiveApiRdma, FenceFlagStartsAfterEveryEarlierDescriptor) {
   fill_pattern(src.data, kBig + 64, 60);
   glex_rdma_req big = rdma_req(t.addr(), GLEX_OP_PUT, src.data, src.mh, kBig, dst.addr(), dst.mh,
                                GLEX_FLAG_LOCAL_CQ, 1);
-  glex_rdma_req small = rdma_req(t.addr(), GLEX_OP_PUT, src.data + kBig, src.mh, 64,
-                                 dst.addr(2 * kBig), dst.mh, GLEX_FLAG_LOCAL_CQ | GLEX_FLAG_FENCE,
-                                 2);
+  glex_rdma_req small =
+      rdma_req(t.addr(), GLEX_OP_PUT, src.data + kBig, src.mh, 64, dst.addr(2 * kBig), dst.mh,
+               GLEX_FLAG_LOCAL_CQ | GLEX_FLAG_FENCE, 2);
   ASSERT_EQ(glex_rdma(a.ep, &big), GLEX_SUCCESS);
   ASSERT_EQ(glex_rdma(a.ep, &small), GLEX_SUCCESS);
   // The big put had completed before the fenced one started: its entry is already there.
@@ -1415,8 +1490,7 @@ class LiveApiRdmaData : public LiveApiSuite, public ::testing::WithParamInterfac
     local_ = std::make_unique<Registered>(init_->dev, kBuf, kRw, shared);
     ASSERT_TRUE(local_->ok()) << glex_last_error();
     if (p.owner == Owner::kChildMalloc || p.owner == Owner::kChildAllocMem) {
-      child_ = std::make_unique<ChildTarget>(f(), p.side.host, p.side.k, shared, kBuf,
-                                             init_->ep);
+      child_ = std::make_unique<ChildTarget>(f(), p.side.host, p.side.k, shared, kBuf, init_->ep);
       ASSERT_TRUE(child_->ok()) << "the target process did not report";
       remote_ = child_->mem;
       target_ = child_->ep;
@@ -1487,16 +1561,16 @@ TEST_P(LiveApiRdmaData, GetOfAnyLengthAndAlignmentWritesExactlyItsRange) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    LiveApi, LiveApiRdmaData,
-    ::testing::Values(DataParam{kSameHost, Owner::kMalloc}, DataParam{kSameHost, Owner::kAllocMem},
-                      DataParam{kSameHost, Owner::kChildMalloc},
-                      DataParam{kSameHost, Owner::kChildAllocMem},
-                      DataParam{kCrossHost, Owner::kMalloc},
-                      DataParam{kCrossHost, Owner::kAllocMem},
-                      DataParam{kCrossHost, Owner::kChildMalloc},
-                      DataParam{kCrossHost, Owner::kChildAllocMem}),
-    data_param_name);
+INSTANTIATE_TEST_SUITE_P(LiveApi, LiveApiRdmaData,
+                         ::testing::Values(DataParam{kSameHost, Owner::kMalloc},
+                                           DataParam{kSameHost, Owner::kAllocMem},
+                                           DataParam{kSameHost, Owner::kChildMalloc},
+                                           DataParam{kSameHost, Owner::kChildAllocMem},
+                                           DataParam{kCrossHost, Owner::kMalloc},
+                                           DataParam{kCrossHost, Owner::kAllocMem},
+                                           DataParam{kCrossHost, Owner::kChildMalloc},
+                                           DataParam{kCrossHost, Owner::kChildAllocMem}),
+                         data_param_name);
 
 // ---- Memory of another process ----------------------------------------------------------------
 
@@ -1530,8 +1604,8 @@ TEST_P(LiveApiPeer, TheRegistrationOfAnotherProcessIsNotOursToDeregisterNorOurLo
   // The registration is intact for its peers.
   Registered src(a.dev, 4096, kRw);
   fill_pattern(src.data, 4096, 70);
-  r = rdma_req(c.ep, GLEX_OP_PUT, src.data, src.mh, 4096, c.mem.addr, c.mem.mh,
-               GLEX_FLAG_LOCAL_CQ, 2);
+  r = rdma_req(c.ep, GLEX_OP_PUT, src.data, src.mh, 4096, c.mem.addr, c.mem.mh, GLEX_FLAG_LOCAL_CQ,
+               2);
   ASSERT_EQ(glex_rdma(a.ep, &r), GLEX_SUCCESS);
   EXPECT_TRUE(completed_ok(a.ep, same(), GLEX_OP_PUT, 2, 4096));
   std::vector<uint8_t> got(4096);
@@ -1543,11 +1617,13 @@ TEST_P(LiveApiPeer, TheRegistrationOfAnotherProcessIsNotOursToDeregisterNorOurLo
 // The target process died: puts and gets are refused (the process is gone, or its registration
 // was already reclaimed), never reported as done.
 TEST_P(LiveApiPeer, AGoneTargetProcessIsRefused) {
-  if (same() && GetParam().shared)
-    if (!std::getenv("LIVE_API_SHOW_BUGS")) GTEST_SKIP() << "BUG: a same-host put into glex_alloc_mem memory of a process that has died "
-                    "completes with GLEX_SUCCESS (LiveDevice::copy keeps the memfd mapping of an "
-                    "earlier access and never checks the owner) until the daemon's liveness scan "
-                    "drops the registration";
+  if (same() && GetParam().shared) {
+    SKIP_KNOWN_BUG(
+        "a same-host put or get on glex_alloc_mem memory of a process that has died "
+        "completes with GLEX_SUCCESS (LiveDevice::copy reuses the memfd mapping of an "
+        "earlier access and never checks the owner) until the daemon's liveness scan "
+        "drops the registration");
+  }
   Port a(f(), 0, 0);
   ASSERT_TRUE(a.ok());
   Registered src(a.dev, 4096, kRw), dst(a.dev, 4096, kRw);
@@ -1673,8 +1749,9 @@ TEST_F(LiveApiBootstrap, RankAndSizeMustBeGivenAndConsistent) {
 }
 
 TEST_F(LiveApiBootstrap, ARankThatIsNotANumberIsRefused) {
-  if (!std::getenv("LIVE_API_SHOW_BUGS")) GTEST_SKIP() << "BUG: bootstrap_env parses GLEX_RANK/GLEX_SIZE with strtoul without checking "
-                  "the end: GLEX_RANK='x' is taken as rank 0 (and '1x' as 1)";
+  SKIP_KNOWN_BUG(
+      "bootstrap_env parses GLEX_RANK/GLEX_SIZE with strtoul without checking "
+      "the end: GLEX_RANK='x' is taken as rank 0 (and '1x' as 1)");
   const LiveFabricUnderTest& fab = f();
   pid_t pid = fork_child([&]() -> int {
     Port p(fab, 0, 0);
@@ -1810,8 +1887,7 @@ TEST_F(LiveApiNoRoutes, EverythingBetweenNicsIsUnreachable) {
     const glex_ep_addr_t to = t == &near ? b.addr() : c.addr();
     const bool immediate = t == &near;
     for (uint32_t op : {GLEX_OP_PUT, GLEX_OP_GET}) {
-      glex_rdma_req r =
-          rdma_req(to, op, local.data, local.mh, 256, t->addr(), t->mh, 0, ++cookie);
+      glex_rdma_req r = rdma_req(to, op, local.data, local.mh, 256, t->addr(), t->mh, 0, ++cookie);
       ASSERT_EQ(glex_rdma(a.ep, &r), GLEX_SUCCESS) << glex_last_error();
       EXPECT_TRUE(failed_with(a.ep, immediate, op, cookie, GLEX_UNREACHABLE, "no route"))
           << (immediate ? "same host op " : "cross host op ") << op;

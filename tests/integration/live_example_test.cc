@@ -1,7 +1,10 @@
 // The complete example of docs/glex.md (examples/glex_example.c) runs as two processes, on one
 // host and across two hosts.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <filesystem>
 
@@ -38,6 +41,28 @@ TEST(LiveExample, RunsOnOneHostAndAcrossHosts) {
     EXPECT_EQ(wait_exit(b, 30), 0) << "rank 1 on host " << rank1_host;
     std::filesystem::remove_all(dir);
   }
+}
+
+// Launched by Open MPI's mpirun, the example bootstraps through PMIx (PMIX_RANK set).
+TEST(LiveExample, RunsUnderMpirunThroughPmix) {
+  if (system("command -v mpirun >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "mpirun not installed (Debian: openmpi-bin)";
+  LiveFabricUnderTest f(1);
+  ASSERT_TRUE(f.bring_up().ok());
+  const std::string exe =
+      (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "glex_example").string();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    const std::string env = "GLEX_FABRIC=" + f.name();
+    // Under the sanitizer build: leaks inside the PMIx library are not ours to report.
+    setenv("ASAN_OPTIONS", "detect_leaks=0", 1);
+    execlp("mpirun", "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
+           env.c_str(), "-x", "ASAN_OPTIONS", exe.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  EXPECT_EQ(wait_exit(pid, 60), 0);
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/mman.h>
@@ -38,17 +40,26 @@ inline std::atomic<bool> g_daemon_stop{false};
 class LiveFabricUnderTest {
  public:
   // hosts: 1 or 2 (all on 127.0.0.1 with ports picked from the pid).
+  // netns: each host in its own network namespace, joined by a veth pair (two real "hosts"
+  // with their own addresses and stacks); check namespaces_ok() after construction.
   explicit LiveFabricUnderTest(int hosts = 2, std::string topology = "fattree:k=4,levels=2",
-                               DaemonOptions options = {}) {
+                               DaemonOptions options = {}, bool netns = false) {
     static int instance = 0;
     ++instance;
     name_ = fmt::format("t{}x{}", getpid(), instance);
-    spec_ = fmt::format("live:{},name={},hosts=h1:127.0.0.1:{}", topology, name_, free_port());
-    if (hosts > 1) spec_ += fmt::format(",h2:127.0.0.1:{}", free_port());
+    if (netns) {
+      if (!make_namespaces()) return;
+      spec_ = fmt::format("live:{},name={},hosts=h1:{}:7400,h2:{}:7400", topology, name_,
+                          ns_ip(0), ns_ip(1));
+    } else {
+      spec_ = fmt::format("live:{},name={},hosts=h1:127.0.0.1:{}", topology, name_, free_port());
+      if (hosts > 1) spec_ += fmt::format(",h2:127.0.0.1:{}", free_port());
+    }
     fabric_ = parse_live_fabric(spec_).value();
     for (size_t h = 0; h < fabric_.hosts.size(); ++h) {
       pid_t pid = fork();
       if (pid == 0) {
+        if (netns && !enter_host(static_cast<int>(h))) _exit(4);
         struct sigaction sa {};
         sa.sa_handler = [](int) { g_daemon_stop.store(true); };
         sigaction(SIGTERM, &sa, nullptr);
@@ -68,6 +79,29 @@ class LiveFabricUnderTest {
     for (pid_t p : daemons_) waitpid(p, nullptr, 0);
     for (const LiveHost& h : fabric_.hosts)
       shm_unlink(Segment::shm_name(fabric_.name, h.name).c_str());
+    if (original_ns_ >= 0) {  // the test process went into a host's namespace: come back
+      setns(original_ns_, CLONE_NEWNET);
+      close(original_ns_);
+    }
+    if (!namespaces_.empty())
+      for (const std::string& n : namespaces_)
+        (void)!system(fmt::format("ip netns del {} 2>/dev/null", n).c_str());
+  }
+
+  bool namespaces_ok() const { return namespaces_ok_; }
+  const std::string& namespace_error() const { return namespace_error_; }
+  // Moves the calling process into host h's network namespace (netns fabrics; else a no-op), as
+  // a process of that host: its doorbell and sockets are the host's.
+  bool enter_host(int h) {
+    if (namespaces_.empty()) return true;
+    if (original_ns_ < 0 && getpid() == creator_)
+      original_ns_ = ::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    int fd = ::open(fmt::format("/var/run/netns/{}", namespaces_[static_cast<size_t>(h)]).c_str(),
+                    O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool ok = setns(fd, CLONE_NEWNET) == 0;
+    close(fd);
+    return ok;
   }
 
   // Waits until every daemon is ready and the links between hosts are up.
@@ -164,6 +198,27 @@ class LiveFabricUnderTest {
   }
 
  private:
+  std::string ns_ip(int h) const { return fmt::format("10.{}.{}.{}", 200 + subnet_ / 250, subnet_ % 250, h + 1); }
+  bool make_namespaces() {
+    subnet_ = static_cast<int>(getpid() % 12500);
+    for (int h = 0; h < 2; ++h) namespaces_.push_back(fmt::format("{}h{}", name_, h + 1));
+    const std::string va = fmt::format("gx{}a", getpid() % 100000), vb = fmt::format("gx{}b", getpid() % 100000);
+    const std::string script = fmt::format(
+        "ip netns add {0} && ip netns add {1} && ip link add {2} type veth peer name {3} && "
+        "ip link set {2} netns {0} && ip link set {3} netns {1} && "
+        "ip -n {0} addr add {4}/24 dev {2} && ip -n {1} addr add {5}/24 dev {3} && "
+        "ip -n {0} link set {2} up && ip -n {1} link set {3} up && "
+        "ip -n {0} link set lo up && ip -n {1} link set lo up",
+        namespaces_[0], namespaces_[1], va, vb, ns_ip(0), ns_ip(1));
+    if (system((script + " 2>/tmp/galaxy-netns.err").c_str()) != 0) {
+      namespace_error_ = "the kernel refused network namespaces or veth (ip netns add / ip link "
+                         "add): see /tmp/galaxy-netns.err";
+      return false;
+    }
+    namespaces_ok_ = true;
+    return true;
+  }
+
   // A UDP port the kernel says is free now (tests run in parallel under ctest).
   static int free_port() {
     int s = socket(AF_INET, SOCK_DGRAM, 0);
@@ -195,6 +250,12 @@ class LiveFabricUnderTest {
   LiveFabric fabric_;
   std::vector<pid_t> daemons_;
   nm::DiscoveryResult discovery_;
+  std::vector<std::string> namespaces_;
+  bool namespaces_ok_ = false;
+  int original_ns_ = -1;
+  pid_t creator_ = getpid();
+  std::string namespace_error_;
+  int subnet_ = 0;
 };
 
 // Runs `body` in a forked child; returns its exit status (0 = the body returned true).

@@ -31,8 +31,9 @@ struct Job {
   bool ok = false;
 };
 
-Job join(const LiveFabricUnderTest& f, int host, uint32_t rank, const std::string& dir) {
+Job join(LiveFabricUnderTest& f, int host, uint32_t rank, const std::string& dir) {
   Job j;
+  if (!f.enter_host(host)) return j;
   setenv("GLEX_RANK", std::to_string(rank).c_str(), 1);
   setenv("GLEX_SIZE", "2", 1);
   setenv("GLEX_RENDEZVOUS", dir.c_str(), 1);
@@ -57,14 +58,20 @@ bool send(Job& j, const void* d, uint32_t n) {
   return false;
 }
 
-TEST(LiveStress, LossyLinksLoseNothing) {
+// The two hosts on loopback, or in two network namespaces joined by veth.
+class LiveStress : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LiveStress, LossyLinksLoseNothing) {
   const uint64_t mps = env_or("GALAXY_LIVE_STRESS_MPS", 100000);
   const uint64_t mib = env_or("GALAXY_LIVE_STRESS_MIB", 1024);
   DaemonOptions o;
   o.impaired = true;
   o.impairment = parse_impairment("drop=0.05,dup=0.01,reorder=0.02,corrupt=0.01,seed=7").value();
   o.op_timeout_ns = 60'000'000'000;
-  LiveFabricUnderTest f(2, "fattree:k=4,levels=2", o);
+  const bool netns = GetParam();
+  LiveFabricUnderTest f(2, "fattree:k=4,levels=2", o, netns);
+  if (netns && !f.namespaces_ok()) GTEST_SKIP() << f.namespace_error();
+  ASSERT_TRUE(f.enter_host(0));  // the management server is a process of host h1
   ASSERT_TRUE(f.bring_up().ok());
   char tmpl[] = "/tmp/galaxy-stress-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
@@ -174,6 +181,11 @@ TEST(LiveStress, LossyLinksLoseNothing) {
               static_cast<unsigned long long>(retransmissions),
               static_cast<unsigned long long>(crc_errors), f.crossing_ports().size());
 }
+
+INSTANTIATE_TEST_SUITE_P(Hosts, LiveStress, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? std::string("netns_veth") : std::string("loopback");
+                         });
 
 }  // namespace
 }  // namespace galaxy::live::testing

@@ -563,6 +563,7 @@ void FabricDaemon::sync_counters(uint32_t chip) {
     ps.rx_packets = pc.rx.packets.load(std::memory_order_relaxed);
     ps.tx_flits = pc.tx.flits.load(std::memory_order_relaxed);
     ps.rx_flits = pc.rx.flits.load(std::memory_order_relaxed);
+    ps.dirty_discards = pc.rx.discards.load(std::memory_order_relaxed);
     auto it = link_by_port_.find(port_key(chip, p));
     if (it != link_by_port_.end()) {
       const LinkStats& ls = links_[it->second].link->stats();

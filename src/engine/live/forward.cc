@@ -98,6 +98,8 @@ Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t
     int out = choose_port(seg, chip, mask, dest);
     if (out < 0) {
       r.kind = out == -1 ? Forwarded::Kind::kNoRoute : Forwarded::Kind::kLinkDown;
+      if (!record)  // the NRC discards what it cannot route (DIRTY_DISCARDS)
+        seg.counters(info.local, in_port).rx.discards.fetch_add(packets, std::memory_order_relaxed);
       return r;
     }
     PeerInfo& link = seg.peer(chip, static_cast<uint32_t>(out));

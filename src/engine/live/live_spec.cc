@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "base/spec.h"
 #include "fabric/builders.h"
@@ -91,11 +93,60 @@ bool LiveFabric::crosses_hosts(fabric::PortRef p) const {
   return peer && host_of[peer->node] != host_of[p.node];
 }
 
+namespace {
+
+// live:<path>.json — {"name": "lab", "topology": "<builder spec or file:path>",
+//                     "hosts": [{"name": "h1", "ip": "10.0.0.1", "port": 7400}, ...]}
+Result<LiveFabric> parse_live_file(const std::string& spec, const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    return make_error(Code::kNotFound, 4720, fmt::format("live fabric file '{}' cannot be read",
+                                                          path));
+  nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(Code::kMalformed, 4721,
+                      fmt::format("live fabric file '{}' is not a JSON object", path));
+  if (!j.contains("topology") || !j["topology"].is_string())
+    return make_error(Code::kMalformed, 4722,
+                      fmt::format("{}: \"topology\" must be a topology spec string", path));
+  if (!j.contains("hosts") || !j["hosts"].is_array() || j["hosts"].empty())
+    return make_error(Code::kMalformed, 4723,
+                      fmt::format("{}: \"hosts\" must be a non-empty array", path));
+  std::string text = "live:" + j["topology"].get<std::string>();
+  if (j.contains("name")) {
+    if (!j["name"].is_string())
+      return make_error(Code::kMalformed, 4724, fmt::format("{}: \"name\" must be a string", path));
+    text += ",name=" + j["name"].get<std::string>();
+  }
+  text += ",hosts=";
+  for (size_t i = 0; i < j["hosts"].size(); ++i) {
+    const auto& h = j["hosts"][i];
+    if (!h.is_object() || !h.contains("name") || !h["name"].is_string() || !h.contains("ip") ||
+        !h["ip"].is_string() || (h.contains("port") && !h["port"].is_number_unsigned()))
+      return make_error(Code::kMalformed, 4725,
+                        fmt::format("{}: hosts[{}] needs \"name\" and \"ip\" strings and an "
+                                    "optional unsigned \"port\"",
+                                    path, i));
+    text += fmt::format("{}{}:{}", i ? "," : "", h["name"].get<std::string>(),
+                        h["ip"].get<std::string>());
+    if (h.contains("port")) text += fmt::format(":{}", h["port"].get<uint64_t>());
+  }
+  auto f = parse_live_fabric(text);
+  if (!f.ok()) return f.error();
+  f->spec = spec;
+  return f;
+}
+
+}  // namespace
+
 Result<LiveFabric> parse_live_fabric(const std::string& spec) {
   if (!is_live_spec(spec))
     return make_error(Code::kInvalidArgument, 4704,
                       fmt::format("fabric '{}' is not a live: specification", spec));
   std::string body = spec.substr(5);
+  if (body.size() > 5 && body.compare(body.size() - 5, 5, ".json") == 0 &&
+      body.find("hosts=") == std::string::npos)
+    return parse_live_file(spec, body);
   LiveFabric f;
   f.spec = spec;
   auto hosts_at = body.find("hosts=");

@@ -4,7 +4,8 @@
 //
 //   live:<topology>[,name=<fabric>],hosts=<host>:<ip>[:<udp port>],<host>:<ip>[:<port>]...
 //   e.g. live:fattree:k=4,levels=2,hosts=h1:127.0.0.1,h2:127.0.0.1
-//   live:file:<path.json>,hosts=...
+//   live:file:<path.json>,hosts=...       (the topology from a file)
+//   live:<path>.json                       (all in a file: name, topology, hosts; docs/live.md)
 // `hosts=` comes last; host ports default to 7400 + host index. NICs are dealt to hosts in
 // contiguous blocks; an NRC goes to the host owning most of its NIC neighbours, otherwise to
 // hosts in turn (the spine of a fat tree is spread).
