@@ -25,13 +25,7 @@ namespace galaxy::cli {
 namespace {
 
 struct LiveOptions {
-  std::string fabric;
-  std::string engine = "minhop";
-  std::string impair;
-  std::vector<std::string> hosts;  // empty: every host whose address is on this machine
-  uint64_t op_timeout_ms = 5000;
-  double timeout_s = 20;
-  bool json = false;
+  LiveUpRequest up;  // spec, engine, impairment, hosts, timeouts, json
   bool no_route = false;
 };
 
@@ -47,7 +41,7 @@ bool address_is_local(const std::string& ip) {
   return ok;
 }
 
-Result<std::vector<int>> chosen_hosts(const live::LiveFabric& f, const LiveOptions& o) {
+Result<std::vector<int>> chosen_hosts(const live::LiveFabric& f, const LiveUpRequest& o) {
   std::vector<int> out;
   if (!o.hosts.empty()) {
     for (const std::string& h : o.hosts) {
@@ -83,7 +77,7 @@ std::string self_exe() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "galaxy";
 }
 
-Result<int> spawn_daemon(const live::LiveFabric& f, int host, const LiveOptions& o) {
+Result<int> spawn_daemon(const live::LiveFabric& f, int host, const LiveUpRequest& o) {
   const std::string log =
       fmt::format("/tmp/galaxy.{}.{}.log", f.name, f.hosts[static_cast<size_t>(host)].name);
   std::vector<std::string> args{self_exe(),    "fabricd", "--fabric", f.spec, "--host",
@@ -117,17 +111,9 @@ Result<int> spawn_daemon(const live::LiveFabric& f, int host, const LiveOptions&
 
 }  // namespace
 
-Result<nlohmann::json> live_fabric_up(const LiveUpRequest& rq) {
-  LiveOptions o;
-  o.fabric = rq.spec;
-  o.engine = rq.engine;
-  o.impair = rq.impair;
-  o.hosts = rq.hosts;
-  o.op_timeout_ms = rq.op_timeout_ms;
-  o.timeout_s = rq.timeout_s;
-  o.json = rq.json;
+Result<nlohmann::json> live_fabric_up(const LiveUpRequest& o) {
   auto t0 = std::chrono::steady_clock::now();
-  auto f = live::parse_live_fabric(o.fabric);
+  auto f = live::parse_live_fabric(o.spec);
   if (!f.ok()) return f.error();
   auto hosts = chosen_hosts(*f, o);
   if (!hosts.ok()) return hosts.error();
@@ -175,9 +161,9 @@ Result<nlohmann::json> live_fabric_up(const LiveUpRequest& rq) {
                    {"hosts", f->hosts.size()},
                    {"daemons", daemons},
                    {"daemons_up_ms", daemons_ms}};
-  if (rq.route) {
+  if (o.route) {
     RouteOptions ro;
-    ro.session.fabric = o.fabric;
+    ro.session.fabric = o.spec;
     ro.session.host = f->hosts[static_cast<size_t>(hosts->front())].name;
     ro.session.json = o.json;
     ro.engine = o.engine;
@@ -199,17 +185,10 @@ Result<nlohmann::json> live_fabric_up(const LiveUpRequest& rq) {
 
 namespace {
 
-void run_up(const LiveOptions& o) {
-  LiveUpRequest rq;
-  rq.spec = o.fabric;
-  rq.engine = o.engine;
-  rq.impair = o.impair;
-  rq.hosts = o.hosts;
-  rq.op_timeout_ms = o.op_timeout_ms;
-  rq.timeout_s = o.timeout_s;
-  rq.json = o.json;
-  rq.route = !o.no_route;
-  auto r = live_fabric_up(rq);
+void run_up(const LiveOptions& lo) {
+  LiveUpRequest o = lo.up;
+  o.route = !lo.no_route;
+  auto r = live_fabric_up(o);
   if (!r.ok()) return report_error(r.error(), o.json);
   const nlohmann::json& j = *r;
   if (o.json) {
@@ -258,8 +237,9 @@ Result<nlohmann::json> live_fabric_down(const std::string& spec) {
 
 namespace {
 
-void run_down(const LiveOptions& o) {
-  auto r = live_fabric_down(o.fabric);
+void run_down(const LiveOptions& lo) {
+  const LiveUpRequest& o = lo.up;
+  auto r = live_fabric_down(o.spec);
   if (!r.ok()) return report_error(r.error(), o.json);
   if (o.json)
     std::printf("%s\n", r->dump(2).c_str());
@@ -268,8 +248,9 @@ void run_down(const LiveOptions& o) {
                 (*r)["fabric"].get<std::string>().c_str(), (*r)["stopped"].size());
 }
 
-void run_status(const LiveOptions& o) {
-  auto f = live::parse_live_fabric(o.fabric);
+void run_status(const LiveOptions& lo) {
+  const LiveUpRequest& o = lo.up;
+  auto f = live::parse_live_fabric(o.spec);
   if (!f.ok()) return report_error(f.error(), o.json);
   nlohmann::json hosts = nlohmann::json::array();
   bool all = true;
@@ -300,9 +281,9 @@ void run_status(const LiveOptions& o) {
 }
 
 void common(CLI::App* c, LiveOptions& o) {
-  c->add_option("--fabric", o.fabric, "live:<topology>,hosts=<name>:<ip>[:<port>],...")
+  c->add_option("--fabric", o.up.spec, "live:<topology>,hosts=<name>:<ip>[:<port>],...")
       ->required();
-  c->add_flag("--json", o.json, "machine-readable output");
+  c->add_flag("--json", o.up.json, "machine-readable output");
 }
 
 }  // namespace
@@ -312,14 +293,14 @@ void add_fabric_live_subcommands(CLI::App* fabric) {
   auto* up = fabric->add_subcommand(
       "up", "Start the daemons of a live fabric on this machine, then discover, route and load");
   common(up, *o);
-  up->add_option("--engine", o->engine, "routing engine (galaxy route --list)")
+  up->add_option("--engine", o->up.engine, "routing engine (galaxy route --list)")
       ->capture_default_str();
-  up->add_option("--hosts", o->hosts, "hosts to start here (default: those with a local address)")
+  up->add_option("--hosts", o->up.hosts, "hosts to start here (default: those with a local address)")
       ->delimiter(',');
-  up->add_option("--impair", o->impair, "link impairment of every daemon: drop=P,dup=P,...");
-  up->add_option("--op-timeout-ms", o->op_timeout_ms, "remote RDMA timeout of the daemons")
+  up->add_option("--impair", o->up.impair, "link impairment of every daemon: drop=P,dup=P,...");
+  up->add_option("--op-timeout-ms", o->up.op_timeout_ms, "remote RDMA timeout of the daemons")
       ->capture_default_str();
-  up->add_option("--timeout-s", o->timeout_s, "give up if daemons or links are not up by then")
+  up->add_option("--timeout-s", o->up.timeout_s, "give up if daemons or links are not up by then")
       ->capture_default_str();
   up->add_flag("--no-route", o->no_route, "start the daemons only");
   up->callback([o]() { run_up(*o); });

@@ -444,15 +444,7 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
     queue_item(link, ItemType::kGetReq, f.chip, f.port, &g, sizeof g);
     return;
   }
-  Stream s;
-  s.op_id = id;
-  s.initiator = d.src_node;
-  s.pid = d.pid;
-  s.read_addr = d.local_addr;
-  s.length = d.length;
-  s.link = link;
-  s.from_chip = f.chip;
-  s.from_port = f.port;
+  Stream s(false, id, d.src_node, d.pid, d.local_addr, d.length, link, f.chip, f.port);
   ItemPut& h = s.put;
   h.op_id = id;
   h.initiator = d.src_node;
@@ -890,17 +882,8 @@ void FabricDaemon::on_get_req(uint32_t nic, const ItemGetReq& g) {
     route_item_from(nic, g.initiator, ItemType::kResp, &r, sizeof r);
     return;
   }
-  Stream s;
-  s.get_response = true;
-  s.op_id = g.op_id;
-  s.initiator = g.initiator;
-  s.pid = e.pid;
-  s.read_addr = g.remote_addr;
-  s.length = g.length;
-  s.link = link_at(f.chip, f.port);
-  s.from_chip = f.chip;
-  s.from_port = f.port;
-  streams_.push_back(s);
+  streams_.emplace_back(true, g.op_id, g.initiator, e.pid, g.remote_addr, g.length,
+                        link_at(f.chip, f.port), f.chip, f.port);
 }
 
 void FabricDaemon::on_get_resp(const ItemGetResp& g, std::span<const uint8_t> data) {

@@ -137,6 +137,10 @@ class FabricDaemon {
   // An RDMA stream this daemon feeds into a link chunk by chunk (a put it initiates, or the
   // response data of a get it serves).
   struct Stream {
+    Stream(bool get, uint64_t op, uint32_t init, int32_t reader, uint64_t addr, uint64_t len,
+           size_t l, uint32_t chip, uint8_t port)
+        : get_response(get), op_id(op), initiator(init), pid(reader), read_addr(addr),
+          length(len), link(l), from_chip(chip), from_port(port) {}
     bool get_response = false;
     uint64_t op_id = 0;
     uint32_t initiator = 0;
