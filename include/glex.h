@@ -70,7 +70,7 @@ struct glex_mgmt_info {
 };
 
 struct glex_ep_attr {
-  int32_t vp; /* a VP 0..39, or -1 for any free one (DMA VPs 8..39 first) */
+  int32_t vp; /* a VP 0..39, or -1 for any free one (DMA VPs 8..39 first); others: invalid */
 };
 
 /* ---- Devices (the NIC of this process) ---------------------------------------------------- */
@@ -165,7 +165,10 @@ struct glex_cq_entry {
   uint16_t error_id; /* stable error id (E<id>) of a failure */
   char reason[40];   /* short text of a failure */
 };
+/* The CQ holds 1,024 entries. A full CQ is never overwritten: same-host operations return
+ * GLEX_BUSY until it is polled, and the daemon holds later completions back in order. */
 glex_ret_t glex_poll_cq(glex_ep_handle_t ep, struct glex_cq_entry* e); /* GLEX_NO_ENTRY if none */
+/* timeout_ms as glex_recv_mp: 0 polls, < 0 waits forever. */
 glex_ret_t glex_wait_cq(glex_ep_handle_t ep, int32_t timeout_ms, struct glex_cq_entry* e);
 /* Waits until every descriptor posted on ep has completed (at most timeout_ms; < 0 forever). */
 glex_ret_t glex_fence(glex_ep_handle_t ep, int32_t timeout_ms);

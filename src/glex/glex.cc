@@ -57,6 +57,9 @@ glex_ret_t glex_create_ep(glex_device_handle_t dev, const struct glex_ep_attr* a
                           glex_ep_handle_t* ep) {
   if (!dev || !ep)
     return fail(GLEX_INVALID_PARAM, "glex_create_ep: device and ep must not be NULL");
+  if (attr && attr->vp < -1)
+    return fail(GLEX_INVALID_PARAM,
+                fmt::format("E6135 glex_create_ep: vp = {} (a VP 0-39, or -1 for any)", attr->vp));
   auto vp = dev->open_vp(attr ? attr->vp : -1);
   if (!vp.ok())
     return fail(

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -126,10 +127,13 @@ glex_ret_t bootstrap_env(glex_ep_addr_t me, uint32_t* rank, uint32_t* size,
     return set_error(GLEX_INVALID_PARAM,
                      "E6147 glex_bootstrap needs GLEX_RANK, GLEX_SIZE and GLEX_RENDEZVOUS (a "
                      "directory shared by the job) or a PMIx launcher");
-  char* end = nullptr;
-  unsigned long rk = std::strtoul(r, &end, 10);
-  unsigned long sz = std::strtoul(s, &end, 10);
-  if (sz == 0 || sz > 1000000 || rk >= sz)
+  char* rend = nullptr;
+  char* send = nullptr;
+  errno = 0;
+  unsigned long rk = std::strtoul(r, &rend, 10);
+  unsigned long sz = std::strtoul(s, &send, 10);
+  if (*r == '\0' || *s == '\0' || *rend != '\0' || *send != '\0' || errno != 0 || r[0] == '-' ||
+      s[0] == '-' || sz == 0 || sz > 1000000 || rk >= sz)
     return set_error(GLEX_INVALID_PARAM,
                      fmt::format("E6148 GLEX_RANK = '{}' and GLEX_SIZE = '{}': need 0 <= rank < "
                                  "size",
@@ -287,7 +291,7 @@ glex_ret_t glex_poll_cq(glex_ep_handle_t ep, struct glex_cq_entry* e) {
 
 glex_ret_t glex_wait_cq(glex_ep_handle_t ep, int32_t timeout_ms, struct glex_cq_entry* e) {
   if (!ep || !e) return null_arg("glex_wait_cq", "ep and e");
-  return ep->device->poll_cq(ep->vp, timeout_ms == 0 ? -1 : timeout_ms, e);
+  return ep->device->poll_cq(ep->vp, timeout_ms, e);
 }
 
 glex_ret_t glex_fence(glex_ep_handle_t ep, int32_t timeout_ms) {

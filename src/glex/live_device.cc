@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <array>
 #include <map>
+#include <set>
 #include <tuple>
 #include <vector>
 
@@ -69,13 +71,11 @@ class LiveDevice final : public glex_device {
   }
   ~LiveDevice() override {
     flush_counters();
+    // Only this handle's VPs and registrations: the process may hold other handles on the NIC.
     for (uint8_t v = 0; v < live::kVps; ++v)
-      if (nic_->vps[v].owner_pid.load() == pid_) close_vp(v);
-    for (auto& e : nic_->att)
-      if (e.state.load() == 2 && e.pid == pid_) {
-        e.generation++;
-        e.state.store(0);
-      }
+      if (my_vps_[v]) close_vp(v);
+    const std::set<uint64_t> regs = my_registrations_;
+    for (uint64_t mh : regs) (void)deregister_mem(mh);
     for (auto& [k, m] : maps_) munmap(m.base, m.length);
     for (auto& a : allocs_) {
       munmap(a.addr, a.length);
@@ -106,6 +106,7 @@ class LiveDevice final : public glex_device {
       s.mps_received.store(0);
       s.generation.fetch_add(1);
       s.open.store(1, std::memory_order_release);
+      my_vps_[v] = true;
       return v;
     }
     if (wanted >= 0)
@@ -116,7 +117,8 @@ class LiveDevice final : public glex_device {
 
   void close_vp(uint8_t vp) override {
     live::VpSlot& s = nic_->vps[vp];
-    if (s.owner_pid.load() != pid_) return;
+    if (s.owner_pid.load() != pid_ || !my_vps_[vp]) return;
+    my_vps_[vp] = false;
     s.open.store(0, std::memory_order_release);
     s.owner_pid.store(0);
   }
@@ -199,6 +201,7 @@ class LiveDevice final : public glex_device {
       e.generation++;
       e.state.store(2, std::memory_order_release);
       *mh = (uint64_t{i} << 32) | key;
+      my_registrations_.insert(*mh);
       return GLEX_SUCCESS;
     }
     return set_error(GLEX_NO_RESOURCE,
@@ -217,6 +220,7 @@ class LiveDevice final : public glex_device {
                        fmt::format("E6108 mh = {:#x} is not a registration of this process", mh));
     e.generation++;
     e.state.store(0, std::memory_order_release);
+    my_registrations_.erase(mh);
     return GLEX_SUCCESS;
   }
 
@@ -242,6 +246,14 @@ class LiveDevice final : public glex_device {
   glex_ret_t free_mem(void* addr) override {
     for (size_t i = 0; i < allocs_.size(); ++i)
       if (allocs_[i].addr == addr) {
+        // Registrations of the freed memory go with it (its memfd number may be reused).
+        const uint64_t b = reinterpret_cast<uint64_t>(addr);
+        std::vector<uint64_t> inside;
+        for (uint64_t mh : my_registrations_) {
+          const live::AttEntry& e = nic_->att[mh >> 32];
+          if (e.base >= b && e.base - b < allocs_[i].length) inside.push_back(mh);
+        }
+        for (uint64_t mh : inside) (void)deregister_mem(mh);
         munmap(allocs_[i].addr, allocs_[i].length);
         close(allocs_[i].fd);
         allocs_.erase(allocs_.begin() + static_cast<long>(i));
@@ -257,7 +269,9 @@ class LiveDevice final : public glex_device {
     GALAXY_GLEX_TRY(check_dest(dest));
     if ((flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
     const uint8_t kind_flags = static_cast<uint8_t>((flags & GLEX_FLAG_INTERRUPT) ? 1 : 0);
-    if (!seg_->is_local(dn)) {
+    // A target on another host, or on this one by a path through another: the daemon's.
+    if (!seg_->is_local(dn) ||
+        path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost) {
       live::EgressMp m{};
       m.src_node = node_;
       m.dest_node = dn;
@@ -346,7 +360,9 @@ class LiveDevice final : public glex_device {
     }
     if ((r.flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
     const OpCode op = static_cast<OpCode>(r.op);
-    if (!seg_->is_local(dn)) {
+    if (!seg_->is_local(dn) || path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost ||
+        (op == OpCode::kGet &&
+         path_from(dn).result.kind == live::Forwarded::Kind::kLeavesHost)) {
       live::EgressRdma d{};
       d.op = static_cast<uint8_t>(r.op);
       d.flags = static_cast<uint8_t>(r.flags);
@@ -373,7 +389,10 @@ class LiveDevice final : public glex_device {
       }
       return GLEX_SUCCESS;
     }
-    // On this host: the target NIC's checks and one copy, done here.
+    // On this host: the target NIC's checks and one copy, done here. Its completion needs room
+    // in the CQ (errors always, successes when asked for): a full CQ is the caller's to drain.
+    if (nic_->vps[vp].cq.size() >= live::kCqDepth)
+      return set_error(GLEX_BUSY, fmt::format("E6134 the CQ of vp {} is full; poll it", vp));
     const uint64_t packets = op == OpCode::kGet ? 1 : live::packets_for(r.remote_addr, r.len);
     live::PathCounters& path = path_to(dn);
     if (path.result.kind != live::Forwarded::Kind::kDelivered)
@@ -538,7 +557,16 @@ class LiveDevice final : public glex_device {
   // shared (glex_alloc_mem), else cross-memory attach.
   OpStatus copy(const live::AttEntry& e, uint64_t mh, bool write, void* local, uint64_t remote,
                 uint64_t len) {
+    // A mapping outlives its owner: check the owner is alive, on every transfer of 4 KiB or
+    // more and otherwise at most a millisecond after the last check (a syscall costs more than
+    // a small copy).
     if (e.memfd >= 0 && e.pid != pid_) {
+      const uint64_t now = live::monotonic_ns();
+      if (len >= 4096 || now - last_alive_check_ > 1'000'000 || e.pid != last_alive_pid_) {
+        if (!live::process_alive(e.pid)) return OpStatus::kPeerDead;
+        last_alive_check_ = now;
+        last_alive_pid_ = e.pid;
+      }
       auto key = std::make_tuple(static_cast<uint32_t>(e.pid), static_cast<uint32_t>(mh >> 32),
                                  e.generation);
       auto it = maps_.find(key);
@@ -573,6 +601,10 @@ class LiveDevice final : public glex_device {
   std::vector<Alloc> allocs_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping> maps_;
   std::vector<live::PathCounters> paths_;       // by destination NIC
+  std::array<bool, live::kVps> my_vps_{};
+  std::set<uint64_t> my_registrations_;
+  uint64_t last_alive_check_ = 0;
+  int32_t last_alive_pid_ = 0;
   std::vector<live::PathCounters> paths_back_;  // get responses, by target NIC
 };
 

@@ -49,11 +49,11 @@ void set_reason(char* dst, size_t n, const char* src) {
 
 }  // namespace
 
-void push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, uint64_t bytes,
+bool push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, uint64_t bytes,
                      uint16_t error_id, const char* reason) {
   uint64_t pos;
   CqCell* c = vp.cq.claim(&pos);
-  if (!c) return;  // the CQ overflowed: the owner is not reading it
+  if (!c) return false;
   c->op = static_cast<uint8_t>(op);
   c->status = static_cast<uint8_t>(status);
   c->error_id = error_id;
@@ -61,6 +61,7 @@ void push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, ui
   c->bytes = bytes;
   set_reason(c->reason, sizeof c->reason, reason ? reason : "");
   vp.cq.publish(c, pos);
+  return true;
 }
 
 OpStatus check_att(NicSlot& nic, uint64_t mh, uint64_t addr, uint64_t length, uint32_t access,
@@ -297,6 +298,7 @@ void FabricDaemon::run(const std::atomic<bool>& stop) {
 bool FabricDaemon::poll_once() {
   const uint64_t now = monotonic_ns();
   bool busy = drain_egress();
+  if (!held_completions_.empty()) busy |= retry_completions();
   for (size_t i = 0; i < links_.size(); ++i) busy |= process_held(i);
   busy |= pump_streams();
   busy |= flush_links(now);
@@ -334,10 +336,9 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       }
       auto& nic = static_cast<chip::Nic&>(*chips_[m.nic]);
       Status s = nic.post_mgmt(m.vp, std::span<const uint8_t>(m.descriptor, 64));
-      NicSlot* slot = seg_->nic_of(m.nic);
       if (!s.ok()) {
-        push_completion(slot->vps[m.vp], OpCode::kMp, OpStatus::kDescriptorError, 0, 0,
-                        s.error().id, s.error().message.c_str());
+        complete(m.nic, m.vp, OpCode::kMp, OpStatus::kDescriptorError, 0, 0, s.error().id,
+                 s.error().message.c_str());
         return;
       }
       while (auto w = nic.next_work()) {
@@ -347,8 +348,8 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
           send_mgmt(m.nic, 0, w->mgmt);
         } else {
           nic.complete(w->vp, false, w->error.id);
-          push_completion(slot->vps[w->vp], OpCode::kMp, OpStatus::kDescriptorError, 0, 0,
-                          w->error.id, w->error.message.c_str());
+          complete(m.nic, w->vp, OpCode::kMp, OpStatus::kDescriptorError, 0, 0, w->error.id,
+                   w->error.message.c_str());
         }
       }
       return;
@@ -369,9 +370,8 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       } else if (f.kind == Forwarded::Kind::kDelivered) {
         if (!deliver_mp(f.chip, im, m.data)) ++stats_.dropped;
       } else {
-        push_completion(seg_->nic_of(m.src_node)->vps[m.src_vp], OpCode::kMp,
-                        OpStatus::kUnreachable, 0, m.length, 4740,
-                        "no route to the destination");
+        complete(m.src_node, m.src_vp, OpCode::kMp, OpStatus::kUnreachable, 0, m.length, 4740,
+                 "no route to the destination");
       }
       return;
     }
@@ -398,8 +398,8 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
       (op == OpCode::kImm && (d.length == 0 || d.length > sizeof d.imm)) ||
       d.dest_node >= seg_->num_chips() ||
       d.remote_addr + d.length < d.remote_addr) {
-    push_completion(vp, op, OpStatus::kDescriptorError, d.cookie, 0, 4753,
-                    "malformed RDMA descriptor");
+    complete(d.src_node, d.src_vp, op, OpStatus::kDescriptorError, d.cookie, 0, 4753,
+             "malformed RDMA descriptor");
     vp.outstanding.fetch_sub(1);
     return;
   }
@@ -411,8 +411,8 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
     if (vp.owner_pid.load() != d.pid ||
         check_att(*slot, d.local_mh, d.local_addr, d.length, 0, &e, &why) != OpStatus::kSuccess ||
         e.pid != d.pid) {
-      push_completion(vp, op, OpStatus::kAccessError, d.cookie, 0, 4754,
-                      "local memory not registered by the VP's owner");
+      complete(d.src_node, d.src_vp, op, OpStatus::kAccessError, d.cookie, 0, 4754,
+               "local memory not registered by the VP's owner");
       vp.outstanding.fetch_sub(1);
       return;
     }
@@ -420,9 +420,12 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
   const uint64_t bytes = op == OpCode::kGet ? 8 : d.length;
   Forwarded f = forward(*seg_, d.src_node, 0, d.dest_node,
                         op == OpCode::kGet ? 1 : packets_for(d.remote_addr, d.length), bytes);
-  if (f.kind != Forwarded::Kind::kLeavesHost) {
-    push_completion(vp, op, OpStatus::kUnreachable, d.cookie, 0, 4741,
-                    "no route to the target over the links");
+  // A get whose request path stays here but whose data come back over a link is served by
+  // this daemon for the local target.
+  const bool local_get = op == OpCode::kGet && f.kind == Forwarded::Kind::kDelivered;
+  if (f.kind != Forwarded::Kind::kLeavesHost && !local_get) {
+    complete(d.src_node, d.src_vp, op, OpStatus::kUnreachable, d.cookie, 0, 4741,
+             "no route to the target over the links");
     vp.outstanding.fetch_sub(1);
     return;
   }
@@ -438,12 +441,17 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
   p.cookie = d.cookie;
   p.deadline = monotonic_ns() + options_.op_timeout_ns;
   ops_[id] = p;
-  const size_t link = link_at(f.chip, f.port);
   if (op == OpCode::kGet) {
-    ItemGetReq g{id, d.src_node, d.dest_node, d.remote_mh, d.remote_addr, d.length};
-    queue_item(link, ItemType::kGetReq, f.chip, f.port, &g, sizeof g);
+    ItemGetReq g{id, d.src_node, d.dest_node, d.remote_mh, d.remote_addr, d.length,
+                 d.event_addr, d.event_mh, {d.event[0], d.event[1]},
+                 static_cast<uint8_t>((d.flags & kFlagRemoteEvent) ? kPutEvent : 0), {}};
+    if (local_get)
+      on_get_req(f.chip, g);
+    else
+      queue_item(link_at(f.chip, f.port), ItemType::kGetReq, f.chip, f.port, &g, sizeof g);
     return;
   }
+  const size_t link = link_at(f.chip, f.port);
   Stream s(false, id, d.src_node, d.pid, d.local_addr, d.length, link, f.chip, f.port);
   ItemPut& h = s.put;
   h.op_id = id;
@@ -843,17 +851,11 @@ void FabricDaemon::on_put(uint32_t nic, const ItemPut& p, std::span<const uint8_
   }
   if (!(p.flags & kPutLast)) return;
   if (in.status == OpStatus::kSuccess && (p.flags & kPutEvent)) {
-    AttEntry e{};
     const char* why = "";
-    OpStatus st = check_att(*slot, p.event_mh, p.event_addr, 16, kAccessWrite, &e, &why);
-    if (st == OpStatus::kSuccess) {
-      uint64_t w0 = p.event[0], w1 = p.event[1];
-      st = copy_with(e.pid, true, &w0, p.event_addr, 8);
-      if (st == OpStatus::kSuccess) st = copy_with(e.pid, true, &w1, p.event_addr + 8, 8);
-    }
-    if (st != OpStatus::kSuccess) {
+    OpStatus st;
+    if (!write_event(nic, p.event_mh, p.event_addr, p.event, &why, &st)) {
       in.status = st;
-      in.reason = why[0] ? why : "event write failed";
+      in.reason = why;
       in.error_id = 4746;
     }
   }
@@ -882,8 +884,14 @@ void FabricDaemon::on_get_req(uint32_t nic, const ItemGetReq& g) {
     route_item_from(nic, g.initiator, ItemType::kResp, &r, sizeof r);
     return;
   }
-  streams_.emplace_back(true, g.op_id, g.initiator, e.pid, g.remote_addr, g.length,
-                        link_at(f.chip, f.port), f.chip, f.port);
+  Stream& s = streams_.emplace_back(true, g.op_id, g.initiator, e.pid, g.remote_addr, g.length,
+                                    link_at(f.chip, f.port), f.chip, f.port);
+  s.target_nic = nic;
+  s.event = g.flags & kPutEvent;
+  s.event_addr = g.event_addr;
+  s.event_mh = g.event_mh;
+  s.event_data[0] = g.event[0];
+  s.event_data[1] = g.event[1];
 }
 
 void FabricDaemon::on_get_resp(const ItemGetResp& g, std::span<const uint8_t> data) {
@@ -918,12 +926,60 @@ void FabricDaemon::on_mp_nack(const ItemMpNack& n) {
   char reason[41];
   std::memcpy(reason, n.reason, 40);
   reason[40] = 0;
-  push_completion(slot->vps[n.sender_vp], OpCode::kMp, static_cast<OpStatus>(n.status), 0, 0,
-                  n.error_id, reason);
+  complete(n.sender, n.sender_vp, OpCode::kMp, static_cast<OpStatus>(n.status), 0, 0,
+           n.error_id, reason);
 }
 
 // Completes a pending operation: a CQ entry when asked for or on error, and the VP's count of
 // outstanding descriptors (fence) goes down.
+void FabricDaemon::complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status,
+                            uint64_t cookie, uint64_t bytes, uint16_t error_id,
+                            const char* reason) {
+  NicSlot* slot = seg_->nic_of(nic);
+  if (!slot || vp >= kVps) return;
+  VpSlot& v = slot->vps[vp];
+  // Behind earlier held ones of the same VP, or into a full CQ: hold it.
+  bool behind = false;
+  for (const HeldCompletion& h : held_completions_) behind |= h.nic == nic && h.vp == vp;
+  if (!behind && push_completion(v, op, status, cookie, bytes, error_id, reason)) return;
+  ++stats_.completions_held;
+  held_completions_.push_back(
+      {nic, vp, v.generation.load(), op, status, cookie, bytes, error_id, reason ? reason : ""});
+}
+
+bool FabricDaemon::retry_completions() {
+  bool any = false;
+  for (auto it = held_completions_.begin(); it != held_completions_.end();) {
+    VpSlot& v = seg_->nic_of(it->nic)->vps[it->vp];
+    bool earlier = false;  // keep the order of one VP's completions
+    for (auto e = held_completions_.begin(); e != it; ++e) earlier |= e->nic == it->nic && e->vp == it->vp;
+    if (v.generation.load() != it->vp_generation || !v.open.load()) {
+      it = held_completions_.erase(it);  // the VP closed: no one to tell
+      any = true;
+    } else if (!earlier && push_completion(v, it->op, it->status, it->cookie, it->bytes,
+                                           it->error_id, it->reason.c_str())) {
+      it = held_completions_.erase(it);
+      any = true;
+    } else {
+      ++it;
+    }
+  }
+  return any;
+}
+
+bool FabricDaemon::write_event(uint32_t nic, uint64_t mh, uint64_t addr, const uint64_t data[2],
+                               const char** why, OpStatus* st) {
+  AttEntry e{};
+  *st = check_att(*seg_->nic_of(nic), mh, addr, 16, kAccessWrite, &e, why);
+  if (*st == OpStatus::kSuccess) {
+    uint64_t w0 = data[0], w1 = data[1];  // the second word, written last, signals the event
+    *st = copy_with(e.pid, true, &w0, addr, 8);
+    if (*st == OpStatus::kSuccess) *st = copy_with(e.pid, true, &w1, addr + 8, 8);
+    if (*st != OpStatus::kSuccess) *why = "event write failed";
+  }
+  return *st == OpStatus::kSuccess;
+}
+
 void FabricDaemon::fail_op(uint64_t op_id, OpStatus status, uint16_t error_id,
                            const char* reason) {
   auto it = ops_.find(op_id);
@@ -934,8 +990,8 @@ void FabricDaemon::fail_op(uint64_t op_id, OpStatus status, uint16_t error_id,
   if (!slot) return;
   VpSlot& vp = slot->vps[op.vp];
   if (status != OpStatus::kSuccess || (op.flags & kFlagLocalCq))
-    push_completion(vp, op.op, status, op.cookie, status == OpStatus::kSuccess ? op.length : 0,
-                    error_id, reason);
+    complete(op.nic, op.vp, op.op, status, op.cookie,
+             status == OpStatus::kSuccess ? op.length : 0, error_id, reason);
   vp.outstanding.fetch_sub(1, std::memory_order_release);
   futex_wake(&vp.cq.futex);
 }
@@ -963,6 +1019,17 @@ bool FabricDaemon::pump_streams() {
         }
         done = true;
         break;
+      }
+      if (s.get_response && last && s.event) {  // the data are read: the target's event
+        const char* why = "";
+        OpStatus est;
+        if (!write_event(s.target_nic, s.event_mh, s.event_addr, s.event_data, &why, &est)) {
+          ItemResp r{s.op_id, s.initiator, static_cast<uint8_t>(est), 0, 4755, {}};
+          set_reason(r.reason, sizeof r.reason, why);
+          queue_item(s.link, ItemType::kResp, s.from_chip, s.from_port, &r, sizeof r);
+          done = true;
+          break;
+        }
       }
       if (s.get_response) {
         ItemGetResp g{s.op_id, s.initiator, 0, s.offset, last ? kPutLast : uint8_t{0}, {}};

@@ -64,10 +64,12 @@ struct DaemonStats {
   uint64_t ops_timed_out = 0;
   uint64_t dead_processes = 0;
   uint64_t dropped = 0;
+  uint64_t completions_held = 0;  // CQ full when they came: delivered later
 };
 
 // Writes a completion into a VP's CQ (also used by libglex for operations it executes itself).
-void push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, uint64_t bytes,
+// Returns false when the CQ is full (the daemon keeps such a completion and retries).
+bool push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, uint64_t bytes,
                      uint16_t error_id, const char* reason);
 
 // Checks a remote access against a NIC's ATT (SYSTEM.md 1.1: the target translates and
@@ -152,6 +154,10 @@ class FabricDaemon {
     uint32_t from_chip = 0;
     uint8_t from_port = 0;
     ItemPut put{};  // put: the header template
+    // get response: the target NIC and the event to write there when all data are read
+    uint32_t target_nic = 0;
+    bool event = false;
+    uint64_t event_addr = 0, event_mh = 0, event_data[2] = {0, 0};
   };
   // A put arriving at this host for one of its NICs: the status so far of each transfer.
   struct Inbound {
@@ -193,6 +199,12 @@ class FabricDaemon {
   void on_resp(const ItemResp& r);
   void on_mp_nack(const ItemMpNack& n);
   void fail_op(uint64_t op_id, OpStatus status, uint16_t error_id, const char* reason);
+  // A completion for a VP whose CQ is full waits here, in order, instead of being lost.
+  void complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status, uint64_t cookie,
+                uint64_t bytes, uint16_t error_id, const char* reason);
+  bool retry_completions();
+  bool write_event(uint32_t nic, uint64_t mh, uint64_t addr, const uint64_t data[2],
+                   const char** why, OpStatus* st);
 
   bool pump_streams();
   bool flush_links(uint64_t now);
@@ -217,6 +229,17 @@ class FabricDaemon {
   std::unordered_map<uint64_t, PendingOp> ops_;
   std::map<std::pair<uint32_t, uint64_t>, Inbound> inbound_;  // (initiator, op id)
   std::deque<Stream> streams_;
+  struct HeldCompletion {
+    uint32_t nic;
+    uint8_t vp;
+    uint32_t vp_generation;
+    OpCode op;
+    OpStatus status;
+    uint64_t cookie, bytes;
+    uint16_t error_id;
+    std::string reason;
+  };
+  std::deque<HeldCompletion> held_completions_;
   std::vector<uint8_t> scratch_;
   uint64_t next_liveness_ = 0;
   uint64_t next_impair_flush_ = 0;

@@ -111,6 +111,11 @@ struct ItemGetReq {
   uint64_t remote_mh;
   uint64_t remote_addr;
   uint64_t length;
+  uint64_t event_addr;  // kPutEvent in flags: written at the target once the data are read
+  uint64_t event_mh;
+  uint64_t event[2];
+  uint8_t flags;
+  uint8_t reserved[7];
 };
 
 struct ItemGetResp {
