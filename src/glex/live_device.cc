@@ -391,7 +391,7 @@ class LiveDevice final : public glex_device {
     }
     // On this host: the target NIC's checks and one copy, done here. Its completion needs room
     // in the CQ (errors always, successes when asked for): a full CQ is the caller's to drain.
-    if (nic_->vps[vp].cq.size() >= live::kCqDepth)
+    if (nic_->vps[vp].cq.size() + live::CqRing::kRelease >= live::kCqDepth)
       return set_error(GLEX_BUSY, fmt::format("E6134 the CQ of vp {} is full; poll it", vp));
     const uint64_t packets = op == OpCode::kGet ? 1 : live::packets_for(r.remote_addr, r.len);
     live::PathCounters& path = path_to(dn);

@@ -48,12 +48,18 @@ inline void cpu_relax() {
 // A bounded multi-producer single-consumer ring of fixed cells (D. Vyukov's bounded queue):
 // every cell carries a 16-bit turn number, so a producer claims a cell with one CAS on the tail
 // and publishes it with one release store; the consumer needs no atomic read-modify-write.
+// The consumer hands cells back in batches (kRelease at a time): writing a cell's turn at every
+// pop would take the cell's line away from the producer once more per message, and that write
+// would hold up the consumer's next store (its reply) by a cross-core round trip. Producers see
+// the ring full up to kRelease - 1 cells early.
 // A consumer that found it empty for a while sleeps on `futex` (see wait()).
 template <class Cell, uint32_t Depth>
 struct MpscRing {
   static_assert((Depth & (Depth - 1)) == 0 && Depth <= 16384, "power of two, 16-bit turns");
+  static constexpr uint32_t kRelease = Depth >= 64 ? 16 : 1;
   alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint64_t> head;
+  uint64_t released;  // cells before this one have been handed back (consumer only)
   alignas(64) std::atomic<uint32_t> futex;
   std::atomic<uint32_t> waiters;
   alignas(64) Cell cells[Depth];
@@ -61,6 +67,7 @@ struct MpscRing {
   void init() {
     tail.store(0);
     head.store(0);
+    released = 0;
     futex.store(0);
     waiters.store(0);
     for (uint32_t i = 0; i < Depth; ++i) cells[i].seq.store(static_cast<uint16_t>(i));
@@ -99,9 +106,13 @@ struct MpscRing {
     return c.seq.load(std::memory_order_acquire) == static_cast<uint16_t>(h + 1) ? &c : nullptr;
   }
   void pop() {
-    uint64_t h = head.load(std::memory_order_relaxed);
-    cells[h & (Depth - 1)].seq.store(static_cast<uint16_t>(h + Depth), std::memory_order_release);
-    head.store(h + 1, std::memory_order_relaxed);
+    const uint64_t h = head.load(std::memory_order_relaxed) + 1;
+    head.store(h, std::memory_order_relaxed);
+    if (h - released < kRelease) return;
+    for (uint64_t p = released; p < h; ++p)
+      cells[p & (Depth - 1)].seq.store(static_cast<uint16_t>(p + Depth),
+                                       std::memory_order_release);
+    released = h;
   }
   size_t size() const {
     return static_cast<size_t>(tail.load(std::memory_order_relaxed) -
@@ -115,7 +126,7 @@ struct MpscRing {
     const uint64_t spin_until = start + spin_ns;
     for (uint32_t i = 0;; ++i) {
       if (Cell* c = peek()) return c;
-      cpu_relax();
+      if ((i & 7) == 7) cpu_relax();  // a pause on every poll would delay seeing the cell
       if ((i & 63) == 63) {
         uint64_t now = monotonic_ns();
         if (now >= spin_until || now >= deadline_ns) break;
