@@ -1625,6 +1625,9 @@ TEST_P(LiveApiPeer, AGoneTargetProcessIsRefused) {
   ASSERT_EQ(glex_rdma(a.ep, &put), GLEX_SUCCESS);
   ASSERT_TRUE(completed_ok(a.ep, same(), GLEX_OP_PUT, 1, 4096));
   c.kill_now();
+  // A same-host initiator checks a shared-memory owner's life at most every ~1 ms
+  // (docs/live.md): past that window the dead owner is never written to.
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
   for (uint32_t op : {GLEX_OP_PUT, GLEX_OP_GET}) {
     std::memset(dst.data, kSentinel, 4096);
     glex_rdma_req r = rdma_req(c.ep, op, op == GLEX_OP_PUT ? src.data : dst.data,
