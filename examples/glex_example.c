@@ -11,13 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                          \
-  do {                                                                       \
-    glex_ret_t r_ = (call);                                                  \
-    if (r_ != GLEX_SUCCESS) {                                                \
+#define CHECK(call)                                                                     \
+  do {                                                                                  \
+    glex_ret_t r_ = (call);                                                             \
+    if (r_ != GLEX_SUCCESS) {                                                           \
       fprintf(stderr, "%s: %s: %s\n", #call, glex_error_string(r_), glex_last_error()); \
-      return 1;                                                              \
-    }                                                                        \
+      return 1;                                                                         \
+    }                                                                                   \
   } while (0)
 
 int main(void) {
@@ -55,8 +55,7 @@ int main(void) {
     CHECK(glex_send_mp(ep, peer, where, sizeof where, 0));
     struct glex_event got;
     CHECK(glex_wait_event(&evt, 5000, &got)); /* the data are there when the event is */
-    printf("rank 1: event %llu, buf[3..] = '%.*s'\n", (unsigned long long)got.data[0], 13,
-           buf + 3);
+    printf("rank 1: event %llu, buf[3..] = '%.*s'\n", (unsigned long long)got.data[0], 13, buf + 3);
     CHECK(glex_send_mp(ep, peer, "done", 4, 0));
   } else {
     static char msg[] = "hello, galaxy";
@@ -71,13 +70,13 @@ int main(void) {
     req.flags = GLEX_FLAG_REMOTE_EVT | GLEX_FLAG_LOCAL_CQ;
     req.local_addr = msg;
     req.local_mh = lmh;
-    req.len = 13;                     /* any length ... */
-    req.remote_addr = where[0] + 3;   /* ... at any byte alignment */
+    req.len = 13;                   /* any length ... */
+    req.remote_addr = where[0] + 3; /* ... at any byte alignment */
     req.remote_mh = where[1];
     req.event_addr = where[2];
     req.event_mh = where[3];
     req.event.data[0] = 42;
-    req.event.data[1] = 1;            /* non-zero: written last, it signals the event */
+    req.event.data[1] = 1; /* non-zero: written last, it signals the event */
     req.cookie = 7;
     CHECK(glex_rdma(ep, &req));
     struct glex_cq_entry e;

@@ -12,9 +12,9 @@ extern "C" {
 
 typedef enum {
   GLEX_SUCCESS = 0,
-  GLEX_INVALID_PARAM = 1,   /* a field is out of range: see glex_last_error() */
-  GLEX_NO_RESOURCE = 2,     /* no free VP, or the descriptor queue is full */
-  GLEX_TIMEOUT = 3,         /* nothing arrived within the timeout */
+  GLEX_INVALID_PARAM = 1,    /* a field is out of range: see glex_last_error() */
+  GLEX_NO_RESOURCE = 2,      /* no free VP, or the descriptor queue is full */
+  GLEX_TIMEOUT = 3,          /* nothing arrived within the timeout */
   GLEX_DESCRIPTOR_ERROR = 4, /* the NIC rejected the descriptor */
   GLEX_BUSY = 5,             /* the target MPQ or our queue is full: retry */
   GLEX_NO_ENTRY = 6,         /* nothing to poll yet */
@@ -116,9 +116,9 @@ glex_ret_t glex_free_mem(glex_device_handle_t dev, void* addr);
 
 /* ---- Mini-packets (SYSTEM.md 1.1: 128 bytes, 120 of payload) ------------------------------- */
 #define GLEX_MP_PAYLOAD 120
-#define GLEX_FLAG_FENCE 0x1     /* start after every earlier descriptor of the VP completed */
-#define GLEX_FLAG_INTERRUPT 0x2 /* ask for the receiver's MPQ-not-empty interrupt */
-#define GLEX_FLAG_LOCAL_CQ 0x4  /* write a completion into the local CQ (errors always are) */
+#define GLEX_FLAG_FENCE 0x1      /* start after every earlier descriptor of the VP completed */
+#define GLEX_FLAG_INTERRUPT 0x2  /* ask for the receiver's MPQ-not-empty interrupt */
+#define GLEX_FLAG_LOCAL_CQ 0x4   /* write a completion into the local CQ (errors always are) */
 #define GLEX_FLAG_REMOTE_EVT 0x8 /* RDMA: write a 16-byte event at the target when complete */
 struct glex_mp {
   glex_ep_addr_t src; /* the sender */

@@ -7,8 +7,8 @@
 
 #include "base/sysinfo.h"
 #include "chip/registers.h"
-#include "cli/commands.h"
 #include "cli/bench_comm.h"
+#include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
 #include "engine/sim/fabric_spec.h"

@@ -187,11 +187,12 @@ void run_comm(const std::string& what, const std::vector<Row>& rows, const CommO
                       ? fmt::format("{} {:.4g}  ", p["peer"].get<std::string>(),
                                     p["median"].get<double>())
                       : fmt::format("{} n/a  ", p["peer"].get<std::string>());
-    std::printf("%-18s %-7s %12.4g %12s %8s   %s\n", row["test"].get<std::string>().c_str(),
-                row["unit"].get<std::string>().c_str(), row["ours"].get<double>(),
-                row["peer"].is_null() ? "n/a" : fmt::format("{:.4g}", row["peer"].get<double>()).c_str(),
-                row["ratio"].is_null() ? "-" : fmt::format("{:.3f}", row["ratio"].get<double>()).c_str(),
-                others.c_str());
+    std::printf(
+        "%-18s %-7s %12.4g %12s %8s   %s\n", row["test"].get<std::string>().c_str(),
+        row["unit"].get<std::string>().c_str(), row["ours"].get<double>(),
+        row["peer"].is_null() ? "n/a" : fmt::format("{:.4g}", row["peer"].get<double>()).c_str(),
+        row["ratio"].is_null() ? "-" : fmt::format("{:.3f}", row["ratio"].get<double>()).c_str(),
+        others.c_str());
   }
 }
 

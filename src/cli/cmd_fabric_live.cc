@@ -56,7 +56,8 @@ Result<std::vector<int>> chosen_hosts(const live::LiveFabric& f, const LiveUpReq
   for (size_t i = 0; i < f.hosts.size(); ++i)
     if (address_is_local(f.hosts[i].ip)) out.push_back(static_cast<int>(i));
   if (out.empty())
-    return make_error(Code::kNotFound, 9411, "no host of the fabric has an address on this machine");
+    return make_error(Code::kNotFound, 9411,
+                      "no host of the fabric has an address on this machine");
   return out;
 }
 
@@ -80,9 +81,10 @@ std::string self_exe() {
 Result<int> spawn_daemon(const live::LiveFabric& f, int host, const LiveUpRequest& o) {
   const std::string log =
       fmt::format("/tmp/galaxy.{}.{}.log", f.name, f.hosts[static_cast<size_t>(host)].name);
-  std::vector<std::string> args{self_exe(),    "fabricd", "--fabric", f.spec, "--host",
-                                f.hosts[static_cast<size_t>(host)].name, "--op-timeout-ms",
-                                std::to_string(o.op_timeout_ms)};
+  std::vector<std::string> args{self_exe(),        "fabricd",
+                                "--fabric",        f.spec,
+                                "--host",          f.hosts[static_cast<size_t>(host)].name,
+                                "--op-timeout-ms", std::to_string(o.op_timeout_ms)};
   if (!o.impair.empty()) {
     args.push_back("--impair");
     args.push_back(o.impair);
@@ -148,9 +150,9 @@ Result<nlohmann::json> live_fabric_up(const LiveUpRequest& o) {
                           fmt::format("the daemon of host {} exited; see {}", name,
                                       daemons[i]["log"].get<std::string>()));
       if (std::chrono::steady_clock::now() > deadline)
-        return make_error(Code::kTimeout, 9415,
-                          fmt::format("host {}: daemon or links not up within {} s", name,
-                                      o.timeout_s));
+        return make_error(
+            Code::kTimeout, 9415,
+            fmt::format("host {}: daemon or links not up within {} s", name, o.timeout_s));
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
@@ -174,8 +176,7 @@ Result<nlohmann::json> live_fabric_up(const LiveUpRequest& o) {
       return make_error(Code::kIoError, 9416, "bring-up of the live fabric failed (see above)");
     if (!r["routes_verified"].get<bool>() || r["load_failed"].get<uint64_t>() > 0)
       return make_error(Code::kIoError, 9417,
-                        fmt::format("live fabric routes not verified or not loaded: {}",
-                                    r.dump()));
+                        fmt::format("live fabric routes not verified or not loaded: {}", r.dump()));
     j["bringup"] = r;
   }
   j["wall_ms"] =
@@ -195,20 +196,20 @@ void run_up(const LiveOptions& lo) {
     std::printf("%s\n", j.dump(2).c_str());
     return;
   }
-  std::printf("live fabric %s up: %zu daemon(s) in %.0f ms\n", j["fabric"].get<std::string>().c_str(),
-              j["daemons"].size(), j["daemons_up_ms"].get<double>());
+  std::printf("live fabric %s up: %zu daemon(s) in %.0f ms\n",
+              j["fabric"].get<std::string>().c_str(), j["daemons"].size(),
+              j["daemons_up_ms"].get<double>());
   for (const auto& d : j["daemons"])
-    std::printf("  host %s: galaxy fabricd pid %d, log %s\n",
-                d["host"].get<std::string>().c_str(), d["pid"].get<int>(),
-                d["log"].get<std::string>().c_str());
+    std::printf("  host %s: galaxy fabricd pid %d, log %s\n", d["host"].get<std::string>().c_str(),
+                d["pid"].get<int>(), d["log"].get<std::string>().c_str());
   if (j.contains("bringup"))
-    std::printf("  discovered %u NRCs, %u NICs; %s routing: %llu/%llu NIC pairs, %llu packets "
-                "loaded\n",
-                j["bringup"]["nrc"].get<uint32_t>(), j["bringup"]["nic"].get<uint32_t>(),
-                o.engine.c_str(),
-                static_cast<unsigned long long>(j["bringup"]["reachable_pairs"].get<uint64_t>()),
-                static_cast<unsigned long long>(j["bringup"]["nic_pairs"].get<uint64_t>()),
-                static_cast<unsigned long long>(j["bringup"]["load_packets"].get<uint64_t>()));
+    std::printf(
+        "  discovered %u NRCs, %u NICs; %s routing: %llu/%llu NIC pairs, %llu packets "
+        "loaded\n",
+        j["bringup"]["nrc"].get<uint32_t>(), j["bringup"]["nic"].get<uint32_t>(), o.engine.c_str(),
+        static_cast<unsigned long long>(j["bringup"]["reachable_pairs"].get<uint64_t>()),
+        static_cast<unsigned long long>(j["bringup"]["nic_pairs"].get<uint64_t>()),
+        static_cast<unsigned long long>(j["bringup"]["load_packets"].get<uint64_t>()));
 }
 
 }  // namespace
@@ -295,7 +296,8 @@ void add_fabric_live_subcommands(CLI::App* fabric) {
   common(up, *o);
   up->add_option("--engine", o->up.engine, "routing engine (galaxy route --list)")
       ->capture_default_str();
-  up->add_option("--hosts", o->up.hosts, "hosts to start here (default: those with a local address)")
+  up->add_option("--hosts", o->up.hosts,
+                 "hosts to start here (default: those with a local address)")
       ->delimiter(',');
   up->add_option("--impair", o->up.impair, "link impairment of every daemon: drop=P,dup=P,...");
   up->add_option("--op-timeout-ms", o->up.op_timeout_ms, "remote RDMA timeout of the daemons")

@@ -65,7 +65,7 @@ void run_fabricd(const FabricdOptions& o) {
   }
   auto daemon = live::FabricDaemon::start(*f, host, d);
   if (!daemon.ok()) return report_error(daemon.error(), o.json);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);

@@ -42,8 +42,7 @@ Result<fabric::PortRef> parse_end(const Session& s, const std::string& text) {
   }
   if (node >= s.plan().num_nodes())
     return make_error(Code::kNotFound, 9302, fmt::format("chip {} is not in the fabric", node));
-  auto port =
-      parse_int("port", text.substr(colon + 1), 0, s.plan().num_ports(node) - 1);
+  auto port = parse_int("port", text.substr(colon + 1), 0, s.plan().num_ports(node) - 1);
   if (!port.ok()) return port.error();
   return fabric::PortRef{node, static_cast<uint8_t>(*port)};
 }

@@ -19,8 +19,7 @@ namespace galaxy::cli {
 namespace {
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 void send_retry(glex_ep_handle_t ep, glex_ep_addr_t to, const void* d, uint32_t n) {
@@ -93,7 +92,8 @@ double worker(const std::string& kind, size_t bytes, int iters, std::string* err
       for (int i = 0; i < warm; ++i) send_retry(ep, peer, buf.data(), 8);
       glex_recv_mp(ep, -1, &mp);
       double t0 = now_s();
-      for (int i = 0; i < iters; ++i) send_retry(ep, peer, buf.data(), static_cast<uint32_t>(bytes));
+      for (int i = 0; i < iters; ++i)
+        send_retry(ep, peer, buf.data(), static_cast<uint32_t>(bytes));
       glex_recv_mp(ep, -1, &mp);
       result = iters / (now_s() - t0) / 1e6;
     } else {
@@ -224,8 +224,7 @@ Result<std::vector<double>> run_ours(const std::string& kind, size_t bytes, cons
   const int iters = o.iterations > 0 ? o.iterations : default_iterations(kind, bytes);
   std::vector<double> runs;
   for (int rep = 0; rep < o.repetitions; ++rep) {
-    const std::string dir =
-        fmt::format("/tmp/galaxy-bench-{}-{}-{}", getpid(), rep, std::rand());
+    const std::string dir = fmt::format("/tmp/galaxy-bench-{}-{}-{}", getpid(), rep, std::rand());
     std::filesystem::remove_all(dir);
     int fds[2];
     if (pipe(fds) != 0)
@@ -278,9 +277,9 @@ Result<std::vector<double>> run_ours(const std::string& kind, size_t bytes, cons
     close(fds[0]);
     std::filesystem::remove_all(dir);
     if (timed_out)
-      return make_error(Code::kTimeout, 9421,
-                        fmt::format("galaxy {} {} B: no result within {} s", kind, bytes,
-                                    o.timeout_s));
+      return make_error(
+          Code::kTimeout, 9421,
+          fmt::format("galaxy {} {} B: no result within {} s", kind, bytes, o.timeout_s));
     std::string text(out, n > 0 ? static_cast<size_t>(n) : 0);
     if (text.empty() || text.rfind("error", 0) == 0)
       return make_error(Code::kIoError, 9422,

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 
 #include "base/spec.h"
-#include "engine/sim/fabric_spec.h"
 #include "engine/live/live_spec.h"
 #include "engine/live/segment.h"
+#include "engine/sim/fabric_spec.h"
 #include "engine/sim/load.h"
 #include "glex/live_device.h"
 

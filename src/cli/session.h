@@ -28,7 +28,7 @@ struct SessionOptions {
 void add_session_options(CLI::App* cmd, SessionOptions& o);
 
 struct Session {
-  std::unique_ptr<sim::SimFabric> fabric;  // null on a live fabric
+  std::unique_ptr<sim::SimFabric> fabric;       // null on a live fabric
   std::unique_ptr<fabric::Topology> live_plan;  // a live fabric's described topology
   const fabric::Topology& plan() const { return fabric ? fabric->topology() : *live_plan; }
   std::unique_ptr<glex_device> device;

@@ -143,14 +143,12 @@ glex_ret_t bootstrap_env(glex_ep_addr_t me, uint32_t* rank, uint32_t* size,
   {
     std::ofstream out(mine + ".tmp");
     out << fmt::format("{:x}\n", me);
-    if (!out)
-      return set_error(GLEX_NO_RESOURCE,
-                       fmt::format("E6149 cannot write {}.tmp", mine));
+    if (!out) return set_error(GLEX_NO_RESOURCE, fmt::format("E6149 cannot write {}.tmp", mine));
   }
   std::rename((mine + ".tmp").c_str(), mine.c_str());
   const char* t = std::getenv("GLEX_BOOTSTRAP_TIMEOUT_MS");
-  const uint64_t deadline = galaxy::live::monotonic_ns() +
-                            (t ? std::strtoull(t, nullptr, 10) : 30000ull) * 1000000ull;
+  const uint64_t deadline =
+      galaxy::live::monotonic_ns() + (t ? std::strtoull(t, nullptr, 10) : 30000ull) * 1000000ull;
   auto* out = static_cast<glex_ep_addr_t*>(std::calloc(sz, sizeof(glex_ep_addr_t)));
   for (unsigned long i = 0; i < sz; ++i) {
     for (;;) {
@@ -162,9 +160,9 @@ glex_ret_t bootstrap_env(glex_ep_addr_t me, uint32_t* rank, uint32_t* size,
       }
       if (galaxy::live::monotonic_ns() > deadline) {
         std::free(out);
-        return set_error(GLEX_TIMEOUT,
-                         fmt::format("E6150 rank {} did not publish its address in {} in time",
-                                     i, dir));
+        return set_error(
+            GLEX_TIMEOUT,
+            fmt::format("E6150 rank {} did not publish its address in {} in time", i, dir));
       }
       usleep(1000);
     }
@@ -181,9 +179,9 @@ extern "C" {
 
 glex_ret_t glex_open_device(const struct glex_device_attr* attr, glex_device_handle_t* dev) {
   if (!dev) return null_arg("glex_open_device", "dev");
-  auto d = galaxy::glex::open_live_device(attr && attr->fabric ? attr->fabric : "",
-                                          attr && attr->host ? attr->host : "",
-                                          attr ? attr->nic : -1);
+  auto d =
+      galaxy::glex::open_live_device(attr && attr->fabric ? attr->fabric : "",
+                                     attr && attr->host ? attr->host : "", attr ? attr->nic : -1);
   if (!d.ok()) {
     const auto code = d.error().code;
     return set_error(code == galaxy::Code::kNotFound || code == galaxy::Code::kTimeout
@@ -212,16 +210,15 @@ glex_ep_addr_t glex_ep_addr(glex_ep_handle_t ep) {
 glex_ret_t glex_register_mem(glex_device_handle_t dev, void* addr, uint64_t len, uint32_t access,
                              glex_mem_handle_t* mh) {
   if (!dev || !addr || !mh) return null_arg("glex_register_mem", "dev, addr and mh");
-  if (len == 0)
-    return set_error(GLEX_INVALID_PARAM, "E6151 glex_register_mem: len = 0");
+  if (len == 0) return set_error(GLEX_INVALID_PARAM, "E6151 glex_register_mem: len = 0");
   if (access == 0 || (access & ~uint32_t{GLEX_MEM_READ | GLEX_MEM_WRITE}))
     return set_error(GLEX_INVALID_PARAM,
                      fmt::format("E6152 glex_register_mem: access = {:#x} (use GLEX_MEM_READ | "
                                  "GLEX_MEM_WRITE)",
                                  access));
   if (reinterpret_cast<uint64_t>(addr) + len < reinterpret_cast<uint64_t>(addr))
-    return set_error(GLEX_INVALID_PARAM, fmt::format("E6153 addr + len = {} + {} overflows",
-                                                     addr, len));
+    return set_error(GLEX_INVALID_PARAM,
+                     fmt::format("E6153 addr + len = {} + {} overflows", addr, len));
   return dev->register_mem(addr, len, access, mh);
 }
 
@@ -246,9 +243,9 @@ glex_ret_t glex_send_mp(glex_ep_handle_t ep, glex_ep_addr_t dest, const void* da
                         uint32_t flags) {
   if (!ep) return null_arg("glex_send_mp", "ep");
   if (len > GLEX_MP_PAYLOAD)
-    return set_error(GLEX_INVALID_PARAM,
-                     fmt::format("E6155 glex_send_mp: len = {} exceeds {} bytes", len,
-                                 GLEX_MP_PAYLOAD));
+    return set_error(
+        GLEX_INVALID_PARAM,
+        fmt::format("E6155 glex_send_mp: len = {} exceeds {} bytes", len, GLEX_MP_PAYLOAD));
   if (len > 0 && !data) return null_arg("glex_send_mp", "data (len > 0)");
   if (flags & GLEX_FLAG_REMOTE_EVT)
     return set_error(GLEX_INVALID_PARAM, "E6156 glex_send_mp: GLEX_FLAG_REMOTE_EVT is for RDMA");
@@ -264,14 +261,14 @@ glex_ret_t glex_recv_mp(glex_ep_handle_t ep, int32_t timeout_ms, struct glex_mp*
 glex_ret_t glex_rdma(glex_ep_handle_t ep, const struct glex_rdma_req* req) {
   if (!ep || !req) return null_arg("glex_rdma", "ep and req");
   if (req->op != GLEX_OP_PUT && req->op != GLEX_OP_GET && req->op != GLEX_OP_IMM)
-    return set_error(GLEX_INVALID_PARAM,
-                     fmt::format("E6157 glex_rdma: op = {} (use GLEX_OP_PUT, GET or IMM)",
-                                 req->op));
+    return set_error(
+        GLEX_INVALID_PARAM,
+        fmt::format("E6157 glex_rdma: op = {} (use GLEX_OP_PUT, GET or IMM)", req->op));
   if (glex_ret_t r = check_flags("glex_rdma", req->flags); r != GLEX_SUCCESS) return r;
   if (req->op == GLEX_OP_IMM && (req->len < 1 || req->len > GLEX_IMM_MAX))
-    return set_error(GLEX_INVALID_PARAM,
-                     fmt::format("E6158 glex_rdma: immediate len = {} outside 1..{}", req->len,
-                                 GLEX_IMM_MAX));
+    return set_error(
+        GLEX_INVALID_PARAM,
+        fmt::format("E6158 glex_rdma: immediate len = {} outside 1..{}", req->len, GLEX_IMM_MAX));
   if (req->len > 0 && !req->local_addr) return null_arg("glex_rdma", "local_addr (len > 0)");
   if (req->remote_addr + req->len < req->remote_addr)
     return set_error(GLEX_INVALID_PARAM,
@@ -311,9 +308,8 @@ glex_ret_t glex_wait_event(volatile struct glex_event* evt, int32_t timeout_ms,
     galaxy::live::cpu_relax();
     if ((i & 1023) == 1023) {
       if (galaxy::live::monotonic_ns() >= deadline)
-        return set_error(GLEX_TIMEOUT,
-                         fmt::format("E6161 no event at {:#x} within {} ms",
-                                     reinterpret_cast<uint64_t>(evt), timeout_ms));
+        return set_error(GLEX_TIMEOUT, fmt::format("E6161 no event at {:#x} within {} ms",
+                                                   reinterpret_cast<uint64_t>(evt), timeout_ms));
       if (i > 100000) usleep(20);
     }
   }

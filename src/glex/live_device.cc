@@ -6,14 +6,16 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "glex/copy_engines.h"
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
-#include <array>
 #include <map>
 #include <set>
 #include <tuple>
@@ -27,9 +29,9 @@
 #include "engine/live/segment.h"
 #include "wire/mp.h"
 
-#define GALAXY_GLEX_TRY(expr)                                \
-  do {                                                       \
-    glex_ret_t galaxy_glex_r_ = (expr);                      \
+#define GALAXY_GLEX_TRY(expr)                                  \
+  do {                                                         \
+    glex_ret_t galaxy_glex_r_ = (expr);                        \
     if (galaxy_glex_r_ != GLEX_SUCCESS) return galaxy_glex_r_; \
   } while (0)
 
@@ -46,8 +48,9 @@ static_assert(static_cast<int>(OpStatus::kBusy) == GLEX_BUSY);
 static_assert(static_cast<int>(OpStatus::kAccessError) == GLEX_ACCESS_ERROR);
 static_assert(static_cast<int>(OpStatus::kUnreachable) == GLEX_UNREACHABLE);
 static_assert(static_cast<int>(OpStatus::kPeerDead) == GLEX_PEER_DEAD);
-static_assert(static_cast<int>(OpCode::kPut) == GLEX_OP_PUT && static_cast<int>(OpCode::kGet) ==
-              GLEX_OP_GET && static_cast<int>(OpCode::kImm) == GLEX_OP_IMM &&
+static_assert(static_cast<int>(OpCode::kPut) == GLEX_OP_PUT &&
+              static_cast<int>(OpCode::kGet) == GLEX_OP_GET &&
+              static_cast<int>(OpCode::kImm) == GLEX_OP_IMM &&
               static_cast<int>(OpCode::kMp) == GLEX_OP_MP);
 static_assert(live::kFlagFence == GLEX_FLAG_FENCE && live::kFlagLocalCq == GLEX_FLAG_LOCAL_CQ &&
               live::kFlagRemoteEvent == GLEX_FLAG_REMOTE_EVT);
@@ -273,8 +276,7 @@ class LiveDevice final : public glex_device {
     if ((flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
     const uint8_t kind_flags = static_cast<uint8_t>((flags & GLEX_FLAG_INTERRUPT) ? 1 : 0);
     // A target on another host, or on this one by a path through another: the daemon's.
-    if (!seg_->is_local(dn) ||
-        path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost) {
+    if (!seg_->is_local(dn) || path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost) {
       live::EgressMp m{};
       m.src_node = node_;
       m.dest_node = dn;
@@ -290,8 +292,7 @@ class LiveDevice final : public glex_device {
     }
     live::VpSlot& t = seg_->nic_of(dn)->vps[dv];
     if (!t.open.load(std::memory_order_acquire))
-      return set_error(GLEX_UNREACHABLE,
-                       fmt::format("E6113 endpoint {}:{} is not open", dn, dv));
+      return set_error(GLEX_UNREACHABLE, fmt::format("E6113 endpoint {}:{} is not open", dn, dv));
     uint64_t pos;
     live::MpqCell* c = t.mpq.claim(&pos);
     if (!c) {
@@ -355,17 +356,16 @@ class LiveDevice final : public glex_device {
       if (check_att(*nic_, r.local_mh, reinterpret_cast<uint64_t>(r.local_addr), r.len, 0, &e,
                     &why) != OpStatus::kSuccess ||
           e.pid != pid_)
-        return set_error(GLEX_ACCESS_ERROR,
-                         fmt::format("E6118 local_addr/local_mh: {} (mh {:#x})",
-                                     e.pid != pid_ && why[0] == 0 ? "not this process's memory"
-                                                                  : why,
-                                     r.local_mh));
+        return set_error(
+            GLEX_ACCESS_ERROR,
+            fmt::format("E6118 local_addr/local_mh: {} (mh {:#x})",
+                        e.pid != pid_ && why[0] == 0 ? "not this process's memory" : why,
+                        r.local_mh));
     }
     if ((r.flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
     const OpCode op = static_cast<OpCode>(r.op);
     if (!seg_->is_local(dn) || path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost ||
-        (op == OpCode::kGet &&
-         path_from(dn).result.kind == live::Forwarded::Kind::kLeavesHost)) {
+        (op == OpCode::kGet && path_from(dn).result.kind == live::Forwarded::Kind::kLeavesHost)) {
       live::EgressRdma d{};
       d.op = static_cast<uint8_t>(r.op);
       d.flags = static_cast<uint8_t>(r.flags);
@@ -412,13 +412,12 @@ class LiveDevice final : public glex_device {
     const char* why = "";
     OpStatus st = check_att(t, r.remote_mh, r.remote_addr, r.len,
                             op == OpCode::kGet ? live::kAccessRead : live::kAccessWrite, &e, &why);
-    if (st != OpStatus::kSuccess)
-      return complete(vp, r, static_cast<glex_ret_t>(st), 6121, why);
+    if (st != OpStatus::kSuccess) return complete(vp, r, static_cast<glex_ret_t>(st), 6121, why);
     st = copy(e, r.remote_mh, op != OpCode::kGet, r.local_addr, r.remote_addr, r.len);
     if (st != OpStatus::kSuccess)
-      return complete(vp, r, static_cast<glex_ret_t>(st), 6122,
-                      st == OpStatus::kPeerDead ? "target process is gone"
-                                                : "target memory not mapped");
+      return complete(
+          vp, r, static_cast<glex_ret_t>(st), 6122,
+          st == OpStatus::kPeerDead ? "target process is gone" : "target memory not mapped");
     if (r.flags & GLEX_FLAG_REMOTE_EVT) {
       st = check_att(t, r.event_mh, r.event_addr, 16, live::kAccessWrite, &e, &why);
       if (st != OpStatus::kSuccess) return complete(vp, r, static_cast<glex_ret_t>(st), 6123, why);
@@ -436,10 +435,10 @@ class LiveDevice final : public glex_device {
     live::CqRing& q = nic_->vps[vp].cq;
     live::CqCell* c = timeout_ms == 0 ? q.peek() : wait_idle(q, deadline_after(timeout_ms));
     if (!c)
-      return timeout_ms == 0 ? GLEX_NO_ENTRY
-                             : set_error(GLEX_TIMEOUT,
-                                         fmt::format("E6125 no completion on vp {} within {} ms",
-                                                     vp, timeout_ms));
+      return timeout_ms == 0
+                 ? GLEX_NO_ENTRY
+                 : set_error(GLEX_TIMEOUT, fmt::format("E6125 no completion on vp {} within {} ms",
+                                                       vp, timeout_ms));
     out->op = c->op;
     out->status = static_cast<glex_ret_t>(c->status);
     out->cookie = c->cookie;
@@ -470,9 +469,9 @@ class LiveDevice final : public glex_device {
       s.cq.waiters.fetch_add(1);
       if (s.outstanding.load() != 0)
         live::futex_wait(&s.cq.futex, v,
-                         deadline == UINT64_MAX ? 1000000
-                                                : static_cast<int64_t>(std::min<uint64_t>(
-                                                      deadline - now, 1000000)));
+                         deadline == UINT64_MAX
+                             ? 1000000
+                             : static_cast<int64_t>(std::min<uint64_t>(deadline - now, 1000000)));
       s.cq.waiters.fetch_sub(1);
     }
     return GLEX_SUCCESS;
@@ -522,9 +521,9 @@ class LiveDevice final : public glex_device {
       return set_error(GLEX_INVALID_PARAM,
                        fmt::format("E6127 target node {} is not a NIC of this fabric", dn));
     if (dv >= live::kVps)
-      return set_error(GLEX_INVALID_PARAM,
-                       fmt::format("E6128 target vp {} exceeds the NIC's VPs 0-{}", dv,
-                                   live::kVps - 1));
+      return set_error(
+          GLEX_INVALID_PARAM,
+          fmt::format("E6128 target vp {} exceeds the NIC's VPs 0-{}", dv, live::kVps - 1));
     return GLEX_SUCCESS;
   }
 
@@ -582,30 +581,30 @@ class LiveDevice final : public glex_device {
           remote - e.memfd_base + len <= last_map_->second.length) {
         uint8_t* dst = static_cast<uint8_t*>(last_map_->second.base) + (remote - e.memfd_base);
         if (write)
-          std::memcpy(dst, local, len);
+          engines_.copy(dst, local, len);
         else
-          std::memcpy(local, dst, len);
+          engines_.copy(local, dst, len);
         return OpStatus::kSuccess;
       }
       auto it = maps_.find(key);
       if (it == maps_.end()) {
         int fd = open(fmt::format("/proc/{}/fd/{}", e.pid, e.memfd).c_str(), O_RDWR | O_CLOEXEC);
-        struct stat st{};
+        struct stat st {};
         void* p = MAP_FAILED;
         if (fd >= 0 && fstat(fd, &st) == 0)
-          p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED,
-                   fd, 0);
+          p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                   0);
         if (fd >= 0) close(fd);
-        if (p != MAP_FAILED) it = maps_.emplace(key, Mapping{p, static_cast<uint64_t>(st.st_size)})
-                                      .first;
+        if (p != MAP_FAILED)
+          it = maps_.emplace(key, Mapping{p, static_cast<uint64_t>(st.st_size)}).first;
       }
       last_map_ = it;
       if (it != maps_.end() && remote - e.memfd_base + len <= it->second.length) {
         uint8_t* dst = static_cast<uint8_t*>(it->second.base) + (remote - e.memfd_base);
         if (write)
-          std::memcpy(dst, local, len);
+          engines_.copy(dst, local, len);
         else
-          std::memcpy(local, dst, len);
+          engines_.copy(local, dst, len);
         return OpStatus::kSuccess;
       }
     }
@@ -620,7 +619,8 @@ class LiveDevice final : public glex_device {
   std::vector<Alloc> allocs_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping> maps_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping>::iterator last_map_ = maps_.end();
-  std::vector<live::PathCounters> paths_;       // by destination NIC
+  CopyEngines engines_;
+  std::vector<live::PathCounters> paths_;  // by destination NIC
   std::array<bool, live::kVps> my_vps_{};
   std::set<uint64_t> my_registrations_;
   uint64_t last_alive_check_ = 0;
@@ -680,10 +680,10 @@ Result<std::unique_ptr<glex_device>> open_live_device(const std::string& fabric_
     if (!env.empty()) {
       nic = std::atoi(env.c_str());
     } else {
-      std::string rank = env_or("GLEX_RANK", env_or("PMIX_RANK", env_or("OMPI_COMM_WORLD_RANK",
-                                                                         "0")));
-      nic = static_cast<int32_t>(local_nics[static_cast<size_t>(std::atoll(rank.c_str())) %
-                                            local_nics.size()]);
+      std::string rank =
+          env_or("GLEX_RANK", env_or("PMIX_RANK", env_or("OMPI_COMM_WORLD_RANK", "0")));
+      nic = static_cast<int32_t>(
+          local_nics[static_cast<size_t>(std::atoll(rank.c_str())) % local_nics.size()]);
     }
   }
   if (nic < 0 || static_cast<uint32_t>(nic) >= (*seg)->num_chips() ||
@@ -691,8 +691,7 @@ Result<std::unique_ptr<glex_device>> open_live_device(const std::string& fabric_
     return make_error(Code::kNotFound, 6132,
                       fmt::format("nic = {} is not a NIC of host {} (its NICs: {})", nic, host,
                                   fmt::join(local_nics, ", ")));
-  return std::unique_ptr<glex_device>(
-      new LiveDevice(std::move(*seg), static_cast<uint32_t>(nic)));
+  return std::unique_ptr<glex_device>(new LiveDevice(std::move(*seg), static_cast<uint32_t>(nic)));
 }
 
 }  // namespace galaxy::glex

@@ -19,10 +19,10 @@ namespace {
 galaxy::live::FabricDaemon* daemon_for_fuzzing() {
   static std::unique_ptr<galaxy::live::FabricDaemon> d = [] {
     const int port = 40000 + getpid() % 20000;
-    auto f = galaxy::live::parse_live_fabric(
-        "live:fattree:k=4,levels=2,name=fuzz" + std::to_string(getpid()) +
-        ",hosts=h1:127.0.0.1:" + std::to_string(port) + ",h2:127.0.0.1:" +
-        std::to_string(port + 1));
+    auto f = galaxy::live::parse_live_fabric("live:fattree:k=4,levels=2,name=fuzz" +
+                                             std::to_string(getpid()) +
+                                             ",hosts=h1:127.0.0.1:" + std::to_string(port) +
+                                             ",h2:127.0.0.1:" + std::to_string(port + 1));
     if (!f.ok()) std::abort();
     galaxy::live::DaemonOptions o;
     o.liveness_interval_ns = UINT64_MAX / 2;

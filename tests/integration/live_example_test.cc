@@ -1,11 +1,10 @@
 // The complete example of docs/glex.md (examples/glex_example.c) runs as two processes, on one
 // host and across two hosts.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
-
 #include <filesystem>
 
 #include "live_fixture.h"

@@ -3,14 +3,14 @@
 // management server's own code (discovery, routing, loading), torn down at the end.
 #pragma once
 
-#include <fmt/format.h>
 #include <arpa/inet.h>
-#include <netinet/in.h>
 #include <fcntl.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,8 +49,8 @@ class LiveFabricUnderTest {
     name_ = fmt::format("t{}x{}", getpid(), instance);
     if (netns) {
       if (!make_namespaces()) return;
-      spec_ = fmt::format("live:{},name={},hosts=h1:{}:7400,h2:{}:7400", topology, name_,
-                          ns_ip(0), ns_ip(1));
+      spec_ = fmt::format("live:{},name={},hosts=h1:{}:7400,h2:{}:7400", topology, name_, ns_ip(0),
+                          ns_ip(1));
     } else {
       spec_ = fmt::format("live:{},name={},hosts=h1:127.0.0.1:{}", topology, name_, free_port());
       if (hosts > 1) spec_ += fmt::format(",h2:127.0.0.1:{}", free_port());
@@ -187,7 +187,9 @@ class LiveFabricUnderTest {
     }
     return UINT32_MAX;
   }
-  const char* host_name(int host) const { return fabric_.hosts[static_cast<size_t>(host)].name.c_str(); }
+  const char* host_name(int host) const {
+    return fabric_.hosts[static_cast<size_t>(host)].name.c_str();
+  }
 
   // Opens a device on a NIC of this fabric (NULL on failure).
   glex_device_handle_t open(int host, int k = 0) const {
@@ -198,11 +200,14 @@ class LiveFabricUnderTest {
   }
 
  private:
-  std::string ns_ip(int h) const { return fmt::format("10.{}.{}.{}", 200 + subnet_ / 250, subnet_ % 250, h + 1); }
+  std::string ns_ip(int h) const {
+    return fmt::format("10.{}.{}.{}", 200 + subnet_ / 250, subnet_ % 250, h + 1);
+  }
   bool make_namespaces() {
     subnet_ = static_cast<int>(getpid() % 12500);
     for (int h = 0; h < 2; ++h) namespaces_.push_back(fmt::format("{}h{}", name_, h + 1));
-    const std::string va = fmt::format("gx{}a", getpid() % 100000), vb = fmt::format("gx{}b", getpid() % 100000);
+    const std::string va = fmt::format("gx{}a", getpid() % 100000),
+                      vb = fmt::format("gx{}b", getpid() % 100000);
     const std::string script = fmt::format(
         "ip netns add {0} && ip netns add {1} && ip link add {2} type veth peer name {3} && "
         "ip link set {2} netns {0} && ip link set {3} netns {1} && "
@@ -211,8 +216,9 @@ class LiveFabricUnderTest {
         "ip -n {0} link set lo up && ip -n {1} link set lo up",
         namespaces_[0], namespaces_[1], va, vb, ns_ip(0), ns_ip(1));
     if (system((script + " 2>/tmp/galaxy-netns.err").c_str()) != 0) {
-      namespace_error_ = "the kernel refused network namespaces or veth (ip netns add / ip link "
-                         "add): see /tmp/galaxy-netns.err";
+      namespace_error_ =
+          "the kernel refused network namespaces or veth (ip netns add / ip link "
+          "add): see /tmp/galaxy-netns.err";
       return false;
     }
     namespaces_ok_ = true;

@@ -8,7 +8,8 @@ namespace galaxy::live {
 namespace {
 
 TEST(LiveSpec, ParsesTopologyNameAndHostsWithDefaultPorts) {
-  auto f = parse_live_fabric("live:fattree:k=4,levels=2,name=lab,hosts=h1:10.0.0.1,h2:10.0.0.2:9000");
+  auto f =
+      parse_live_fabric("live:fattree:k=4,levels=2,name=lab,hosts=h1:10.0.0.1,h2:10.0.0.2:9000");
   ASSERT_TRUE(f.ok()) << f.error().to_string();
   EXPECT_EQ(f->name, "lab");
   ASSERT_EQ(f->hosts.size(), 2u);

@@ -6,9 +6,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/epoll.h>
-#include <sys/un.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,7 +28,7 @@ namespace galaxy::live {
 
 namespace {
 
-constexpr size_t kChunk = 4096;       // RDMA data per link item
+constexpr size_t kChunk = 4096;         // RDMA data per link item
 constexpr size_t kMaxFramesQueued = 8;  // per link, before streams pause
 constexpr uint64_t kOpScanNs = 10'000'000;
 
@@ -117,8 +117,8 @@ OpStatus copy_with(int32_t pid, bool write, void* local, uint64_t remote, uint64
   while (done < length) {
     iovec l{static_cast<uint8_t*>(local) + done, length - done};
     iovec r{reinterpret_cast<void*>(remote + done), length - done};
-    ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0)
-                      : process_vm_readv(pid, &l, 1, &r, 1, 0);
+    ssize_t n =
+        write ? process_vm_writev(pid, &l, 1, &r, 1, 0) : process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (n <= 0) return errno == ESRCH ? OpStatus::kPeerDead : OpStatus::kAccessError;
     done += static_cast<uint64_t>(n);
   }
@@ -170,10 +170,10 @@ Status FabricDaemon::init() {
       auto peer = t.peer({n, p});
       if (!peer) continue;
       if (fabric_.host_of[peer->node] == host_) {
-        chips_[n]->link_up(p, {true, t.is_nic(peer->node) ? wire::ChipType::kNic
-                                                            : wire::ChipType::kNrc,
-                               static_cast<uint16_t>(peer->node), peer->port,
-                               static_cast<uint8_t>(t.num_ports(peer->node))});
+        chips_[n]->link_up(
+            p, {true, t.is_nic(peer->node) ? wire::ChipType::kNic : wire::ChipType::kNrc,
+                static_cast<uint16_t>(peer->node), peer->port,
+                static_cast<uint8_t>(t.num_ports(peer->node))});
         continue;
       }
       HostLink hl;
@@ -183,8 +183,8 @@ Status FabricDaemon::init() {
       hl.peer_port = peer->port;
       hl.peer_host = fabric_.host_of[peer->node];
       LinkConfig lc;
-      lc.link_id = static_cast<uint32_t>(
-          std::min(port_key(n, p), port_key(peer->node, peer->port)));
+      lc.link_id =
+          static_cast<uint32_t>(std::min(port_key(n, p), port_key(peer->node, peer->port)));
       hl.link = std::make_unique<Link>(lc);
       link_by_port_[port_key(n, p)] = links_.size();
       link_by_id_[lc.link_id] = links_.size();
@@ -246,9 +246,9 @@ Status FabricDaemon::open_socket() {
     return make_error(Code::kInvalidArgument, 4732,
                       fmt::format("host {}: ip = '{}' is not an IPv4 address", me.name, me.ip));
   if (bind(sock_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    return make_error(Code::kIoError, 4733,
-                      fmt::format("host {}: bind {}:{}: {}", me.name, me.ip, me.port,
-                                  std::strerror(errno)));
+    return make_error(
+        Code::kIoError, 4733,
+        fmt::format("host {}: bind {}:{}: {}", me.name, me.ip, me.port, std::strerror(errno)));
   return {};
 }
 
@@ -365,8 +365,8 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       Forwarded f = forward(*seg_, m.src_node, 0, m.dest_node, 1, 128);
       ItemMp im{m.dest_node, m.src_node, m.dest_vp, m.src_vp, m.kind_flags, m.length};
       if (f.kind == Forwarded::Kind::kLeavesHost) {
-        queue_item(link_at(f.chip, f.port), ItemType::kMp, f.chip, f.port, &im, sizeof im,
-                   m.data, m.length);
+        queue_item(link_at(f.chip, f.port), ItemType::kMp, f.chip, f.port, &im, sizeof im, m.data,
+                   m.length);
       } else if (f.kind == Forwarded::Kind::kDelivered) {
         if (!deliver_mp(f.chip, im, m.data)) ++stats_.dropped;
       } else {
@@ -396,8 +396,7 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
   // A descriptor from a process is checked like one from the network: a bad one fails.
   if ((op != OpCode::kPut && op != OpCode::kGet && op != OpCode::kImm) ||
       (op == OpCode::kImm && (d.length == 0 || d.length > sizeof d.imm)) ||
-      d.dest_node >= seg_->num_chips() ||
-      d.remote_addr + d.length < d.remote_addr) {
+      d.dest_node >= seg_->num_chips() || d.remote_addr + d.length < d.remote_addr) {
     complete(d.src_node, d.src_vp, op, OpStatus::kDescriptorError, d.cookie, 0, 4753,
              "malformed RDMA descriptor");
     vp.outstanding.fetch_sub(1);
@@ -442,9 +441,17 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
   p.deadline = monotonic_ns() + options_.op_timeout_ns;
   ops_[id] = p;
   if (op == OpCode::kGet) {
-    ItemGetReq g{id, d.src_node, d.dest_node, d.remote_mh, d.remote_addr, d.length,
-                 d.event_addr, d.event_mh, {d.event[0], d.event[1]},
-                 static_cast<uint8_t>((d.flags & kFlagRemoteEvent) ? kPutEvent : 0), {}};
+    ItemGetReq g{id,
+                 d.src_node,
+                 d.dest_node,
+                 d.remote_mh,
+                 d.remote_addr,
+                 d.length,
+                 d.event_addr,
+                 d.event_mh,
+                 {d.event[0], d.event[1]},
+                 static_cast<uint8_t>((d.flags & kFlagRemoteEvent) ? kPutEvent : 0),
+                 {}};
     if (local_get)
       on_get_req(f.chip, g);
     else
@@ -807,8 +814,8 @@ bool FabricDaemon::process_held(size_t link) {
     std::vector<uint8_t>& f = l.held.front();
     while (l.held_offset < f.size()) {
       ItemHead h;
-      if (!read_struct(std::span<const uint8_t>(f), l.held_offset, &h) ||
-          h.length < sizeof h || l.held_offset + h.length > f.size()) {
+      if (!read_struct(std::span<const uint8_t>(f), l.held_offset, &h) || h.length < sizeof h ||
+          l.held_offset + h.length > f.size()) {
         ++stats_.dropped;
         l.held_offset = f.size();
         break;
@@ -868,8 +875,8 @@ void FabricDaemon::on_put(uint32_t nic, const ItemPut& p, std::span<const uint8_
 void FabricDaemon::on_get_req(uint32_t nic, const ItemGetReq& g) {
   AttEntry e{};
   const char* why = "";
-  OpStatus st = check_att(*seg_->nic_of(nic), g.remote_mh, g.remote_addr, g.length, kAccessRead,
-                          &e, &why);
+  OpStatus st =
+      check_att(*seg_->nic_of(nic), g.remote_mh, g.remote_addr, g.length, kAccessRead, &e, &why);
   Forwarded f{};
   if (st == OpStatus::kSuccess) {
     f = forward(*seg_, nic, 0, g.initiator, packets_for(0, g.length), g.length);
@@ -902,8 +909,8 @@ void FabricDaemon::on_get_resp(const ItemGetResp& g, std::span<const uint8_t> da
     fail_op(g.op_id, OpStatus::kDescriptorError, 4748, "get response beyond the transfer");
     return;
   }
-  OpStatus st = copy_with(op.pid, true, const_cast<uint8_t*>(data.data()),
-                          op.local_addr + g.offset, data.size());
+  OpStatus st = copy_with(op.pid, true, const_cast<uint8_t*>(data.data()), op.local_addr + g.offset,
+                          data.size());
   if (st != OpStatus::kSuccess) {
     fail_op(g.op_id, st, 4749, "initiator memory not writable");
     return;
@@ -926,15 +933,14 @@ void FabricDaemon::on_mp_nack(const ItemMpNack& n) {
   char reason[41];
   std::memcpy(reason, n.reason, 40);
   reason[40] = 0;
-  complete(n.sender, n.sender_vp, OpCode::kMp, static_cast<OpStatus>(n.status), 0, 0,
-           n.error_id, reason);
+  complete(n.sender, n.sender_vp, OpCode::kMp, static_cast<OpStatus>(n.status), 0, 0, n.error_id,
+           reason);
 }
 
 // Completes a pending operation: a CQ entry when asked for or on error, and the VP's count of
 // outstanding descriptors (fence) goes down.
-void FabricDaemon::complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status,
-                            uint64_t cookie, uint64_t bytes, uint16_t error_id,
-                            const char* reason) {
+void FabricDaemon::complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status, uint64_t cookie,
+                            uint64_t bytes, uint16_t error_id, const char* reason) {
   NicSlot* slot = seg_->nic_of(nic);
   if (!slot || vp >= kVps) return;
   VpSlot& v = slot->vps[vp];
@@ -952,7 +958,8 @@ bool FabricDaemon::retry_completions() {
   for (auto it = held_completions_.begin(); it != held_completions_.end();) {
     VpSlot& v = seg_->nic_of(it->nic)->vps[it->vp];
     bool earlier = false;  // keep the order of one VP's completions
-    for (auto e = held_completions_.begin(); e != it; ++e) earlier |= e->nic == it->nic && e->vp == it->vp;
+    for (auto e = held_completions_.begin(); e != it; ++e)
+      earlier |= e->nic == it->nic && e->vp == it->vp;
     if (v.generation.load() != it->vp_generation || !v.open.load()) {
       it = held_completions_.erase(it);  // the VP closed: no one to tell
       any = true;
@@ -980,8 +987,7 @@ bool FabricDaemon::write_event(uint32_t nic, uint64_t mh, uint64_t addr, const u
   return *st == OpStatus::kSuccess;
 }
 
-void FabricDaemon::fail_op(uint64_t op_id, OpStatus status, uint16_t error_id,
-                           const char* reason) {
+void FabricDaemon::fail_op(uint64_t op_id, OpStatus status, uint16_t error_id, const char* reason) {
   auto it = ops_.find(op_id);
   if (it == ops_.end()) return;
   PendingOp op = it->second;
@@ -990,8 +996,8 @@ void FabricDaemon::fail_op(uint64_t op_id, OpStatus status, uint16_t error_id,
   if (!slot) return;
   VpSlot& vp = slot->vps[op.vp];
   if (status != OpStatus::kSuccess || (op.flags & kFlagLocalCq))
-    complete(op.nic, op.vp, op.op, status, op.cookie,
-             status == OpStatus::kSuccess ? op.length : 0, error_id, reason);
+    complete(op.nic, op.vp, op.op, status, op.cookie, status == OpStatus::kSuccess ? op.length : 0,
+             error_id, reason);
   vp.outstanding.fetch_sub(1, std::memory_order_release);
   futex_wake(&vp.cq.futex);
 }
@@ -1033,8 +1039,8 @@ bool FabricDaemon::pump_streams() {
       }
       if (s.get_response) {
         ItemGetResp g{s.op_id, s.initiator, 0, s.offset, last ? kPutLast : uint8_t{0}, {}};
-        queue_item(s.link, ItemType::kGetResp, s.from_chip, s.from_port, &g, sizeof g,
-                   buf.data(), n);
+        queue_item(s.link, ItemType::kGetResp, s.from_chip, s.from_port, &g, sizeof g, buf.data(),
+                   n);
       } else {
         ItemPut p = s.put;
         p.offset = s.offset;

@@ -45,8 +45,8 @@ inline constexpr uint8_t kFlagRemoteEvent = 0x8;
 struct DaemonOptions {
   bool impaired = false;
   ImpairmentConfig impairment;
-  uint64_t op_timeout_ns = 5'000'000'000;  // a remote operation with no answer fails then
-  uint64_t spin_ns = 50'000;               // poll this long before sleeping
+  uint64_t op_timeout_ns = 5'000'000'000;       // a remote operation with no answer fails then
+  uint64_t spin_ns = 50'000;                    // poll this long before sleeping
   uint64_t liveness_interval_ns = 100'000'000;  // scan for processes that died
 };
 
@@ -141,8 +141,15 @@ class FabricDaemon {
   struct Stream {
     Stream(bool get, uint64_t op, uint32_t init, int32_t reader, uint64_t addr, uint64_t len,
            size_t l, uint32_t chip, uint8_t port)
-        : get_response(get), op_id(op), initiator(init), pid(reader), read_addr(addr),
-          length(len), link(l), from_chip(chip), from_port(port) {}
+        : get_response(get),
+          op_id(op),
+          initiator(init),
+          pid(reader),
+          read_addr(addr),
+          length(len),
+          link(l),
+          from_chip(chip),
+          from_port(port) {}
     bool get_response = false;
     uint64_t op_id = 0;
     uint32_t initiator = 0;

@@ -100,8 +100,8 @@ namespace {
 Result<LiveFabric> parse_live_file(const std::string& spec, const std::string& path) {
   std::ifstream in(path);
   if (!in)
-    return make_error(Code::kNotFound, 4720, fmt::format("live fabric file '{}' cannot be read",
-                                                          path));
+    return make_error(Code::kNotFound, 4720,
+                      fmt::format("live fabric file '{}' cannot be read", path));
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     return make_error(Code::kMalformed, 4721,
@@ -151,9 +151,9 @@ Result<LiveFabric> parse_live_fabric(const std::string& spec) {
   f.spec = spec;
   auto hosts_at = body.find("hosts=");
   if (hosts_at == std::string::npos || (hosts_at > 0 && body[hosts_at - 1] != ','))
-    return make_error(Code::kInvalidArgument, 4705,
-                      fmt::format("fabric '{}': a live fabric needs hosts=<name>:<ip>,... (last)",
-                                  spec));
+    return make_error(
+        Code::kInvalidArgument, 4705,
+        fmt::format("fabric '{}': a live fabric needs hosts=<name>:<ip>,... (last)", spec));
   GALAXY_TRY(parse_hosts(std::string_view(body).substr(hosts_at + 6), &f.hosts));
   body.resize(hosts_at == 0 ? 0 : hosts_at - 1);
   // name= may appear among the topology parameters; it is ours, not the builder's.
@@ -167,8 +167,8 @@ Result<LiveFabric> parse_live_fabric(const std::string& spec) {
     break;
   }
   if (f.name.empty() || f.name.size() > 24 ||
-      f.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") !=
-          std::string::npos)
+      f.name.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_") != std::string::npos)
     return make_error(Code::kInvalidArgument, 4706,
                       fmt::format("name = '{}' must be 1-24 letters, digits, '-' or '_'", f.name));
   if (body.empty())

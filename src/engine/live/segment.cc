@@ -6,14 +6,14 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -31,14 +31,13 @@ bool futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_
     ts.tv_nsec = timeout_ns % 1000000000;
     tp = &ts;
   }
-  long r = syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, tp,
-                   nullptr, 0);
+  long r =
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, tp, nullptr, 0);
   return !(r != 0 && errno == ETIMEDOUT);
 }
 
 void futex_wake(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
-          0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 uint64_t monotonic_ns() {
@@ -183,14 +182,14 @@ Result<std::unique_ptr<Segment>> Segment::attach(const std::string& fabric,
                       fmt::format("no live fabric '{}' on host '{}' ({}: {}); is `galaxy fabricd` "
                                   "running? (`galaxy fabric up`)",
                                   fabric, host, name, std::strerror(errno)));
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < sizeof(SegHeader)) {
     close(fd);
     return make_error(Code::kMalformed, 4717,
                       fmt::format("segment {} is too small ({} bytes)", name, st.st_size));
   }
-  void* base = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED,
-                    fd, 0);
+  void* base =
+      mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (base == MAP_FAILED)
     return make_error(Code::kIoError, 4718, fmt::format("mmap {}: {}", name, std::strerror(errno)));
@@ -221,8 +220,8 @@ void Segment::kick_daemon() {
   a.sun_family = AF_UNIX;
   const std::string n = doorbell_name();
   std::memcpy(a.sun_path + 1, n.data(), std::min(n.size(), sizeof a.sun_path - 2));
-  const socklen_t len =
-      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + std::min(n.size(), sizeof a.sun_path - 2));
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 +
+                                               std::min(n.size(), sizeof a.sun_path - 2));
   const char ring = 1;
   sendto(doorbell_fd_, &ring, 1, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&a), len);
 }

@@ -77,8 +77,8 @@ struct MpscRing {
     uint64_t p = tail.load(std::memory_order_relaxed);
     for (;;) {
       Cell& c = cells[p & (Depth - 1)];
-      int16_t d = static_cast<int16_t>(c.seq.load(std::memory_order_acquire) -
-                                       static_cast<uint16_t>(p));
+      int16_t d =
+          static_cast<int16_t>(c.seq.load(std::memory_order_acquire) - static_cast<uint16_t>(p));
       if (d == 0) {
         if (tail.compare_exchange_weak(p, p + 1, std::memory_order_relaxed)) {
           *pos = p;
@@ -110,8 +110,7 @@ struct MpscRing {
     head.store(h, std::memory_order_relaxed);
     if (h - released < kRelease) return;
     for (uint64_t p = released; p < h; ++p)
-      cells[p & (Depth - 1)].seq.store(static_cast<uint16_t>(p + Depth),
-                                       std::memory_order_release);
+      cells[p & (Depth - 1)].seq.store(static_cast<uint16_t>(p + Depth), std::memory_order_release);
     released = h;
   }
   size_t size() const {
@@ -286,7 +285,8 @@ class Segment {
   // The daemon: creates (replacing a stale segment whose daemon is gone) and initialises.
   static Result<std::unique_ptr<Segment>> create(const LiveFabric& f, int host);
   // Every other process of the host.
-  static Result<std::unique_ptr<Segment>> attach(const std::string& fabric, const std::string& host);
+  static Result<std::unique_ptr<Segment>> attach(const std::string& fabric,
+                                                 const std::string& host);
   static std::string shm_name(const std::string& fabric, const std::string& host);
   ~Segment();
 
@@ -295,9 +295,7 @@ class Segment {
   uint32_t num_chips() const { return header().num_chips; }
   uint32_t max_ports() const { return header().max_ports; }
   uint32_t host_index() const { return header().host_index; }
-  const ChipInfo& chip(uint32_t node) const {
-    return at<ChipInfo>(header().off_chips)[node];
-  }
+  const ChipInfo& chip(uint32_t node) const { return at<ChipInfo>(header().off_chips)[node]; }
   PeerInfo& peer(uint32_t node, uint32_t port) {
     return at<PeerInfo>(header().off_peers)[size_t{node} * max_ports() + port];
   }
@@ -315,9 +313,7 @@ class Segment {
     uint32_t s = chip(node).nic_slot;
     return s == kNoLocal ? nullptr : &nic_slot(s);
   }
-  bool is_local(uint32_t node) const {
-    return node < num_chips() && chip(node).local != kNoLocal;
-  }
+  bool is_local(uint32_t node) const { return node < num_chips() && chip(node).local != kNoLocal; }
   EgressRing& egress() { return *at<EgressRing>(header().off_egress); }
   // Wakes the daemon if it sleeps (after publishing into the egress ring): a datagram to its
   // doorbell, a Unix socket in the abstract namespace that the daemon's epoll watches.
