@@ -43,6 +43,19 @@ MemInfo expose(glex_device_handle_t dev, glex_ep_handle_t ep, glex_ep_addr_t pee
   return m;
 }
 
+glex_rdma_req request(glex_ep_addr_t peer, uint32_t op, void* local, glex_mem_handle_t lmh,
+                      size_t bytes, const MemInfo& target) {
+  glex_rdma_req r{};
+  r.target = peer;
+  r.op = op;
+  r.local_addr = local;
+  r.local_mh = lmh;
+  r.len = bytes;
+  r.remote_addr = target.addr;
+  r.remote_mh = target.mh;
+  return r;
+}
+
 MemInfo learn(glex_ep_handle_t ep) {
   glex_mp mp;
   glex_recv_mp(ep, -1, &mp);
@@ -114,15 +127,7 @@ double worker(const std::string& kind, size_t bytes, int iters, std::string* err
       std::memset(mine, 0x33, bytes);
       glex_mem_handle_t lmh;
       glex_register_mem(dev, mine, bytes, GLEX_MEM_READ | GLEX_MEM_WRITE, &lmh);
-      MemInfo target = learn(ep);
-      glex_rdma_req r{};
-      r.target = peer;
-      r.op = put ? GLEX_OP_PUT : GLEX_OP_GET;
-      r.local_addr = mine;
-      r.local_mh = lmh;
-      r.len = bytes;
-      r.remote_addr = target.addr;
-      r.remote_mh = target.mh;
+      glex_rdma_req r = request(peer, put ? GLEX_OP_PUT : GLEX_OP_GET, mine, lmh, bytes, learn(ep));
       double t0 = 0;
       for (int i = 0; i < warm + iters; ++i) {
         if (i == warm) t0 = now_s();
@@ -146,14 +151,7 @@ double worker(const std::string& kind, size_t bytes, int iters, std::string* err
     glex_mem_handle_t lmh;
     uint64_t value = 0;
     glex_register_mem(dev, &value, sizeof value, GLEX_MEM_READ, &lmh);
-    glex_rdma_req r{};
-    r.target = peer;
-    r.op = GLEX_OP_PUT;
-    r.local_addr = &value;
-    r.local_mh = lmh;
-    r.len = bytes;
-    r.remote_addr = theirs.addr;
-    r.remote_mh = theirs.mh;
+    glex_rdma_req r = request(peer, GLEX_OP_PUT, &value, lmh, bytes, theirs);
     auto* flag = static_cast<volatile uint64_t*>(mine);
     double t0 = 0;
     for (int i = 1; i <= warm + iters; ++i) {
@@ -186,14 +184,7 @@ double worker(const std::string& kind, size_t bytes, int iters, std::string* err
       uint64_t value = 0;
       glex_mem_handle_t lmh;
       glex_register_mem(dev, &value, sizeof value, GLEX_MEM_WRITE, &lmh);
-      glex_rdma_req r{};
-      r.target = peer;
-      r.op = GLEX_OP_GET;
-      r.local_addr = &value;
-      r.local_mh = lmh;
-      r.len = bytes;
-      r.remote_addr = theirs.addr;
-      r.remote_mh = theirs.mh;
+      glex_rdma_req r = request(peer, GLEX_OP_GET, &value, lmh, bytes, theirs);
       double t0 = 0;
       for (int i = 0; i < warm + iters; ++i) {
         if (i == warm) t0 = now_s();
