@@ -1,0 +1,126 @@
+// The management daemon's event store (issue "Management console", item 3; SYSTEM.md 2.5 fault
+// management: event collection): faults, alarms, configuration changes and scan summaries kept
+// in SQLite so they survive a restart of the daemon, and queried by time, location and severity.
+//
+// The database runs in WAL mode (readers do not block the single writer, and a crash loses at
+// most the last transactions with synchronous=NORMAL) with a 2 s busy timeout. The schema is
+// versioned by PRAGMA user_version; a file written by a newer Galaxy is refused rather than
+// misread. Every query is parameterized: filter text is bound, never spliced into SQL.
+//
+// One EventStore is safe to use from several threads (calls are serialized by a mutex).
+#pragma once
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace galaxy::nmd {
+
+enum class EventKind : uint8_t { kFault, kAlarm, kConfigChange, kScanSummary, kLog };
+// Same order and values as chip::Severity, so a chip fault's severity converts by value.
+enum class EventSeverity : uint8_t { kInfo, kMinor, kMajor, kCritical };
+
+// "fault", "alarm", "config_change", "scan_summary", "log".
+std::string_view event_kind_name(EventKind k);
+// "info", "minor", "major", "critical" (as chip::severity_name).
+std::string_view event_severity_name(EventSeverity s);
+Result<EventKind> parse_event_kind(std::string_view name);
+Result<EventSeverity> parse_event_severity(std::string_view name);
+
+inline constexpr size_t kMaxEventLocationChars = 256;
+inline constexpr size_t kMaxEventCauseChars = 256;
+inline constexpr size_t kMaxEventAcknowledgedByChars = 256;
+inline constexpr size_t kMaxEventDetailBytes = 64 * 1024;
+
+struct Event {
+  int64_t id = 0;       // assigned by the store
+  int64_t time_us = 0;  // wall clock, microseconds since the epoch
+  EventKind kind = EventKind::kLog;
+  EventSeverity severity = EventSeverity::kInfo;
+  std::string location;  // "cabinet 3 / chassis 1 / nrc 18304 port 5", or a chip name
+  int64_t chip = -1;     // -1: not about a chip
+  int32_t port = -1;     // -1: not about a port
+  std::string cause;     // "link_down", "crc_error_burst", "routing engine changed"
+  std::string detail;    // free text or JSON
+  bool acknowledged = false;
+  std::string acknowledged_by;
+  int64_t acknowledged_us = 0;
+
+  bool operator==(const Event&) const = default;
+};
+
+// A filter; the defaults select everything. Results are ordered by (time_us, id), except that a
+// query with after_id > 0 (streaming: "what is new since the last id I saw") is ordered by id,
+// so paging on the largest id returned never skips an event whose time is out of order.
+struct EventQuery {
+  int64_t since_us = INT64_MIN;        // time_us >= since_us
+  int64_t until_us = INT64_MAX;        // time_us < until_us (half-open, so ranges tile)
+  std::string location_contains = {};  // literal substring (% and _ are not wildcards); ASCII
+                                       // letters match case-insensitively (SQLite LIKE)
+  std::optional<EventSeverity> min_severity = {};
+  std::optional<EventKind> kind = {};
+  std::optional<bool> acknowledged = {};
+  int64_t chip = -1;  // -1: any chip
+  size_t limit = 1000;
+  bool newest_first = true;
+  int64_t after_id = 0;  // only id > after_id, for streaming
+};
+
+class EventStore {
+ public:
+  // Creates the schema if absent. path ":memory:" gives a private in-memory store (tests).
+  static Result<std::unique_ptr<EventStore>> open(const std::string& path);
+  ~EventStore();
+  EventStore(const EventStore&) = delete;
+  EventStore& operator=(const EventStore&) = delete;
+
+  // Validates the fields (the id is ignored) and returns the assigned id.
+  Result<int64_t> append(Event e);
+  Result<std::vector<Event>> query(const EventQuery& q) const;
+  // Unknown id -> kNotFound. Acknowledging an acknowledged event keeps the first ack.
+  Status acknowledge(int64_t id, const std::string& by, int64_t time_us);
+  // Events matching q, ignoring its limit and order.
+  Result<int64_t> count(const EventQuery& q) const;
+  // Severity name -> number of events; all four severities are present (0 when none).
+  Result<std::map<std::string, int64_t>> counts_by_severity(
+      std::optional<bool> acknowledged = std::nullopt) const;
+  // Retention: deletes the events with time_us < time_us.
+  Status prune_older_than(int64_t time_us);
+  std::string path() const { return path_; }
+
+ private:
+  struct StmtDeleter {
+    void operator()(sqlite3_stmt* s) const;
+  };
+  using Stmt = std::unique_ptr<sqlite3_stmt, StmtDeleter>;
+
+  EventStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+  Status init();
+  Result<Stmt> prepare(const std::string& sql) const;
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  Stmt insert_;
+  Stmt ack_;
+  Stmt exists_;
+  Stmt prune_;
+  mutable std::mutex mu_;
+};
+
+// Field names as in Event; kind and severity as their names.
+nlohmann::json to_json(const Event& e);
+
+}  // namespace galaxy::nmd
