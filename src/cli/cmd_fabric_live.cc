@@ -61,17 +61,6 @@ Result<std::vector<int>> chosen_hosts(const live::LiveFabric& f, const LiveUpReq
   return out;
 }
 
-bool links_up(live::Segment& seg) {
-  for (uint32_t n = 0; n < seg.num_chips(); ++n) {
-    if (!seg.is_local(n)) continue;
-    for (uint32_t p = 0; p < seg.chip(n).num_ports; ++p) {
-      live::PeerInfo& pi = seg.peer(n, p);
-      if (pi.chip != live::kNoChip && pi.crosses_hosts && !pi.up.load()) return false;
-    }
-  }
-  return true;
-}
-
 std::string self_exe() {
   char buf[4096];
   ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -141,7 +130,7 @@ Result<nlohmann::json> live_fabric_up(const LiveUpRequest& o) {
     for (;;) {
       auto seg = live::Segment::attach(f->name, name);
       if (seg.ok() && (*seg)->header().ready.load() &&
-          (hosts->size() < f->hosts.size() || links_up(**seg)))
+          (hosts->size() < f->hosts.size() || (*seg)->cross_host_links_up()))
         break;
       int status;
       pid_t pid = daemons[i]["pid"].get<int>();
@@ -268,7 +257,7 @@ void run_status(const LiveOptions& lo) {
     hosts.push_back({{"host", h.name},
                      {"running", up},
                      {"pid", pid},
-                     {"links_up", links_up(**seg)},
+                     {"links_up", (*seg)->cross_host_links_up()},
                      {"route_generation", (*seg)->header().route_generation.load()}});
   }
   if (!all) set_exit_code(1);

@@ -111,7 +111,7 @@ class LiveFabricUnderTest {
     for (const LiveHost& h : fabric_.hosts) {
       for (;;) {
         auto seg = Segment::attach(fabric_.name, h.name);
-        if (seg.ok() && (*seg)->header().ready.load() && links_up(**seg)) break;
+        if (seg.ok() && (*seg)->header().ready.load() && (*seg)->cross_host_links_up()) break;
         if (std::chrono::steady_clock::now() > deadline) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
@@ -238,17 +238,6 @@ class LiveFabricUnderTest {
       port = ntohs(a.sin_port);
     close(s);
     return port;
-  }
-
-  static bool links_up(Segment& seg) {
-    for (uint32_t n = 0; n < seg.num_chips(); ++n) {
-      if (!seg.is_local(n)) continue;
-      for (uint32_t p = 0; p < seg.chip(n).num_ports; ++p) {
-        PeerInfo& pi = seg.peer(n, p);
-        if (pi.chip != kNoChip && pi.crosses_hosts && !pi.up.load()) return false;
-      }
-    }
-    return true;
   }
 
   std::string name_;

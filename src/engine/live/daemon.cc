@@ -182,6 +182,12 @@ Status FabricDaemon::init() {
       hl.peer_chip = peer->node;
       hl.peer_port = peer->port;
       hl.peer_host = fabric_.host_of[peer->node];
+      const LiveHost& ph = fabric_.hosts[static_cast<size_t>(hl.peer_host)];
+      hl.peer_address.sin_family = AF_INET;
+      hl.peer_address.sin_port = htons(ph.port);
+      if (inet_pton(AF_INET, ph.ip.c_str(), &hl.peer_address.sin_addr) != 1)
+        return make_error(Code::kInvalidArgument, 4735,
+                          fmt::format("host {}: ip = '{}' is not an IPv4 address", ph.name, ph.ip));
       LinkConfig lc;
       lc.link_id =
           static_cast<uint32_t>(std::min(port_key(n, p), port_key(peer->node, peer->port)));
@@ -257,12 +263,6 @@ std::vector<FabricDaemon::LinkView> FabricDaemon::links() const {
   for (const HostLink& l : links_)
     v.push_back({l.chip, l.port, l.peer_chip, l.peer_port, l.link->state(), l.link->stats()});
   return v;
-}
-
-bool FabricDaemon::all_links_up() const {
-  for (const HostLink& l : links_)
-    if (l.link->state() != LinkState::kUp) return false;
-  return true;
 }
 
 void FabricDaemon::run(const std::atomic<bool>& stop) {
@@ -1078,11 +1078,6 @@ bool FabricDaemon::flush_links(uint64_t now) {
       l.out_frames.pop_front();
       any = true;
     }
-    const LiveHost& peer = fabric_.hosts[static_cast<size_t>(l.peer_host)];
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(peer.port);
-    inet_pton(AF_INET, peer.ip.c_str(), &a.sin_addr);
     while (l.link->pop_outgoing(&dgram)) {
       to_send.clear();
       if (impairments_[i])
@@ -1090,15 +1085,18 @@ bool FabricDaemon::flush_links(uint64_t now) {
       else
         to_send.push_back(std::move(dgram));
       dgram = {};
-      for (auto& d : to_send) {
-        if (sendto(sock_, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof a) < 0)
-          ++stats_.udp_errors;  // the link layer retransmits what the kernel dropped
-        ++stats_.frames_sent;
-      }
+      for (auto& d : to_send) send_datagram(l, d);
       any = true;
     }
   }
   return any;
+}
+
+void FabricDaemon::send_datagram(const HostLink& l, std::span<const uint8_t> d) {
+  if (sendto(sock_, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&l.peer_address),
+             sizeof l.peer_address) < 0)
+    ++stats_.udp_errors;  // the link layer retransmits what the kernel dropped
+  ++stats_.frames_sent;
 }
 
 bool FabricDaemon::receive_udp(uint64_t now) {
@@ -1131,18 +1129,11 @@ void FabricDaemon::timers(uint64_t now) {
       if (!impairments_[i]) continue;
       held.clear();
       impairments_[i]->flush(&held);
-      const LiveHost& peer = fabric_.hosts[static_cast<size_t>(links_[i].peer_host)];
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(peer.port);
-      inet_pton(AF_INET, peer.ip.c_str(), &a.sin_addr);
-      for (auto& d : held)
-        sendto(sock_, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof a);
+      for (auto& d : held) send_datagram(links_[i], d);
     }
   }
-  static thread_local uint64_t next_op_scan = 0;
-  if (now >= next_op_scan) {
-    next_op_scan = now + kOpScanNs;
+  if (now >= next_op_scan_) {
+    next_op_scan_ = now + kOpScanNs;
     std::vector<uint64_t> expired;
     for (const auto& [id, op] : ops_)
       if (op.deadline <= now) expired.push_back(id);

@@ -6,6 +6,8 @@
 // never need it on their data path.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -103,7 +105,6 @@ class FabricDaemon {
     LinkStats stats;
   };
   std::vector<LinkView> links() const;
-  bool all_links_up() const;
 
   // Untrusted inputs, as the fuzzer and tests give them: a frame payload delivered by the link
   // layer of cross-host link `link` (a sequence of items), and a cell of the egress ring.
@@ -118,6 +119,7 @@ class FabricDaemon {
     uint32_t peer_chip = 0;
     uint8_t peer_port = 0;
     int peer_host = 0;
+    sockaddr_in peer_address{};  // the peer host's daemon
     std::unique_ptr<Link> link;
     std::vector<uint8_t> batch;                   // items waiting for the next frame
     std::deque<std::vector<uint8_t>> out_frames;  // full frames waiting for the window
@@ -215,6 +217,7 @@ class FabricDaemon {
 
   bool pump_streams();
   bool flush_links(uint64_t now);
+  void send_datagram(const HostLink& l, std::span<const uint8_t> datagram);
   bool receive_udp(uint64_t now);
   void timers(uint64_t now);
   void scan_liveness();
@@ -250,6 +253,7 @@ class FabricDaemon {
   std::vector<uint8_t> scratch_;
   uint64_t next_liveness_ = 0;
   uint64_t next_impair_flush_ = 0;
+  uint64_t next_op_scan_ = 0;
   bool routes_dirty_ = false;
   DaemonStats stats_;
 };

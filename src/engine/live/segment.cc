@@ -204,6 +204,17 @@ Result<std::unique_ptr<Segment>> Segment::attach(const std::string& fabric,
   return s;
 }
 
+bool Segment::cross_host_links_up() {
+  for (uint32_t n = 0; n < num_chips(); ++n) {
+    if (!is_local(n)) continue;
+    for (uint32_t p = 0; p < chip(n).num_ports; ++p) {
+      PeerInfo& pi = peer(n, p);
+      if (pi.chip != kNoChip && pi.crosses_hosts && !pi.up.load()) return false;
+    }
+  }
+  return true;
+}
+
 std::string Segment::doorbell_name() const {
   return fmt::format("galaxy.{}.{}.doorbell", header().fabric, header().host);
 }

@@ -315,6 +315,8 @@ class Segment {
   }
   bool is_local(uint32_t node) const { return node < num_chips() && chip(node).local != kNoLocal; }
   EgressRing& egress() { return *at<EgressRing>(header().off_egress); }
+  // Whether every link from this host's chips to another host has come up.
+  bool cross_host_links_up();
   // Wakes the daemon if it sleeps (after publishing into the egress ring): a datagram to its
   // doorbell, a Unix socket in the abstract namespace that the daemon's epoll watches.
   void kick_daemon();
