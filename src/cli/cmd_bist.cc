@@ -6,10 +6,12 @@
 #include <cstdlib>
 
 #include "chip/register_names.h"
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
 #include "nm/bist.h"
+#include "nmd/ops.h"
 
 namespace galaxy::cli {
 
@@ -82,53 +84,51 @@ Result<std::vector<nm::BistPort>> select_ports(Session& s, const BistCliOptions&
   return std::vector<nm::BistPort>{{*node, static_cast<uint8_t>(o.port)}};
 }
 
-void run_bist(BistCliOptions& o) {
-  const bool json = o.session.json;
-  auto sess = open_discovered_session(o.session);
-  if (!sess.ok()) return report_error(sess.error(), json);
-  Session& s = *sess;
-  for (const auto& n : o.noisy) {
-    Status st = add_noise(s, n);
-    if (!st.ok()) return report_error(st.error(), json);
-  }
-  auto ports = select_ports(s, o);
-  if (!ports.ok()) return report_error(ports.error(), json);
-  const nm::FabricMap& m = s.discovery.map;
-  nm::Bist bist(*s.requester, m);
+nm::BistOptions bist_options(const BistCliOptions& o) {
   nm::BistOptions bo;
   bo.duration_us = o.duration_us;
   bo.intensity_percent = o.intensity;
   bo.max_bit_error_ratio = o.max_ber;
-  auto r = bist.run(*ports, bo);
+  return bo;
+}
+
+Result<nlohmann::json> bist_here(const BistCliOptions& o) {
+  auto sess = open_discovered_session(o.session);
+  if (!sess.ok()) return sess.error();
+  Session& s = *sess;
+  for (const auto& n : o.noisy) GALAXY_TRY(add_noise(s, n));
+  auto ports = select_ports(s, o);
+  if (!ports.ok()) return ports.error();
+  return nmd::bist_op(s, *ports, bist_options(o));
+}
+
+// A daemon tests one port or every linked port of a chip (POST /api/bist).
+Result<nlohmann::json> bist_remote(const BistCliOptions& o) {
+  if (o.all || !o.noisy.empty() || o.max_ber != 0)
+    return make_error(Code::kUnsupported, 9214,
+                      "against a daemon: --chip X --port P or --all-links-of X (no --all, "
+                      "--noisy-link, --max-ber)");
+  if (o.chip.empty() == o.all_links_of.empty())
+    return make_error(Code::kInvalidArgument, 9215,
+                      "give exactly one of --chip X --port P, --all-links-of X");
+  nlohmann::json body{{"chip", o.chip.empty() ? o.all_links_of : o.chip},
+                      {"duration_us", o.duration_us},
+                      {"intensity_percent", o.intensity}};
+  if (!o.chip.empty()) body["port"] = o.port;
+  return call_first("POST", "/api/bist", &body);
+}
+
+void run_bist(BistCliOptions& o) {
+  const bool json = o.session.json;
+  auto r = is_remote() ? bist_remote(o) : bist_here(o);
   if (!r.ok()) return report_error(r.error(), json);
-  nlohmann::json links = nlohmann::json::array();
-  for (const auto& l : r->links) {
-    auto peer = m.topology.peer({l.at.node, l.at.port});
-    nlohmann::json e{{"chip", l.chip_id},
-                     {"name", m.topology.name(l.at.node)},
-                     {"port", l.at.port},
-                     {"flits", l.flits},
-                     {"errors", l.errors},
-                     {"ber", l.bit_error_ratio},
-                     {"ber_upper_95", l.ber_upper_95},
-                     {"pass", l.pass}};
-    if (peer) e["peer"] = fmt::format("{}:{}", m.topology.name(peer->node), peer->port);
-    if (!l.problem.empty()) e["problem"] = l.problem;
-    links.push_back(e);
-  }
-  nlohmann::json j{{"duration_us", o.duration_us},
-                   {"intensity_percent", o.intensity},
-                   {"links_tested", r->links.size()},
-                   {"passed", r->passed},
-                   {"failed", r->failed},
-                   {"requests", r->requests},
-                   {"sim_time_us", static_cast<double>(r->elapsed) / nm::kUs},
-                   {"links", links}};
+  const nlohmann::json& j = *r;
   if (json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    for (const auto& l : links)
-      if (!l["pass"].get<bool>() || r->links.size() <= 32)
+    const size_t tested = j["links_tested"].get<size_t>();
+    for (const auto& l : j["links"])
+      if (!l["pass"].get<bool>() || tested <= 32)
         std::printf(
             "%-16s port %-2u %-24s %s  flits %llu errors %llu ber %.3g%s\n",
             l["name"].get<std::string>().c_str(), l["port"].get<unsigned>(),
@@ -136,11 +136,12 @@ void run_bist(BistCliOptions& o) {
             static_cast<unsigned long long>(l["flits"].get<uint64_t>()),
             static_cast<unsigned long long>(l["errors"].get<uint64_t>()), l["ber"].get<double>(),
             l.contains("problem") ? (" (" + l["problem"].get<std::string>() + ")").c_str() : "");
-    std::printf("%zu links: %u passed, %u failed; %llu requests, %.1f us simulated\n",
-                r->links.size(), r->passed, r->failed, static_cast<unsigned long long>(r->requests),
-                static_cast<double>(r->elapsed) / nm::kUs);
+    std::printf("%zu links: %u passed, %u failed; %llu requests, %.1f us simulated\n", tested,
+                j["passed"].get<unsigned>(), j["failed"].get<unsigned>(),
+                static_cast<unsigned long long>(j["requests"].get<uint64_t>()),
+                j["sim_time_us"].get<double>());
   }
-  if (r->failed) set_exit_code(1);
+  if (j["failed"].get<unsigned>()) set_exit_code(1);
 }
 
 void add_bist_command(CLI::App& app) {
@@ -163,7 +164,7 @@ void add_bist_command(CLI::App& app) {
   c->callback([o]() { run_bist(*o); });
 }
 
-const CommandRegistrar kRegistrar("bist", add_bist_command);
+const CommandRegistrar kRegistrar("bist", add_bist_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

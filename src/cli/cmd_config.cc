@@ -10,10 +10,12 @@
 #include <fstream>
 
 #include "chip/register_names.h"
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
 #include "nm/config.h"
+#include "nmd/ops.h"
 
 namespace galaxy::cli {
 
@@ -29,79 +31,63 @@ struct ConfigOptions {
   std::string chip;
 };
 
-Result<std::vector<nm::ConfigWrite>> parse_file(const Session& s, const std::string& path) {
+Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path);
   if (!in)
     return make_error(Code::kIoError, 9220, fmt::format("config file '{}' cannot be read", path));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto entries = nm::parse_config(text);
-  if (!entries.ok())
-    return make_error(entries.error().code, 9221,
-                      fmt::format("{}: {}", path, entries.error().message));
-  const nm::FabricMap& m = s.discovery.map;
-  std::vector<nm::ConfigWrite> out;
-  for (const auto& e : *entries) {
-    if (e.chip == "all-nrc" || e.chip == "all-nic") {
-      const bool nic = e.chip == "all-nic";
-      for (uint32_t v = 0; v < m.num_nodes(); ++v)
-        if (m.topology.is_nic(v) == nic && v != m.server_node)
-          out.push_back({v, e.addr, e.value, e.index});
-    } else {
-      auto node = find_node(s, e.chip);
-      if (!node.ok())
-        return make_error(node.error().code, 9223,
-                          fmt::format("writes[{}].chip: {}", e.index, node.error().message));
-      out.push_back({*node, e.addr, e.value, e.index});
-    }
-  }
-  return out;
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+Result<nlohmann::json> apply_here(const ConfigOptions& o, const std::string& text) {
+  auto sess = open_discovered_session(o.session);
+  if (!sess.ok()) return sess.error();
+  return nmd::config_apply_op(*sess, text);
 }
 
 void run_apply(ConfigOptions& o) {
   const bool json = o.session.json;
-  auto sess = open_discovered_session(o.session);
-  if (!sess.ok()) return report_error(sess.error(), json);
-  Session& s = *sess;
-  auto writes = parse_file(s, o.file);
-  if (!writes.ok()) return report_error(writes.error(), json);
-  const nm::FabricMap& m = s.discovery.map;
-  nm::ConfigApplyResult r = nm::apply_writes(*s.requester, m, *writes);
-  nlohmann::json failures = nlohmann::json::array();
-  for (const auto& f : r.failures) {
-    const Error& e = f.status.error();
-    failures.push_back({{"entry", f.write.entry},
-                        {"chip", m.chip_id[f.write.node]},
-                        {"name", m.topology.name(f.write.node)},
-                        {"addr", fmt::format("0x{:03x}", f.write.addr)},
-                        {"register", register_name(f.write.addr)},
-                        {"value", f.write.value},
-                        {"nma_error", f.nma_error},
-                        {"id", fmt::format("E{:04}", e.id)},
-                        {"message", e.message}});
+  auto text = read_file(o.file);
+  if (!text.ok()) return report_error(text.error(), json);
+  Result<nlohmann::json> r = nlohmann::json();
+  if (is_remote()) {
+    nlohmann::json body = nlohmann::json::parse(*text, nullptr, false);
+    if (body.is_discarded())
+      return report_error(make_error(Code::kMalformed, 9221, fmt::format("{}: not JSON", o.file)),
+                          json);
+    r = call_first("POST", "/api/config/writes", &body);
+  } else {
+    r = apply_here(o, *text);
   }
-  nlohmann::json j{
-      {"file", o.file},         {"writes", writes->size()},
-      {"applied", r.applied},   {"failed", r.failures.size()},
-      {"requests", r.requests}, {"sim_time_us", static_cast<double>(r.elapsed) / nm::kUs},
-      {"failures", failures}};
+  if (!r.ok()) {
+    Error e = r.error();
+    e.message = fmt::format("{}: {}", o.file, e.message);
+    return report_error(e, json);
+  }
+  nlohmann::json& j = *r;
+  j["file"] = o.file;
   if (json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    for (const auto& f : failures)
+    for (const auto& f : j["failures"])
       std::printf("entry %zu: chip %u (%s) %s %s refused: %s\n", f["entry"].get<size_t>(),
                   f["chip"].get<unsigned>(), f["name"].get<std::string>().c_str(),
                   f["addr"].get<std::string>().c_str(), f["register"].get<std::string>().c_str(),
                   f["message"].get<std::string>().c_str());
-    std::printf("%zu writes: %llu applied, %zu failed; %llu requests, %.1f us simulated\n",
-                writes->size(), static_cast<unsigned long long>(r.applied), r.failures.size(),
-                static_cast<unsigned long long>(r.requests),
-                static_cast<double>(r.elapsed) / nm::kUs);
+    std::printf(
+        "%zu writes: %llu applied, %zu failed; %llu requests, %.1f us simulated\n",
+        j["writes"].get<size_t>(), static_cast<unsigned long long>(j["applied"].get<uint64_t>()),
+        j["failed"].get<size_t>(), static_cast<unsigned long long>(j["requests"].get<uint64_t>()),
+        j["sim_time_us"].get<double>());
   }
-  if (!r.failures.empty()) set_exit_code(1);
+  if (j["failed"].get<size_t>() > 0) set_exit_code(1);
 }
 
 void run_eeprom_defaults(ConfigOptions& o) {
   const bool json = o.session.json;
+  if (is_remote())
+    return report_error(make_error(Code::kUnsupported, 9224,
+                                   "config eeprom-defaults does not run against a daemon yet"),
+                        json);
   auto sess = open_discovered_session(o.session);
   if (!sess.ok()) return report_error(sess.error(), json);
   Session& s = *sess;
@@ -154,7 +140,7 @@ void add_config_command(CLI::App& app) {
   eeprom->callback([e]() { run_eeprom_defaults(*e); });
 }
 
-const CommandRegistrar kRegistrar("config", add_config_command);
+const CommandRegistrar kRegistrar("config", add_config_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "base/sysinfo.h"
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
@@ -18,7 +19,26 @@ struct DiscoverOptions {
   bool show_issues = false;
 };
 
+// Against daemons: what each one's discovery found (GET /api/status).
+void run_discover_remote(const DiscoverOptions& o) {
+  print_all(call_all("GET", "/api/status"), o.session.json,
+            [](const std::string& server, const nlohmann::json& j) {
+              std::printf(
+                  "%s: %s: %llu chips (%llu NICs, %llu NRCs) of which %llu discovered, "
+                  "%llu links (%llu down), %llu not responding\n",
+                  server.c_str(), j["fabric"].get<std::string>().c_str(),
+                  static_cast<unsigned long long>(j["chips"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["nics"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["nrcs"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["discovered"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["links"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["links_down"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["not_responding"].get<uint64_t>()));
+            });
+}
+
 void run_discover(DiscoverOptions& o) {
+  if (is_remote()) return run_discover_remote(o);
   if (o.mode != "serial" && o.mode != "pipelined")
     return report_error(make_error(Code::kInvalidArgument, 9020,
                                    fmt::format("--mode = '{}' is not serial or pipelined", o.mode)),
@@ -87,7 +107,7 @@ void add_discover_command(CLI::App& app) {
   c->callback([o]() { run_discover(*o); });
 }
 
-const CommandRegistrar kRegistrar("discover", add_discover_command);
+const CommandRegistrar kRegistrar("discover", add_discover_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

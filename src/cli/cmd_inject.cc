@@ -6,6 +6,7 @@
 
 #include "chip/register_names.h"
 #include "chip/registers.h"
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
@@ -88,8 +89,32 @@ const char* link_state_name(chip::LinkState s) {
   return "?";
 }
 
+// Against daemons: link-down / link-up through POST /api/inject (simulated fabrics).
+void run_inject_remote(const InjectOptions& o) {
+  const bool json = o.session.json;
+  auto colon = o.target.rfind(':');
+  if ((o.action != "link-down" && o.action != "link-up") || colon == std::string::npos)
+    return report_error(make_error(Code::kUnsupported, 9233,
+                                   fmt::format("against a daemon: link-down|link-up CHIP:PORT "
+                                               "(got {} {})",
+                                               o.action, o.target)),
+                        json);
+  auto port = parse_u64("target port", o.target.substr(colon + 1), 255);
+  if (!port.ok()) return report_error(port.error(), json);
+  const nlohmann::json body{
+      {"action", o.action}, {"chip", o.target.substr(0, colon)}, {"port", *port}};
+  auto r = call_first("POST", "/api/inject", &body);
+  if (!r.ok()) return report_error(r.error(), json);
+  if (json)
+    std::printf("%s\n", r->dump(2).c_str());
+  else
+    std::printf("%s %s: done; the daemon reports what follows (galaxy --server ... faults)\n",
+                o.action.c_str(), o.target.c_str());
+}
+
 void run_inject(InjectOptions& o) {
   const bool json = o.session.json;
+  if (is_remote()) return run_inject_remote(o);
   auto sess = open_discovered_session(o.session);
   if (!sess.ok()) return report_error(sess.error(), json);
   Session& s = *sess;
@@ -204,7 +229,7 @@ void add_inject_command(CLI::App& app) {
   c->callback([o]() { run_inject(*o); });
 }
 
-const CommandRegistrar kRegistrar("inject", add_inject_command);
+const CommandRegistrar kRegistrar("inject", add_inject_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

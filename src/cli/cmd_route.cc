@@ -7,6 +7,7 @@
 #include <random>
 
 #include "base/sysinfo.h"
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/route_phases.h"
@@ -111,11 +112,29 @@ void print_text(const nlohmann::json& j) {
   for (const auto& p : j["problems"]) std::printf("  %s\n", p.get<std::string>().c_str());
 }
 
+// Against daemons: compute, verify and load with --engine on every daemon (POST /api/routes).
+void run_route_remote(const RouteOptions& o) {
+  const nlohmann::json body{{"engine", o.engine}};
+  print_all(call_all("POST", "/api/routes", &body), o.session.json,
+            [](const std::string& server, const nlohmann::json& j) {
+              std::printf(
+                  "%s: %s loaded: %llu/%llu NIC pairs routed, deadlock free: %s, %llu "
+                  "table writes (%llu failed)\n",
+                  server.c_str(), j["engine"].get<std::string>().c_str(),
+                  static_cast<unsigned long long>(j["reachable_pairs"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["nic_pairs"].get<uint64_t>()),
+                  j["deadlock_free"].get<bool>() ? "yes" : "NO",
+                  static_cast<unsigned long long>(j["load_packets"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["load_failed"].get<uint64_t>()));
+            });
+}
+
 void run_route(RouteOptions& o) {
   if (o.list) {
     std::printf("routing engines:\n%s", nm::routing_engines().describe().c_str());
     return;
   }
+  if (is_remote()) return run_route_remote(o);
   auto t0 = Clock::now();
   auto s = open_session(o.session);
   if (!s.ok()) return report_error(s.error(), o.session.json);
@@ -236,7 +255,7 @@ void add_bringup_command(CLI::App& app) {
   c->callback([o]() { run_bringup(*o); });
 }
 
-const CommandRegistrar kRouteRegistrar("route", add_route_command);
+const CommandRegistrar kRouteRegistrar("route", add_route_command, true);
 const CommandRegistrar kBringupRegistrar("bringup", add_bringup_command);
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
@@ -125,8 +126,30 @@ void print_summary(const nlohmann::json& j) {
       j["link_share_percent"].get<double>());
 }
 
+// Against daemons: each scans its fabric now (POST /api/scans), one summary per daemon.
+void run_scan_remote(const ScanCmdOptions& o) {
+  if (o.mode != "single" || o.chips != "nrc" || o.noisy_links)
+    return report_error(make_error(Code::kUnsupported, 9155,
+                                   "against a daemon a scan is --mode single of the NRCs; the "
+                                   "daemon's schedule is its loop (PUT /api/config "
+                                   "scan_interval_s), GET /api/chips/{chip}/status compares"),
+                        o.session.json);
+  print_all(call_all("POST", "/api/scans", nullptr), o.session.json,
+            [](const std::string& server, const nlohmann::json& j) {
+              std::printf(
+                  "%s: %llu chips scanned, %llu requests in %.3f s wall (%.1f us "
+                  "simulated); %llu not responding; %.4f%% of a link\n",
+                  server.c_str(), static_cast<unsigned long long>(j["chips"].get<uint64_t>()),
+                  static_cast<unsigned long long>(j["requests"].get<uint64_t>()),
+                  j["wall_s"].get<double>(), j["sim_time_us"].get<double>(),
+                  static_cast<unsigned long long>(j["non_responding"].get<uint64_t>()),
+                  j["link_share_percent"].get<double>());
+            });
+}
+
 void run_scan(ScanCmdOptions& o) {
   const bool json = o.session.json;
+  if (is_remote()) return run_scan_remote(o);
   if (o.mode != "single" && o.mode != "loop" && o.mode != "compare")
     return report_error(
         make_error(Code::kInvalidArgument, 9150,
@@ -256,7 +279,7 @@ void add_scan_command(CLI::App& app) {
   c->callback([o]() { run_scan(*o); });
 }
 
-const CommandRegistrar kRegistrar("scan", add_scan_command);
+const CommandRegistrar kRegistrar("scan", add_scan_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

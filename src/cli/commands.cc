@@ -7,14 +7,23 @@ namespace galaxy::cli {
 
 namespace {
 int g_exit_code = 0;
-std::map<std::string, AddCommandFn>& table() {
-  static std::map<std::string, AddCommandFn> t;
+struct Entry {
+  AddCommandFn add;
+  bool remote;
+};
+std::map<std::string, Entry>& table() {
+  static std::map<std::string, Entry> t;
   return t;
 }
 }  // namespace
 
-CommandRegistrar::CommandRegistrar(const char* name, AddCommandFn add) {
-  table()[name] = add;
+CommandRegistrar::CommandRegistrar(const char* name, AddCommandFn add, bool remote) {
+  table()[name] = {add, remote};
+}
+
+bool runs_remote(const std::string& name) {
+  auto it = table().find(name);
+  return it != table().end() && it->second.remote;
 }
 
 int exit_code() {
@@ -25,7 +34,7 @@ void set_exit_code(int code) {
 }
 
 void register_commands(CLI::App& app) {
-  for (const auto& [name, add] : table()) add(app);
+  for (const auto& [name, e] : table()) e.add(app);
 }
 
 }  // namespace galaxy::cli

@@ -1,16 +1,34 @@
 // `galaxy` — one command, many subcommands (docs/cli.md). Subcommands register themselves in
-// the command table below; each has --help and, where it reports, --json.
+// the command table below; each has --help and, where it reports, --json. With --server the
+// management commands run against daemons instead of a fabric of their own (cli/client.h).
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 
+#include "cli/client.h"
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"galaxy — software interconnect stack: chip models, simulated fabric, management"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "galaxy 0.1.0");
+  auto& remote = galaxy::cli::remote_options();
+  app.add_option("--server", remote.servers,
+                 "run the command against this management daemon (galaxy nmd), e.g. "
+                 "http://127.0.0.1:8080; repeat for several regions");
+  app.add_option("--token", remote.token, "the daemons' write token (default: $GALAXY_NMD_TOKEN)");
   galaxy::cli::register_commands(app);
+  app.parse_complete_callback([&app, &remote] {
+    if (remote.servers.empty()) return;
+    for (const CLI::App* sub : app.get_subcommands())
+      if (!galaxy::cli::runs_remote(sub->get_name()))
+        throw CLI::ValidationError(
+            "--server", fmt::format("E9507 `galaxy {}` does not run against a daemon; run it "
+                                    "without --server",
+                                    sub->get_name()));
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

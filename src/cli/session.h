@@ -1,56 +1,22 @@
-// What every management subcommand needs: a fabric (simulated now), the management server's
-// endpoint on NIC 0 (or --server-nic), and the fabric map found by discovery.
+// The CLI's side of a session (nmd/session.h): the options every management subcommand takes.
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <memory>
-#include <string>
 
-#include "engine/sim/sim_fabric.h"
-#include "glex/sim_device.h"
-#include "nm/discovery.h"
-#include "nm/glex_port.h"
-#include "nm/requester.h"
+#include "nmd/session.h"
 
 namespace galaxy::cli {
 
-struct SessionOptions {
-  std::string fabric = "sim:th2";
-  std::string host;  // live fabrics: the host whose NIC the server uses ("" = the first local)
-  std::string load = "none";
-  uint32_t server_nic = 0;
-  uint64_t seed = 1;
-  bool json = false;
-  bool serial = false;  // paper mode: one request at a time
-};
+using nmd::discover;
+using nmd::find_node;
+using nmd::open_discovered_session;
+using nmd::open_session;
+using nmd::requester_options;
+using nmd::require_simulated;
+using nmd::Session;
+using nmd::SessionOptions;
 
-// Adds --fabric, --load, --server-nic, --seed, --json, --serial to a subcommand.
+// Adds --fabric, --host, --load, --server-nic, --seed, --json, --serial to a subcommand.
 void add_session_options(CLI::App* cmd, SessionOptions& o);
-
-struct Session {
-  std::unique_ptr<sim::SimFabric> fabric;       // null on a live fabric
-  std::unique_ptr<fabric::Topology> live_plan;  // a live fabric's described topology
-  const fabric::Topology& plan() const { return fabric ? fabric->topology() : *live_plan; }
-  std::unique_ptr<glex_device> device;
-  std::unique_ptr<nm::GlexMgmtPort> port;
-  std::unique_ptr<nm::Requester> requester;
-  nm::DiscoveryResult discovery;  // filled by discover()
-  bool discovered = false;
-};
-
-// Builds the fabric (sim:, file:) or attaches to a running one (live:) and opens the server
-// endpoint (no management traffic yet).
-Result<Session> open_session(const SessionOptions& o);
-// Runs discovery (pipelined unless o.serial) and keeps the map in the session.
-Status discover(Session& s, const SessionOptions& o);
-// open_session + pipelined discovery, the requester then set to the session's mode (serial or
-// pipelined): what every command that acts on discovered chips starts with.
-Result<Session> open_discovered_session(const SessionOptions& o);
-// Requester options for the session's mode.
-nm::RequesterOptions requester_options(bool serial);
-// A chip named on the command line: a chip id, a node name, or "nic:<index>".
-Result<uint32_t> find_node(const Session& s, const std::string& text);
-// Commands that change the simulated world itself (link errors, injected faults).
-Status require_simulated(const Session& s, const char* what);
 
 }  // namespace galaxy::cli

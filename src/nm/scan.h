@@ -42,6 +42,8 @@ inline constexpr double kLinkBidirectionalGbps = 224;  // 14 Gbit/s x 8 lanes x 
 
 struct ScanOptions {
   bool include_nics = false;  // NICs other than the server's own (port 0 only)
+  // Only this FabricMap node (the device view's scan of one chip; NIC or NRC); kNoNode = all.
+  uint32_t only_node = fabric::kNoNode;
 };
 
 struct PortStatus {

@@ -50,13 +50,13 @@ struct Event {
   int64_t time_us = 0;  // wall clock, microseconds since the epoch
   EventKind kind = EventKind::kLog;
   EventSeverity severity = EventSeverity::kInfo;
-  std::string location;  // "cabinet 3 / chassis 1 / nrc 18304 port 5", or a chip name
-  int64_t chip = -1;     // -1: not about a chip
-  int32_t port = -1;     // -1: not about a port
-  std::string cause;     // "link_down", "crc_error_burst", "routing engine changed"
-  std::string detail;    // free text or JSON
+  std::string location = {};  // "cabinet 3 / chassis 1 / nrc 18304 port 5", or a chip name
+  int64_t chip = -1;          // -1: not about a chip
+  int32_t port = -1;          // -1: not about a port
+  std::string cause = {};     // "link_down", "crc_error_burst", "routing engine changed"
+  std::string detail = {};    // free text or JSON
   bool acknowledged = false;
-  std::string acknowledged_by;
+  std::string acknowledged_by = {};
   int64_t acknowledged_us = 0;
 
   bool operator==(const Event&) const = default;

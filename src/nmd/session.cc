@@ -1,4 +1,4 @@
-#include "cli/session.h"
+#include "nmd/session.h"
 
 #include <fmt/format.h>
 
@@ -9,20 +9,7 @@
 #include "engine/sim/load.h"
 #include "glex/live_device.h"
 
-namespace galaxy::cli {
-
-void add_session_options(CLI::App* cmd, SessionOptions& o) {
-  cmd->add_option("--fabric", o.fabric,
-                  "sim:<topology>, file:<path>, or live:<topology>,hosts=<name>:<ip>,...")
-      ->capture_default_str();
-  cmd->add_option("--host", o.host, "live fabric: the host whose NIC the server uses");
-  cmd->add_option("--load", o.load, "background load: " + sim::load_names())->capture_default_str();
-  cmd->add_option("--server-nic", o.server_nic, "NIC index of the management server")
-      ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "random seed of the simulation")->capture_default_str();
-  cmd->add_flag("--json", o.json, "machine-readable output");
-  cmd->add_flag("--serial", o.serial, "one request at a time (the paper's mode)");
-}
+namespace galaxy::nmd {
 
 nm::RequesterOptions requester_options(bool serial) {
   nm::RequesterOptions r;
@@ -153,4 +140,4 @@ Result<uint32_t> find_node(const Session& s, const std::string& text) {
                     fmt::format("'{}' is neither a chip id, nic:<index>, nor a chip name", text));
 }
 
-}  // namespace galaxy::cli
+}  // namespace galaxy::nmd

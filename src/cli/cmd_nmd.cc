@@ -1,0 +1,144 @@
+// galaxy nmd — the management daemon (docs/api.md): the management server run continuously over
+// one fabric, with the REST API, server-sent events, Prometheus /metrics and the web console.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "cli/session.h"
+#include "nmd/daemon.h"
+#include "nmd/http_server.h"
+
+namespace galaxy::cli {
+
+namespace {
+
+struct NmdOptions {
+  nmd::DaemonOptions daemon;
+  SessionOptions& session = daemon.session;
+  std::string listen = "127.0.0.1:8080";
+  std::string token_file;
+  std::string read_token_file;
+  std::string web_dir;
+  std::string ready_file;
+};
+
+volatile std::sig_atomic_t g_stop = 0;
+void on_signal(int) {
+  g_stop = 1;
+}
+
+Result<std::string> read_secret(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token))
+    return make_error(Code::kIoError, 9500, fmt::format("{} '{}' cannot be read", what, path));
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.size() < 8)
+    return make_error(
+        Code::kInvalidArgument, 9501,
+        fmt::format("{} '{}' holds {} characters; at least 8", what, path, token.size()));
+  return token;
+}
+
+void run_nmd(NmdOptions& o) {
+  const bool json = o.session.json;
+  nmd::HttpOptions http;
+  if (Status l = nmd::parse_listen(o.listen, http.host, http.port); !l.ok())
+    return report_error(l.error(), json);
+  bool generated = false;
+  if (!o.token_file.empty()) {
+    auto t = read_secret(o.token_file, "--token-file");
+    if (!t.ok()) return report_error(t.error(), json);
+    http.token = *t;
+  } else if (const char* env = std::getenv("GALAXY_NMD_TOKEN"); env && *env) {
+    http.token = env;
+  } else {
+    http.token = nmd::random_token();
+    generated = true;
+  }
+  if (!o.read_token_file.empty()) {
+    auto t = read_secret(o.read_token_file, "--read-token-file");
+    if (!t.ok()) return report_error(t.error(), json);
+    http.read_token = *t;
+  }
+  http.web_dir = o.web_dir;
+  std::fprintf(stderr, "galaxy nmd: %s: discovering and routing...\n", o.session.fabric.c_str());
+  auto d = nmd::Daemon::create(o.daemon);
+  if (!d.ok()) return report_error(d.error(), json);
+  nmd::HttpServer server(**d, http);
+  if (Status b = server.bind(); !b.ok()) return report_error(b.error(), json);
+  (*d)->start();
+  server.start();
+  const std::string host =
+      http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host;
+  const std::string url = fmt::format("http://{}:{}/", host, server.port());
+  auto view = (*d)->view();
+  nlohmann::json ready{{"url", url},
+                       {"fabric", o.session.fabric},
+                       {"chips", view->chips.size()},
+                       {"links", view->links()},
+                       {"events_db", o.daemon.db_path},
+                       {"token_generated", generated}};
+  // The token is printed once, only when the daemon made it up.
+  if (generated) ready["token"] = http.token;
+  if (json) {
+    std::printf("%s\n", ready.dump().c_str());
+  } else {
+    std::printf("galaxy nmd: serving %s (%zu chips, %u links) at %s\n", o.session.fabric.c_str(),
+                view->chips.size(), view->links(), url.c_str());
+    if (generated) std::printf("write token (shown once): %s\n", http.token.c_str());
+  }
+  std::fflush(stdout);
+  if (!o.ready_file.empty()) {
+    std::ofstream out(o.ready_file + ".tmp");
+    out << ready.dump() << "\n";
+    out.close();
+    std::rename((o.ready_file + ".tmp").c_str(), o.ready_file.c_str());
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "galaxy nmd: stopping\n");
+  server.stop();
+  (*d)->stop();
+}
+
+void add_nmd_command(CLI::App& app) {
+  auto o = std::make_shared<NmdOptions>();
+  auto* c = app.add_subcommand(
+      "nmd", "Management daemon: REST API, event stream, /metrics and the web console");
+  add_session_options(c, o->session);
+  c->add_option("--listen", o->listen, "HOST:PORT to serve on (loopback by default; port 0: any)")
+      ->capture_default_str();
+  c->add_option("--db", o->daemon.db_path, "the event store (SQLite); kept across restarts")
+      ->capture_default_str();
+  c->add_option("--token-file", o->token_file,
+                "file whose first line is the write token (else $GALAXY_NMD_TOKEN, else a "
+                "random one, printed once)");
+  c->add_option("--read-token-file", o->read_token_file,
+                "also protect reads with this token (for a non-loopback --listen)");
+  c->add_option("--engine", o->daemon.routing_engine,
+                "routing engine at start (none: leave the tables)")
+      ->capture_default_str();
+  c->add_option("--scan-interval-s", o->daemon.scan_interval_s,
+                "seconds between status scans (0: none)")
+      ->capture_default_str();
+  c->add_option("--sweep-interval-s", o->daemon.sweep_interval_s,
+                "seconds between discovery sweeps (0: none)")
+      ->capture_default_str();
+  c->add_option("--fault-mask", o->daemon.fault_mask, "FAULT_MASK programmed on every chip")
+      ->capture_default_str();
+  c->add_option("--web", o->web_dir, "serve the console from this directory (development)");
+  c->add_option("--ready-file", o->ready_file,
+                "write the ready line (JSON: url, token if generated) here once serving");
+  c->callback([o]() { run_nmd(*o); });
+}
+
+const CommandRegistrar kRegistrar("nmd", add_nmd_command);
+
+}  // namespace
+}  // namespace galaxy::cli

@@ -1,0 +1,71 @@
+// The REST API's route table (docs/api.md): every endpoint is one ApiRoute — method, path
+// pattern, summary, documented parameters, whether it writes (token), handler — so the HTTP
+// server dispatches from it and /api/openapi.json is generated from it; nothing is listed twice.
+// Handlers return JSON or an Error; the server turns an Error into its HTTP status and the JSON
+// error body. The handlers are transport-free: tests and the CLI's --server client see the same
+// answers.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace galaxy::nmd {
+
+class Daemon;
+
+struct ApiRequest {
+  std::map<std::string, std::string> path;   // {chip} -> "18304"
+  std::map<std::string, std::string> query;  // last value of each query parameter
+  nlohmann::json body;                       // null when the request had none
+  std::string by = "api";                    // who writes (for the event log)
+};
+
+struct ApiParam {
+  std::string name;
+  std::string in;  // "path", "query" or "body"
+  std::string type;
+  std::string doc;
+  bool required = false;
+};
+
+using ApiHandler = std::function<Result<nlohmann::json>(Daemon&, const ApiRequest&)>;
+
+struct ApiRoute {
+  std::string method;  // GET, POST, PUT
+  std::string path;    // "/api/chips/{chip}/registers/{addr}"
+  std::string summary;
+  std::vector<ApiParam> params;
+  bool write = false;  // needs the token
+  ApiHandler handler;
+};
+
+// The whole table, built once by the api_*.cc files' add functions.
+const std::vector<ApiRoute>& api_routes();
+void add_fabric_routes(std::vector<ApiRoute>& routes);   // status, topology, chips, traffic
+void add_chip_io_routes(std::vector<ApiRoute>& routes);  // registers, EEPROM, status, routes
+void add_event_routes(std::vector<ApiRoute>& routes);    // faults, log, config, scans, inject
+
+// Matches a concrete path against a route pattern, filling the {name} parameters.
+bool match_path(const std::string& pattern, const std::string& path,
+                std::map<std::string, std::string>& params);
+
+// HTTP status for an error: 400 bad input, 401, 404, 409, 502 (the fabric did not answer).
+int http_status(const Error& e);
+nlohmann::json error_json(const Error& e);
+// code_name with '_' for ' ' ("not_found"), the API's spelling.
+std::string api_code_name(Code c);
+
+// OpenAPI 3.0 document of the table.
+nlohmann::json openapi_json();
+
+// Helpers for handlers: a query parameter parsed as an integer in [lo, hi] (default when absent).
+Result<int64_t> query_int(const ApiRequest& r, const std::string& name, int64_t lo, int64_t hi,
+                          int64_t fallback);
+Result<std::string> body_string(const ApiRequest& r, const std::string& name, bool required);
+
+}  // namespace galaxy::nmd

@@ -1,0 +1,196 @@
+// API: the daemon's status, the topology at a zoom level, the chip list and one chip, the
+// traffic heat map, path trace and routing (docs/api.md).
+#include <fmt/format.h>
+
+#include "nm/routing.h"
+#include "nmd/api.h"
+#include "nmd/daemon.h"
+#include "nmd/ops.h"
+
+namespace galaxy::nmd {
+
+namespace {
+
+std::string query_or(const ApiRequest& r, const std::string& name, const std::string& fallback) {
+  auto it = r.query.find(name);
+  return it == r.query.end() || it->second.empty() ? fallback : it->second;
+}
+
+Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
+  auto v = d.view();
+  const ConfigState c = d.config();
+  const DaemonCounters k = d.counters();
+  nlohmann::json j{{"fabric", d.options().session.fabric},
+                   {"kind", d.options().session.fabric.rfind("live:", 0) == 0 ? "live" : "sim"},
+                   {"chips", v->chips.size()},
+                   {"links", v->links()},
+                   {"links_down", v->links_down()},
+                   {"started_us", d.started_us()},
+                   {"uptime_s", static_cast<double>(wall_us() - d.started_us()) / 1e6},
+                   {"routing_engine", c.routing_engine},
+                   {"scan",
+                    {{"count", k.scans},
+                     {"interval_s", c.scan_interval_s},
+                     {"last_s", k.last_scan_s},
+                     {"last_us", k.last_scan_us}}},
+                   {"sweep",
+                    {{"count", k.sweeps},
+                     {"interval_s", c.sweep_interval_s},
+                     {"last_s", k.last_sweep_s},
+                     {"last_us", k.last_sweep_us}}},
+                   {"faults_received", k.faults},
+                   {"reroutes", k.reroutes},
+                   {"events_db", d.events().path()},
+                   {"writes_need_token", true}};
+  uint32_t nics = 0, discovered = 0, silent = 0;
+  for (const ChipView& cv : v->chips) {
+    nics += cv.kind == fabric::NodeKind::kNic;
+    discovered += cv.hops >= 0;
+    silent += !cv.responding;
+  }
+  j["nics"] = nics;
+  j["nrcs"] = v->chips.size() - nics;
+  j["discovered"] = discovered;
+  j["not_responding"] = silent;
+  j["unacknowledged"] = d.open_fault_counts();
+  return j;
+}
+
+Result<nlohmann::json> topology(Daemon& d, const ApiRequest& r) {
+  return topology_json(*d.view(), query_or(r, "view", "physical"), query_or(r, "path", ""));
+}
+
+Result<nlohmann::json> traffic(Daemon& d, const ApiRequest& r) {
+  return traffic_json(*d.view(), query_or(r, "group", "switch"));
+}
+
+Result<nlohmann::json> chips(Daemon& d, const ApiRequest& r) {
+  auto v = d.view();
+  const std::string q = query_or(r, "q", "");
+  const std::string kind = query_or(r, "kind", "");
+  if (!kind.empty() && kind != "nic" && kind != "nrc")
+    return make_error(Code::kInvalidArgument, 8231,
+                      fmt::format("kind = '{}' is not nic or nrc", kind));
+  auto offset = query_int(r, "offset", 0, INT32_MAX, 0);
+  if (!offset.ok()) return offset.error();
+  auto limit = query_int(r, "limit", 1, 10000, 100);
+  if (!limit.ok()) return limit.error();
+  nlohmann::json list = nlohmann::json::array();
+  int64_t total = 0;
+  for (uint32_t n = 0; n < v->chips.size(); ++n) {
+    const ChipView& c = v->chips[n];
+    if (!kind.empty() && kind != fabric::node_kind_name(c.kind)) continue;
+    if (!q.empty() && c.name.find(q) == std::string::npos &&
+        location_text(c.location).find(q) == std::string::npos && std::to_string(n) != q)
+      continue;
+    if (total >= *offset && static_cast<int64_t>(list.size()) < *limit)
+      list.push_back(chip_json(*v, n, false));
+    ++total;
+  }
+  return nlohmann::json{{"total", total}, {"offset", *offset}, {"chips", list}};
+}
+
+Result<nlohmann::json> chip(Daemon& d, const ApiRequest& r) {
+  auto v = d.view();
+  auto node = resolve_in_view(*v, r.path.at("chip"));
+  if (!node.ok()) return node.error();
+  nlohmann::json j = chip_json(*v, *node, true);
+  EventQuery q{.acknowledged = false, .chip = *node, .limit = 50};
+  auto open = d.events().query(q);
+  nlohmann::json faults = nlohmann::json::array();
+  if (open.ok())
+    for (const Event& e : *open)
+      if (e.kind == EventKind::kFault || e.kind == EventKind::kAlarm) faults.push_back(to_json(e));
+  j["open_faults"] = faults;
+  return j;
+}
+
+Result<nlohmann::json> trace(Daemon& d, const ApiRequest& r) {
+  auto src = r.query.find("src"), dst = r.query.find("dst");
+  if (src == r.query.end() || dst == r.query.end())
+    return make_error(Code::kInvalidArgument, 8232, "trace needs ?src=<NIC>&dst=<NIC>");
+  return d.with_session([&](Session& s) -> Result<nlohmann::json> {
+    auto a = d.resolve(s, src->second);
+    if (!a.ok()) return a.error();
+    auto b = d.resolve(s, dst->second);
+    if (!b.ok()) return b.error();
+    if (*a == *b)
+      return make_error(Code::kInvalidArgument, 8233,
+                        fmt::format("src = dst = '{}': give two different NICs", src->second));
+    return trace_op(s, *a, *b, false);
+  });
+}
+
+Result<nlohmann::json> routes_get(Daemon& d, const ApiRequest&) {
+  nlohmann::json j = d.routes_json();
+  nlohmann::json engines = nlohmann::json::array();
+  for (const auto* e : nm::routing_engines().list()) engines.push_back(e->name);
+  j["engines"] = engines;
+  return j;
+}
+
+Result<nlohmann::json> routes_post(Daemon& d, const ApiRequest& r) {
+  auto engine = body_string(r, "engine", true);
+  if (!engine.ok()) return engine.error();
+  return d.route_now(*engine, r.by);
+}
+
+}  // namespace
+
+void add_fabric_routes(std::vector<ApiRoute>& routes) {
+  routes.push_back({"GET",
+                    "/api/status",
+                    "Fabric, counts, sweep and scan counters, unacknowledged faults by severity",
+                    {},
+                    false,
+                    status});
+  routes.push_back(
+      {"GET",
+       "/api/topology",
+       "The fabric at one zoom level, aggregated (groups and bundles of links)",
+       {{"view", "query", "string",
+         "physical (cabinet/chassis/switch/chip) or logical (level/"
+         "switch/chip); default physical"},
+        {"path", "query", "string", "group values from the top, e.g. 3/1 (cabinet 3, chassis 1)"}},
+       false,
+       topology});
+  routes.push_back({"GET",
+                    "/api/chips",
+                    "Chips of the fabric with location, level, discovery and fault counts",
+                    {{"q", "query", "string", "substring of the name or location, or a chip id"},
+                     {"kind", "query", "string", "nic or nrc"},
+                     {"offset", "query", "integer", "first result (default 0)"},
+                     {"limit", "query", "integer", "results at most, 1-10000 (default 100)"}},
+                    false,
+                    chips});
+  routes.push_back({"GET",
+                    "/api/chips/{chip}",
+                    "One chip: location, ports with peers, link states, last scanned counters",
+                    {{"chip", "path", "string", "chip id, name or nic:<index>"}},
+                    false,
+                    chip});
+  routes.push_back(
+      {"GET",
+       "/api/traffic",
+       "Heat map cells: per-link utilisation and retransmission rates of the last two scans",
+       {{"group", "query", "string", "chip, switch (default), chassis, cabinet or level"}},
+       false,
+       traffic});
+  routes.push_back({"GET",
+                    "/api/trace",
+                    "Path trace between two NICs through the route tables (SYSTEM.md 2.5.4)",
+                    {{"src", "query", "string", "source NIC", true},
+                     {"dst", "query", "string", "destination NIC", true}},
+                    false,
+                    trace});
+  routes.push_back(
+      {"GET", "/api/routes", "The loaded routing and its verification", {}, false, routes_get});
+  routes.push_back({"POST",
+                    "/api/routes",
+                    "Compute, verify and load route tables with an engine now",
+                    {{"engine", "body", "string", "routing engine spec, e.g. fattree", true}},
+                    true,
+                    routes_post});
+}
+
+}  // namespace galaxy::nmd

@@ -1,0 +1,806 @@
+#include "nmd/daemon.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+#include "base/spec.h"
+#include "chip/register_names.h"
+#include "nm/reroute.h"
+#include "nm/route_load.h"
+
+namespace galaxy::nmd {
+
+int64_t wall_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+EventSeverity severity_of(const std::string& name) {
+  auto s = parse_event_severity(name);
+  return s.ok() ? *s : EventSeverity::kMajor;
+}
+
+// The status registers by name (nm/scan.h order).
+size_t reg_index(std::string_view name) {
+  for (size_t i = 0; i < nm::kStatusRegisters; ++i)
+    if (nm::status_registers()[i].name == name) return i;
+  return 0;
+}
+
+constexpr double kLinkBitsPerSecond = 8 * 14e9;  // one direction of a link (SYSTEM.md 1.2)
+
+}  // namespace
+
+Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonOptions& options) {
+  if (options.scan_interval_s < 0 || options.sweep_interval_s < 0)
+    return make_error(Code::kInvalidArgument, 8210,
+                      fmt::format("scan interval {} s / sweep interval {} s: must be >= 0",
+                                  options.scan_interval_s, options.sweep_interval_s));
+  std::unique_ptr<Daemon> d(new Daemon(options));
+  GALAXY_TRY(d->init());
+  return d;
+}
+
+Daemon::~Daemon() {
+  stop();
+}
+
+Status Daemon::init() {
+  started_us_ = wall_us();
+  config_ = {options_.routing_engine, options_.scan_interval_s, options_.sweep_interval_s,
+             options_.fault_mask};
+  GALAXY_TRY(register_galaxy_metrics(metrics_));
+  auto store = EventStore::open(options_.db_path);
+  if (!store.ok()) return store.error();
+  events_ = std::move(*store);
+  auto newest = events_->query(EventQuery{.limit = 1, .newest_first = true});
+  if (newest.ok() && !newest->empty()) newest_event_ = newest->front().id;
+
+  auto s = open_session(options_.session);
+  if (!s.ok()) return s.error();
+  session_ = std::move(*s);
+  std::lock_guard lock(mu_);
+  const auto t0 = std::chrono::steady_clock::now();
+  SessionOptions pipelined = options_.session;
+  pipelined.serial = false;
+  GALAXY_TRY(discover(session_, pipelined));
+  const nm::FabricMap& map = session_.discovery.map;
+  note({.kind = EventKind::kLog,
+        .cause = "discovery",
+        .detail = fmt::format("{} chips, {} links found in {:.0f} ms", map.num_nodes(),
+                              map.topology.num_links(), seconds_since(t0) * 1e3)});
+  if (config_.routing_engine != "none") GALAXY_TRY(route_locked(config_.routing_engine));
+  auto setup = nm::enable_fault_reporting(*session_.requester, map, config_.fault_mask);
+  if (!setup.ok()) return setup.error();
+  session_.requester->set_fault_handler([this](const wire::MgmtPacket& p) {
+    pending_faults_.push_back(nm::decode_fault(p, session_.discovery.map, session_.port->now()));
+  });
+  const int64_t now = wall_us();
+  next_scan_us_ = now;  // the first scan at once: the console starts with counters
+  next_sweep_us_ = now + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
+  rebuild_view_locked();
+  publish_locked();
+  note({.kind = EventKind::kLog,
+        .cause = "daemon started",
+        .detail = fmt::format("fabric {}; fault reporting on {} chips; events in {}",
+                              options_.session.fabric, setup->chips, options_.db_path)});
+  return {};
+}
+
+void Daemon::start() {
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Daemon::stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void Daemon::loop() {
+  while (!stop_) {
+    std::this_thread::sleep_for(
+        std::chrono::microseconds(static_cast<int64_t>(options_.tick_ms * 1000)));
+    std::lock_guard lock(mu_);
+    tick_locked();
+  }
+}
+
+void Daemon::tick_locked() {
+  // Let time pass on the fabric so that reports in flight arrive: simulated time on a
+  // simulated fabric; on a live one the requester polls its queue for a moment.
+  const double us = session_.fabric ? options_.sim_us_per_tick : 1000;
+  session_.requester->drain_faults(static_cast<nm::Picoseconds>(us * nm::kUs));
+  if (!pending_faults_.empty()) handle_faults_locked();
+  const int64_t now = wall_us();
+  if (config_.scan_interval_s > 0 && now >= next_scan_us_) {
+    (void)scan_locked();
+    next_scan_us_ = wall_us() + static_cast<int64_t>(config_.scan_interval_s * 1e6);
+  }
+  if (config_.sweep_interval_s > 0 && now >= next_sweep_us_) {
+    sweep_locked();
+    next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
+  }
+  publish_locked();
+}
+
+void Daemon::publish_locked() {
+  std::lock_guard lock(published_mu_);
+  published_ = {config_, counters_, routes_summary_};
+}
+
+std::string Daemon::location_of(uint32_t plan_node, int port) const {
+  const fabric::Topology& plan = session_.plan();
+  if (plan_node >= plan.num_nodes()) return fmt::format("chip {}", plan_node);
+  std::string where = location_text(plan.location(plan_node));
+  std::string out = where.empty() ? plan.name(plan_node) : where + " " + plan.name(plan_node);
+  if (port >= 0) out += fmt::format(" port {}", port);
+  return out;
+}
+
+Event Daemon::fault_event(const nm::FaultRecord& f) const {
+  Event e;
+  e.kind = EventKind::kFault;
+  e.severity = severity_of(f.severity);
+  e.chip = f.chip;
+  e.port = f.port;
+  e.location = location_of(f.chip, f.port);
+  e.cause = f.cause;
+  e.detail = nlohmann::json{{"code", f.code},
+                            {"detail", f.detail},
+                            {"reported_at", f.location},
+                            {"sim_time_us", static_cast<double>(f.time) / nm::kUs}}
+                 .dump();
+  return e;
+}
+
+void Daemon::handle_faults_locked() {
+  std::vector<nm::FaultRecord> faults;
+  faults.swap(pending_faults_);
+  MetricFamily* total = metrics_.find(kFaultsTotal);
+  for (const nm::FaultRecord& f : faults) {
+    ++counters_.faults;
+    note(fault_event(f));
+    if (total) (void)total->add({{"severity", f.severity}, {"cause", f.cause}}, 1);
+  }
+  for (const nm::FaultRecord& f : faults) {
+    // A link that came back is found by a sweep (region re-discovery only removes links).
+    if (f.cause == "link_up") next_sweep_us_ = wall_us();
+    if (f.cause != "link_down") continue;
+    auto upd = nm::rediscover_region(*session_.requester, session_.discovery.map, f.chip, f.port);
+    if (!upd.ok()) {
+      note({.kind = EventKind::kLog,
+            .severity = EventSeverity::kMajor,
+            .location = location_of(f.chip, f.port),
+            .chip = f.chip,
+            .cause = "region re-discovery failed",
+            .detail = upd.error().to_string()});
+      continue;
+    }
+    for (auto [chip, port] : upd->links_down)
+      note({.kind = EventKind::kAlarm,
+            .severity = EventSeverity::kCritical,
+            .location = location_of(chip, port),
+            .chip = chip,
+            .port = port,
+            .cause = "link down",
+            .detail = fmt::format("found down after a report from {}; {} source routes "
+                                  "changed, {} chips unreachable",
+                                  f.location, upd->routes_changed, upd->unreachable)});
+    if (!upd->links_down.empty() && !routes_.writes.empty()) {
+      auto rr =
+          nm::reroute(*session_.requester, session_.discovery.map, config_.routing_engine, routes_);
+      if (rr.ok()) {
+        ++counters_.reroutes;
+        routes_ = std::move(rr->routes);
+        routes_summary_["rerouted_us"] = wall_us();
+        routes_summary_["reachable_pairs"] = rr->check.reachable_pairs;
+        routes_summary_["nic_pairs"] = rr->check.nic_pairs;
+        routes_summary_["deadlock_free"] = rr->check.deadlock_free;
+        note({.kind = EventKind::kLog,
+              .cause = "re-routed",
+              .detail = fmt::format("{}: {} NRCs reloaded; {} of {} NIC pairs reachable",
+                                    config_.routing_engine, rr->nrcs_reloaded,
+                                    rr->check.reachable_pairs, rr->check.nic_pairs)});
+      } else {
+        note({.kind = EventKind::kLog,
+              .severity = EventSeverity::kMajor,
+              .cause = "re-route failed",
+              .detail = rr.error().to_string()});
+      }
+    }
+  }
+  rebuild_view_locked();
+}
+
+Status Daemon::route_locked(const std::string& engine) {
+  const nm::FabricMap& map = session_.discovery.map;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto routes = nm::compute_routes(map, engine);
+  if (!routes.ok()) return routes.error();
+  nm::RouteCheck check = nm::verify_routes(map, *routes);
+  auto load = nm::load_routes(*session_.requester, map, *routes);
+  if (!load.ok()) return load.error();
+  routes_ = std::move(*routes);
+  routes_summary_ = {{"engine", engine},
+                     {"loaded_us", wall_us()},
+                     {"range_writes", routes_.num_writes()},
+                     {"nic_pairs", check.nic_pairs},
+                     {"reachable_pairs", check.reachable_pairs},
+                     {"deadlock_free", check.deadlock_free},
+                     {"loops", check.loops},
+                     {"max_path_nrcs", check.max_path_nrcs},
+                     {"problems", check.problems},
+                     {"load_packets", load->packets},
+                     {"load_failed", load->failed},
+                     {"wall_ms", seconds_since(t0) * 1e3}};
+  note(
+      {.kind = EventKind::kLog,
+       .severity = check.reachable_pairs == check.nic_pairs && load->failed == 0
+                       ? EventSeverity::kInfo
+                       : EventSeverity::kMajor,
+       .cause = "routes loaded",
+       .detail = fmt::format("{}: {} of {} NIC pairs reachable, {} table writes, {} failed", engine,
+                             check.reachable_pairs, check.nic_pairs, load->packets, load->failed)});
+  return {};
+}
+
+Result<nlohmann::json> Daemon::scan_locked() {
+  const auto t0 = std::chrono::steady_clock::now();
+  nm::Scanner scanner(*session_.requester, session_.discovery.map);
+  auto r = scanner.scan_once({});
+  if (!r.ok()) return r.error();
+  const double wall_s = seconds_since(t0);
+  auto scan = std::make_unique<nm::ScanResult>(std::move(*r));
+  std::unique_ptr<nm::ScanDiff> d;
+  if (last_scan_) d = std::make_unique<nm::ScanDiff>(nm::diff(*last_scan_, *scan));
+  nlohmann::json summary{{"chips", scan->chips.size()},
+                         {"non_responding", scan->non_responding.size()},
+                         {"requests", scan->requests},
+                         {"responses", scan->responses},
+                         {"error_responses", scan->error_responses},
+                         {"wall_s", wall_s},
+                         {"sim_time_us", static_cast<double>(scan->elapsed) / nm::kUs},
+                         {"link_share_percent", scan->link_share_percent()}};
+  if (d) {
+    summary["interval_s"] = d->interval_s;
+    summary["changes"] = d->changes.size();
+    summary["stopped_answering"] = d->stopped_answering.size();
+    for (uint32_t node : d->stopped_answering) {
+      uint16_t chip = session_.discovery.map.chip_id[node];
+      note({.kind = EventKind::kAlarm,
+            .severity = EventSeverity::kMajor,
+            .location = location_of(chip, -1),
+            .chip = chip,
+            .cause = "chip stopped answering",
+            .detail = "no answer to the status scan after the requester's retries"});
+    }
+  }
+  ++counters_.scans;
+  counters_.last_scan_s = wall_s;
+  counters_.last_scan_us = wall_us();
+  if (MetricFamily* h = metrics_.find(kScanDurationSeconds)) (void)h->observe({}, wall_s);
+  note({.kind = EventKind::kScanSummary,
+        .severity = scan->non_responding.empty() ? EventSeverity::kInfo : EventSeverity::kMajor,
+        .cause = "status scan",
+        .detail = summary.dump()});
+  last_scan_ = std::move(scan);
+  last_diff_ = std::move(d);
+  rebuild_view_locked();
+  return summary;
+}
+
+void Daemon::sweep_locked() {
+  const auto t0 = std::chrono::steady_clock::now();
+  nm::DiscoveryOptions o;
+  o.pipelined = true;
+  session_.requester->set_options(requester_options(false));
+  auto r = nm::discover(*session_.requester, o);
+  const double wall_s = seconds_since(t0);
+  ++counters_.sweeps;
+  counters_.last_sweep_s = wall_s;
+  counters_.last_sweep_us = wall_us();
+  if (MetricFamily* h = metrics_.find(kSweepDurationSeconds)) (void)h->observe({}, wall_s);
+  if (!r.ok()) {
+    note({.kind = EventKind::kLog,
+          .severity = EventSeverity::kMajor,
+          .cause = "sweep failed",
+          .detail = r.error().to_string()});
+    return;
+  }
+  const nm::FabricMap& old_map = session_.discovery.map;
+  const nm::FabricMap& new_map = r->map;
+  std::set<uint16_t> before, after;
+  for (uint16_t c : old_map.chip_id) before.insert(c);
+  for (uint16_t c : new_map.chip_id) after.insert(c);
+  std::vector<uint16_t> gone, came;
+  std::set_difference(before.begin(), before.end(), after.begin(), after.end(),
+                      std::back_inserter(gone));
+  std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                      std::back_inserter(came));
+  const int64_t links_delta = static_cast<int64_t>(new_map.topology.num_links()) -
+                              static_cast<int64_t>(old_map.topology.num_links());
+  for (uint16_t c : gone)
+    note({.kind = EventKind::kAlarm,
+          .severity = EventSeverity::kMajor,
+          .location = location_of(c, -1),
+          .chip = c,
+          .cause = "chip gone",
+          .detail = "not found by the sweep"});
+  for (uint16_t c : came)
+    note({.kind = EventKind::kLog,
+          .location = location_of(c, -1),
+          .chip = c,
+          .cause = "chip found",
+          .detail = "new in the sweep"});
+  if (gone.empty() && came.empty() && links_delta == 0) return;
+  note({.kind = EventKind::kLog,
+        .severity = EventSeverity::kMinor,
+        .cause = "sweep: fabric changed",
+        .detail = fmt::format("{} chips gone, {} new, links {:+}; map replaced", gone.size(),
+                              came.size(), links_delta)});
+  session_.discovery = std::move(*r);
+  if (!came.empty())
+    (void)nm::enable_fault_reporting(*session_.requester, session_.discovery.map,
+                                     config_.fault_mask);
+  if (config_.routing_engine != "none") {
+    Status st = route_locked(config_.routing_engine);
+    if (!st.ok())
+      note({.kind = EventKind::kLog,
+            .severity = EventSeverity::kMajor,
+            .cause = "re-route after sweep failed",
+            .detail = st.error().to_string()});
+  }
+  last_scan_.reset();  // the next scan compares against a scan of the new map
+  last_diff_.reset();
+  rebuild_view_locked();
+}
+
+void Daemon::rebuild_view_locked() {
+  auto v = std::make_shared<FabricView>();
+  const fabric::Topology& plan = session_.plan();
+  const nm::FabricMap& map = session_.discovery.map;
+  v->chips.resize(plan.num_nodes());
+  uint32_t slot = 0;
+  for (uint32_t n = 0; n < plan.num_nodes(); ++n) {
+    ChipView& c = v->chips[n];
+    c.name = plan.name(n);
+    c.kind = plan.kind(n);
+    c.location = plan.location(n);
+    c.level = plan.level(n);
+    c.first_port = slot;
+    c.ports = static_cast<uint8_t>(plan.num_ports(n));
+    slot += c.ports;
+    auto it = map.node_of.find(static_cast<uint16_t>(n));
+    if (it != map.node_of.end() && map.hops[it->second] != UINT8_MAX) c.hops = map.hops[it->second];
+  }
+  v->ports.resize(slot);
+  for (uint32_t i = 0; i < map.topology.num_nics(); ++i)
+    v->nic_chips.push_back(map.chip_id[map.topology.nic_node(i)]);
+  for (uint32_t n = 0; n < plan.num_nodes(); ++n) {
+    auto mit = map.node_of.find(static_cast<uint16_t>(n));
+    for (uint8_t p = 0; p < v->chips[n].ports; ++p) {
+      PortView& pv = v->ports[v->chips[n].first_port + p];
+      auto peer = plan.peer({n, p});
+      if (!peer) continue;
+      pv.peer = peer->node;
+      pv.peer_port = peer->port;
+      bool found = mit != map.node_of.end() && map.topology.peer({mit->second, p}).has_value();
+      pv.link = found ? LinkView::kUp : LinkView::kDown;
+    }
+  }
+  const size_t kLinkState = reg_index("LINK_STATE"), kTxFlits = reg_index("TX_FLITS"),
+               kRetrans = reg_index("RETRANSMISSIONS"), kCrc = reg_index("CRC_ERRORS");
+  if (last_scan_) {
+    v->scans = counters_.scans;
+    std::set<uint16_t> silent;
+    for (uint32_t node : last_scan_->non_responding) silent.insert(map.chip_id[node]);
+    for (const nm::ChipStatus& cs : last_scan_->chips) {
+      if (cs.chip_id >= v->chips.size()) continue;
+      ChipView& c = v->chips[cs.chip_id];
+      c.responding = !silent.count(cs.chip_id);
+      for (size_t p = 0; p < cs.ports.size() && p < c.ports; ++p) {
+        const nm::PortStatus& ps = cs.ports[p];
+        if (!ps.read_mask) continue;
+        PortView& pv = v->ports[c.first_port + p];
+        pv.scanned = true;
+        pv.registers = ps.value;
+        // A link the scan read as down or training is so, whatever discovery found earlier.
+        if (pv.peer != fabric::kNoNode && (ps.read_mask >> kLinkState & 1)) {
+          uint64_t st = ps.value[kLinkState] & 3;
+          pv.link = st == 2 ? LinkView::kUp : st == 1 ? LinkView::kTraining : LinkView::kDown;
+        }
+      }
+    }
+  }
+  if (last_diff_ && last_diff_->interval_s > 0) {
+    v->scan_interval_s = last_diff_->interval_s;
+    for (const nm::RegisterChange& ch : last_diff_->changes) {
+      if (ch.chip_id >= v->chips.size() || ch.port >= v->chips[ch.chip_id].ports) continue;
+      PortView& pv = v->ports[v->chips[ch.chip_id].first_port + ch.port];
+      if (ch.reg == kTxFlits)
+        pv.utilisation = static_cast<float>(ch.rate_per_s * nm::kFlitBits / kLinkBitsPerSecond);
+      else if (ch.reg == kRetrans)
+        pv.retransmissions_per_s = static_cast<float>(ch.rate_per_s);
+      else if (ch.reg == kCrc)
+        pv.crc_errors_per_s = static_cast<float>(ch.rate_per_s);
+    }
+  }
+  count_faults(*v);
+  v->built_us = wall_us();
+  update_port_metrics(*v);
+  std::lock_guard lock(view_mu_);
+  view_ = std::move(v);
+}
+
+void Daemon::update_port_metrics(const FabricView& v) {
+  struct Fam {
+    const char* name;
+    size_t reg;
+  };
+  const std::array<Fam, 6> counters{{{kPortTxFlitsTotal, reg_index("TX_FLITS")},
+                                     {kPortRxFlitsTotal, reg_index("RX_FLITS")},
+                                     {kPortTxPacketsTotal, reg_index("TX_PACKETS")},
+                                     {kPortRetransmissionsTotal, reg_index("RETRANSMISSIONS")},
+                                     {kPortCrcErrorsTotal, reg_index("CRC_ERRORS")},
+                                     {kPortDirtyDiscardsTotal, reg_index("DIRTY_DISCARDS")}}};
+  const bool all = v.chips.size() <= options_.all_port_metrics_up_to_chips;
+  MetricFamily* link_up = metrics_.find(kPortLinkUp);
+  MetricFamily* util = metrics_.find(kPortUtilisationRatio);
+  for (uint32_t n = 0; n < v.chips.size(); ++n) {
+    const ChipView& c = v.chips[n];
+    for (uint8_t p = 0; p < c.ports; ++p) {
+      const PortView& pv = v.port(n, p);
+      if (pv.peer == fabric::kNoNode) continue;
+      const bool notable = pv.link != LinkView::kUp || pv.retransmissions_per_s > 0 ||
+                           pv.crc_errors_per_s > 0 || pv.registers[counters[3].reg] > 0;
+      if (!all && !notable) continue;
+      auto labels = port_labels(n, c.name, location_text(c.location), p,
+                                fmt::format("{}:{}", v.chips[pv.peer].name, pv.peer_port));
+      if (link_up) (void)link_up->set(labels, pv.link == LinkView::kUp ? 1 : 0);
+      if (util) (void)util->set(labels, pv.utilisation);
+      if (!pv.scanned) continue;
+      for (const Fam& f : counters)
+        if (MetricFamily* fam = metrics_.find(f.name))
+          (void)fam->set(labels, static_cast<double>(pv.registers[f.reg]));
+    }
+  }
+  if (MetricFamily* alarms = metrics_.find(kAlarmsActive))
+    for (const auto& [sev, count] : open_fault_counts())
+      (void)alarms->set({{"severity", sev}}, static_cast<double>(count));
+}
+
+void Daemon::count_faults(FabricView& v) const {
+  for (ChipView& c : v.chips) c.faults = 0;
+  EventQuery unacked{.acknowledged = false, .limit = 100000};
+  if (auto open = events_->query(unacked); open.ok())
+    for (const Event& e : *open)
+      if ((e.kind == EventKind::kFault || e.kind == EventKind::kAlarm) && e.chip >= 0 &&
+          static_cast<size_t>(e.chip) < v.chips.size())
+        ++v.chips[e.chip].faults;
+}
+
+std::map<std::string, int64_t> Daemon::open_fault_counts() const {
+  std::map<std::string, int64_t> out;
+  for (uint8_t s = 0; s <= static_cast<uint8_t>(EventSeverity::kCritical); ++s)
+    out[std::string(event_severity_name(static_cast<EventSeverity>(s)))] = 0;
+  for (EventKind k : {EventKind::kFault, EventKind::kAlarm}) {
+    auto open = events_->query(EventQuery{.kind = k, .acknowledged = false, .limit = 1000000});
+    if (open.ok())
+      for (const Event& e : *open) ++out[std::string(event_severity_name(e.severity))];
+  }
+  return out;
+}
+
+void Daemon::refresh_fault_counts() {
+  std::shared_ptr<const FabricView> cur = view();
+  auto v = std::make_shared<FabricView>(*cur);
+  count_faults(*v);
+  std::lock_guard lock(view_mu_);
+  view_ = std::move(v);
+}
+
+Result<nlohmann::json> Daemon::chip_routes(const std::string& chip) {
+  std::lock_guard lock(mu_);
+  auto node = resolve(session_, chip);
+  if (!node.ok()) return node.error();
+  const nm::FabricMap& m = session_.discovery.map;
+  if (m.topology.is_nic(*node))
+    return make_error(Code::kInvalidArgument, 8223,
+                      fmt::format("chip = '{}' is a NIC; route tables live in NRCs", chip));
+  auto ports_of = [](uint32_t set) {
+    std::vector<unsigned> out;
+    for (unsigned p = 0; p < 32; ++p)
+      if (set >> p & 1) out.push_back(p);
+    return out;
+  };
+  nlohmann::json ranges = nlohmann::json::array();
+  if (*node < routes_.writes.size())
+    for (const nm::RangeWrite& w : routes_.writes[*node])
+      ranges.push_back({{"inputs", ports_of(w.input_mask)},
+                        {"first_dest", w.first_dest},
+                        {"last_dest", w.first_dest + w.count - 1},
+                        {"outputs", ports_of(w.ports)}});
+  return nlohmann::json{{"chip", m.chip_id[*node]},
+                        {"name", session_.plan().name(m.chip_id[*node])},
+                        {"engine", routes_.engine.empty() ? "none" : routes_.engine},
+                        {"ranges", ranges}};
+}
+
+std::shared_ptr<const FabricView> Daemon::view() const {
+  std::lock_guard lock(view_mu_);
+  return view_;
+}
+
+ConfigState Daemon::config() const {
+  std::lock_guard lock(published_mu_);
+  return published_.config;
+}
+
+DaemonCounters Daemon::counters() const {
+  std::lock_guard lock(published_mu_);
+  return published_.counters;
+}
+
+nlohmann::json Daemon::routes_json() const {
+  std::lock_guard lock(published_mu_);
+  if (published_.routes.is_null()) return {{"engine", "none"}, {"loaded", false}};
+  nlohmann::json j = published_.routes;
+  j["loaded"] = true;
+  return j;
+}
+
+void Daemon::note(Event e) {
+  auto id = record(std::move(e));
+  if (!id.ok())
+    std::fprintf(stderr, "galaxy nmd: event not stored: %s\n", id.error().to_string().c_str());
+}
+
+Result<int64_t> Daemon::record(Event e) {
+  if (e.time_us == 0) e.time_us = wall_us();
+  auto id = events_->append(std::move(e));
+  if (!id.ok()) return id;
+  {
+    std::lock_guard lock(event_mu_);
+    newest_event_ = std::max(newest_event_, *id);
+  }
+  event_cv_.notify_all();
+  return id;
+}
+
+int64_t Daemon::wait_for_event(int64_t after_id, int timeout_ms) {
+  std::unique_lock lock(event_mu_);
+  event_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                     [&] { return newest_event_ > after_id || stop_; });
+  return newest_event_;
+}
+
+Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) const {
+  // A name of the described fabric (plan) first: chip id = plan node on every engine.
+  if (auto n = s.plan().find_node(text)) {
+    auto it = s.discovery.map.node_of.find(static_cast<uint16_t>(*n));
+    if (it == s.discovery.map.node_of.end())
+      return make_error(Code::kNotFound, 8211,
+                        fmt::format("chip = '{}' (chip {}) was not discovered", text, *n));
+    return it->second;
+  }
+  return find_node(s, text);
+}
+
+Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) {
+  if (!changes.is_object())
+    return make_error(Code::kInvalidArgument, 8212, "the body must be a JSON object");
+  static const std::set<std::string> kKnown{"routing_engine", "scan_interval_s", "sweep_interval_s",
+                                            "fault_mask"};
+  for (const auto& [k, v] : changes.items())
+    if (!kKnown.count(k))
+      return make_error(Code::kInvalidArgument, 8213,
+                        fmt::format("'{}' is not a configuration field (routing_engine, "
+                                    "scan_interval_s, sweep_interval_s, fault_mask)",
+                                    k));
+  // Validate every field before changing any.
+  auto number = [&](const char* k, double lo, double hi) -> Result<std::optional<double>> {
+    if (!changes.contains(k)) return std::optional<double>{};
+    const auto& v = changes[k];
+    if (!v.is_number() || v.get<double>() < lo || v.get<double>() > hi)
+      return make_error(Code::kOutOfRange, 8214,
+                        fmt::format("{} = {} must be a number in [{}, {}]", k, v.dump(), lo, hi));
+    return std::optional<double>{v.get<double>()};
+  };
+  auto scan = number("scan_interval_s", 0, 86400);
+  if (!scan.ok()) return scan.error();
+  auto sweep = number("sweep_interval_s", 0, 86400);
+  if (!sweep.ok()) return sweep.error();
+  std::optional<uint64_t> mask;
+  if (changes.contains("fault_mask")) {
+    const auto& v = changes["fault_mask"];
+    if (v.is_number_unsigned()) {
+      mask = v.get<uint64_t>();
+    } else if (v.is_string()) {
+      auto m = chip::parse_u64("fault_mask", v.get<std::string>(), UINT64_MAX);
+      if (!m.ok()) return m.error();
+      mask = *m;
+    } else {
+      return make_error(Code::kInvalidArgument, 8215,
+                        fmt::format("fault_mask = {} must be a number or a 0x string", v.dump()));
+    }
+  }
+  std::optional<std::string> engine;
+  if (changes.contains("routing_engine")) {
+    if (!changes["routing_engine"].is_string())
+      return make_error(
+          Code::kInvalidArgument, 8216,
+          fmt::format("routing_engine = {} must be a string", changes["routing_engine"].dump()));
+    engine = changes["routing_engine"].get<std::string>();
+    if (*engine != "none") {
+      auto spec = Spec::parse(*engine);
+      if (!spec.ok()) return spec.error();
+      auto e = nm::routing_engines().find(spec->name);
+      if (!e.ok()) return e.error();
+    }
+  }
+  std::lock_guard lock(mu_);
+  auto changed = [&](const std::string& field, const std::string& from, const std::string& to) {
+    note({.kind = EventKind::kConfigChange,
+          .cause = field + " changed",
+          .detail =
+              nlohmann::json{{"field", field}, {"from", from}, {"to", to}, {"by", by}}.dump()});
+  };
+  if (engine && *engine != config_.routing_engine) {
+    if (*engine != "none") GALAXY_TRY(route_locked(*engine));
+    changed("routing_engine", config_.routing_engine, *engine);
+    config_.routing_engine = *engine;
+  }
+  if (*scan && **scan != config_.scan_interval_s) {
+    changed("scan_interval_s", fmt::format("{}", config_.scan_interval_s),
+            fmt::format("{}", **scan));
+    config_.scan_interval_s = **scan;
+    next_scan_us_ = wall_us() + static_cast<int64_t>(**scan * 1e6);
+  }
+  if (*sweep && **sweep != config_.sweep_interval_s) {
+    changed("sweep_interval_s", fmt::format("{}", config_.sweep_interval_s),
+            fmt::format("{}", **sweep));
+    config_.sweep_interval_s = **sweep;
+    next_sweep_us_ = wall_us() + static_cast<int64_t>(**sweep * 1e6);
+  }
+  if (mask && *mask != config_.fault_mask) {
+    auto setup = nm::enable_fault_reporting(*session_.requester, session_.discovery.map, *mask);
+    if (!setup.ok()) return setup.error();
+    changed("fault_mask", fmt::format("0x{:x}", config_.fault_mask), fmt::format("0x{:x}", *mask));
+    config_.fault_mask = *mask;
+  }
+  publish_locked();
+  return {};
+}
+
+Result<nlohmann::json> Daemon::route_now(const std::string& engine, const std::string& by) {
+  if (engine.empty() || engine == "none")
+    return make_error(Code::kInvalidArgument, 8217,
+                      fmt::format("engine = '{}': name a routing engine", engine));
+  {
+    auto spec = Spec::parse(engine);
+    if (!spec.ok()) return spec.error();
+    auto e = nm::routing_engines().find(spec->name);
+    if (!e.ok()) return e.error();
+  }
+  std::lock_guard lock(mu_);
+  GALAXY_TRY(route_locked(engine));
+  if (engine != config_.routing_engine)
+    note({.kind = EventKind::kConfigChange,
+          .cause = "routing_engine changed",
+          .detail = nlohmann::json{
+              {"field", "routing_engine"},
+              {"from", config_.routing_engine},
+              {"to", engine},
+              {"by",
+               by}}.dump()});
+  config_.routing_engine = engine;
+  publish_locked();
+  return routes_summary_;
+}
+
+Result<nlohmann::json> Daemon::scan_now() {
+  std::lock_guard lock(mu_);
+  auto r = scan_locked();
+  next_scan_us_ = wall_us() + static_cast<int64_t>(config_.scan_interval_s * 1e6);
+  publish_locked();
+  return r;
+}
+
+Status Daemon::inject_link(const std::string& action, const std::string& chip, int port,
+                           const std::string& by) {
+  if (action != "link-down" && action != "link-up")
+    return make_error(Code::kInvalidArgument, 8218,
+                      fmt::format("action = '{}' is not link-down or link-up", action));
+  std::lock_guard lock(mu_);
+  GALAXY_TRY(require_simulated(session_, "inject"));
+  auto node = resolve(session_, chip);
+  if (!node.ok()) return node.error();
+  const uint32_t plan_node = session_.discovery.map.chip_id[*node];
+  const fabric::Topology& plan = session_.plan();
+  if (port < 0 || static_cast<uint32_t>(port) >= plan.num_ports(plan_node))
+    return make_error(Code::kOutOfRange, 8219,
+                      fmt::format("port = {} is not a port of {} (0-{})", port,
+                                  plan.name(plan_node), plan.num_ports(plan_node) - 1));
+  if (!plan.peer({plan_node, static_cast<uint8_t>(port)}))
+    return make_error(Code::kInvalidArgument, 8220,
+                      fmt::format("port = {} of {} has no link", port, plan.name(plan_node)));
+  GALAXY_TRY(
+      session_.fabric->set_link({plan_node, static_cast<uint8_t>(port)}, action == "link-up"));
+  note({.kind = EventKind::kLog,
+        .severity = EventSeverity::kMinor,
+        .location = location_of(plan_node, port),
+        .chip = plan_node,
+        .port = port,
+        .cause = "injected " + action,
+        .detail = fmt::format("by {}", by)});
+  return {};
+}
+
+Result<nlohmann::json> Daemon::chip_status(const std::string& chip) {
+  std::lock_guard lock(mu_);
+  auto node = resolve(session_, chip);
+  if (!node.ok()) return node.error();
+  if (*node == session_.discovery.map.server_node)
+    return make_error(Code::kInvalidArgument, 8221,
+                      fmt::format("chip = '{}' is the management server's own NIC; in-band "
+                                  "access needs a remote chip",
+                                  chip));
+  nm::Scanner scanner(*session_.requester, session_.discovery.map);
+  nm::ScanOptions so;
+  so.only_node = *node;
+  auto r = scanner.scan_once(so);
+  if (!r.ok()) return r.error();
+  const nm::ChipStatus& cur = r->chips.front();
+  const uint16_t chip_id = cur.chip_id;
+  if (!cur.responding)
+    return make_error(Code::kTimeout, 8222,
+                      fmt::format("chip = '{}' did not answer the status reads", chip));
+  nlohmann::json ports = nlohmann::json::array();
+  for (size_t p = 0; p < cur.ports.size(); ++p) {
+    nlohmann::json regs = nlohmann::json::object();
+    for (size_t i = 0; i < nm::kStatusRegisters; ++i)
+      if (cur.ports[p].read_mask >> i & 1)
+        regs[std::string(nm::status_registers()[i].name)] = cur.ports[p].value[i];
+    ports.push_back({{"port", p}, {"absent", cur.ports[p].absent}, {"registers", regs}});
+  }
+  nlohmann::json changes = nlohmann::json::array();
+  double interval_s = 0;
+  const int64_t now = wall_us();
+  auto prev = chip_reads_.find(*node);
+  const bool first_read = prev == chip_reads_.end();
+  if (!first_read) {
+    interval_s = static_cast<double>(now - chip_read_us_[*node]) / 1e6;
+    for (size_t p = 0; p < cur.ports.size() && p < prev->second.ports.size(); ++p)
+      for (size_t i = 0; i < nm::kStatusRegisters; ++i) {
+        const auto& info = nm::status_registers()[i];
+        const uint64_t a = prev->second.ports[p].value[i], b = cur.ports[p].value[i];
+        if (!(prev->second.ports[p].read_mask >> i & 1) || !(cur.ports[p].read_mask >> i & 1) ||
+            a == b)
+          continue;
+        nlohmann::json c{{"port", p}, {"register", info.name}, {"old", a}, {"new", b}};
+        if (info.counter) c["delta"] = nm::counter_delta(a, b, info.width);
+        changes.push_back(std::move(c));
+      }
+  }
+  chip_reads_[*node] = cur;
+  chip_read_us_[*node] = now;
+  return nlohmann::json{
+      {"chip", chip_id},          {"name", session_.plan().name(chip_id)},
+      {"ports", ports},           {"changes", changes},
+      {"first_read", first_read}, {"interval_s", interval_s},
+      {"requests", r->requests},  {"sim_time_us", static_cast<double>(r->elapsed) / nm::kUs}};
+}
+
+}  // namespace galaxy::nmd

@@ -1,0 +1,174 @@
+// The management daemon (`galaxy nmd`, docs/api.md): the management server of SYSTEM.md 2.5 run
+// continuously over one fabric (simulated or live). At start: discovery, routing, fault
+// reporting; then a background loop that collects fault reports as they arrive (a link-down
+// re-discovers its region and re-routes), scans the status registers on a schedule and sweeps
+// the fabric (a full discovery compared with the map) to notice chips and links that came or
+// went. Every fault, alarm, configuration change and scan summary goes to the event store.
+//
+// Threads: the session (fabric, requester, map, routes) is used by one thread at a time under
+// `mu_`; the background loop takes it for one step at a time, API handlers between steps. The
+// FabricView snapshot and the metrics are read without it.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "nm/faults.h"
+#include "nm/routing.h"
+#include "nm/scan.h"
+#include "nmd/event_store.h"
+#include "nmd/fabric_view.h"
+#include "nmd/metrics.h"
+#include "nmd/session.h"
+
+namespace galaxy::nmd {
+
+struct DaemonOptions {
+  SessionOptions session;
+  std::string db_path = "galaxy-nmd.db";
+  std::string routing_engine = "fattree";  // "none": leave the tables as they are
+  double scan_interval_s = 60;             // 0: no scheduled scans
+  double sweep_interval_s = 300;           // 0: no sweeps
+  uint64_t fault_mask = 0;
+  double tick_ms = 50;            // how often the loop collects fault reports
+  double sim_us_per_tick = 1000;  // simulated fabrics: simulated time let pass per tick
+  // Per-port metric series for every port up to this many chips; above it only the ports with
+  // errors or a link down (TH-2 has 150,000 ports: a scrape of every one would be 100 MB).
+  uint32_t all_port_metrics_up_to_chips = 4096;
+};
+
+struct ConfigState {
+  std::string routing_engine;
+  double scan_interval_s = 0;
+  double sweep_interval_s = 0;
+  uint64_t fault_mask = 0;
+};
+
+struct DaemonCounters {
+  uint64_t scans = 0;
+  double last_scan_s = 0;  // wall seconds of the last fabric scan
+  int64_t last_scan_us = 0;
+  uint64_t sweeps = 0;
+  double last_sweep_s = 0;
+  int64_t last_sweep_us = 0;
+  uint64_t faults = 0;
+  uint64_t reroutes = 0;
+};
+
+class Daemon {
+ public:
+  // Opens the fabric and the event store, discovers, routes, enables fault reporting; the
+  // background loop is not started yet (start()).
+  static Result<std::unique_ptr<Daemon>> create(const DaemonOptions& options);
+  ~Daemon();
+
+  void start();  // the background loop
+  void stop();
+
+  // Runs f with the session to itself (API handlers that send management requests).
+  template <class F>
+  auto with_session(F&& f) {
+    std::lock_guard lock(mu_);
+    return f(session_);
+  }
+
+  // Lock-free readers.
+  std::shared_ptr<const FabricView> view() const;
+  EventStore& events() { return *events_; }
+  MetricRegistry& metrics() { return metrics_; }
+  const DaemonOptions& options() const { return options_; }
+  ConfigState config() const;
+  DaemonCounters counters() const;
+  int64_t started_us() const { return started_us_; }
+  nlohmann::json routes_json() const;
+
+  // Events: append to the store and wake the event stream's readers.
+  Result<int64_t> record(Event e);
+  void note(Event e);  // record, a failure only printed (the daemon's own log lines)
+  // Blocks until an event with id > after_id exists or `timeout_ms` passes; returns the newest id.
+  int64_t wait_for_event(int64_t after_id, int timeout_ms);
+
+  // Writes (the API checks the token first). Each records a config_change event.
+  Status set_config(const nlohmann::json& changes, const std::string& by);
+  Result<nlohmann::json> route_now(const std::string& engine, const std::string& by);
+  Result<nlohmann::json> scan_now();
+  // Simulated fabrics: a link goes down or up (the test aid of `galaxy inject`).
+  Status inject_link(const std::string& action, const std::string& chip, int port,
+                     const std::string& by);
+  // One chip's ten status registers of every port, read now, with the changes since the
+  // previous read of the same chip (the device view's single / loop / compare).
+  Result<nlohmann::json> chip_status(const std::string& chip);
+
+  // An NRC's route table as loaded: per range of destination chip ids, the allowed outputs.
+  Result<nlohmann::json> chip_routes(const std::string& chip);
+  // Unacknowledged faults and alarms by severity name (all four present).
+  std::map<std::string, int64_t> open_fault_counts() const;
+  // After an acknowledgement: the snapshot's per-chip open fault counts, recomputed.
+  void refresh_fault_counts();
+
+  // A chip named by id, name or nic:<index> -> its FabricMap node (session locked by caller).
+  Result<uint32_t> resolve(const Session& s, const std::string& text) const;
+
+ private:
+  explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
+  Status init();
+  void loop();
+  void tick_locked();
+  void handle_faults_locked();
+  Status route_locked(const std::string& engine);
+  Result<nlohmann::json> scan_locked();
+  void sweep_locked();
+  void rebuild_view_locked();
+  void count_faults(FabricView& v) const;
+  // Copies config_, counters_ and the routing summary for the readers that must not wait for
+  // the session (a TH-2 scan holds it for seconds).
+  void publish_locked();
+  void update_port_metrics(const FabricView& v);
+  Event fault_event(const nm::FaultRecord& f) const;
+  std::string location_of(uint32_t plan_node, int port) const;
+
+  DaemonOptions options_;
+  int64_t started_us_ = 0;
+  std::unique_ptr<EventStore> events_;
+  MetricRegistry metrics_;
+
+  mutable std::mutex mu_;  // the session and everything below it
+  Session session_;
+  nm::RouteSet routes_;
+  nlohmann::json routes_summary_;
+  ConfigState config_;
+  std::vector<nm::FaultRecord> pending_faults_;
+  std::unique_ptr<nm::ScanResult> last_scan_;
+  std::unique_ptr<nm::ScanDiff> last_diff_;
+  std::map<uint32_t, nm::ChipStatus> chip_reads_;  // the device view's previous reads
+  std::map<uint32_t, int64_t> chip_read_us_;
+  DaemonCounters counters_;
+  int64_t next_scan_us_ = 0;
+  int64_t next_sweep_us_ = 0;
+
+  struct Published {
+    ConfigState config;
+    DaemonCounters counters;
+    nlohmann::json routes;
+  };
+  mutable std::mutex published_mu_;
+  Published published_;
+
+  mutable std::mutex view_mu_;
+  std::shared_ptr<const FabricView> view_;
+
+  std::mutex event_mu_;
+  std::condition_variable event_cv_;
+  int64_t newest_event_ = 0;
+
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+int64_t wall_us();
+
+}  // namespace galaxy::nmd

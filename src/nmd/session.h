@@ -1,0 +1,53 @@
+// What every management function needs, in the CLI and in the daemon alike: a fabric (simulated,
+// or attached to a live one), the management server's endpoint on NIC 0 (or --server-nic), and
+// the fabric map found by discovery.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/sim/sim_fabric.h"
+#include "glex/sim_device.h"
+#include "nm/discovery.h"
+#include "nm/glex_port.h"
+#include "nm/requester.h"
+
+namespace galaxy::nmd {
+
+struct SessionOptions {
+  std::string fabric = "sim:th2";
+  std::string host;  // live fabrics: the host whose NIC the server uses ("" = the first local)
+  std::string load = "none";
+  uint32_t server_nic = 0;
+  uint64_t seed = 1;
+  bool json = false;
+  bool serial = false;  // paper mode: one request at a time
+};
+
+struct Session {
+  std::unique_ptr<sim::SimFabric> fabric;       // null on a live fabric
+  std::unique_ptr<fabric::Topology> live_plan;  // a live fabric's described topology
+  const fabric::Topology& plan() const { return fabric ? fabric->topology() : *live_plan; }
+  std::unique_ptr<glex_device> device;
+  std::unique_ptr<nm::GlexMgmtPort> port;
+  std::unique_ptr<nm::Requester> requester;
+  nm::DiscoveryResult discovery;  // filled by discover()
+  bool discovered = false;
+};
+
+// Builds the fabric (sim:, file:) or attaches to a running one (live:) and opens the server
+// endpoint (no management traffic yet).
+Result<Session> open_session(const SessionOptions& o);
+// Runs discovery (pipelined unless o.serial) and keeps the map in the session.
+Status discover(Session& s, const SessionOptions& o);
+// open_session + pipelined discovery, the requester then set to the session's mode (serial or
+// pipelined): what every command that acts on discovered chips starts with.
+Result<Session> open_discovered_session(const SessionOptions& o);
+// Requester options for the session's mode.
+nm::RequesterOptions requester_options(bool serial);
+// A chip named on the command line: a chip id, a node name, or "nic:<index>".
+Result<uint32_t> find_node(const Session& s, const std::string& text);
+// Commands that change the simulated world itself (link errors, injected faults).
+Status require_simulated(const Session& s, const char* what);
+
+}  // namespace galaxy::nmd
