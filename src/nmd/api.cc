@@ -42,6 +42,63 @@ bool match_path(const std::string& pattern, const std::string& path,
   return true;
 }
 
+namespace {
+
+// The route of a call; `path_known` tells a wrong method from an unknown path.
+const ApiRoute* find_route(const ApiCall& call, bool& path_known,
+                           std::map<std::string, std::string>& params) {
+  path_known = false;
+  for (const ApiRoute& r : api_routes()) {
+    std::map<std::string, std::string> got;
+    if (!match_path(r.path, call.path, got)) continue;
+    path_known = true;
+    if (r.method != call.method) continue;
+    params = std::move(got);
+    return &r;
+  }
+  return nullptr;
+}
+
+ApiResult fail(const Error& e, int status = 0) {
+  return {status ? status : http_status(e), error_json(e)};
+}
+
+}  // namespace
+
+std::string route_label(const ApiCall& call) {
+  bool known = false;
+  std::map<std::string, std::string> params;
+  const ApiRoute* r = find_route(call, known, params);
+  return r ? r->path : "unknown";
+}
+
+ApiResult dispatch(Daemon& daemon, const ApiCall& call) {
+  bool path_known = false;
+  ApiRequest ar;
+  const ApiRoute* route = find_route(call, path_known, ar.path);
+  if (!route) {
+    if (path_known)
+      return fail(Error{Code::kUnsupported, 8307,
+                        fmt::format("{} is not allowed on {}", call.method, call.path)},
+                  405);
+    return fail(Error{
+        Code::kNotFound, 8308,
+        fmt::format("no API endpoint {} {} (see /api/openapi.json)", call.method, call.path)});
+  }
+  const Status& auth = route->write ? call.write_auth : call.read_auth;
+  if (!auth.ok()) return fail(auth.error());
+  ar.query = call.query;
+  if (!call.body.empty()) {
+    ar.body = nlohmann::json::parse(call.body, nullptr, false);
+    if (ar.body.is_discarded() || !ar.body.is_object())
+      return fail(Error{Code::kMalformed, 8309, "the request body is not a JSON object"});
+  }
+  ar.by = call.by;
+  auto out = route->handler(daemon, ar);
+  if (!out.ok()) return fail(out.error());
+  return {200, std::move(*out)};
+}
+
 int http_status(const Error& e) {
   switch (e.code) {
     case Code::kInvalidArgument:

@@ -50,6 +50,27 @@ void add_fabric_routes(std::vector<ApiRoute>& routes);   // status, topology, ch
 void add_chip_io_routes(std::vector<ApiRoute>& routes);  // registers, EEPROM, status, routes
 void add_event_routes(std::vector<ApiRoute>& routes);    // faults, log, config, scans, inject
 
+// One request as the HTTP server received it, and the answer: the transport-free dispatch that
+// the server, the tests and the fuzz target (tests/fuzz/fuzz_api_request.cc) share.
+struct ApiCall {
+  std::string method;
+  std::string path;
+  std::map<std::string, std::string> query;
+  std::string body;        // raw bytes; must be empty or a JSON object
+  std::string by = "api";  // who writes
+  Status write_auth;       // the token check for writes (ok = allowed)
+  Status read_auth;        // for reads
+};
+struct ApiResult {
+  int status = 200;
+  nlohmann::json body;
+};
+// Finds the route (404 unknown path, 405 known path with another method), checks the token,
+// decodes the body, runs the handler; errors become their HTTP status and JSON error.
+ApiResult dispatch(Daemon& daemon, const ApiCall& call);
+// The metric label of a call: its route pattern, or "unknown" (bounded label values).
+std::string route_label(const ApiCall& call);
+
 // Matches a concrete path against a route pattern, filling the {name} parameters.
 bool match_path(const std::string& pattern, const std::string& path,
                 std::map<std::string, std::string>& params);

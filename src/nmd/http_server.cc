@@ -174,51 +174,24 @@ void HttpServer::install() {
     return false;
   };
 
-  auto api = [this, timed, read_allowed](const httplib::Request& req, httplib::Response& res) {
-    // Dispatch by path first, then method: a known path with another method is 405.
-    const ApiRoute* route = nullptr;
-    bool path_known = false;
-    ApiRequest ar;
-    for (const ApiRoute& r : api_routes()) {
-      std::map<std::string, std::string> params;
-      if (!match_path(r.path, req.path, params)) continue;
-      path_known = true;
-      if (r.method != req.method) continue;
-      route = &r;
-      ar.path = std::move(params);
-      break;
-    }
-    const std::string label = route ? route->path : (path_known ? req.path : "unknown");
-    timed(label, req, res, [&] {
-      if (!route) {
-        if (path_known) {
-          send_error(res, Error{Code::kUnsupported, 8307,
-                                fmt::format("{} is not allowed on {}", req.method, req.path)});
-          res.status = 405;
-          return;
-        }
-        return send_error(res, Error{Code::kNotFound, 8308,
-                                     fmt::format("no API endpoint {} {} (see /api/openapi.json)",
-                                                 req.method, req.path)});
-      }
-      if (route->write) {
-        Status t = check_token(req, options_.token, (route->method + " " + route->path).c_str());
-        if (!t.ok()) return send_error(res, t.error());
-      } else if (!read_allowed(req, res)) {
-        return;
-      }
-      for (const auto& [k, v] : req.params) ar.query[k] = v;
-      if (!req.body.empty()) {
-        ar.body = nlohmann::json::parse(req.body, nullptr, false);
-        if (ar.body.is_discarded() || !ar.body.is_object())
-          return send_error(res,
-                            Error{Code::kMalformed, 8309, "the request body is not a JSON object"});
-      }
-      const std::string user = req.get_header_value("X-Galaxy-User");
-      ar.by = user.empty() ? "api" : user.substr(0, 64);
-      auto out = route->handler(daemon_, ar);
-      if (!out.ok()) return send_error(res, out.error());
-      send_json(res, 200, *out);
+  auto api = [this, timed](const httplib::Request& req, httplib::Response& res) {
+    ApiCall call;
+    call.method = req.method;
+    call.path = req.path;
+    for (const auto& [k, v] : req.params) call.query[k] = v;
+    call.body = req.body;
+    const std::string user = req.get_header_value("X-Galaxy-User");
+    call.by = user.empty() ? "api" : user.substr(0, 64);
+    const std::string what = req.method + " " + req.path;
+    call.write_auth = check_token(req, options_.token, what.c_str());
+    call.read_auth = options_.read_token.empty() || same_secret(bearer(req), options_.read_token)
+                         ? Status{}
+                     : call.write_auth.ok() ? Status{}
+                                            : check_token(req, options_.read_token, "reading");
+    ApiResult r;
+    timed(route_label(call), req, res, [&] {
+      r = dispatch(daemon_, call);
+      send_json(res, r.status, r.body);
     });
   };
 
