@@ -132,6 +132,9 @@ void add_nmd_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--fault-mask", o->daemon.fault_mask, "FAULT_MASK programmed on every chip")
       ->capture_default_str();
+  c->add_option("--region", o->daemon.region,
+                "manage only these chips (fault reports, scans, chip requests), e.g. "
+                "cabinet=0-71 or level=1; other daemons manage the rest");
   c->add_option("--web", o->web_dir, "serve the console from this directory (development)");
   c->add_option("--ready-file", o->ready_file,
                 "write the ready line (JSON: url, token if generated) here once serving");

@@ -18,7 +18,8 @@ std::string chip_name(const FabricMap& map, uint16_t chip) {
 }  // namespace
 
 Result<ReportingSetup> enable_fault_reporting(Requester& req, const FabricMap& map,
-                                              uint64_t fault_mask) {
+                                              uint64_t fault_mask,
+                                              const std::function<bool(uint32_t node)>& include) {
   ReportingSetup out;
   Picoseconds start = req.port().now();
   uint64_t dest = req.port().server_chip_id() | (uint64_t{req.port().server_vp()} << 16);
@@ -26,7 +27,7 @@ Result<ReportingSetup> enable_fault_reporting(Requester& req, const FabricMap& m
     if (!r.status.ok()) ++out.failed;
   };
   for (uint32_t v = 0; v < map.num_nodes(); ++v) {
-    if (v == map.server_node) continue;
+    if (v == map.server_node || (include && !include(v))) continue;
     const MgmtTarget& t = map.target[v];
     // The report travels the chip's backward route; 105 bits in two registers.
     std::array<uint8_t, 14> bits{};

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,11 @@ struct ReportingSetup {
   Picoseconds elapsed = 0;
 };
 
-// Configures reporting on every chip of the map (the server's own NIC excluded).
-Result<ReportingSetup> enable_fault_reporting(Requester& requester, const FabricMap& map,
-                                              uint64_t fault_mask = 0);
+// Configures reporting on every chip of the map (the server's own NIC excluded), or on the
+// nodes `include` accepts (a management daemon responsible for one region of the fabric).
+Result<ReportingSetup> enable_fault_reporting(
+    Requester& requester, const FabricMap& map, uint64_t fault_mask = 0,
+    const std::function<bool(uint32_t node)>& include = {});
 
 FaultRecord decode_fault(const wire::MgmtPacket& report, const FabricMap& map, Picoseconds now);
 

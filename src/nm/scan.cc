@@ -60,6 +60,7 @@ std::array<uint8_t, kStatusRegisters> grade_order() {
 bool scanned(const FabricMap& map, uint32_t v, const ScanOptions& o) {
   if (v == map.server_node) return false;
   if (o.only_node != fabric::kNoNode) return v == o.only_node;
+  if (o.include && !o.include(v)) return false;
   return !map.topology.is_nic(v) || o.include_nics;
 }
 

@@ -44,6 +44,8 @@ struct ScanOptions {
   bool include_nics = false;  // NICs other than the server's own (port 0 only)
   // Only this FabricMap node (the device view's scan of one chip; NIC or NRC); kNoNode = all.
   uint32_t only_node = fabric::kNoNode;
+  // Otherwise only the nodes this accepts, when set (a daemon's region of the fabric).
+  std::function<bool(uint32_t node)> include = {};
 };
 
 struct PortStatus {

@@ -28,6 +28,7 @@ Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
                    {"started_us", d.started_us()},
                    {"uptime_s", static_cast<double>(wall_us() - d.started_us()) / 1e6},
                    {"routing_engine", c.routing_engine},
+                   {"region", d.region().text.empty() ? "whole fabric" : d.region().text},
                    {"scan",
                     {{"count", k.scans},
                      {"interval_s", c.scan_interval_s},
@@ -42,8 +43,9 @@ Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
                    {"reroutes", k.reroutes},
                    {"events_db", d.events().path()},
                    {"writes_need_token", true}};
-  uint32_t nics = 0, discovered = 0, silent = 0;
+  uint32_t nics = 0, discovered = 0, silent = 0, managed = 0;
   for (const ChipView& cv : v->chips) {
+    managed += cv.in_region;
     nics += cv.kind == fabric::NodeKind::kNic;
     discovered += cv.hops >= 0;
     silent += !cv.responding;
@@ -52,6 +54,7 @@ Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
   j["nrcs"] = v->chips.size() - nics;
   j["discovered"] = discovered;
   j["not_responding"] = silent;
+  j["chips_in_region"] = managed;
   j["unacknowledged"] = d.open_fault_counts();
   return j;
 }
@@ -94,6 +97,10 @@ Result<nlohmann::json> chip(Daemon& d, const ApiRequest& r) {
   auto v = d.view();
   auto node = resolve_in_view(*v, r.path.at("chip"));
   if (!node.ok()) return node.error();
+  if (!d.in_region(*node))
+    return make_error(Code::kNotFound, 8234,
+                      fmt::format("chip = '{}' is outside this daemon's region ({})",
+                                  r.path.at("chip"), d.region().text));
   nlohmann::json j = chip_json(*v, *node, true);
   EventQuery q{.acknowledged = false, .chip = *node, .limit = 50};
   auto open = d.events().query(q);

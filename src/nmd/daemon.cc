@@ -66,9 +66,25 @@ Status Daemon::init() {
   auto newest = events_->query(EventQuery{.limit = 1, .newest_first = true});
   if (newest.ok() && !newest->empty()) newest_event_ = newest->front().id;
 
+  auto region = parse_region(options_.region);
+  if (!region.ok()) return region.error();
+  region_ = std::move(*region);
   auto s = open_session(options_.session);
   if (!s.ok()) return s.error();
   session_ = std::move(*s);
+  if (!region_.clauses.empty()) {
+    const fabric::Topology& plan = session_.plan();
+    region_chips_.resize(plan.num_nodes());
+    size_t inside = 0;
+    for (uint32_t n = 0; n < plan.num_nodes(); ++n)
+      inside += region_chips_[n] = region_.contains(plan.location(n), plan.level(n));
+    if (inside == 0)
+      return make_error(Code::kInvalidArgument, 8224,
+                        fmt::format("--region = '{}' holds no chip of the fabric", region_.text));
+    region_nodes_ = [this](uint32_t node) {
+      return in_region(session_.discovery.map.chip_id[node]);
+    };
+  }
   std::lock_guard lock(mu_);
   const auto t0 = std::chrono::steady_clock::now();
   SessionOptions pipelined = options_.session;
@@ -80,7 +96,8 @@ Status Daemon::init() {
         .detail = fmt::format("{} chips, {} links found in {:.0f} ms", map.num_nodes(),
                               map.topology.num_links(), seconds_since(t0) * 1e3)});
   if (config_.routing_engine != "none") GALAXY_TRY(route_locked(config_.routing_engine));
-  auto setup = nm::enable_fault_reporting(*session_.requester, map, config_.fault_mask);
+  auto setup =
+      nm::enable_fault_reporting(*session_.requester, map, config_.fault_mask, region_nodes_);
   if (!setup.ok()) return setup.error();
   session_.requester->set_fault_handler([this](const wire::MgmtPacket& p) {
     pending_faults_.push_back(nm::decode_fault(p, session_.discovery.map, session_.port->now()));
@@ -259,7 +276,9 @@ Status Daemon::route_locked(const std::string& engine) {
 Result<nlohmann::json> Daemon::scan_locked() {
   const auto t0 = std::chrono::steady_clock::now();
   nm::Scanner scanner(*session_.requester, session_.discovery.map);
-  auto r = scanner.scan_once({});
+  nm::ScanOptions so;
+  so.include = region_nodes_;
+  auto r = scanner.scan_once(so);
   if (!r.ok()) return r.error();
   const double wall_s = seconds_since(t0);
   auto scan = std::make_unique<nm::ScanResult>(std::move(*r));
@@ -353,7 +372,7 @@ void Daemon::sweep_locked() {
   session_.discovery = std::move(*r);
   if (!came.empty())
     (void)nm::enable_fault_reporting(*session_.requester, session_.discovery.map,
-                                     config_.fault_mask);
+                                     config_.fault_mask, region_nodes_);
   if (config_.routing_engine != "none") {
     Status st = route_locked(config_.routing_engine);
     if (!st.ok())
@@ -379,6 +398,7 @@ void Daemon::rebuild_view_locked() {
     c.kind = plan.kind(n);
     c.location = plan.location(n);
     c.level = plan.level(n);
+    c.in_region = in_region(n);
     c.first_port = slot;
     c.ports = static_cast<uint8_t>(plan.num_ports(n));
     slot += c.ports;
@@ -586,16 +606,29 @@ int64_t Daemon::wait_for_event(int64_t after_id, int timeout_ms) {
   return newest_event_;
 }
 
+bool Daemon::in_region(uint32_t chip_id) const {
+  return region_chips_.empty() || (chip_id < region_chips_.size() && region_chips_[chip_id]);
+}
+
 Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) const {
   // A name of the described fabric (plan) first: chip id = plan node on every engine.
+  Result<uint32_t> node = make_error(Code::kNotFound, 8211, "");
   if (auto n = s.plan().find_node(text)) {
     auto it = s.discovery.map.node_of.find(static_cast<uint16_t>(*n));
     if (it == s.discovery.map.node_of.end())
       return make_error(Code::kNotFound, 8211,
                         fmt::format("chip = '{}' (chip {}) was not discovered", text, *n));
-    return it->second;
+    node = it->second;
+  } else {
+    node = find_node(s, text);
+    if (!node.ok()) return node;
   }
-  return find_node(s, text);
+  const uint16_t chip = s.discovery.map.chip_id[*node];
+  if (!in_region(chip))
+    return make_error(Code::kNotFound, 8225,
+                      fmt::format("chip = '{}' (chip {}) is outside this daemon's region ({})",
+                                  text, chip, region_.text));
+  return node;
 }
 
 Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) {
@@ -675,7 +708,8 @@ Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) 
     next_sweep_us_ = wall_us() + static_cast<int64_t>(**sweep * 1e6);
   }
   if (mask && *mask != config_.fault_mask) {
-    auto setup = nm::enable_fault_reporting(*session_.requester, session_.discovery.map, *mask);
+    auto setup = nm::enable_fault_reporting(*session_.requester, session_.discovery.map, *mask,
+                                            region_nodes_);
     if (!setup.ok()) return setup.error();
     changed("fault_mask", fmt::format("0x{:x}", config_.fault_mask), fmt::format("0x{:x}", *mask));
     config_.fault_mask = *mask;

@@ -36,6 +36,8 @@ struct DaemonOptions {
   uint64_t fault_mask = 0;
   double tick_ms = 50;            // how often the loop collects fault reports
   double sim_us_per_tick = 1000;  // simulated fabrics: simulated time let pass per tick
+  // The chips this daemon manages (fault reporting, scans, chip requests): fabric_view.h Region.
+  std::string region;
   // Per-port metric series for every port up to this many chips; above it only the ports with
   // errors or a link down (TH-2 has 150,000 ports: a scrape of every one would be 100 MB).
   uint32_t all_port_metrics_up_to_chips = 4096;
@@ -110,7 +112,10 @@ class Daemon {
   // After an acknowledgement: the snapshot's per-chip open fault counts, recomputed.
   void refresh_fault_counts();
 
-  // A chip named by id, name or nic:<index> -> its FabricMap node (session locked by caller).
+  const Region& region() const { return region_; }
+  bool in_region(uint32_t chip_id) const;
+  // A chip named by id, name or nic:<index> -> its FabricMap node (session locked by caller);
+  // a chip outside the region is "not found" (another daemon manages it).
   Result<uint32_t> resolve(const Session& s, const std::string& text) const;
 
  private:
@@ -132,6 +137,9 @@ class Daemon {
   std::string location_of(uint32_t plan_node, int port) const;
 
   DaemonOptions options_;
+  Region region_;
+  std::vector<bool> region_chips_;              // by chip id (plan node)
+  std::function<bool(uint32_t)> region_nodes_;  // by FabricMap node, for nm/
   int64_t started_us_ = 0;
   std::unique_ptr<EventStore> events_;
   MetricRegistry metrics_;

@@ -44,6 +44,47 @@ uint32_t FabricView::links_down() const {
   return n;
 }
 
+bool Region::contains(const fabric::Location& l, uint8_t level) const {
+  for (const Clause& c : clauses) {
+    const int64_t v = c.key == "cabinet"   ? l.cabinet
+                      : c.key == "chassis" ? l.chassis
+                      : c.key == "switch"  ? l.switch_index
+                                           : level;
+    if (v < c.lo || v > c.hi) return false;
+  }
+  return true;
+}
+
+Result<Region> parse_region(const std::string& text) {
+  Region r;
+  r.text = text;
+  if (text.empty()) return r;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = std::min(text.find(',', pos), text.size());
+    std::string clause = text.substr(pos, comma - pos);
+    auto eq = clause.find('=');
+    std::string key = clause.substr(0, eq);
+    if (eq == std::string::npos ||
+        (key != "cabinet" && key != "chassis" && key != "switch" && key != "level"))
+      return make_error(Code::kInvalidArgument, 8206,
+                        fmt::format("--region clause '{}': expected cabinet|chassis|switch|level="
+                                    "N or N-M",
+                                    clause));
+    std::string range = clause.substr(eq + 1);
+    auto dash = range.find('-', 1);
+    auto lo = parse_int("--region " + key, range.substr(0, dash), 0, INT32_MAX);
+    if (!lo.ok()) return lo.error();
+    auto hi = dash == std::string::npos
+                  ? lo
+                  : parse_int("--region " + key, range.substr(dash + 1), *lo, INT32_MAX);
+    if (!hi.ok()) return hi.error();
+    r.clauses.push_back({key, *lo, *hi});
+    pos = comma + 1;
+  }
+  return r;
+}
+
 std::string location_text(const fabric::Location& l) {
   std::string out;
   auto part = [&](const char* name, int32_t value) {
@@ -349,6 +390,7 @@ nlohmann::json chip_json(const FabricView& v, uint32_t node, bool with_ports) {
                    {"hops", c.hops},
                    {"discovered", c.hops >= 0},
                    {"responding", c.responding},
+                   {"in_region", c.in_region},
                    {"faults", c.faults}};
   if (!with_ports) return j;
   nlohmann::json ports = nlohmann::json::array();

@@ -43,7 +43,8 @@ struct ChipView {
   uint8_t ports = 0;
   int hops = -1;  // NRCs between the server and the chip; -1: not discovered
   bool responding = true;
-  uint32_t faults = 0;  // unacknowledged faults and alarms
+  bool in_region = true;  // managed by this daemon (--region)
+  uint32_t faults = 0;    // unacknowledged faults and alarms
 };
 
 struct FabricView {
@@ -58,6 +59,19 @@ struct FabricView {
   uint32_t links() const;       // linked port pairs of the plan
   uint32_t links_down() const;  // of those, down or not found by discovery
 };
+
+// The part of a fabric one daemon manages ("Several daemons may each manage one region"):
+// "cabinet=0-71", "cabinet=3,chassis=0-1", "level=1" — every clause must hold; "" = everything.
+struct Region {
+  struct Clause {
+    std::string key;  // cabinet, chassis, switch or level
+    int64_t lo = 0, hi = 0;
+  };
+  std::vector<Clause> clauses;
+  std::string text;
+  bool contains(const fabric::Location& l, uint8_t level) const;
+};
+Result<Region> parse_region(const std::string& text);
 
 // "cabinet 3/chassis 1/switch 12", the parts that apply; "" when none does.
 std::string location_text(const fabric::Location& l);
