@@ -99,6 +99,7 @@ void Requester::complete(uint16_t tid, const MgmtReply& reply) {
   MgmtReply r = reply;
   r.attempts = p.attempts;
   r.latency = port_.now() - p.sent_at;
+  if (observer_) observer_(p.request, r);
   p.done(r);
 }
 

@@ -46,6 +46,11 @@ class Requester {
   void submit(const MgmtRequest& request, ReplyFn done);
   // Progress until every submitted request has completed.
   void run();
+  // Sees every completed request with its reply, before the submitter's callback (the
+  // management daemon's request metrics).
+  void set_reply_observer(std::function<void(const MgmtRequest&, const MgmtReply&)> observer) {
+    observer_ = std::move(observer);
+  }
   // Fault reports arriving while run() works (and during drain_faults).
   void set_fault_handler(std::function<void(const wire::MgmtPacket&)> handler) {
     fault_handler_ = std::move(handler);
@@ -77,6 +82,7 @@ class Requester {
   MgmtPort& port_;
   RequesterOptions options_;
   RequesterStats stats_;
+  std::function<void(const MgmtRequest&, const MgmtReply&)> observer_;
   Fifo<Pending> queue_;
   std::unordered_map<uint16_t, Pending> in_flight_;  // by transaction id
   std::unordered_map<uint16_t, unsigned> per_chip_;  // in flight per target chip

@@ -87,6 +87,7 @@ ApiResult dispatch(Daemon& daemon, const ApiCall& call) {
   }
   const Status& auth = route->write ? call.write_auth : call.read_auth;
   if (!auth.ok()) return fail(auth.error());
+  for (auto& [name, value] : ar.path) value = url_decode(value);
   ar.query = call.query;
   if (!call.body.empty()) {
     ar.body = nlohmann::json::parse(call.body, nullptr, false);
@@ -97,6 +98,25 @@ ApiResult dispatch(Daemon& daemon, const ApiCall& call) {
   auto out = route->handler(daemon, ar);
   if (!out.ok()) return fail(out.error());
   return {200, std::move(*out)};
+}
+
+std::string url_decode(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      out += text[i];
+    }
+  }
+  return out;
 }
 
 int http_status(const Error& e) {
@@ -220,6 +240,7 @@ Result<std::string> body_string(const ApiRequest& r, const std::string& name, bo
   }
   const auto& v = r.body[name];
   if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
   return make_error(Code::kInvalidArgument, 8301,
                     fmt::format("{} = {} must be a string or an integer", name, v.dump()));

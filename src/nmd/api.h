@@ -75,6 +75,9 @@ std::string route_label(const ApiCall& call);
 bool match_path(const std::string& pattern, const std::string& path,
                 std::map<std::string, std::string>& params);
 
+// %XX decoded (a path parameter as the client encoded it).
+std::string url_decode(const std::string& text);
+
 // HTTP status for an error: 400 bad input, 401, 404, 409, 502 (the fabric did not answer).
 int http_status(const Error& e);
 nlohmann::json error_json(const Error& e);

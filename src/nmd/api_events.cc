@@ -91,7 +91,7 @@ Result<nlohmann::json> ack(Daemon& d, const ApiRequest& r) {
   auto by = body_string(r, "by", false);
   if (!by.ok()) return by.error();
   const std::string who = by->empty() ? r.by : *by;
-  auto got = d.events().query(EventQuery{.limit = 1, .after_id = *id - 1});
+  auto got = d.events().query(EventQuery{.limit = 1, .id = *id});
   if (!got.ok()) return got.error();
   if (got->empty() || got->front().id != *id)
     return make_error(Code::kNotFound, 8253, fmt::format("event id = {} does not exist", *id));
@@ -101,7 +101,7 @@ Result<nlohmann::json> ack(Daemon& d, const ApiRequest& r) {
                                   event_kind_name(got->front().kind)));
   GALAXY_TRY(d.events().acknowledge(*id, who, wall_us()));
   d.refresh_fault_counts();
-  auto after = d.events().query(EventQuery{.limit = 1, .after_id = *id - 1});
+  auto after = d.events().query(EventQuery{.limit = 1, .id = *id});
   if (!after.ok() || after->empty()) return make_error(Code::kNotFound, 8255, "event vanished");
   return to_json(after->front());
 }
@@ -213,6 +213,9 @@ Result<nlohmann::json> bist(Daemon& d, const ApiRequest& r) {
   if (!intensity.ok()) return intensity.error();
   auto port = num("port", -1, 31, -1);
   if (!port.ok()) return port.error();
+  if (r.body.contains("port") && !r.body["port"].is_number_integer())
+    return make_error(Code::kInvalidArgument, 8262,
+                      fmt::format("port = {} must be an integer", r.body["port"].dump()));
   o.duration_us = static_cast<uint32_t>(*duration);
   o.intensity_percent = static_cast<uint32_t>(*intensity);
   return d.with_session([&](Session& s) -> Result<nlohmann::json> {

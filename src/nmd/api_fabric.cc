@@ -190,6 +190,21 @@ void add_fabric_routes(std::vector<ApiRoute>& routes) {
                      {"dst", "query", "string", "destination NIC", true}},
                     false,
                     trace});
+  routes.push_back({"GET",
+                    "/api/metrics",
+                    "The Prometheus metrics as JSON (families, samples, histogram buckets)",
+                    {},
+                    false,
+                    [](Daemon& d, const ApiRequest&) -> Result<nlohmann::json> {
+                      return d.metrics().to_json();
+                    }});
+  routes.push_back(
+      {"GET",
+       "/api/openapi.json",
+       "This API as an OpenAPI 3.0 document",
+       {},
+       false,
+       [](Daemon&, const ApiRequest&) -> Result<nlohmann::json> { return openapi_json(); }});
   routes.push_back(
       {"GET", "/api/routes", "The loaded routing and its verification", {}, false, routes_get});
   routes.push_back({"POST",

@@ -99,6 +99,18 @@ Status Daemon::init() {
   auto setup =
       nm::enable_fault_reporting(*session_.requester, map, config_.fault_mask, region_nodes_);
   if (!setup.ok()) return setup.error();
+  // Every management request the daemon sends: its type, outcome and latency (simulated time
+  // on a simulated fabric).
+  session_.requester->set_reply_observer([this](const nm::MgmtRequest& q, const nm::MgmtReply& r) {
+    const std::string type(wire::nmp_type_name(q.type));
+    const char* outcome = r.status.ok()                             ? "ok"
+                          : r.status.error().code == Code::kTimeout ? "timeout"
+                                                                    : "refused";
+    if (MetricFamily* f = metrics_.find(kMgmtRequestsTotal))
+      (void)f->add({{"type", type}, {"outcome", outcome}}, 1);
+    if (MetricFamily* h = metrics_.find(kMgmtRequestLatencySeconds); h && r.status.ok())
+      (void)h->observe({{"type", type}}, static_cast<double>(r.latency) / nm::kSec);
+  });
   session_.requester->set_fault_handler([this](const wire::MgmtPacket& p) {
     pending_faults_.push_back(nm::decode_fault(p, session_.discovery.map, session_.port->now()));
   });
@@ -527,6 +539,9 @@ void Daemon::refresh_fault_counts() {
   std::shared_ptr<const FabricView> cur = view();
   auto v = std::make_shared<FabricView>(*cur);
   count_faults(*v);
+  if (MetricFamily* alarms = metrics_.find(kAlarmsActive))
+    for (const auto& [sev, count] : open_fault_counts())
+      (void)alarms->set({{"severity", sev}}, static_cast<double>(count));
   std::lock_guard lock(view_mu_);
   view_ = std::move(v);
 }

@@ -76,6 +76,10 @@ std::string where_clause(const EventQuery& q, std::vector<BindValue>* binds) {
     sql += " AND location LIKE ? ESCAPE '\\'";
     binds->emplace_back(like_contains_pattern(q.location_contains));
   }
+  if (q.id > 0) {
+    sql += " AND id = ?";
+    binds->emplace_back(q.id);
+  }
   if (q.min_severity) {
     sql += " AND severity >= ?";
     binds->emplace_back(static_cast<int64_t>(*q.min_severity));

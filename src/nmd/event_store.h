@@ -77,6 +77,7 @@ struct EventQuery {
   size_t limit = 1000;
   bool newest_first = true;
   int64_t after_id = 0;  // only id > after_id, for streaming
+  int64_t id = 0;        // only this event (0: any)
 };
 
 class EventStore {

@@ -174,10 +174,28 @@ void HttpServer::install() {
     return false;
   };
 
+  // Answers httplib itself gives (a body over the limit, a malformed request) carry the JSON
+  // error of every other answer.
+  s.set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const httplib::Request&, httplib::Response& res) -> httplib::Server::HandlerResponse {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        const Error e =
+            res.status == 413
+                ? Error{Code::kResourceExhausted, 8312,
+                        fmt::format("the request body is larger than {} bytes",
+                                    options_.max_body_bytes)}
+                : Error{Code::kMalformed, 8313,
+                        fmt::format("the request was refused with HTTP {}", res.status)};
+        res.set_content(error_json(e).dump() + "\n", "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+
   auto api = [this, timed](const httplib::Request& req, httplib::Response& res) {
     ApiCall call;
     call.method = req.method;
-    call.path = req.path;
+    // The raw path: a chip name may hold an encoded '/' (l1/sw00000 as l1%2Fsw00000); the
+    // route's parameters are decoded after matching.
+    call.path = req.target.substr(0, req.target.find('?'));
     for (const auto& [k, v] : req.params) call.query[k] = v;
     call.body = req.body;
     const std::string user = req.get_header_value("X-Galaxy-User");
@@ -238,20 +256,24 @@ void HttpServer::install() {
         });
   });
 
+  // The stream and the exposition take GET only; other methods are 405 like the API's.
+  auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
+    send_json(res, 405,
+              error_json(Error{Code::kUnsupported, 8314,
+                               fmt::format("{} is not allowed on {}", req.method, req.path)}));
+  };
+  for (const char* path : {"/api/events", "/metrics"}) {
+    s.Post(path, not_allowed);
+    s.Put(path, not_allowed);
+    s.Delete(path, not_allowed);
+    s.Patch(path, not_allowed);
+  }
   s.Get("/metrics", [this, timed, read_allowed](const httplib::Request& req,
                                                 httplib::Response& res) {
     if (!read_allowed(req, res)) return;
     timed("/metrics", req, res, [&] {
       res.set_content(daemon_.metrics().exposition(), "text/plain; version=0.0.4; charset=utf-8");
     });
-  });
-  s.Get("/api/metrics", [this, timed, read_allowed](const httplib::Request& req,
-                                                    httplib::Response& res) {
-    if (!read_allowed(req, res)) return;
-    timed("/api/metrics", req, res, [&] { send_json(res, 200, daemon_.metrics().to_json()); });
-  });
-  s.Get("/api/openapi.json", [](const httplib::Request&, httplib::Response& res) {
-    send_json(res, 200, openapi_json());
   });
   s.Get("/api/.*", api);
   s.Post("/api/.*", api);

@@ -141,6 +141,36 @@ TEST_P(NmdBackend, LinkFaultInjectionIsForSimulatedFabricsOnly) {
   EXPECT_EQ(get("/api/status")["links_down"], 1);
 }
 
+// A flow-level background load (engine/sim/load.h) shows in the port counters the scans read,
+// so the traffic heat map and the utilisation gauges carry it: 50% load reads as 0.5.
+TEST(NmdSimLoad, BackgroundLoadShowsInTheTrafficHeatMap) {
+  nmd::DaemonOptions o;
+  o.session.fabric = std::string("sim:") + kTopology;
+  o.session.load = "uniform:util=0.5";
+  o.db_path = ":memory:";
+  o.scan_interval_s = 0;
+  o.sweep_interval_s = 0;
+  auto d = nmd::Daemon::create(o);
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  ASSERT_TRUE((*d)->scan_now().ok());
+  (*d)->with_session([](nmd::Session& s) {
+    s.requester->drain_faults(10 * nm::kMs);  // 10 ms of simulated time pass
+    return 0;
+  });
+  auto second = (*d)->scan_now();
+  ASSERT_TRUE(second.ok());
+  EXPECT_GT((*second)["interval_s"].get<double>(), 0.009);
+  auto cells = nmd::traffic_json(*(*d)->view(), "chip");
+  ASSERT_TRUE(cells.ok());
+  double max_util = 0;
+  for (const auto& c : (*cells)["cells"])
+    max_util = std::max(max_util, c["utilisation_max"].get<double>());
+  EXPECT_NEAR(max_util, 0.5, 0.05);
+  auto gauge = (*d)->metrics().find(nmd::kPortUtilisationRatio);
+  ASSERT_NE(gauge, nullptr);
+  EXPECT_GT(gauge->series_count(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(SimAndLive, NmdBackend, ::testing::Values("sim", "live"),
                          [](const auto& info) { return info.param; });
 

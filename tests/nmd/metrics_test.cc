@@ -483,7 +483,7 @@ void fill_large(MetricRegistry& r) {
     }
   }
   for (const char* sev : {"critical", "major", "minor", "warning"}) {
-    EXPECT_TRUE(r.find(kFaultsTotal)->add({{"severity", sev}}, 3).ok());
+    EXPECT_TRUE(r.find(kFaultsTotal)->add({{"severity", sev}, {"cause", "link_down"}}, 3).ok());
     EXPECT_TRUE(r.find(kAlarmsActive)->set({{"severity", sev}}, 1).ok());
   }
   for (double d : {0.002, 0.7, 12.0, 400.0}) {

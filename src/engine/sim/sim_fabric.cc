@@ -47,6 +47,7 @@ Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& top
   f->outputs_.resize(f->port_base_[n]);
   f->nic_busy_.assign(n, 0);
   f->nma_busy_until_.assign(n, 0);
+  f->background_until_.assign(n, 0);
   f->data_packet_time_ = timing.serialisation_bits(timing.data_packet_bytes * 8.0);
   GALAXY_TRY(f->power_on(options));
   return f;
@@ -267,8 +268,32 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
   schedule(sim_.now() + timing_.nic_rx_dma + timing_.host_poll_detect, kMpqDeliver, slot, node);
 }
 
+void SimFabric::account_background(uint32_t node) {
+  const Time now = sim_.now();
+  const Time since = background_until_[node];
+  background_until_[node] = now;
+  if (!background_load_ || now <= since) return;
+  // Flits one link direction carries per picosecond at full rate.
+  const double flits_per_ps = 1.0 / static_cast<double>(timing_.serialisation(1));
+  const double span = static_cast<double>(now - since) * flits_per_ps;
+  const double flits_per_packet = timing_.data_packet_bytes * 8.0 / timing_.flit_bits;
+  chip::Chip& c = *chips_[node];
+  for (uint8_t p = 0; p < topo_.num_ports(node); ++p) {
+    auto peer = topo_.peer({node, p});
+    if (!peer) continue;
+    chip::PortState& s = c.port(p);
+    const double tx = outputs_[output_index({node, p})].util * span;
+    const double rx = outputs_[output_index(*peer)].util * span;
+    s.tx_flits += static_cast<uint64_t>(tx);
+    s.rx_flits += static_cast<uint64_t>(rx);
+    s.tx_packets += static_cast<uint64_t>(tx / flits_per_packet);
+    s.rx_packets += static_cast<uint64_t>(rx / flits_per_packet);
+  }
+}
+
 void SimFabric::run_nma(uint32_t slot, uint32_t node) {
   chip::Chip& c = *chips_[node];
+  account_background(node);
   auto outcome = c.nma().process(packets_[slot].bytes);
   if (!outcome.ok()) {
     c.count_dirty(0);
@@ -451,6 +476,11 @@ Status SimFabric::set_link(PortRef end, bool up) {
 void SimFabric::set_utilisation(std::vector<float> per_output) {
   for (size_t i = 0; i < outputs_.size() && i < per_output.size(); ++i)
     outputs_[i].util = per_output[i];
+  // Counters start counting the load from now.
+  for (uint32_t n = 0; n < background_until_.size(); ++n) account_background(n);
+  background_load_ = false;
+  for (const Output& o : outputs_) background_load_ = background_load_ || o.util > 0;
+  for (Time& t : background_until_) t = sim_.now();
 }
 
 Result<std::pair<wire::SourceRoute, wire::SourceRoute>> SimFabric::shortest_routes(

@@ -96,6 +96,11 @@ class SimFabric final : private EventHandler {
     wire::DataHead head;
     std::array<uint8_t, chip::kMpPayloadBytes> data{};
   };
+  // The flow-level load's traffic in a chip's port counters (TX/RX_FLITS, TX/RX_PACKETS):
+  // utilisation x link flit rate x time since the chip was last accounted, added just before
+  // its NMA reads registers, so a status scan sees the load it is meant to model.
+  void account_background(uint32_t node);
+
   struct Output {
     Time busy_until = 0;
     bool free_event_pending = false;
@@ -140,7 +145,9 @@ class SimFabric final : private EventHandler {
   std::vector<Packet> packets_;
   std::vector<uint32_t> free_packets_;
   std::vector<uint8_t> nic_busy_;
-  std::vector<Time> nma_busy_until_;  // an NMA serves one request at a time
+  std::vector<Time> nma_busy_until_;    // an NMA serves one request at a time
+  std::vector<Time> background_until_;  // per node: load accounted up to here
+  bool background_load_ = false;
   MpqListener mpq_listener_;
   SimStats stats_;
   Time data_packet_time_ = 0;
