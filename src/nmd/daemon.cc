@@ -627,7 +627,7 @@ bool Daemon::in_region(uint32_t chip_id) const {
 
 Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) const {
   // A name of the described fabric (plan) first: chip id = plan node on every engine.
-  Result<uint32_t> node = make_error(Code::kNotFound, 8211, "");
+  Result<uint32_t> node = uint32_t{0};
   if (auto n = s.plan().find_node(text)) {
     auto it = s.discovery.map.node_of.find(static_cast<uint16_t>(*n));
     if (it == s.discovery.map.node_of.end())
