@@ -84,43 +84,32 @@ void run_apply(ConfigOptions& o) {
 
 void run_eeprom_defaults(ConfigOptions& o) {
   const bool json = o.session.json;
-  if (is_remote())
-    return report_error(make_error(Code::kUnsupported, 9224,
-                                   "config eeprom-defaults does not run against a daemon yet"),
-                        json);
-  auto sess = open_discovered_session(o.session);
-  if (!sess.ok()) return report_error(sess.error(), json);
-  Session& s = *sess;
-  auto node = find_node(s, o.chip);
-  if (!node.ok()) return report_error(node.error(), json);
-  const nm::FabricMap& m = s.discovery.map;
-  auto r = nm::write_eeprom_defaults(*s.requester, m, *node);
+  Result<nlohmann::json> r = nlohmann::json();
+  if (is_remote()) {
+    r = call_first("POST", fmt::format("/api/chips/{}/eeprom/defaults", url_encode(o.chip)),
+                   nullptr);
+  } else {
+    auto sess = open_discovered_session(o.session);
+    if (!sess.ok()) return report_error(sess.error(), json);
+    auto node = find_node(*sess, o.chip);
+    if (!node.ok()) return report_error(node.error(), json);
+    r = nmd::eeprom_defaults_op(*sess, *node);
+  }
   if (!r.ok()) return report_error(r.error(), json);
-  nlohmann::json regs = nlohmann::json::array();
-  for (const auto& reg : r->image.registers)
-    regs.push_back({{"addr", fmt::format("0x{:03x}", reg.address)},
-                    {"register", register_name(reg.address)},
-                    {"value", fmt::format("0x{:x}", reg.value)}});
-  nlohmann::json j{{"chip", m.chip_id[*node]},
-                   {"name", m.topology.name(*node)},
-                   {"bytes", r->bytes},
-                   {"packets", r->packets},
-                   {"verified", r->verified},
-                   {"write_sim_time_us", static_cast<double>(r->write_time) / nm::kUs},
-                   {"verify_sim_time_us", static_cast<double>(r->verify_time) / nm::kUs},
-                   {"registers", regs}};
+  const nlohmann::json& j = *r;
   if (json) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(
         "chip %u (%s): boot image of %zu registers, %zu bytes, written in %.1f ms and "
         "read back in %.1f ms (simulated), %llu packets: %s\n",
-        m.chip_id[*node], m.topology.name(*node).c_str(), r->image.registers.size(), r->bytes,
-        static_cast<double>(r->write_time) / nm::kMs, static_cast<double>(r->verify_time) / nm::kMs,
-        static_cast<unsigned long long>(r->packets),
-        r->verified ? "verified" : "READ-BACK DIFFERS");
+        j["chip"].get<unsigned>(), j["name"].get<std::string>().c_str(), j["registers"].size(),
+        j["bytes"].get<size_t>(), j["write_sim_time_us"].get<double>() / 1e3,
+        j["verify_sim_time_us"].get<double>() / 1e3,
+        static_cast<unsigned long long>(j["packets"].get<uint64_t>()),
+        j["verified"].get<bool>() ? "verified" : "READ-BACK DIFFERS");
   }
-  if (!r->verified) set_exit_code(1);
+  if (!j["verified"].get<bool>()) set_exit_code(1);
 }
 
 void add_config_command(CLI::App& app) {

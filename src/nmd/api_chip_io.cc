@@ -87,6 +87,12 @@ Result<nlohmann::json> eeprom_put(Daemon& d, const ApiRequest& r) {
   return out;
 }
 
+Result<nlohmann::json> eeprom_defaults(Daemon& d, const ApiRequest& r) {
+  auto out = on_chip(d, r, [&](Session& s, uint32_t node) { return eeprom_defaults_op(s, node); });
+  if (out.ok()) note_write(d, *out, "EEPROM defaults written", r.by);
+  return out;
+}
+
 Result<nlohmann::json> status_get(Daemon& d, const ApiRequest& r) {
   return d.chip_status(r.path.at("chip"));
 }
@@ -130,6 +136,13 @@ void add_chip_io_routes(std::vector<ApiRoute>& routes) {
                      {"bytes", "body", "array", "byte values 0-255, 1-256 of them", true}},
                     true,
                     eeprom_put});
+  routes.push_back({"POST",
+                    "/api/chips/{chip}/eeprom/defaults",
+                    "Write the chip's configuration registers into its EEPROM as boot image, "
+                    "read back and compare (slow: ~3 ms simulated per byte)",
+                    {chip},
+                    true,
+                    eeprom_defaults});
   routes.push_back({"GET",
                     "/api/chips/{chip}/status",
                     "Read the ten status registers of every port now, with the changes since "

@@ -181,6 +181,10 @@ Result<nlohmann::json> scans_post(Daemon& d, const ApiRequest&) {
   return d.scan_now();
 }
 
+Result<nlohmann::json> discover_post(Daemon& d, const ApiRequest&) {
+  return d.sweep_now();
+}
+
 Result<nlohmann::json> inject(Daemon& d, const ApiRequest& r) {
   auto action = body_string(r, "action", true);
   if (!action.ok()) return action.error();
@@ -294,6 +298,13 @@ void add_event_routes(std::vector<ApiRoute>& routes) {
                     false,
                     scans_get});
   routes.push_back({"POST", "/api/scans", "Scan the fabric now", {}, true, scans_post});
+  routes.push_back({"POST",
+                    "/api/discover",
+                    "A discovery sweep now: chips and links gone or new; the map, fault reporting "
+                    "and routing updated when the fabric changed",
+                    {},
+                    true,
+                    discover_post});
   routes.push_back({"POST",
                     "/api/inject",
                     "Simulated fabrics: take a link down or up",

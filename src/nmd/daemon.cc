@@ -158,7 +158,7 @@ void Daemon::tick_locked() {
     next_scan_us_ = wall_us() + static_cast<int64_t>(config_.scan_interval_s * 1e6);
   }
   if (config_.sweep_interval_s > 0 && now >= next_sweep_us_) {
-    sweep_locked();
+    (void)sweep_locked();
     next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
   }
   publish_locked();
@@ -332,7 +332,7 @@ Result<nlohmann::json> Daemon::scan_locked() {
   return summary;
 }
 
-void Daemon::sweep_locked() {
+Result<nlohmann::json> Daemon::sweep_locked() {
   const auto t0 = std::chrono::steady_clock::now();
   nm::DiscoveryOptions o;
   o.pipelined = true;
@@ -348,7 +348,7 @@ void Daemon::sweep_locked() {
           .severity = EventSeverity::kMajor,
           .cause = "sweep failed",
           .detail = r.error().to_string()});
-    return;
+    return r.error();
   }
   const nm::FabricMap& old_map = session_.discovery.map;
   const nm::FabricMap& new_map = r->map;
@@ -375,7 +375,16 @@ void Daemon::sweep_locked() {
           .chip = c,
           .cause = "chip found",
           .detail = "new in the sweep"});
-  if (gone.empty() && came.empty() && links_delta == 0) return;
+  nlohmann::json summary{{"chips", new_map.num_nodes()},
+                         {"links", new_map.topology.num_links()},
+                         {"chips_gone", gone},
+                         {"chips_new", came},
+                         {"links_delta", links_delta},
+                         {"requests", r->requests},
+                         {"wall_s", wall_s},
+                         {"sim_time_us", static_cast<double>(r->elapsed) / nm::kUs}};
+  summary["changed"] = !(gone.empty() && came.empty() && links_delta == 0);
+  if (!summary["changed"].get<bool>()) return summary;
   note({.kind = EventKind::kLog,
         .severity = EventSeverity::kMinor,
         .cause = "sweep: fabric changed",
@@ -396,6 +405,15 @@ void Daemon::sweep_locked() {
   last_scan_.reset();  // the next scan compares against a scan of the new map
   last_diff_.reset();
   rebuild_view_locked();
+  return summary;
+}
+
+Result<nlohmann::json> Daemon::sweep_now() {
+  std::lock_guard lock(mu_);
+  auto r = sweep_locked();
+  next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
+  publish_locked();
+  return r;
 }
 
 void Daemon::rebuild_view_locked() {

@@ -98,6 +98,8 @@ class Daemon {
   Status set_config(const nlohmann::json& changes, const std::string& by);
   Result<nlohmann::json> route_now(const std::string& engine, const std::string& by);
   Result<nlohmann::json> scan_now();
+  // A discovery sweep now: the map compared with what is found, replaced when it changed.
+  Result<nlohmann::json> sweep_now();
   // Simulated fabrics: a link goes down or up (the test aid of `galaxy inject`).
   Status inject_link(const std::string& action, const std::string& chip, int port,
                      const std::string& by);
@@ -126,7 +128,7 @@ class Daemon {
   void handle_faults_locked();
   Status route_locked(const std::string& engine);
   Result<nlohmann::json> scan_locked();
-  void sweep_locked();
+  Result<nlohmann::json> sweep_locked();
   void rebuild_view_locked();
   void count_faults(FabricView& v) const;
   // Copies config_, counters_ and the routing summary for the readers that must not wait for

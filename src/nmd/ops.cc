@@ -229,6 +229,25 @@ Result<nlohmann::json> config_apply_op(Session& s, std::string_view text) {
                         {"failures", failures}};
 }
 
+Result<nlohmann::json> eeprom_defaults_op(Session& s, uint32_t node) {
+  const nm::FabricMap& m = s.discovery.map;
+  auto r = nm::write_eeprom_defaults(*s.requester, m, node);
+  if (!r.ok()) return r.error();
+  nlohmann::json regs = nlohmann::json::array();
+  for (const auto& reg : r->image.registers)
+    regs.push_back({{"addr", fmt::format("0x{:03x}", reg.address)},
+                    {"register", chip::register_name(reg.address)},
+                    {"value", fmt::format("0x{:x}", reg.value)}});
+  return nlohmann::json{{"chip", m.chip_id[node]},
+                        {"name", s.plan().name(m.chip_id[node])},
+                        {"bytes", r->bytes},
+                        {"packets", r->packets},
+                        {"verified", r->verified},
+                        {"write_sim_time_us", static_cast<double>(r->write_time) / nm::kUs},
+                        {"verify_sim_time_us", static_cast<double>(r->verify_time) / nm::kUs},
+                        {"registers", regs}};
+}
+
 Result<nlohmann::json> bist_op(Session& s, const std::vector<nm::BistPort>& ports,
                                const nm::BistOptions& options) {
   const nm::FabricMap& m = s.discovery.map;

@@ -29,6 +29,10 @@ Result<nlohmann::json> eeprom_op(Session& s, uint32_t node, uint64_t addr, size_
 // -> applied, failures per entry. Chips "all-nrc" / "all-nic" expand to every such chip.
 Result<nlohmann::json> config_apply_op(Session& s, std::string_view text);
 
+// The chip's configuration registers written into its EEPROM as boot image, read back and
+// compared (nm/config.h write_eeprom_defaults).
+Result<nlohmann::json> eeprom_defaults_op(Session& s, uint32_t node);
+
 // Link BIST on the given ports (nm/bist.h) -> per link flits, errors, BER, verdict.
 Result<nlohmann::json> bist_op(Session& s, const std::vector<nm::BistPort>& ports,
                                const nm::BistOptions& options);

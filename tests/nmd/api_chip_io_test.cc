@@ -291,3 +291,31 @@ TEST_F(NmdApiTest, ChipStatusOfUnknownChipOrOwnNicIsRefused) {
 
 }  // namespace
 }  // namespace galaxy::nmd::api_test
+
+namespace galaxy::nmd::api_test {
+
+// POST /api/chips/{chip}/eeprom/defaults: the configuration registers become the boot image in
+// the EEPROM, read back and compared; the write is logged; a bad chip or no token changes nothing.
+TEST_F(NmdApiTest, EepromDefaultsAreWrittenAndVerified) {
+  Reply no_token = post("/api/chips/3/eeprom/defaults", Json::object(), "");
+  EXPECT_EQ(no_token.status, 401) << no_token.describe();
+  Reply unknown = post("/api/chips/9999/eeprom/defaults");
+  EXPECT_EQ(unknown.status, 404) << unknown.describe();
+  EXPECT_TRUE(get("/api/log?kind=config_change").json["events"].empty());
+
+  Reply w = post("/api/chips/3/eeprom/defaults");
+  ASSERT_EQ(w.status, 200) << w.describe();
+  EXPECT_EQ(w.json["chip"], 3);
+  EXPECT_TRUE(w.json["verified"].get<bool>());
+  EXPECT_GT(w.json["bytes"].get<int>(), 0);
+  ASSERT_FALSE(w.json["registers"].empty());
+  bool has_chip_id = false;
+  for (const auto& r : w.json["registers"]) has_chip_id |= r["register"] == "CHIP_ID";
+  EXPECT_TRUE(has_chip_id);
+  Json log = get("/api/log?kind=config_change").json["events"];
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0]["cause"], "EEPROM defaults written");
+  EXPECT_EQ(log[0]["chip"], 3);
+}
+
+}  // namespace galaxy::nmd::api_test

@@ -675,3 +675,34 @@ TEST(NmdApiRestartTest, FaultHistorySurvivesARestart) {
 
 }  // namespace
 }  // namespace galaxy::nmd::api_test
+
+namespace galaxy::nmd::api_test {
+
+// POST /api/discover: a sweep that finds the fabric unchanged says so; after a link that went
+// down comes back up, the sweep finds it, replaces the map and the link counts as up again.
+TEST_F(NmdApiTest, DiscoverSweepFindsALinkThatCameBack) {
+  Reply no_token = post("/api/discover", Json::object(), "");
+  EXPECT_EQ(no_token.status, 401) << no_token.describe();
+
+  Reply same = post("/api/discover");
+  ASSERT_EQ(same.status, 200) << same.describe();
+  EXPECT_EQ(same.json["chips"], 36);
+  EXPECT_EQ(same.json["links"], 48);
+  EXPECT_FALSE(same.json["changed"].get<bool>());
+  EXPECT_EQ(get("/api/status").json["sweep"]["count"], 1);
+
+  ASSERT_FALSE(inject_and_wait(*nmd_).is_null());
+  EXPECT_EQ(get("/api/status").json["links_down"], 1);
+  Reply up =
+      post("/api/inject",
+           {{"action", "link-up"}, {"chip", std::to_string(kFaultChip)}, {"port", kFaultPort}});
+  ASSERT_EQ(up.status, 200) << up.describe();
+  ASSERT_TRUE(wait_until([&] {
+    Reply s = post("/api/discover");
+    return s.status == 200 && s.json["changed"].get<bool>() && s.json["links_delta"] == 1;
+  })) << "no sweep found the link back";
+  EXPECT_EQ(get("/api/status").json["links_down"], 0);
+  EXPECT_EQ(get("/api/status").json["links"], 48);
+}
+
+}  // namespace galaxy::nmd::api_test
