@@ -294,7 +294,42 @@ Result<nlohmann::json> topology_json(const FabricView& v, const std::string& vie
                         {"scans", v.scans}, {"built_us", v.built_us}};
 }
 
+namespace {
+
+// One cell per link (from its lower end): both directions' utilisation (the larger), their
+// retransmission and CRC-error rates added.
+nlohmann::json link_cells(const FabricView& v) {
+  nlohmann::json out = nlohmann::json::array();
+  for (uint32_t n = 0; n < v.chips.size(); ++n)
+    for (uint8_t p = 0; p < v.chips[n].ports; ++p) {
+      const PortView& a = v.port(n, p);
+      if (a.peer == fabric::kNoNode || a.peer < n || (a.peer == n && a.peer_port < p)) continue;
+      const PortView& b = v.port(a.peer, a.peer_port);
+      const double util = std::max(a.utilisation, b.utilisation);
+      out.push_back({{"key", fmt::format("{}:{}", n, p)},
+                     {"label", fmt::format("{}:{} - {}:{}", v.chips[n].name, p,
+                                           v.chips[a.peer].name, a.peer_port)},
+                     {"cabinet", v.chips[n].location.cabinet},
+                     {"level", std::max(v.chips[n].level, v.chips[a.peer].level)},
+                     {"ports", 2},
+                     {"links_down", a.link != LinkView::kUp ? 1 : 0},
+                     {"utilisation_max", util},
+                     {"utilisation_mean", (a.utilisation + b.utilisation) / 2.0},
+                     {"retransmissions_per_s", a.retransmissions_per_s + b.retransmissions_per_s},
+                     {"crc_errors_per_s", a.crc_errors_per_s + b.crc_errors_per_s}});
+    }
+  return out;
+}
+
+}  // namespace
+
 Result<nlohmann::json> traffic_json(const FabricView& v, const std::string& group) {
+  if (group == "link")
+    return nlohmann::json{{"group", group},
+                          {"cells", link_cells(v)},
+                          {"scans", v.scans},
+                          {"interval_s", v.scan_interval_s},
+                          {"built_us", v.built_us}};
   static const std::map<std::string, Key> kGroups{{"chip", Key::kChip},
                                                   {"switch", Key::kSwitch},
                                                   {"chassis", Key::kChassis},
@@ -304,7 +339,7 @@ Result<nlohmann::json> traffic_json(const FabricView& v, const std::string& grou
   if (it == kGroups.end())
     return make_error(
         Code::kInvalidArgument, 8203,
-        fmt::format("group = '{}' is not chip, switch, chassis, cabinet or level", group));
+        fmt::format("group = '{}' is not link, chip, switch, chassis, cabinet or level", group));
   struct Cell {
     uint32_t example = 0, ports = 0, down = 0;
     double util_max = 0, util_sum = 0, retrans = 0, crc = 0;

@@ -79,7 +79,8 @@ std::string location_text(const fabric::Location& l);
 // GET /api/topology: view "physical" or "logical", path "3/1" (group values).
 Result<nlohmann::json> topology_json(const FabricView& v, const std::string& view,
                                      const std::string& path);
-// GET /api/traffic: one cell per group ("chip", "switch", "chassis", "cabinet", "level").
+// GET /api/traffic: one cell per group ("link", "chip", "switch", "chassis", "cabinet",
+// "level"); "link" is every link of the fabric (75,664 on TH-2: 10 MB), the others aggregate.
 Result<nlohmann::json> traffic_json(const FabricView& v, const std::string& group);
 // A chip named by id, name (described or discovered, "nrc12") or nic:<index>, without the
 // session: the same names Daemon::resolve accepts.

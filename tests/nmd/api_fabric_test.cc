@@ -564,3 +564,27 @@ TEST_F(NmdApiTest, ChipRoutesListTheLoadedRanges) {
 
 }  // namespace
 }  // namespace galaxy::nmd::api_test
+
+namespace galaxy::nmd::api_test {
+
+// group=link: one cell per link of the fabric (48 on the k=4 fat tree), keyed by its lower end;
+// a link taken down is marked in its cell.
+TEST_F(NmdApiTest, TrafficPerLinkHasOneCellPerLink) {
+  Reply r = get("/api/traffic?group=link");
+  ASSERT_EQ(r.status, 200) << r.describe();
+  ASSERT_EQ(r.json["cells"].size(), 48u);
+  std::set<std::string> keys;
+  for (const auto& c : r.json["cells"]) {
+    keys.insert(c["key"].get<std::string>());
+    EXPECT_EQ(c["links_down"], 0);
+    EXPECT_NE(c["label"].get<std::string>().find(" - "), std::string::npos);
+  }
+  EXPECT_EQ(keys.size(), 48u);
+  ASSERT_FALSE(inject_and_wait(*nmd_).is_null());
+  Reply after = get("/api/traffic?group=link");
+  int down = 0;
+  for (const auto& c : after.json["cells"]) down += c["links_down"].get<int>();
+  EXPECT_EQ(down, 1);
+}
+
+}  // namespace galaxy::nmd::api_test

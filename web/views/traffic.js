@@ -30,11 +30,13 @@ export function init(ctx) {
   });
   canvas.addEventListener('mouseleave', () => { tip.hidden = true; });
   canvas.addEventListener('click', (ev) => {
-    if (tid('traffic-group').value !== 'chip') return;
+    const group = tid('traffic-group').value;
+    if (group !== 'chip' && group !== 'link') return;
     const rect = canvas.getBoundingClientRect();
     const x = ev.clientX - rect.left, y = ev.clientY - rect.top;
     const p = st.placed.find(q => x >= q.x && x < q.x + st.cell && y >= q.y && y < q.y + st.cell);
-    if (p) ctx.openDevice(p.c.key);
+    // A link cell's key is "chip:port": open the chip at its lower end.
+    if (p) ctx.openDevice(group === 'link' ? String(p.c.key).split(':')[0] : p.c.key);
   });
   new ResizeObserver(() => { if (st.visible) draw(); }).observe(canvas.parentElement);
 }
