@@ -200,9 +200,12 @@ void Daemon::handle_faults_locked() {
   MetricFamily* total = metrics_.find(kFaultsTotal);
   for (const nm::FaultRecord& f : faults) {
     ++counters_.faults;
+    if (f.cause == "link_down") reported_down_[{f.chip, f.port}] = wall_us();
+    if (f.cause == "link_up") reported_down_.erase({f.chip, f.port});
     note(fault_event(f));
     if (total) (void)total->add({{"severity", f.severity}, {"cause", f.cause}}, 1);
   }
+  bool reroute = false;  // once for the whole batch
   for (const nm::FaultRecord& f : faults) {
     // A link that came back is found by a sweep (region re-discovery only removes links).
     if (f.cause == "link_up") next_sweep_us_ = wall_us();
@@ -227,30 +230,33 @@ void Daemon::handle_faults_locked() {
             .detail = fmt::format("found down after a report from {}; {} source routes "
                                   "changed, {} chips unreachable",
                                   f.location, upd->routes_changed, upd->unreachable)});
-    if (!upd->links_down.empty() && !routes_.writes.empty()) {
-      auto rr =
-          nm::reroute(*session_.requester, session_.discovery.map, config_.routing_engine, routes_);
-      if (rr.ok()) {
-        ++counters_.reroutes;
-        routes_ = std::move(rr->routes);
-        routes_summary_["rerouted_us"] = wall_us();
-        routes_summary_["reachable_pairs"] = rr->check.reachable_pairs;
-        routes_summary_["nic_pairs"] = rr->check.nic_pairs;
-        routes_summary_["deadlock_free"] = rr->check.deadlock_free;
-        note({.kind = EventKind::kLog,
-              .cause = "re-routed",
-              .detail = fmt::format("{}: {} NRCs reloaded; {} of {} NIC pairs reachable",
-                                    config_.routing_engine, rr->nrcs_reloaded,
-                                    rr->check.reachable_pairs, rr->check.nic_pairs)});
-      } else {
-        note({.kind = EventKind::kLog,
-              .severity = EventSeverity::kMajor,
-              .cause = "re-route failed",
-              .detail = rr.error().to_string()});
-      }
-    }
+    reroute = reroute || !upd->links_down.empty();
   }
+  // What is known is shown before re-routing, which may wait on chips that no longer answer.
   rebuild_view_locked();
+  publish_locked();
+  if (!reroute || routes_.writes.empty()) return;
+  auto rr =
+      nm::reroute(*session_.requester, session_.discovery.map, config_.routing_engine, routes_);
+  if (!rr.ok()) {
+    note({.kind = EventKind::kLog,
+          .severity = EventSeverity::kMajor,
+          .cause = "re-route failed",
+          .detail = rr.error().to_string()});
+    return;
+  }
+  ++counters_.reroutes;
+  routes_ = std::move(rr->routes);
+  routes_summary_["rerouted_us"] = wall_us();
+  routes_summary_["reachable_pairs"] = rr->check.reachable_pairs;
+  routes_summary_["nic_pairs"] = rr->check.nic_pairs;
+  routes_summary_["deadlock_free"] = rr->check.deadlock_free;
+  note({.kind = EventKind::kLog,
+        .cause = "re-routed",
+        .detail = fmt::format("{}: {} NRCs reloaded; {} of {} NIC pairs reachable",
+                              config_.routing_engine, rr->nrcs_reloaded, rr->check.reachable_pairs,
+                              rr->check.nic_pairs)});
+  publish_locked();
 }
 
 Status Daemon::route_locked(const std::string& engine) {
@@ -287,6 +293,7 @@ Status Daemon::route_locked(const std::string& engine) {
 
 Result<nlohmann::json> Daemon::scan_locked() {
   const auto t0 = std::chrono::steady_clock::now();
+  last_scan_started_us_ = wall_us();
   nm::Scanner scanner(*session_.requester, session_.discovery.map);
   nm::ScanOptions so;
   so.include = region_nodes_;
@@ -334,6 +341,7 @@ Result<nlohmann::json> Daemon::scan_locked() {
 
 Result<nlohmann::json> Daemon::sweep_locked() {
   const auto t0 = std::chrono::steady_clock::now();
+  const int64_t started_us = wall_us();
   nm::DiscoveryOptions o;
   o.pipelined = true;
   session_.requester->set_options(requester_options(false));
@@ -391,6 +399,15 @@ Result<nlohmann::json> Daemon::sweep_locked() {
         .detail = fmt::format("{} chips gone, {} new, links {:+}; map replaced", gone.size(),
                               came.size(), links_delta)});
   session_.discovery = std::move(*r);
+  // A link this sweep found is up, whatever was reported before it began.
+  for (auto it = reported_down_.begin(); it != reported_down_.end();) {
+    const nm::FabricMap& m = session_.discovery.map;
+    auto node = m.node_of.find(it->first.first);
+    const bool found = node != m.node_of.end() &&
+                       it->first.second < m.topology.num_ports(node->second) &&
+                       m.topology.peer({node->second, it->first.second}).has_value();
+    it = found && it->second < started_us ? reported_down_.erase(it) : std::next(it);
+  }
   if (!came.empty())
     (void)nm::enable_fault_reporting(*session_.requester, session_.discovery.map,
                                      config_.fault_mask, region_nodes_);
@@ -466,14 +483,36 @@ void Daemon::rebuild_view_locked() {
         PortView& pv = v->ports[c.first_port + p];
         pv.scanned = true;
         pv.registers = ps.value;
-        // A link the scan read as down or training is so, whatever discovery found earlier.
+        // A link the scan read as down or training is so, whatever discovery found earlier;
+        // one reported down after the scan began stays down until a later scan reads it up.
         if (pv.peer != fabric::kNoNode && (ps.read_mask >> kLinkState & 1)) {
           uint64_t st = ps.value[kLinkState] & 3;
           pv.link = st == 2 ? LinkView::kUp : st == 1 ? LinkView::kTraining : LinkView::kDown;
+          auto down = reported_down_.find({cs.chip_id, static_cast<uint8_t>(p)});
+          if (down != reported_down_.end()) {
+            if (pv.link == LinkView::kUp && down->second < last_scan_started_us_)
+              reported_down_.erase(down);
+            else
+              pv.link = LinkView::kDown;
+          }
         }
       }
     }
   }
+  for (const auto& [end, when] : reported_down_)
+    if (end.first < v->chips.size() && end.second < v->chips[end.first].ports)
+      v->ports[v->chips[end.first].first_port + end.second].link = LinkView::kDown;
+  // A link is as good as its worse end: the end on a chip that no longer answers keeps what
+  // discovery found, the end that was read (or reported down) knows better.
+  for (uint32_t n = 0; n < v->chips.size(); ++n)
+    for (uint8_t p = 0; p < v->chips[n].ports; ++p) {
+      PortView& a = v->ports[v->chips[n].first_port + p];
+      if (a.peer == fabric::kNoNode || a.peer < n) continue;
+      PortView& b = v->ports[v->chips[a.peer].first_port + a.peer_port];
+      const LinkView worse = static_cast<LinkView>(
+          std::min(static_cast<uint8_t>(a.link), static_cast<uint8_t>(b.link)));
+      a.link = b.link = worse;
+    }
   if (last_diff_ && last_diff_->interval_s > 0) {
     v->scan_interval_s = last_diff_->interval_s;
     for (const nm::RegisterChange& ch : last_diff_->changes) {
