@@ -63,14 +63,12 @@ ApiResult fail(const Error& e, int status = 0) {
   return {status ? status : http_status(e), error_json(e)};
 }
 
-}  // namespace
-
-std::string route_label(const ApiCall& call) {
-  bool known = false;
-  std::map<std::string, std::string> params;
-  const ApiRoute* r = find_route(call, known, params);
-  return r ? r->path : "unknown";
+ApiResult with_route(ApiResult r, const ApiRoute& route) {
+  r.route = route.path;
+  return r;
 }
+
+}  // namespace
 
 ApiResult dispatch(Daemon& daemon, const ApiCall& call) {
   bool path_known = false;
@@ -86,18 +84,19 @@ ApiResult dispatch(Daemon& daemon, const ApiCall& call) {
         fmt::format("no API endpoint {} {} (see /api/openapi.json)", call.method, call.path)});
   }
   const Status& auth = route->write ? call.write_auth : call.read_auth;
-  if (!auth.ok()) return fail(auth.error());
+  if (!auth.ok()) return with_route(fail(auth.error()), *route);
   for (auto& [name, value] : ar.path) value = url_decode(value);
   ar.query = call.query;
   if (!call.body.empty()) {
     ar.body = nlohmann::json::parse(call.body, nullptr, false);
     if (ar.body.is_discarded() || !ar.body.is_object())
-      return fail(Error{Code::kMalformed, 8309, "the request body is not a JSON object"});
+      return with_route(
+          fail(Error{Code::kMalformed, 8309, "the request body is not a JSON object"}), *route);
   }
   ar.by = call.by;
   auto out = route->handler(daemon, ar);
-  if (!out.ok()) return fail(out.error());
-  return {200, std::move(*out)};
+  if (!out.ok()) return with_route(fail(out.error()), *route);
+  return {200, std::move(*out), route->path};
 }
 
 std::string url_decode(const std::string& text) {

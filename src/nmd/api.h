@@ -64,12 +64,11 @@ struct ApiCall {
 struct ApiResult {
   int status = 200;
   nlohmann::json body;
+  std::string route = "unknown";  // the matched route pattern (a bounded metric label)
 };
 // Finds the route (404 unknown path, 405 known path with another method), checks the token,
 // decodes the body, runs the handler; errors become their HTTP status and JSON error.
 ApiResult dispatch(Daemon& daemon, const ApiCall& call);
-// The metric label of a call: its route pattern, or "unknown" (bounded label values).
-std::string route_label(const ApiCall& call);
 
 // Matches a concrete path against a route pattern, filling the {name} parameters.
 bool match_path(const std::string& pattern, const std::string& path,

@@ -10,6 +10,7 @@
 #include "chip/register_names.h"
 #include "nm/reroute.h"
 #include "nm/route_load.h"
+#include "nmd/ops.h"
 
 namespace galaxy::nmd {
 
@@ -611,12 +612,6 @@ Result<nlohmann::json> Daemon::chip_routes(const std::string& chip) {
   if (m.topology.is_nic(*node))
     return make_error(Code::kInvalidArgument, 8223,
                       fmt::format("chip = '{}' is a NIC; route tables live in NRCs", chip));
-  auto ports_of = [](uint32_t set) {
-    std::vector<unsigned> out;
-    for (unsigned p = 0; p < 32; ++p)
-      if (set >> p & 1) out.push_back(p);
-    return out;
-  };
   nlohmann::json ranges = nlohmann::json::array();
   if (*node < routes_.writes.size())
     for (const nm::RangeWrite& w : routes_.writes[*node])
@@ -858,11 +853,7 @@ Result<nlohmann::json> Daemon::chip_status(const std::string& chip) {
   std::lock_guard lock(mu_);
   auto node = resolve(session_, chip);
   if (!node.ok()) return node.error();
-  if (*node == session_.discovery.map.server_node)
-    return make_error(Code::kInvalidArgument, 8221,
-                      fmt::format("chip = '{}' is the management server's own NIC; in-band "
-                                  "access needs a remote chip",
-                                  chip));
+  GALAXY_TRY(require_remote(session_, *node, chip));
   nm::Scanner scanner(*session_.requester, session_.discovery.map);
   nm::ScanOptions so;
   so.only_node = *node;
@@ -881,32 +872,30 @@ Result<nlohmann::json> Daemon::chip_status(const std::string& chip) {
         regs[std::string(nm::status_registers()[i].name)] = cur.ports[p].value[i];
     ports.push_back({{"port", p}, {"absent", cur.ports[p].absent}, {"registers", regs}});
   }
+  // Compared as the fabric scan's compare mode does (nm::diff): state changes first, then
+  // counters by delta.
   nlohmann::json changes = nlohmann::json::array();
   double interval_s = 0;
   const int64_t now = wall_us();
   auto prev = chip_reads_.find(*node);
   const bool first_read = prev == chip_reads_.end();
   if (!first_read) {
-    interval_s = static_cast<double>(now - chip_read_us_[*node]) / 1e6;
-    for (size_t p = 0; p < cur.ports.size() && p < prev->second.ports.size(); ++p)
-      for (size_t i = 0; i < nm::kStatusRegisters; ++i) {
-        const auto& info = nm::status_registers()[i];
-        const uint64_t a = prev->second.ports[p].value[i], b = cur.ports[p].value[i];
-        if (!(prev->second.ports[p].read_mask >> i & 1) || !(cur.ports[p].read_mask >> i & 1) ||
-            a == b)
-          continue;
-        nlohmann::json c{{"port", p}, {"register", info.name}, {"old", a}, {"new", b}};
-        if (info.counter) c["delta"] = nm::counter_delta(a, b, info.width);
-        changes.push_back(std::move(c));
-      }
+    interval_s = static_cast<double>(now - prev->second.wall_us) / 1e6;
+    for (const nm::RegisterChange& ch : nm::diff(prev->second.scan, *r).changes) {
+      const auto& info = nm::status_registers()[ch.reg];
+      nlohmann::json c{
+          {"port", ch.port}, {"register", info.name}, {"old", ch.old_value}, {"new", ch.new_value}};
+      if (info.counter) c["delta"] = ch.delta;
+      changes.push_back(std::move(c));
+    }
   }
-  chip_reads_[*node] = cur;
-  chip_read_us_[*node] = now;
-  return nlohmann::json{
+  nlohmann::json out{
       {"chip", chip_id},          {"name", session_.plan().name(chip_id)},
       {"ports", ports},           {"changes", changes},
       {"first_read", first_read}, {"interval_s", interval_s},
       {"requests", r->requests},  {"sim_time_us", static_cast<double>(r->elapsed) / nm::kUs}};
+  chip_reads_[*node] = {std::move(*r), now};
+  return out;
 }
 
 }  // namespace galaxy::nmd

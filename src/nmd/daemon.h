@@ -154,12 +154,15 @@ class Daemon {
   std::vector<nm::FaultRecord> pending_faults_;
   std::unique_ptr<nm::ScanResult> last_scan_;
   std::unique_ptr<nm::ScanDiff> last_diff_;
-  std::map<uint32_t, nm::ChipStatus> chip_reads_;  // the device view's previous reads
+  struct ChipRead {
+    nm::ScanResult scan;  // of that chip alone
+    int64_t wall_us = 0;
+  };
+  std::map<uint32_t, ChipRead> chip_reads_;  // the device view's previous read of each chip
   // Ports reported down (chip id, port) -> when: down until a scan that started later reads
   // them up (a scan that began before the report may have read the link still up).
   std::map<std::pair<uint16_t, uint8_t>, int64_t> reported_down_;
   int64_t last_scan_started_us_ = 0;
-  std::map<uint32_t, int64_t> chip_read_us_;
   DaemonCounters counters_;
   int64_t next_scan_us_ = 0;
   int64_t next_sweep_us_ = 0;

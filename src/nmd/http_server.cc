@@ -165,13 +165,17 @@ void HttpServer::install() {
           {{"route", route}, {"method", req.method}, {"code", std::to_string(res.status)}}, s);
   };
 
-  auto read_allowed = [this](const httplib::Request& req, httplib::Response& res) {
-    if (options_.read_token.empty()) return true;
+  // Reads: open, or either token when a read token is set.
+  auto read_auth = [this](const httplib::Request& req) -> Status {
+    if (options_.read_token.empty()) return {};
     const std::string got = bearer(req);
-    if (same_secret(got, options_.read_token) || same_secret(got, options_.token)) return true;
-    Status st = check_token(req, options_.read_token, "reading");
-    send_error(res, st.error());
-    return false;
+    if (same_secret(got, options_.read_token) || same_secret(got, options_.token)) return {};
+    return check_token(req, options_.read_token, "reading");
+  };
+  auto read_allowed = [read_auth](const httplib::Request& req, httplib::Response& res) {
+    Status st = read_auth(req);
+    if (!st.ok()) send_error(res, st.error());
+    return st.ok();
   };
 
   // Answers httplib itself gives (a body over the limit, a malformed request) carry the JSON
@@ -190,7 +194,7 @@ void HttpServer::install() {
         return httplib::Server::HandlerResponse::Handled;
       }));
 
-  auto api = [this, timed](const httplib::Request& req, httplib::Response& res) {
+  auto api = [this, timed, read_auth](const httplib::Request& req, httplib::Response& res) {
     ApiCall call;
     call.method = req.method;
     // The raw path: a chip name may hold an encoded '/' (l1/sw00000 as l1%2Fsw00000); the
@@ -202,13 +206,11 @@ void HttpServer::install() {
     call.by = user.empty() ? "api" : user.substr(0, 64);
     const std::string what = req.method + " " + req.path;
     call.write_auth = check_token(req, options_.token, what.c_str());
-    call.read_auth = options_.read_token.empty() || same_secret(bearer(req), options_.read_token)
-                         ? Status{}
-                     : call.write_auth.ok() ? Status{}
-                                            : check_token(req, options_.read_token, "reading");
-    ApiResult r;
-    timed(route_label(call), req, res, [&] {
-      r = dispatch(daemon_, call);
+    call.read_auth = read_auth(req);
+    std::string route;  // filled by dispatch, read by timed after it
+    timed(route, req, res, [&] {
+      ApiResult r = dispatch(daemon_, call);
+      route = std::move(r.route);
       send_json(res, r.status, r.body);
     });
   };

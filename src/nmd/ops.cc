@@ -11,14 +11,14 @@
 
 namespace galaxy::nmd {
 
-namespace {
-
 std::vector<unsigned> ports_of(uint32_t set) {
   std::vector<unsigned> out;
   for (unsigned p = 0; p < 32; ++p)
     if (set & (1u << p)) out.push_back(p);
   return out;
 }
+
+namespace {
 
 const char* state_name(uint64_t link_state) {
   switch (link_state & 3) {

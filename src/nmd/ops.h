@@ -37,6 +37,9 @@ Result<nlohmann::json> eeprom_defaults_op(Session& s, uint32_t node);
 Result<nlohmann::json> bist_op(Session& s, const std::vector<nm::BistPort>& ports,
                                const nm::BistOptions& options);
 
+// The ports of a 32-bit port set, ascending (route-table entries, trace hops).
+std::vector<unsigned> ports_of(uint32_t set);
+
 // "node is the management server's own NIC" check shared by the in-band operations.
 Status require_remote(const Session& s, uint32_t node, const std::string& text);
 
