@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "chip/nma.h"
+#include "wire/mp.h"
 
 namespace galaxy::chip {
 
@@ -132,7 +133,7 @@ std::optional<NicWork> Nic::next_work() {
       w.head.dest_vp = d.dest_vp;
       w.head.src_node = chip_id();
       w.head.src_vp = vp;
-      w.head.length_flits = 6;  // head flit + 128 bytes of MP in 24-byte flit payloads
+      w.head.length_flits = static_cast<uint16_t>(wire::data_packet_flits(wire::kMpBytes));
       std::copy(d.bytes.begin(), d.bytes.end(), w.mp_data.begin());
       w.head.vc = 0;
       notify = false;

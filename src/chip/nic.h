@@ -16,6 +16,7 @@
 #include "chip/chip.h"
 #include "wire/data_packet.h"
 #include "wire/mgmt.h"
+#include "wire/mp.h"
 
 namespace galaxy::chip {
 
@@ -25,7 +26,7 @@ inline constexpr size_t kHdqDepth = 512;  // on-chip queue depth (TH-1A: 512 x 6
 inline constexpr size_t kDefaultSdqDepth = 4096;
 inline constexpr size_t kDefaultMpqDepth = 1024;
 inline constexpr size_t kDefaultEqDepth = 1024;
-inline constexpr size_t kMpPayloadBytes = 120;
+inline constexpr size_t kMpPayloadBytes = wire::kMpPayloadBytes;
 inline constexpr uint16_t kMaxNicPorts = 4;
 
 inline bool is_pio_vp(uint8_t vp) {

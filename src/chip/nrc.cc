@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "chip/forwarding.h"
 #include "chip/nma.h"
 
 namespace galaxy::chip {
@@ -40,17 +41,9 @@ Result<uint8_t> Nrc::route_data(uint8_t in_port, uint32_t dest) {
     return make_error(Code::kOutOfRange, 2030,
                       fmt::format("input port = {} exceeds {} ports", in_port, num_ports()));
   PortSet allowed = tables_[in_port]->get(dest);
-  int best = -1;
-  uint64_t best_load = 0;
-  for (uint16_t i = 0; i < num_ports(); ++i) {
-    uint8_t p = static_cast<uint8_t>((rotate_ + i) % num_ports());
-    if (!((allowed >> p) & 1) || !port_usable(p)) continue;
-    if (best < 0 || port(p).output_load < best_load) {
-      best = p;
-      best_load = port(p).output_load;
-    }
-  }
-  rotate_ = static_cast<uint8_t>((rotate_ + 1) % num_ports());
+  int best = choose_data_output(
+      allowed, dest, [&](uint8_t p) { return port_usable(p); },
+      [&](uint8_t p) { return port(p).output_load; });
   if (best < 0) {
     count_dirty(in_port);
     return make_error(Code::kNotFound, 2031,

@@ -31,7 +31,8 @@ class Nrc : public Chip {
   MgmtRouting route_mgmt(uint8_t in_port, std::span<uint8_t> packet);
 
   // A data packet for NIC `dest` arrived on `in_port`: the allowed set from that port's route
-  // table, then the least-loaded usable output (ties rotate). kNotFound if no usable route.
+  // table, then chip::choose_data_output (chip/forwarding.h): the least-loaded usable output,
+  // equal loads broken by the destination. kNotFound if no usable route.
   Result<uint8_t> route_data(uint8_t in_port, uint32_t dest);
   PortSet allowed_ports(uint8_t in_port, uint32_t dest) const {
     return tables_[in_port]->get(dest);
@@ -57,7 +58,6 @@ class Nrc : public Chip {
   uint64_t rt_select_ = 0;
   uint64_t rt_entries_written_ = 0;
   uint64_t rt_status_ = 0;
-  uint8_t rotate_ = 0;
 };
 
 }  // namespace galaxy::chip

@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "chip/event.h"
 #include "chip/nic.h"
 #include "chip/registers.h"
 #include "engine/live/daemon.h"
@@ -318,7 +319,7 @@ class LiveDevice final : public glex_device {
     c->tag = 0;
     if (len) std::memcpy(c->data, data, len);
     t.mpq.publish(c, pos);
-    path.add(1, 128);
+    path.add(wire::packet_traffic(wire::kMpBytes));
     complete_local(vp, flags, OpCode::kMp, len);
     return GLEX_SUCCESS;
   }
@@ -396,16 +397,16 @@ class LiveDevice final : public glex_device {
     // in the CQ (errors always, successes when asked for): a full CQ is the caller's to drain.
     if (nic_->vps[vp].cq.size() + live::CqRing::kRelease >= live::kCqDepth)
       return set_error(GLEX_BUSY, fmt::format("E6134 the CQ of vp {} is full; poll it", vp));
-    const uint64_t packets = op == OpCode::kGet ? 1 : live::packets_for(r.remote_addr, r.len);
     live::PathCounters& path = path_to(dn);
     if (path.result.kind != live::Forwarded::Kind::kDelivered)
       return complete(vp, r, GLEX_UNREACHABLE, 6120, "no route to the target NIC");
-    path.add(packets, op == OpCode::kGet ? 8 : r.len);
+    path.add(op == OpCode::kGet ? wire::packet_traffic(wire::kReadRequestBytes)
+                                : wire::transfer_traffic(r.remote_addr, r.len));
     if (op == OpCode::kGet) {  // the response data come back the other way
       live::PathCounters& back = path_from(dn);
       if (back.result.kind != live::Forwarded::Kind::kDelivered)
         return complete(vp, r, GLEX_UNREACHABLE, 6133, "no route back from the target NIC");
-      back.add(live::packets_for(reinterpret_cast<uint64_t>(r.local_addr), r.len), r.len);
+      back.add(wire::transfer_traffic(reinterpret_cast<uint64_t>(r.local_addr), r.len));
     }
     live::NicSlot& t = *seg_->nic_of(dn);
     live::AttEntry e{};
@@ -419,12 +420,11 @@ class LiveDevice final : public glex_device {
           vp, r, static_cast<glex_ret_t>(st), 6122,
           st == OpStatus::kPeerDead ? "target process is gone" : "target memory not mapped");
     if (r.flags & GLEX_FLAG_REMOTE_EVT) {
-      st = check_att(t, r.event_mh, r.event_addr, 16, live::kAccessWrite, &e, &why);
+      st = check_att(t, r.event_mh, r.event_addr, chip::kEventBytes, live::kAccessWrite, &e, &why);
       if (st != OpStatus::kSuccess) return complete(vp, r, static_cast<glex_ret_t>(st), 6123, why);
-      uint64_t w0 = r.event.data[0], w1 = r.event.data[1];
-      st = copy(e, r.event_mh, true, &w0, r.event_addr, 8);
-      std::atomic_thread_fence(std::memory_order_release);
-      if (st == OpStatus::kSuccess) st = copy(e, r.event_mh, true, &w1, r.event_addr + 8, 8);
+      st = chip::write_event(
+          r.event_addr, r.event.data[0], r.event.data[1], OpStatus::kSuccess,
+          [&](uint64_t a, uint64_t v) { return copy(e, r.event_mh, true, &v, a, 8); });
       if (st != OpStatus::kSuccess)
         return complete(vp, r, static_cast<glex_ret_t>(st), 6124, "event write failed");
     }
@@ -493,7 +493,7 @@ class LiveDevice final : public glex_device {
     if (p.generation != g) {
       p.flush();
       p.lines.clear();
-      p.result = live::forward(*seg_, from, 0, to, 0, 0, &p.lines);
+      p.result = live::forward(*seg_, from, 0, to, {}, &p.lines);
       p.generation = g;
     }
     return p;

@@ -3,14 +3,13 @@
 #include <fmt/format.h>
 
 #include "chip/registers.h"
+#include "wire/flit.h"
 
 namespace galaxy::nm {
 
 namespace {
 
 namespace reg = chip::reg;
-
-constexpr double kFlitBits = 198;
 
 uint16_t port_reg(uint8_t port, uint16_t off) {
   return static_cast<uint16_t>(reg::kPortBase + port * reg::kPortStride + off);
@@ -99,7 +98,7 @@ BistResult Bist::read() {
   BistResult out;
   for (BistLinkResult& l : links_) {
     if (l.started && l.problem.empty()) {
-      double bits = static_cast<double>(l.flits) * kFlitBits;
+      double bits = static_cast<double>(l.flits) * wire::kFlitBits;
       l.bit_error_ratio = bits > 0 ? static_cast<double>(l.errors) / bits : 0;
       l.ber_upper_95 = bits > 0 && l.errors == 0 ? 3.0 / bits : l.bit_error_ratio;
       if (!l.done)

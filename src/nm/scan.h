@@ -15,6 +15,7 @@
 
 #include "nm/fabric_map.h"
 #include "nm/requester.h"
+#include "wire/mgmt.h"
 
 namespace galaxy::nm {
 
@@ -36,8 +37,6 @@ inline uint64_t scan_requests_for(unsigned ports) {
 // The paper's scan model (SYSTEM.md 2.8).
 inline constexpr double kPaperDpUs = 7.40;
 inline constexpr double kPaperDtUs = 0.88;
-inline constexpr double kFlitBits = 198;
-inline constexpr unsigned kPacketFlits = 4;
 inline constexpr double kLinkBidirectionalGbps = 224;  // 14 Gbit/s x 8 lanes x 2 directions
 
 struct ScanOptions {
@@ -78,7 +77,7 @@ struct ScanResult {
 
   // Management traffic: every request and response is 4 flits of 198 bits (SYSTEM.md 2.8).
   double management_bits() const {
-    return static_cast<double>(requests + responses) * kPacketFlits * kFlitBits;
+    return static_cast<double>(requests + responses) * wire::kMgmtPacketFlits * wire::kFlitBits;
   }
   // Average management bandwidth over the scan, Gbit/s.
   double management_gbps() const;

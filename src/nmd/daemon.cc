@@ -11,6 +11,7 @@
 #include "nm/reroute.h"
 #include "nm/route_load.h"
 #include "nmd/ops.h"
+#include "wire/flit.h"
 
 namespace galaxy::nmd {
 
@@ -520,7 +521,7 @@ void Daemon::rebuild_view_locked() {
       if (ch.chip_id >= v->chips.size() || ch.port >= v->chips[ch.chip_id].ports) continue;
       PortView& pv = v->ports[v->chips[ch.chip_id].first_port + ch.port];
       if (ch.reg == kTxFlits)
-        pv.utilisation = static_cast<float>(ch.rate_per_s * nm::kFlitBits / kLinkBitsPerSecond);
+        pv.utilisation = static_cast<float>(ch.rate_per_s * wire::kFlitBits / kLinkBitsPerSecond);
       else if (ch.reg == kRetrans)
         pv.retransmissions_per_s = static_cast<float>(ch.rate_per_s);
       else if (ch.reg == kCrc)

@@ -23,6 +23,21 @@ inline constexpr unsigned kFlitPayloadBytes = 24;
 inline constexpr uint8_t kNumVcs = 6;
 inline constexpr uint8_t kMgmtVc = 3;
 
+// What traffic puts on every link it crosses: the port counters (TX/RX_PACKETS, TX/RX_FLITS)
+// and the live engine's byte counts add these.
+struct Traffic {
+  uint64_t packets = 0;
+  uint64_t bytes = 0;
+  uint64_t flits = 0;
+  constexpr Traffic& operator+=(const Traffic& o) {
+    packets += o.packets;
+    bytes += o.bytes;
+    flits += o.flits;
+    return *this;
+  }
+  bool operator==(const Traffic&) const = default;
+};
+
 enum class FlitKind : uint8_t { kBody = 0, kHead = 1, kTail = 2, kHeadTail = 3 };
 
 struct Flit {

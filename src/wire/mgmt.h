@@ -113,6 +113,7 @@ struct MgmtPacket {
 inline constexpr unsigned kMgmtPacketFlits = 4;
 inline constexpr unsigned kMgmtPacketBytes = kMgmtPacketFlits * kFlitBytes;  // 100
 using MgmtPacketBytes = std::array<uint8_t, kMgmtPacketBytes>;
+inline constexpr Traffic kMgmtPacketTraffic{1, kMgmtPacketBytes, kMgmtPacketFlits};
 
 // Encodes into 4 flits (head, body, body, tail) with the CRC in the tail flit. Error if a
 // field is out of its range (names the field).

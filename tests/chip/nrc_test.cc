@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "chip/forwarding.h"
 #include "chip_test_util.h"
 
 namespace galaxy::chip {
@@ -60,6 +61,31 @@ TEST(NrcTest, RouteTableThroughIndirectRegistersTwoPerPacket) {
                                          {select, 1u << 24}));
   EXPECT_EQ(bad.nmp_type, NmpType::kRegError);
   EXPECT_EQ(n.allowed_ports(2, 119), (1u << 5) | (1u << 6));
+}
+
+// The one forwarding rule both engines call (chip/forwarding.h).
+TEST(NrcTest, ChoiceBreaksEqualLoadsByDestination) {
+  const PortSet allowed = (1u << 2) | (1u << 5) | (1u << 7);
+  auto all_up = [](uint8_t) { return true; };
+  auto idle = [](uint8_t) { return uint64_t{0}; };
+  // Equal loads: destination d takes the (d mod 3)-th allowed port, every time.
+  EXPECT_EQ(choose_data_output(allowed, 0, all_up, idle), 2);
+  EXPECT_EQ(choose_data_output(allowed, 1, all_up, idle), 5);
+  EXPECT_EQ(choose_data_output(allowed, 2, all_up, idle), 7);
+  EXPECT_EQ(choose_data_output(allowed, 3, all_up, idle), 2);
+  EXPECT_EQ(choose_data_output(allowed, 4, all_up, idle), 5);
+  // Its port down: the next allowed one after it.
+  auto five_down = [](uint8_t p) { return p != 5; };
+  EXPECT_EQ(choose_data_output(allowed, 1, five_down, idle), 7);
+  // A lighter output wins over the destination's own.
+  auto seven_light = [](uint8_t p) { return p == 7 ? uint64_t{1} : uint64_t{9}; };
+  EXPECT_EQ(choose_data_output(allowed, 0, all_up, seven_light), 7);
+  EXPECT_EQ(choose_data_output(0, 0, all_up, idle), kNoDataRoute);
+  EXPECT_EQ(choose_data_output(
+                allowed, 0, [](uint8_t) { return false; }, idle),
+            kNoUsableRoute);
+  // Port 31, the highest a set names.
+  EXPECT_EQ(choose_data_output(PortSet{1} << 31, 12345, all_up, idle), 31);
 }
 
 TEST(NrcTest, AdaptiveChoiceByOutputLoad) {

@@ -128,14 +128,15 @@ TEST_F(SegmentTest, ForwardFollowsRouteTablesAndCountsEveryPort) {
   const fabric::Topology& t = f_.topology;
   const uint32_t a = t.nic_node(0), b = t.nic_node(1);
   auto up = t.peer({a, 0}).value();  // a's leaf NRC
-  EXPECT_EQ(forward(*seg_, a, 0, b, 1, 128).kind, Forwarded::Kind::kNoRoute) << "no tables yet";
+  EXPECT_EQ(forward(*seg_, a, 0, b, wire::packet_traffic(128)).kind, Forwarded::Kind::kNoRoute)
+      << "no tables yet";
   // The leaf received that packet and discarded it.
   EXPECT_EQ(seg_->counters(seg_->chip(up.node).local, up.port).rx.discards.load(), 1u);
   // b hangs on the same leaf: route b out of the leaf's port towards it.
   auto down = t.peer({b, 0}).value();
   ASSERT_EQ(down.node, up.node);
   seg_->route_row(seg_->chip(up.node).local, up.port)[b].store(1u << down.port);
-  Forwarded f = forward(*seg_, a, 0, b, 3, 300);
+  Forwarded f = forward(*seg_, a, 0, b, wire::transfer_traffic(0, 300));
   ASSERT_EQ(f.kind, Forwarded::Kind::kDelivered);
   EXPECT_EQ(f.chip, b);
   const PortCounters& at_leaf_in = seg_->counters(seg_->chip(up.node).local, up.port);
@@ -143,24 +144,17 @@ TEST_F(SegmentTest, ForwardFollowsRouteTablesAndCountsEveryPort) {
   EXPECT_EQ(at_leaf_in.rx.packets.load(), 1u + 3u);  // the discarded one and these
   EXPECT_EQ(at_leaf_out.tx.packets.load(), 3u);
   EXPECT_EQ(at_leaf_out.tx.bytes.load(), 300u);
+  // 128 + 128 + 44 bytes: a head flit each and 24-byte flit payloads (6 + 6 + 2).
+  EXPECT_EQ(at_leaf_out.tx.flits.load(), 7u + 7u + 3u);
   EXPECT_EQ(seg_->counters(seg_->chip(b).local, 0).rx.packets.load(), 3u);
   // Recording instead of counting (a sender's path cache).
   std::vector<CounterLine*> lines;
-  EXPECT_EQ(forward(*seg_, a, 0, b, 0, 0, &lines).kind, Forwarded::Kind::kDelivered);
+  EXPECT_EQ(forward(*seg_, a, 0, b, {}, &lines).kind, Forwarded::Kind::kDelivered);
   EXPECT_EQ(lines.size(), 4u);  // NIC tx, leaf rx, leaf tx, NIC rx
   EXPECT_EQ(at_leaf_out.tx.packets.load(), 3u);
   // A link that goes down stops the packet where it is.
   seg_->peer(up.node, down.port).up.store(0);
-  EXPECT_EQ(forward(*seg_, a, 0, b, 1, 1).kind, Forwarded::Kind::kLinkDown);
-}
-
-TEST(Forward, PacketsFollowDestinationAlignment) {
-  EXPECT_EQ(packets_for(0, 128), 1u);
-  EXPECT_EQ(packets_for(1, 128), 2u);
-  EXPECT_EQ(packets_for(127, 2), 2u);
-  EXPECT_EQ(packets_for(128, 1), 1u);
-  EXPECT_EQ(packets_for(0, 0), 1u);
-  EXPECT_EQ(packets_for(64, 1 << 20), (1u << 13) + 1);
+  EXPECT_EQ(forward(*seg_, a, 0, b, wire::packet_traffic(1)).kind, Forwarded::Kind::kLinkDown);
 }
 
 TEST_F(SegmentTest, AttChecksKeyRangeAndRights) {

@@ -98,5 +98,31 @@ TEST(DataHead, DecodeRejectsMalformed) {
   EXPECT_TRUE(FailsWith(decode_data_head(f), "reserved payload bits"));
 }
 
+TEST(DataPacket, TransfersAreCutAtDestinationBoundaries) {
+  EXPECT_EQ(packets_for(0, 128), 1u);
+  EXPECT_EQ(packets_for(1, 128), 2u);
+  EXPECT_EQ(packets_for(127, 2), 2u);
+  EXPECT_EQ(packets_for(128, 1), 1u);
+  EXPECT_EQ(packets_for(0, 0), 1u);
+  EXPECT_EQ(packets_for(64, 1 << 20), (1u << 13) + 1);
+  // Flits: a head flit, then the data in 24-byte (192-bit) flit payloads.
+  EXPECT_EQ(data_packet_flits(0), 1u);
+  EXPECT_EQ(data_packet_flits(24), 2u);
+  EXPECT_EQ(data_packet_flits(25), 3u);
+  EXPECT_EQ(data_packet_flits(128), 7u);
+  // 3 bytes before a boundary, one whole block, 5 after: 3 packets of 3, 128 and 5 bytes.
+  EXPECT_EQ(transfer_traffic(125, 136), (Traffic{3, 136, 2 + 7 + 2}));
+  EXPECT_EQ(transfer_traffic(0, 0), (Traffic{1, 0, 1}));
+  // Every packet and byte of a transfer is counted once, whatever the alignment.
+  for (uint64_t addr : {0u, 1u, 64u, 127u, 128u, 1000u})
+    for (uint64_t len : {1u, 127u, 128u, 129u, 4096u, 100000u}) {
+      Traffic t = transfer_traffic(addr, len);
+      EXPECT_EQ(t.packets, packets_for(addr, len)) << addr << "+" << len;
+      EXPECT_EQ(t.bytes, len);
+      EXPECT_GE(t.flits, t.packets + (len + kFlitPayloadBytes - 1) / kFlitPayloadBytes);
+      EXPECT_LE(t.flits, t.packets * data_packet_flits(kDataPacketBytes));
+    }
+}
+
 }  // namespace
 }  // namespace galaxy::wire

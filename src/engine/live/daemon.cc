@@ -17,12 +17,15 @@
 #include <cstring>
 #include <optional>
 
+#include "chip/event.h"
+#include "chip/mgmt_step.h"
 #include "chip/nic.h"
 #include "chip/nma.h"
 #include "chip/nrc.h"
 #include "chip/registers.h"
 #include "engine/live/forward.h"
 #include "wire/mgmt.h"
+#include "wire/mp.h"
 
 namespace galaxy::live {
 
@@ -362,7 +365,8 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
         ++stats_.dropped;
         return;
       }
-      Forwarded f = forward(*seg_, m.src_node, 0, m.dest_node, 1, 128);
+      Forwarded f =
+          forward(*seg_, m.src_node, 0, m.dest_node, wire::packet_traffic(wire::kMpBytes));
       ItemMp im{m.dest_node, m.src_node, m.dest_vp, m.src_vp, m.kind_flags, m.length};
       if (f.kind == Forwarded::Kind::kLeavesHost) {
         queue_item(link_at(f.chip, f.port), ItemType::kMp, f.chip, f.port, &im, sizeof im, m.data,
@@ -416,9 +420,9 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
       return;
     }
   }
-  const uint64_t bytes = op == OpCode::kGet ? 8 : d.length;
   Forwarded f = forward(*seg_, d.src_node, 0, d.dest_node,
-                        op == OpCode::kGet ? 1 : packets_for(d.remote_addr, d.length), bytes);
+                        op == OpCode::kGet ? wire::packet_traffic(wire::kReadRequestBytes)
+                                           : wire::transfer_traffic(d.remote_addr, d.length));
   // A get whose request path stays here but whose data come back over a link is served by
   // this daemon for the local target.
   const bool local_get = op == OpCode::kGet && f.kind == Forwarded::Kind::kDelivered;
@@ -493,7 +497,7 @@ void FabricDaemon::send_mgmt(uint32_t chip, uint8_t out_port, std::span<const ui
     ++stats_.dropped;
     return;
   }
-  count_tx(*seg_, chip, out_port, 1, packet.size());
+  count_tx(*seg_, chip, out_port, wire::kMgmtPacketTraffic);
   if (l.crosses_hosts) {
     queue_item(link_at(chip, out_port), ItemType::kMgmt, chip, out_port, packet.data(),
                packet.size());
@@ -507,7 +511,7 @@ void FabricDaemon::arrive_mgmt(uint32_t chip, uint8_t in_port, std::span<const u
     ++stats_.dropped;
     return;
   }
-  count_rx(*seg_, chip, in_port, 1, packet.size());
+  count_rx(*seg_, chip, in_port, wire::kMgmtPacketTraffic);
   wire::MgmtPacketBytes bytes{};
   if (packet.size() != bytes.size()) {
     ++stats_.dropped;
@@ -515,25 +519,19 @@ void FabricDaemon::arrive_mgmt(uint32_t chip, uint8_t in_port, std::span<const u
   }
   std::copy(packet.begin(), packet.end(), bytes.begin());
   chip::Chip& c = *chips_[chip];
-  if (!fabric_.topology.is_nic(chip)) {
-    auto d = static_cast<chip::Nrc&>(c).route_mgmt(in_port, bytes);
-    switch (d.action) {
-      case chip::MgmtRouting::Action::kForward:
-        send_mgmt(chip, d.out_port, bytes);
-        return;
-      case chip::MgmtRouting::Action::kAbsorb:
-        run_nma(chip, bytes);
-        return;
-      case chip::MgmtRouting::Action::kDrop:
-        ++stats_.dropped;
-        return;
-    }
-    return;
-  }
-  auto head = wire::peek_mgmt_head(bytes);
-  if (head.ok() && wire::is_request(head->nmp_type)) {
-    run_nma(chip, bytes);
-    return;
+  chip::MgmtArrival a = chip::accept_mgmt(c, in_port, bytes);
+  switch (a.action) {
+    case chip::MgmtArrival::Action::kForward:
+      send_mgmt(chip, a.out_port, bytes);
+      return;
+    case chip::MgmtArrival::Action::kToNma:
+      run_nma(chip, bytes);
+      return;
+    case chip::MgmtArrival::Action::kToHost:
+      break;
+    case chip::MgmtArrival::Action::kDrop:
+      ++stats_.dropped;
+      return;
   }
   auto& nic = static_cast<chip::Nic&>(c);
   if (nic.receive_mgmt(bytes) != chip::NicRx::kDelivered) {
@@ -585,13 +583,8 @@ void FabricDaemon::run_nma(uint32_t chip, std::span<const uint8_t> packet) {
   ++stats_.nma_requests;
   sync_counters(chip);
   chip::Chip& c = *chips_[chip];
-  auto out = c.nma().process(packet);
-  if (!out.ok()) {
-    c.count_dirty(0);
-    ++stats_.dropped;
-    return;
-  }
-  if (out->dropped) {
+  auto out = chip::serve_nma(c, packet);
+  if (!out) {
     ++stats_.dropped;
     return;
   }
@@ -602,7 +595,9 @@ void FabricDaemon::run_nma(uint32_t chip, std::span<const uint8_t> packet) {
 }
 
 void FabricDaemon::drain_nma(uint32_t chip) {
-  while (auto o = chips_[chip]->nma().pop_output()) send_mgmt(chip, o->port, o->bytes);
+  chip::drain_nma(*chips_[chip], [&](uint8_t port, const wire::MgmtPacketBytes& bytes) {
+    send_mgmt(chip, port, bytes);
+  });
 }
 
 void FabricDaemon::export_routes(uint32_t chip) {
@@ -644,7 +639,7 @@ void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, ui
 
 void FabricDaemon::route_item_from(uint32_t nic, uint32_t dest, ItemType type, const void* body,
                                    size_t body_len, const void* data, size_t data_len) {
-  Forwarded f = forward(*seg_, nic, 0, dest, 1, body_len + data_len);
+  Forwarded f = forward(*seg_, nic, 0, dest, wire::packet_traffic(body_len + data_len));
   if (f.kind == Forwarded::Kind::kLeavesHost) {
     queue_item(link_at(f.chip, f.port), type, f.chip, f.port, body, body_len, data, data_len);
     return;
@@ -722,9 +717,8 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
   const uint8_t in_port = entry.port;
   std::span<const uint8_t> body = item.subspan(sizeof h);
   (void)link;
-  auto route = [&](uint32_t dest, uint64_t packets, uint64_t bytes, size_t body_len,
-                   uint32_t* nic) {
-    Forwarded f = forward_arrived(*seg_, chip, in_port, dest, packets, bytes);
+  auto route = [&](uint32_t dest, const wire::Traffic& t, size_t body_len, uint32_t* nic) {
+    Forwarded f = forward_arrived(*seg_, chip, in_port, dest, t);
     if (f.kind == Forwarded::Kind::kDelivered) {
       *nic = f.chip;
       return true;
@@ -745,14 +739,14 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
     case ItemType::kMp: {
       ItemMp m;
       if (!read_struct(body, 0, &m) || m.length > 120 || body.size() != sizeof m + m.length) break;
-      if (!route(m.dest_node, 1, 128, body.size(), &nic)) return true;
+      if (!route(m.dest_node, wire::packet_traffic(wire::kMpBytes), body.size(), &nic)) return true;
       return deliver_mp(nic, m, body.data() + sizeof m);
     }
     case ItemType::kPut: {
       ItemPut p;
       if (!read_struct(body, 0, &p)) break;
       auto data = body.subspan(sizeof p);
-      if (!route(p.dest_node, packets_for(p.op_base + p.offset, data.size()), data.size(),
+      if (!route(p.dest_node, wire::transfer_traffic(p.op_base + p.offset, data.size()),
                  body.size(), &nic))
         return true;
       on_put(nic, p, data);
@@ -761,7 +755,8 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
     case ItemType::kGetReq: {
       ItemGetReq g;
       if (!read_struct(body, 0, &g) || body.size() != sizeof g) break;
-      if (!route(g.dest_node, 1, 8, body.size(), &nic)) return true;
+      if (!route(g.dest_node, wire::packet_traffic(wire::kReadRequestBytes), body.size(), &nic))
+        return true;
       on_get_req(nic, g);
       return true;
     }
@@ -769,7 +764,7 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
       ItemGetResp g;
       if (!read_struct(body, 0, &g)) break;
       auto data = body.subspan(sizeof g);
-      if (!route(g.initiator, packets_for(g.offset, data.size()), data.size(), body.size(), &nic))
+      if (!route(g.initiator, wire::transfer_traffic(g.offset, data.size()), body.size(), &nic))
         return true;
       on_get_resp(g, data);
       return true;
@@ -777,14 +772,14 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
     case ItemType::kResp: {
       ItemResp r;
       if (!read_struct(body, 0, &r) || body.size() != sizeof r) break;
-      if (!route(r.initiator, 1, sizeof r, body.size(), &nic)) return true;
+      if (!route(r.initiator, wire::packet_traffic(sizeof r), body.size(), &nic)) return true;
       on_resp(r);
       return true;
     }
     case ItemType::kMpNack: {
       ItemMpNack n;
       if (!read_struct(body, 0, &n) || body.size() != sizeof n) break;
-      if (!route(n.sender, 1, sizeof n, body.size(), &nic)) return true;
+      if (!route(n.sender, wire::packet_traffic(sizeof n), body.size(), &nic)) return true;
       on_mp_nack(n);
       return true;
     }
@@ -879,7 +874,7 @@ void FabricDaemon::on_get_req(uint32_t nic, const ItemGetReq& g) {
       check_att(*seg_->nic_of(nic), g.remote_mh, g.remote_addr, g.length, kAccessRead, &e, &why);
   Forwarded f{};
   if (st == OpStatus::kSuccess) {
-    f = forward(*seg_, nic, 0, g.initiator, packets_for(0, g.length), g.length);
+    f = forward(*seg_, nic, 0, g.initiator, wire::transfer_traffic(0, g.length));
     if (f.kind != Forwarded::Kind::kLeavesHost) {
       st = OpStatus::kUnreachable;
       why = "no route back to the initiator";
@@ -977,11 +972,11 @@ bool FabricDaemon::retry_completions() {
 bool FabricDaemon::write_event(uint32_t nic, uint64_t mh, uint64_t addr, const uint64_t data[2],
                                const char** why, OpStatus* st) {
   AttEntry e{};
-  *st = check_att(*seg_->nic_of(nic), mh, addr, 16, kAccessWrite, &e, why);
+  *st = check_att(*seg_->nic_of(nic), mh, addr, chip::kEventBytes, kAccessWrite, &e, why);
   if (*st == OpStatus::kSuccess) {
-    uint64_t w0 = data[0], w1 = data[1];  // the second word, written last, signals the event
-    *st = copy_with(e.pid, true, &w0, addr, 8);
-    if (*st == OpStatus::kSuccess) *st = copy_with(e.pid, true, &w1, addr + 8, 8);
+    *st =
+        chip::write_event(addr, data[0], data[1], OpStatus::kSuccess,
+                          [&](uint64_t a, uint64_t v) { return copy_with(e.pid, true, &v, a, 8); });
     if (*st != OpStatus::kSuccess) *why = "event write failed";
   }
   return *st == OpStatus::kSuccess;

@@ -1,7 +1,6 @@
 #include "engine/live/forward.h"
 
-#include <bit>
-
+#include "chip/forwarding.h"
 #include "wire/mgmt.h"
 
 namespace galaxy::live {
@@ -10,34 +9,25 @@ namespace {
 
 constexpr uint8_t kMaxHops = 64;
 
-uint64_t flits_for(uint64_t packets, uint64_t bytes) {
-  return packets + (bytes * 8 + 197) / 198;  // a head flit each, payload in 198-bit flits
-}
-
-// The output an NRC picks among the allowed ones: a fixed choice per destination (spread over
-// the allowed set) so that the packets of one VP pair stay in order; a down link is skipped.
+// The live engine queues nothing at an output (same-host forwarding is synchronous, a link's
+// frames wait in its window, not per port), so it measures no load: the choice falls to the
+// destination's tie-break, which keeps one VP pair's packets on one path and in order.
 int choose_port(Segment& seg, uint32_t chip, uint32_t mask, uint32_t dest) {
-  const int n = std::popcount(mask);
-  if (n == 0) return -1;
-  int skip = static_cast<int>(dest % static_cast<uint32_t>(n));
-  for (int tries = 0; tries < n; ++tries) {
-    uint32_t m = mask;
-    for (int i = 0; i < (skip + tries) % n; ++i) m &= m - 1;
-    int port = std::countr_zero(m);
-    if (seg.peer(chip, static_cast<uint32_t>(port)).up.load(std::memory_order_relaxed)) return port;
-  }
-  return -2;
+  return chip::choose_data_output(
+      mask, dest,
+      [&](uint8_t p) { return seg.peer(chip, p).up.load(std::memory_order_relaxed) != 0; },
+      [](uint8_t) { return uint64_t{0}; });
 }
 
 }  // namespace
 
-void add_traffic(CounterLine& c, uint64_t packets, uint64_t bytes) {
-  c.packets.fetch_add(packets, std::memory_order_relaxed);
-  c.bytes.fetch_add(bytes, std::memory_order_relaxed);
-  c.flits.fetch_add(flits_for(packets, bytes), std::memory_order_relaxed);
+void add_traffic(CounterLine& c, const wire::Traffic& t) {
+  c.packets.fetch_add(t.packets, std::memory_order_relaxed);
+  c.bytes.fetch_add(t.bytes, std::memory_order_relaxed);
+  c.flits.fetch_add(t.flits, std::memory_order_relaxed);
 }
 
-void count_tx(Segment& seg, uint32_t chip, uint8_t port, uint64_t packets, uint64_t bytes,
+void count_tx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
               std::vector<CounterLine*>* record) {
   uint32_t local = seg.chip(chip).local;
   if (local == kNoLocal) return;
@@ -45,10 +35,10 @@ void count_tx(Segment& seg, uint32_t chip, uint8_t port, uint64_t packets, uint6
   if (record)
     record->push_back(&c);
   else
-    add_traffic(c, packets, bytes);
+    add_traffic(c, t);
 }
 
-void count_rx(Segment& seg, uint32_t chip, uint8_t port, uint64_t packets, uint64_t bytes,
+void count_rx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
               std::vector<CounterLine*>* record) {
   uint32_t local = seg.chip(chip).local;
   if (local == kNoLocal) return;
@@ -56,11 +46,11 @@ void count_rx(Segment& seg, uint32_t chip, uint8_t port, uint64_t packets, uint6
   if (record)
     record->push_back(&c);
   else
-    add_traffic(c, packets, bytes);
+    add_traffic(c, t);
 }
 
-Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest, uint64_t packets,
-                  uint64_t bytes, std::vector<CounterLine*>* record) {
+Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest,
+                  const wire::Traffic& t, std::vector<CounterLine*>* record) {
   Forwarded r;
   r.chip = chip;
   r.port = out_port;
@@ -69,19 +59,19 @@ Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest, 
     r.kind = Forwarded::Kind::kLinkDown;
     return r;
   }
-  count_tx(seg, chip, out_port, packets, bytes, record);
+  count_tx(seg, chip, out_port, t, record);
   if (link.crosses_hosts) {
     r.kind = Forwarded::Kind::kLeavesHost;
     return r;
   }
-  return forward_arrived(seg, link.chip, link.port, dest, packets, bytes, record);
+  return forward_arrived(seg, link.chip, link.port, dest, t, record);
 }
 
 Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
-                          uint64_t packets, uint64_t bytes, std::vector<CounterLine*>* record) {
+                          const wire::Traffic& t, std::vector<CounterLine*>* record) {
   Forwarded r;
   for (uint8_t hop = 0; hop < kMaxHops; ++hop) {
-    count_rx(seg, chip, in_port, packets, bytes, record);
+    count_rx(seg, chip, in_port, t, record);
     r.chip = chip;
     r.port = in_port;
     r.hops = hop;
@@ -97,13 +87,14 @@ Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t
     uint32_t mask = seg.route_row(info.local, in_port)[dest].load(std::memory_order_relaxed);
     int out = choose_port(seg, chip, mask, dest);
     if (out < 0) {
-      r.kind = out == -1 ? Forwarded::Kind::kNoRoute : Forwarded::Kind::kLinkDown;
+      r.kind = out == chip::kNoDataRoute ? Forwarded::Kind::kNoRoute : Forwarded::Kind::kLinkDown;
       if (!record)  // the NRC discards what it cannot route (DIRTY_DISCARDS)
-        seg.counters(info.local, in_port).rx.discards.fetch_add(packets, std::memory_order_relaxed);
+        seg.counters(info.local, in_port)
+            .rx.discards.fetch_add(t.packets, std::memory_order_relaxed);
       return r;
     }
     PeerInfo& link = seg.peer(chip, static_cast<uint32_t>(out));
-    count_tx(seg, chip, static_cast<uint8_t>(out), packets, bytes, record);
+    count_tx(seg, chip, static_cast<uint8_t>(out), t, record);
     if (link.crosses_hosts) {
       r.kind = Forwarded::Kind::kLeavesHost;
       r.port = static_cast<uint8_t>(out);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/live/segment.h"
+#include "wire/data_packet.h"
 
 namespace galaxy::live {
 
@@ -24,28 +25,21 @@ struct Forwarded {
   uint8_t hops = 0;
 };
 
-// One 128-byte network packet per started 128-byte block of the destination (SYSTEM.md 1.1:
-// data leave aligned to 128-byte boundaries of the destination address).
-inline uint64_t packets_for(uint64_t dest_addr, uint64_t length) {
-  if (length == 0) return 1;
-  return ((dest_addr + length + 127) >> 7) - (dest_addr >> 7);
-}
-
 // From a local chip out of `out_port` (a NIC sends out of port 0) towards the NIC `dest`.
 // With `record`, the counter lines of the ports passed are appended to it instead of being
 // incremented (a sender caches its paths and adds its traffic in batches: PathCounters).
-Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest, uint64_t packets,
-                  uint64_t bytes, std::vector<CounterLine*>* record = nullptr);
+// `t` is what passes (wire::transfer_traffic, packet_traffic, kMgmtPacketTraffic).
+Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest,
+                  const wire::Traffic& t, std::vector<CounterLine*>* record = nullptr);
 // A packet that came in over a link from another host at local chip `chip`, port `in_port`.
 Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
-                          uint64_t packets, uint64_t bytes,
-                          std::vector<CounterLine*>* record = nullptr);
+                          const wire::Traffic& t, std::vector<CounterLine*>* record = nullptr);
 // Adds traffic to a port's counters (local chips only).
-void count_tx(Segment& seg, uint32_t chip, uint8_t port, uint64_t packets, uint64_t bytes,
+void count_tx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
               std::vector<CounterLine*>* record = nullptr);
-void count_rx(Segment& seg, uint32_t chip, uint8_t port, uint64_t packets, uint64_t bytes,
+void count_rx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
               std::vector<CounterLine*>* record = nullptr);
-void add_traffic(CounterLine& line, uint64_t packets, uint64_t bytes);
+void add_traffic(CounterLine& line, const wire::Traffic& t);
 
 // A sender's cached path to one destination and the traffic it has not yet added to the
 // shared counters: the counters of a busy path are brought up to date every kFlushOps
@@ -55,19 +49,17 @@ struct PathCounters {
   uint64_t generation = UINT64_MAX;  // the segment's route_generation it was computed at
   Forwarded result;
   std::vector<CounterLine*> lines;
-  uint64_t packets = 0;
-  uint64_t bytes = 0;
+  wire::Traffic pending;
   uint32_t ops = 0;
 
   void flush() {
     if (ops == 0) return;
-    for (CounterLine* l : lines) add_traffic(*l, packets, bytes);
-    packets = bytes = 0;
+    for (CounterLine* l : lines) add_traffic(*l, pending);
+    pending = {};
     ops = 0;
   }
-  void add(uint64_t p, uint64_t b) {
-    packets += p;
-    bytes += b;
+  void add(const wire::Traffic& t) {
+    pending += t;
     if (++ops >= kFlushOps) flush();
   }
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 
+#include "chip/mgmt_step.h"
 #include "chip/nma.h"
 
 namespace galaxy::sim {
@@ -231,24 +232,24 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
     free_packet(slot);
     return;
   }
-  if (!topo_.is_nic(node)) {
-    chip::Nrc& r = nrc(node);
-    if (p.mgmt) {
-      chip::MgmtRouting d = r.route_mgmt(in_port, p.bytes);
-      switch (d.action) {
-        case chip::MgmtRouting::Action::kForward:
-          transmit(node, d.out_port, slot);
-          return;
-        case chip::MgmtRouting::Action::kAbsorb:
-          run_nma(slot, node);
-          return;
-        case chip::MgmtRouting::Action::kDrop:
-          ++stats_.packets_dropped;
-          free_packet(slot);
-          return;
-      }
+  if (p.mgmt) {
+    chip::MgmtArrival a = chip::accept_mgmt(c, in_port, p.bytes);
+    switch (a.action) {
+      case chip::MgmtArrival::Action::kForward:
+        transmit(node, a.out_port, slot);
+        return;
+      case chip::MgmtArrival::Action::kToNma:
+        run_nma(slot, node);
+        return;
+      case chip::MgmtArrival::Action::kToHost:
+        break;
+      case chip::MgmtArrival::Action::kDrop:
+        ++stats_.packets_dropped;
+        free_packet(slot);
+        return;
     }
-    auto out = r.route_data(in_port, p.head.dest_node);
+  } else if (!topo_.is_nic(node)) {
+    auto out = nrc(node).route_data(in_port, p.head.dest_node);
     if (!out.ok()) {
       ++stats_.packets_dropped;
       free_packet(slot);
@@ -257,14 +258,7 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
     transmit(node, *out, slot);
     return;
   }
-  // NIC: requests go to its NMA; everything else is DMAed into an MPQ.
-  if (p.mgmt) {
-    auto head = wire::peek_mgmt_head(p.bytes);
-    if (head.ok() && wire::is_request(head->nmp_type)) {
-      run_nma(slot, node);
-      return;
-    }
-  }
+  // NIC: DMA into an MPQ.
   schedule(sim_.now() + timing_.nic_rx_dma + timing_.host_poll_detect, kMpqDeliver, slot, node);
 }
 
@@ -294,14 +288,8 @@ void SimFabric::account_background(uint32_t node) {
 void SimFabric::run_nma(uint32_t slot, uint32_t node) {
   chip::Chip& c = *chips_[node];
   account_background(node);
-  auto outcome = c.nma().process(packets_[slot].bytes);
-  if (!outcome.ok()) {
-    c.count_dirty(0);
-    ++stats_.packets_dropped;
-    free_packet(slot);
-    return;
-  }
-  if (outcome->dropped) {
+  auto outcome = chip::serve_nma(c, packets_[slot].bytes);
+  if (!outcome) {
     ++stats_.packets_dropped;
     free_packet(slot);
     return;
@@ -365,13 +353,12 @@ void SimFabric::finish_bist(uint32_t node, uint8_t port) {
 }
 
 void SimFabric::drain_nma(uint32_t node) {
-  chip::Chip& c = *chips_[node];
-  while (auto out = c.nma().pop_output()) {
+  chip::drain_nma(*chips_[node], [&](uint8_t port, const wire::MgmtPacketBytes& bytes) {
     uint32_t s = alloc_packet();
     packets_[s].mgmt = true;
-    packets_[s].bytes = out->bytes;
-    transmit(node, out->port, s);
-  }
+    packets_[s].bytes = bytes;
+    transmit(node, port, s);
+  });
 }
 
 void SimFabric::handle(Time now, uint64_t a, uint64_t b) {

@@ -1,0 +1,50 @@
+// The NRC's choice of output for a table-routed data packet (SYSTEM.md 1.2), written once and
+// called by both engines: `Nrc::route_data` over the chip model's port state (the simulator),
+// and the live engine's sender-executed forwarding over the shared segment's copies of the
+// tables and link states. Header-only and allocation-free: the live path runs it per packet.
+//
+// The rule: from the allowed set that the input port's table gives for the destination, the
+// usable output with the least load. Equal loads are broken by a start position derived from
+// the destination (the (dest mod n)-th allowed port, then onwards), so that while loads are
+// equal one destination's packets keep one path (and stay in order) and different destinations
+// spread over the allowed set.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstdint>
+
+#include "chip/route_table.h"
+
+namespace galaxy::chip {
+
+inline constexpr int kNoDataRoute = -1;    // the allowed set is empty
+inline constexpr int kNoUsableRoute = -2;  // allowed outputs exist but none is usable
+
+// `usable(p)`: the link out of port p is up and enabled; `load(p)`: what the engine measures
+// as the output's load (flits queued for it; 0 where nothing queues). Returns the port, or
+// kNoDataRoute / kNoUsableRoute.
+template <class Usable, class Load>
+inline int choose_data_output(PortSet allowed, uint32_t dest, Usable&& usable, Load&& load) {
+  const int n = std::popcount(allowed);
+  if (n == 0) return kNoDataRoute;
+  std::array<uint8_t, 32> ports{};
+  int k = 0;
+  for (PortSet m = allowed; m != 0; m &= m - 1)
+    ports[static_cast<size_t>(k++)] = static_cast<uint8_t>(std::countr_zero(m));
+  const int start = static_cast<int>(dest % static_cast<uint32_t>(n));
+  int best = kNoUsableRoute;
+  uint64_t best_load = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint8_t p = ports[static_cast<size_t>((start + i) % n)];
+    if (!usable(p)) continue;
+    const uint64_t l = load(p);
+    if (best < 0 || l < best_load) {
+      best = p;
+      best_load = l;
+    }
+  }
+  return best;
+}
+
+}  // namespace galaxy::chip
