@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "chip/mpq.h"
 #include "chip/nma.h"
 #include "wire/mp.h"
 
@@ -191,21 +192,14 @@ NicRx Nic::receive_mgmt(std::span<const uint8_t> packet) {
                                            p->dest_id, p->dest_vp, chip_id())));
     return NicRx::kDiscarded;
   }
-  VpState& v = vps_[p->dest_vp];
-  if (v.mpq.size() >= v.mpq_depth) {
-    ++v.mpq_drops;
-    return NicRx::kMpqFull;
-  }
   MpqEntry e;
   e.management = true;
   e.src_node = p->src_id;
   e.src_vp = p->src_vp;
   e.length = static_cast<uint8_t>(packet.size());
   std::copy(packet.begin(), packet.end(), e.data.begin());
-  v.mpq.push_back(e);
-  ++v.mp_received;
   if (p->rint) ++interrupts_;
-  return NicRx::kDelivered;
+  return enqueue(vps_[p->dest_vp], e);
 }
 
 NicRx Nic::receive_mp(const wire::DataHead& head, std::span<const uint8_t> data) {
@@ -215,17 +209,24 @@ NicRx Nic::receive_mp(const wire::DataHead& head, std::span<const uint8_t> data)
                                          head.dest_node, head.dest_vp, data.size(), chip_id())));
     return NicRx::kDiscarded;
   }
-  VpState& v = vps_[head.dest_vp];
-  if (v.mpq.size() >= v.mpq_depth) {
-    ++v.mpq_drops;
-    return NicRx::kMpqFull;
-  }
   MpqEntry e;
   e.kind = head.kind;
   e.src_node = head.src_node;
   e.src_vp = head.src_vp;
   e.length = static_cast<uint8_t>(data.size());
   std::copy(data.begin(), data.end(), e.data.begin());
+  return enqueue(vps_[head.dest_vp], e);
+}
+
+// The host side of a simulated VP is always open and its owner alive: a full MPQ makes the MP
+// wait (chip/mpq.h), behind any that already wait.
+NicRx Nic::enqueue(VpState& v, const MpqEntry& e) {
+  const bool room = v.mpq.size() < v.mpq_depth && v.waiting.empty();
+  if (mpq_admit(true, room, [] { return true; }) == MpqAdmit::kWait) {
+    ++v.mpq_full;
+    v.waiting.push_back(e);
+    return NicRx::kWaiting;
+  }
   v.mpq.push_back(e);
   ++v.mp_received;
   return NicRx::kDelivered;
@@ -233,8 +234,14 @@ NicRx Nic::receive_mp(const wire::DataHead& head, std::span<const uint8_t> data)
 
 std::optional<MpqEntry> Nic::poll_mpq(uint8_t vp) {
   if (vp >= kNumVps || vps_[vp].mpq.empty()) return std::nullopt;
-  MpqEntry e = vps_[vp].mpq.front();
-  vps_[vp].mpq.pop_front();
+  VpState& v = vps_[vp];
+  MpqEntry e = v.mpq.front();
+  v.mpq.pop_front();
+  if (!v.waiting.empty() && v.mpq.size() < v.mpq_depth) {  // the oldest waiting one goes in
+    v.mpq.push_back(v.waiting.front());
+    v.waiting.pop_front();
+    ++v.mp_received;
+  }
   return e;
 }
 
@@ -265,8 +272,8 @@ RegAccess Nic::read_specific(uint16_t addr) {
         return {NmpError::kNone, v.desc_done};
       case reg::vp::kMpReceived:
         return {NmpError::kNone, v.mp_received};
-      case reg::vp::kMpqDrops:
-        return {NmpError::kNone, v.mpq_drops};
+      case reg::vp::kMpqFull:
+        return {NmpError::kNone, v.mpq_full};
       case reg::vp::kDescErrors:
         return {NmpError::kNone, v.desc_errors};
       default:

@@ -63,7 +63,9 @@ struct NicWork {
   Error error;  // kRejected: why (the descriptor completes with an error event)
 };
 
-enum class NicRx : uint8_t { kDelivered, kToNma, kDiscarded, kMpqFull };
+// kWaiting: the MPQ is full; the MP waits in the NIC's input, in order, and enters the MPQ as
+// the host polls it (chip/mpq.h: never dropped, never overwritten).
+enum class NicRx : uint8_t { kDelivered, kToNma, kDiscarded, kWaiting };
 
 class Nic : public Chip {
  public:
@@ -77,6 +79,7 @@ class Nic : public Chip {
   std::optional<MpqEntry> poll_mpq(uint8_t vp);
   std::optional<EqEntry> poll_eq(uint8_t vp);
   size_t mpq_count(uint8_t vp) const { return vps_[vp].mpq.size(); }
+  size_t mpq_waiting(uint8_t vp) const { return vps_[vp].waiting.size(); }
   void set_mpq_depth(uint8_t vp, size_t depth) { vps_[vp].mpq_depth = depth; }
 
   // Engine side: the next descriptor in round-robin order whose VP is not blocked by a fence.
@@ -122,17 +125,19 @@ class Nic : public Chip {
     Fifo<InFlight> in_flight;  // handed to the engine, not yet complete
     uint64_t next_sequence = 0;
     Fifo<MpqEntry> mpq;
+    Fifo<MpqEntry> waiting;  // arrived while the MPQ was full (chip/mpq.h)
     size_t mpq_depth = kDefaultMpqDepth;
     Fifo<EqEntry> eq;
     uint64_t desc_done = 0;
     uint64_t mp_received = 0;
-    uint64_t mpq_drops = 0;
+    uint64_t mpq_full = 0;  // MPs that found the MPQ full and waited (MPQ_FULL register)
     uint64_t desc_errors = 0;
     uint64_t cp_counter = 0;
   };
   Status check_vp(uint8_t vp) const;
   void discard(std::span<const uint8_t> packet, const Error& why);
   void push_event(VpState& v, EqEntry e);
+  NicRx enqueue(VpState& v, const MpqEntry& e);
 
   std::array<VpState, kNumVps> vps_;
   uint8_t rr_next_ = 0;

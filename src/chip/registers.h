@@ -81,7 +81,7 @@ inline constexpr uint16_t kEqCount = 0x03;     // RO events waiting in the EQ
 inline constexpr uint16_t kCpCounter = 0x04;   // RO collective control-packet counter
 inline constexpr uint16_t kDescDone = 0x05;    // RO descriptors completed
 inline constexpr uint16_t kMpReceived = 0x06;  // RO MPs delivered to the MPQ
-inline constexpr uint16_t kMpqDrops = 0x07;    // RO MPs refused because the MPQ was full
+inline constexpr uint16_t kMpqFull = 0x07;     // RO MPs that found the MPQ full and waited
 inline constexpr uint16_t kDescErrors = 0x08;  // RO descriptors rejected as malformed
 inline constexpr uint16_t kEnd = 0x09;
 }  // namespace vp

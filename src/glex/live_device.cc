@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "chip/event.h"
+#include "chip/mpq.h"
 #include "chip/nic.h"
 #include "chip/registers.h"
 #include "engine/live/daemon.h"
@@ -292,14 +293,20 @@ class LiveDevice final : public glex_device {
       return GLEX_SUCCESS;
     }
     live::VpSlot& t = seg_->nic_of(dn)->vps[dv];
-    if (!t.open.load(std::memory_order_acquire))
-      return set_error(GLEX_UNREACHABLE, fmt::format("E6113 endpoint {}:{} is not open", dn, dv));
+    const bool open = t.open.load(std::memory_order_acquire);
     uint64_t pos;
-    live::MpqCell* c = t.mpq.claim(&pos);
-    if (!c) {
-      if (!live::process_alive(t.owner_pid.load()))
+    live::MpqCell* c = open ? t.mpq.claim(&pos) : nullptr;
+    // The sender writes the peer's MPQ itself, so a full one makes it wait here (chip/mpq.h).
+    switch (chip::mpq_admit(open, c != nullptr,
+                            [&] { return live::process_alive(t.owner_pid.load()); })) {
+      case chip::MpqAdmit::kWrite:
+        break;
+      case chip::MpqAdmit::kNotOpen:
+        return set_error(GLEX_UNREACHABLE, fmt::format("E6113 endpoint {}:{} is not open", dn, dv));
+      case chip::MpqAdmit::kOwnerGone:
         return set_error(GLEX_PEER_DEAD, fmt::format("E6114 the process of {}:{} is gone", dn, dv));
-      return set_error(GLEX_BUSY, fmt::format("E6115 the MPQ of {}:{} is full; retry", dn, dv));
+      case chip::MpqAdmit::kWait:
+        return set_error(GLEX_BUSY, fmt::format("E6115 the MPQ of {}:{} is full; retry", dn, dv));
     }
     live::PathCounters& path = path_to(dn);
     const live::Forwarded& f = path.result;

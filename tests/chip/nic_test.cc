@@ -96,11 +96,25 @@ TEST(NicTest, ResponsesLandInTheRequestingVpsMpq) {
   ASSERT_TRUE(e);
   EXPECT_TRUE(e->management);
   EXPECT_EQ(wire::decode_mgmt_packet(std::span(e->data).first(e->length)).value(), resp);
-  // A full MPQ refuses and counts.
+  // A full MPQ makes MPs wait in the NIC's input, in order; they go in as the host polls.
   n.set_mpq_depth(12, 1);
+  auto second = resp, third = resp;
+  second.transaction_id = 78;
+  third.transaction_id = 79;
   EXPECT_EQ(n.receive_mgmt(b), NicRx::kDelivered);
-  EXPECT_EQ(n.receive_mgmt(b), NicRx::kMpqFull);
-  EXPECT_EQ(n.read_register(reg::kVpBase + 12 * reg::kVpStride + reg::vp::kMpqDrops).value, 1u);
+  EXPECT_EQ(n.receive_mgmt(testing::bytes_of(second)), NicRx::kWaiting);
+  EXPECT_EQ(n.receive_mgmt(testing::bytes_of(third)), NicRx::kWaiting);
+  EXPECT_EQ(n.mpq_count(12), 1u);
+  EXPECT_EQ(n.mpq_waiting(12), 2u);
+  EXPECT_EQ(n.read_register(reg::kVpBase + 12 * reg::kVpStride + reg::vp::kMpqFull).value, 2u);
+  for (uint16_t tid : {77, 78, 79}) {
+    auto got = n.poll_mpq(12);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(wire::decode_mgmt_packet(std::span(got->data).first(got->length))->transaction_id,
+              tid);
+  }
+  EXPECT_FALSE(n.poll_mpq(12));
+  EXPECT_EQ(n.mpq_waiting(12), 0u);
   // Requests go to the NIC's own NMA.
   auto req = testing::request(wire::NmpType::kRegReadRequest, {reg::kScratch}, {}, 100);
   req.dest_type = wire::ChipType::kNic;

@@ -19,6 +19,7 @@
 
 #include "chip/event.h"
 #include "chip/mgmt_step.h"
+#include "chip/mpq.h"
 #include "chip/nic.h"
 #include "chip/nma.h"
 #include "chip/nrc.h"
@@ -302,6 +303,7 @@ bool FabricDaemon::poll_once() {
   const uint64_t now = monotonic_ns();
   bool busy = drain_egress();
   if (!held_completions_.empty()) busy |= retry_completions();
+  if (!mgmt_waiting_.empty()) busy |= retry_mgmt_to_host();
   for (size_t i = 0; i < links_.size(); ++i) busy |= process_held(i);
   busy |= pump_streams();
   busy |= flush_links(now);
@@ -534,28 +536,60 @@ void FabricDaemon::arrive_mgmt(uint32_t chip, uint8_t in_port, std::span<const u
       return;
   }
   auto& nic = static_cast<chip::Nic&>(c);
-  if (nic.receive_mgmt(bytes) != chip::NicRx::kDelivered) {
+  if (nic.receive_mgmt(bytes) == chip::NicRx::kDiscarded) {
     ++stats_.dropped;
     return;
   }
+  if (!mgmt_to_host(chip)) mgmt_waiting_.insert(chip);
+}
+
+// The chip model's MPQ is the NIC's input: its packets enter the host's MPQ ring in order as
+// far as there is room; the rest wait there (chip/mpq.h) and are retried by poll_once. Returns
+// whether nothing is left waiting.
+bool FabricDaemon::mgmt_to_host(uint32_t chip) {
+  auto& nic = static_cast<chip::Nic&>(*chips_[chip]);
   NicSlot* slot = seg_->nic_of(chip);
+  bool empty = true;
   for (uint8_t v = 0; v < kVps; ++v) {
-    while (auto e = nic.poll_mpq(v)) {
+    VpSlot& vp = slot->vps[v];
+    while (nic.mpq_count(v) > 0) {
+      const bool open = vp.open.load(std::memory_order_acquire);
       uint64_t pos;
-      MpqCell* cell = slot->vps[v].mpq.claim(&pos);
-      if (!cell) {
-        ++stats_.dropped;
+      MpqCell* cell = open ? vp.mpq.claim(&pos) : nullptr;
+      chip::MpqAdmit admit = chip::mpq_admit(open, cell != nullptr,
+                                             [&] { return process_alive(vp.owner_pid.load()); });
+      if (admit == chip::MpqAdmit::kWait) {
+        empty = false;
+        break;
+      }
+      auto e = nic.poll_mpq(v);
+      if (admit != chip::MpqAdmit::kWrite) {
+        ++stats_.dropped;  // a response for an endpoint that closed or died: nobody to tell
         continue;
       }
       cell->src_node = e->src_node;
       cell->src_vp = e->src_vp;
       cell->length = e->length;
-      cell->kind_flags = 2 << 4;  // wire::MpKind::kMgmt
+      cell->kind_flags = static_cast<uint8_t>(wire::MpKind::kMgmt) << 4;
       cell->tag = 0;
-      std::memcpy(cell->data, e->data.data(), std::min<size_t>(e->length, 120));
-      slot->vps[v].mpq.publish(cell, pos);
+      std::memcpy(cell->data, e->data.data(), std::min<size_t>(e->length, sizeof cell->data));
+      vp.mpq.publish(cell, pos);
     }
   }
+  return empty;
+}
+
+bool FabricDaemon::retry_mgmt_to_host() {
+  bool any = false;
+  for (auto it = mgmt_waiting_.begin(); it != mgmt_waiting_.end();) {
+    if (mgmt_to_host(*it)) {
+      it = mgmt_waiting_.erase(it);
+      any = true;
+    } else {
+      ++it;
+    }
+  }
+  return any;
 }
 
 void FabricDaemon::sync_counters(uint32_t chip) {
@@ -680,14 +714,18 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const ItemMp& mp, const uint8_t* dat
   };
   if (!slot || mp.dest_vp >= kVps) return nack(OpStatus::kUnreachable, 4742, "no such VP");
   VpSlot& vp = slot->vps[mp.dest_vp];
-  if (!vp.open.load(std::memory_order_acquire))
-    return nack(OpStatus::kUnreachable, 4743, "target VP is not open");
+  const bool open = vp.open.load(std::memory_order_acquire);
   uint64_t pos;
-  MpqCell* c = vp.mpq.claim(&pos);
-  if (!c) {
-    if (!process_alive(vp.owner_pid.load()))
+  MpqCell* c = open ? vp.mpq.claim(&pos) : nullptr;
+  switch (chip::mpq_admit(open, c != nullptr, [&] { return process_alive(vp.owner_pid.load()); })) {
+    case chip::MpqAdmit::kWrite:
+      break;
+    case chip::MpqAdmit::kNotOpen:
+      return nack(OpStatus::kUnreachable, 4743, "target VP is not open");
+    case chip::MpqAdmit::kOwnerGone:
       return nack(OpStatus::kPeerDead, 4744, "target process is gone");
-    return false;  // MPQ full: hold the link's items until the receiver drains it
+    case chip::MpqAdmit::kWait:
+      return false;  // hold the link's items, in order, until the receiver drains it
   }
   c->src_node = static_cast<uint16_t>(mp.src_node);
   c->src_vp = mp.src_vp;

@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -212,6 +213,8 @@ class FabricDaemon {
   void complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status, uint64_t cookie,
                 uint64_t bytes, uint16_t error_id, const char* reason);
   bool retry_completions();
+  bool mgmt_to_host(uint32_t chip);
+  bool retry_mgmt_to_host();
   bool write_event(uint32_t nic, uint64_t mh, uint64_t addr, const uint64_t data[2],
                    const char** why, OpStatus* st);
 
@@ -250,6 +253,7 @@ class FabricDaemon {
     std::string reason;
   };
   std::deque<HeldCompletion> held_completions_;
+  std::set<uint32_t> mgmt_waiting_;  // NICs whose management packets wait for MPQ room
   std::vector<uint8_t> scratch_;
   uint64_t next_liveness_ = 0;
   uint64_t next_impair_flush_ = 0;

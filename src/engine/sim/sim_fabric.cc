@@ -406,6 +406,8 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       if (rx == chip::NicRx::kDelivered) {
         ++stats_.mpq_deliveries;
         if (mpq_listener_) mpq_listener_(node, vp);
+      } else if (rx == chip::NicRx::kWaiting) {
+        ++stats_.mpq_waits;  // enters the MPQ as the host polls it (chip/mpq.h)
       } else {
         ++stats_.packets_dropped;
       }

@@ -34,6 +34,7 @@ struct SimStats {
   uint64_t mgmt_waits_behind_data = 0;
   Time mgmt_wait_time = 0;  // total residual waiting of management packets behind data
   uint64_t mpq_deliveries = 0;
+  uint64_t mpq_waits = 0;        // MPs that found the MPQ full and waited in the NIC's input
   uint64_t retransmissions = 0;  // link-level resends after corrupted flits
   uint64_t bists_completed = 0;
 };
