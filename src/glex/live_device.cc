@@ -22,12 +22,12 @@
 #include <vector>
 
 #include "chip/event.h"
-#include "chip/mpq.h"
 #include "chip/nic.h"
 #include "chip/registers.h"
 #include "engine/live/daemon.h"
 #include "engine/live/forward.h"
 #include "engine/live/items.h"
+#include "engine/live/mpq_claim.h"
 #include "engine/live/segment.h"
 #include "wire/mp.h"
 
@@ -293,12 +293,10 @@ class LiveDevice final : public glex_device {
       return GLEX_SUCCESS;
     }
     live::VpSlot& t = seg_->nic_of(dn)->vps[dv];
-    const bool open = t.open.load(std::memory_order_acquire);
     uint64_t pos;
-    live::MpqCell* c = open ? t.mpq.claim(&pos) : nullptr;
+    live::MpqCell* c;
     // The sender writes the peer's MPQ itself, so a full one makes it wait here (chip/mpq.h).
-    switch (chip::mpq_admit(open, c != nullptr,
-                            [&] { return live::process_alive(t.owner_pid.load()); })) {
+    switch (live::claim_mpq(t, &c, &pos)) {
       case chip::MpqAdmit::kWrite:
         break;
       case chip::MpqAdmit::kNotOpen:

@@ -19,12 +19,12 @@
 
 #include "chip/event.h"
 #include "chip/mgmt_step.h"
-#include "chip/mpq.h"
 #include "chip/nic.h"
 #include "chip/nma.h"
 #include "chip/nrc.h"
 #include "chip/registers.h"
 #include "engine/live/forward.h"
+#include "engine/live/mpq_claim.h"
 #include "wire/mgmt.h"
 #include "wire/mp.h"
 
@@ -553,11 +553,9 @@ bool FabricDaemon::mgmt_to_host(uint32_t chip) {
   for (uint8_t v = 0; v < kVps; ++v) {
     VpSlot& vp = slot->vps[v];
     while (nic.mpq_count(v) > 0) {
-      const bool open = vp.open.load(std::memory_order_acquire);
       uint64_t pos;
-      MpqCell* cell = open ? vp.mpq.claim(&pos) : nullptr;
-      chip::MpqAdmit admit = chip::mpq_admit(open, cell != nullptr,
-                                             [&] { return process_alive(vp.owner_pid.load()); });
+      MpqCell* cell;
+      const chip::MpqAdmit admit = claim_mpq(vp, &cell, &pos);
       if (admit == chip::MpqAdmit::kWait) {
         empty = false;
         break;
@@ -714,10 +712,9 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const ItemMp& mp, const uint8_t* dat
   };
   if (!slot || mp.dest_vp >= kVps) return nack(OpStatus::kUnreachable, 4742, "no such VP");
   VpSlot& vp = slot->vps[mp.dest_vp];
-  const bool open = vp.open.load(std::memory_order_acquire);
   uint64_t pos;
-  MpqCell* c = open ? vp.mpq.claim(&pos) : nullptr;
-  switch (chip::mpq_admit(open, c != nullptr, [&] { return process_alive(vp.owner_pid.load()); })) {
+  MpqCell* c;
+  switch (claim_mpq(vp, &c, &pos)) {
     case chip::MpqAdmit::kWrite:
       break;
     case chip::MpqAdmit::kNotOpen:
