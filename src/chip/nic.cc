@@ -12,7 +12,9 @@ namespace galaxy::chip {
 
 using wire::NmpError;
 
-Nic::Nic(uint16_t num_ports) : Chip(wire::ChipType::kNic, num_ports, reg::kNicAddressSpace) {}
+Nic::Nic(uint16_t num_ports) : Chip(wire::ChipType::kNic, num_ports, reg::kNicAddressSpace) {
+  for (uint16_t i = 0; i < kMaxTransfers; ++i) tx_free_.push_back(i);
+}
 
 Status Nic::check_vp(uint8_t vp) const {
   if (vp >= kNumVps)
@@ -68,6 +70,25 @@ Status Nic::post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<c
   return {};
 }
 
+Status Nic::post_rdma(uint8_t vp, std::span<const uint8_t> descriptor) {
+  GALAXY_TRY(check_vp(vp));
+  auto size = wire::peek_rdma_descriptor_size(descriptor);
+  if (!size.ok()) return size.error();
+  if (descriptor.size() != *size)
+    return make_error(Code::kMalformed, 2053,
+                      fmt::format("RDMA descriptor length = {}, its first 64 bytes say {}",
+                                  descriptor.size(), *size));
+  VpState& v = vps_[vp];
+  const size_t depth = is_pio_vp(vp) ? kHdqDepth : kDefaultSdqDepth;
+  if (v.dq.size() >= depth)
+    return make_error(
+        Code::kResourceExhausted, 2054,
+        fmt::format("vp {} {} full ({} descriptors)", vp, is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
+  v.dq.push_back({QueuedDescriptor::Kind::kRdma, false, v.next_sequence++,
+                  std::vector<uint8_t>(descriptor.begin(), descriptor.end()), 0, 0});
+  return {};
+}
+
 bool Nic::has_work() const {
   for (const auto& v : vps_)
     if (!v.dq.empty()) return true;
@@ -80,6 +101,14 @@ std::optional<NicWork> Nic::next_work() {
     VpState& v = vps_[vp];
     if (v.dq.empty()) continue;
     QueuedDescriptor& d = v.dq.front();
+    if (d.kind == QueuedDescriptor::Kind::kRdma) {
+      bool wait = false;
+      auto w = start_rdma(vp, v, d, wait);
+      if (wait) continue;
+      v.dq.pop_front();
+      rr_next_ = static_cast<uint8_t>((vp + 1) % kNumVps);
+      return w;
+    }
     NicWork w;
     w.vp = vp;
     w.sequence = d.sequence;
@@ -87,7 +116,8 @@ std::optional<NicWork> Nic::next_work() {
     if (d.kind == QueuedDescriptor::Kind::kMgmt) {
       // The SDQ descriptor is fetched and checked here (SYSTEM.md 2.4 flow 1).
       auto desc = wire::decode_mgmt_descriptor(d.bytes);
-      if (desc.ok() && desc->fen && !v.in_flight.empty()) continue;  // fenced: wait
+      if (desc.ok() && desc->fen && (!v.in_flight.empty() || v.rdma_in_flight != 0))
+        continue;  // fenced: wait
       if (!desc.ok()) {
         w.kind = NicWork::Kind::kRejected;
         w.error = desc.error();
@@ -127,19 +157,21 @@ std::optional<NicWork> Nic::next_work() {
         }
       }
     } else {
-      if (d.fence && !v.in_flight.empty()) continue;
+      if (d.fence && (!v.in_flight.empty() || v.rdma_in_flight != 0)) continue;
       w.kind = NicWork::Kind::kMp;
+      w.op = DescriptorOp::kMp;
       w.head.kind = wire::PacketKind::kMp;
       w.head.dest_node = d.dest_node;
       w.head.dest_vp = d.dest_vp;
       w.head.src_node = chip_id();
       w.head.src_vp = vp;
-      w.head.length_flits = static_cast<uint16_t>(wire::data_packet_flits(wire::kMpBytes));
+      w.head.bytes = static_cast<uint8_t>(d.bytes.size());
+      w.head.length_flits = static_cast<uint16_t>(wire::data_packet_flits(d.bytes.size()));
       std::copy(d.bytes.begin(), d.bytes.end(), w.mp_data.begin());
       w.head.vc = 0;
       notify = false;
     }
-    v.in_flight.push_back({d.sequence, notify});
+    v.in_flight.push_back({d.sequence, notify, w.op});
     v.dq.pop_front();
     rr_next_ = static_cast<uint8_t>((vp + 1) % kNumVps);
     return w;
@@ -160,17 +192,32 @@ void Nic::complete(uint8_t vp, bool ok, uint16_t error_id) {
   ++v.desc_done;
   if (!ok) {
     ++v.desc_errors;
-    push_event(v, {EventKind::kDescriptorError, f.sequence, error_id});
+    push_event(v, {EventKind::kDescriptorError, f.sequence, error_id, f.op, 0});
   } else if (f.notify) {
-    push_event(v, {EventKind::kDescriptorDone, f.sequence, 0});
+    push_event(v, {EventKind::kDescriptorDone, f.sequence, 0, f.op, 0});
   }
 }
 
-void Nic::discard(std::span<const uint8_t> packet, const Error& why) {
+void Nic::discard(std::span<const wire::Flit> flits, const Error& why, wire::DataDefect defect) {
+  std::array<uint8_t, 8 * reg::kErrBufWords> bytes{};
+  size_t n = 0;
+  for (const wire::Flit& f : flits) {
+    const wire::FlitBytes b = wire::encode_flit(f);
+    const size_t k = std::min(b.size(), bytes.size() - n);
+    std::copy_n(b.begin(), k, bytes.begin() + n);
+    n += k;
+    if (n == bytes.size()) break;
+  }
+  discard(std::span(bytes).first(n), why, defect);
+}
+
+void Nic::discard(std::span<const uint8_t> packet, const Error& why, wire::DataDefect defect) {
   count_dirty(0);
+  ++dirty_[static_cast<size_t>(defect)];
   error_buffer_.valid = true;
   error_buffer_.reason = static_cast<uint8_t>(why.code);
   error_buffer_.error_id = why.id;
+  error_buffer_.defect = defect;
   error_buffer_.bytes.fill(0);
   std::copy_n(packet.begin(), std::min(packet.size(), error_buffer_.bytes.size()),
               error_buffer_.bytes.begin());
@@ -204,9 +251,12 @@ NicRx Nic::receive_mgmt(std::span<const uint8_t> packet) {
 
 NicRx Nic::receive_mp(const wire::DataHead& head, std::span<const uint8_t> data) {
   if (head.dest_vp >= kNumVps || data.size() > kMpPayloadBytes || head.dest_node != chip_id()) {
-    discard(data, make_error(Code::kNotFound, 2049,
-                             fmt::format("MP for node {} vp {} ({} bytes) reached NIC {}",
-                                         head.dest_node, head.dest_vp, data.size(), chip_id())));
+    discard(
+        data,
+        make_error(Code::kNotFound, 2049,
+                   fmt::format("MP for node {} vp {} ({} bytes) reached NIC {}", head.dest_node,
+                               head.dest_vp, data.size(), chip_id())),
+        head.dest_node != chip_id() ? wire::DataDefect::kMisrouted : wire::DataDefect::kMalformed);
     return NicRx::kDiscarded;
   }
   MpqEntry e;
@@ -259,7 +309,8 @@ RegAccess Nic::read_specific(uint16_t addr) {
     uint8_t vp = static_cast<uint8_t>(rel / reg::kVpStride);
     switch (rel % reg::kVpStride) {
       case reg::vp::kCtrl:
-        return {NmpError::kNone, (is_pio_vp(vp) ? 0u : 1u) | (v.in_flight.empty() ? 0u : 2u)};
+        return {NmpError::kNone, (is_pio_vp(vp) ? 0u : 1u) |
+                                     (v.in_flight.empty() && v.rdma_in_flight == 0 ? 0u : 2u)};
       case reg::vp::kDqDepth:
         return {NmpError::kNone, v.dq.size()};
       case reg::vp::kMpqCount:
@@ -283,7 +334,8 @@ RegAccess Nic::read_specific(uint16_t addr) {
   if (addr == reg::kErrBufStatus)
     return {NmpError::kNone, (error_buffer_.valid ? 1u : 0u) |
                                  (uint64_t{error_buffer_.reason} << 8) |
-                                 (uint64_t{error_buffer_.error_id} << 16)};
+                                 (uint64_t{error_buffer_.error_id} << 16) |
+                                 (uint64_t{static_cast<uint8_t>(error_buffer_.defect)} << 32)};
   if (addr >= reg::kErrBufData && addr < reg::kErrBufData + reg::kErrBufWords) {
     size_t off = size_t{static_cast<uint16_t>(addr - reg::kErrBufData)} * 8;
     uint64_t v = 0;

@@ -10,13 +10,17 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "base/fifo.h"
+#include "chip/att.h"
 #include "chip/chip.h"
+#include "chip/host_memory.h"
 #include "wire/data_packet.h"
 #include "wire/mgmt.h"
 #include "wire/mp.h"
+#include "wire/rdma_descriptor.h"
 
 namespace galaxy::chip {
 
@@ -33,6 +37,44 @@ inline bool is_pio_vp(uint8_t vp) {
   return vp < kPioVps;
 }
 
+// Transfers a NIC has started and not yet seen completed (tags in flight).
+inline constexpr uint16_t kMaxTransfers = 4096;
+// Transfers a NIC tracks as a target at once (packets of a transfer may arrive in any order).
+inline constexpr size_t kMaxRxTransfers = 65536;
+// Host memory is read in 1 KiB requests into an 8 KiB receive FIFO (SYSTEM.md 1.1).
+inline constexpr uint64_t kHostReadChunk = 1024;
+inline constexpr uint64_t kHostReadFifo = 8192;
+
+// The three DMA engines (SYSTEM.md 1.1).
+enum class DmaEngine : uint8_t {
+  kLocalRead = 0,   // reads host memory for puts (and issues gets' requests)
+  kRemoteRead = 1,  // reads host memory answering remote gets
+  kWrite = 2,       // every write into host memory, interrupts, and the acks that follow
+};
+inline constexpr uint8_t kDmaEngines = 3;
+
+// Which virtual channel a data packet takes: write data and read responses never share one
+// (SYSTEM.md 1.1), and acks have their own so that a target can always answer.
+constexpr uint8_t data_vc(wire::PacketKind k) {
+  switch (k) {
+    case wire::PacketKind::kRdmaReadResponse:
+      return 1;
+    case wire::PacketKind::kAck:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+// A packet the NIC puts on its network port, encoded (wire/data_packet.h).
+struct NicPacket {
+  std::vector<wire::Flit> flits;
+  wire::DataHead head;  // as encoded (routing reads dest_node)
+  DmaEngine engine = DmaEngine::kLocalRead;
+  uint32_t host_read_bytes = 0;   // read from host memory for it
+  bool starts_host_read = false;  // begins a new 1 KiB host read request
+};
+
 // One 128-byte MP in an MPQ: 8-byte header fields + 120 bytes of data. A management response
 // arrives as an MP whose data is the 100-byte management packet (SYSTEM.md 2.4 flow 4).
 struct MpqEntry {
@@ -45,27 +87,35 @@ struct MpqEntry {
 };
 
 enum class EventKind : uint8_t { kDescriptorDone = 0, kDescriptorError = 1 };
+enum class DescriptorOp : uint8_t { kMgmt, kMp, kPut, kGet, kImmediate };
 struct EqEntry {
   EventKind kind = EventKind::kDescriptorDone;
   uint64_t sequence = 0;  // the descriptor's submission number on its VP
   uint16_t error_id = 0;  // stable error id when kind is kDescriptorError
+  DescriptorOp op = DescriptorOp::kMgmt;
+  uint64_t bytes = 0;  // RDMA: bytes transferred
 };
 
 // What the NIC executes next, handed to the engine.
 struct NicWork {
-  enum class Kind : uint8_t { kMgmtRequest, kMp, kRejected };
+  // kRdma: the transfer is started; its packets come from next_packet(), its completion from
+  // the NIC itself (an ack or the last read response), never from complete().
+  enum class Kind : uint8_t { kMgmtRequest, kMp, kRdma, kRejected };
   Kind kind = Kind::kMgmtRequest;
   uint8_t vp = 0;
   uint64_t sequence = 0;
   wire::MgmtPacketBytes mgmt{};  // kMgmtRequest: the packet to send on port 0
   wire::DataHead head;           // kMp
   std::array<uint8_t, kMpPayloadBytes> mp_data{};
-  Error error;  // kRejected: why (the descriptor completes with an error event)
+  DescriptorOp op = DescriptorOp::kMgmt;
+  uint64_t bytes = 0;  // kRdma: the transfer's length
+  Error error;         // kRejected: why (the descriptor completes with an error event)
 };
 
 // kWaiting: the MPQ is full; the MP waits in the NIC's input, in order, and enters the MPQ as
 // the host polls it (chip/mpq.h: never dropped, never overwritten).
-enum class NicRx : uint8_t { kDelivered, kToNma, kDiscarded, kWaiting };
+// kRefused: an RDMA packet the ATT refused; nothing was written, the source learns it by an ack.
+enum class NicRx : uint8_t { kDelivered, kToNma, kDiscarded, kWaiting, kRefused };
 
 class Nic : public Chip {
  public:
@@ -76,6 +126,9 @@ class Nic : public Chip {
   Status post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor);
   Status post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<const uint8_t> data,
                  bool fence = false);
+  // An RDMA descriptor in wire form (wire/rdma_descriptor.h), fetched and checked when it
+  // starts: a malformed one completes with an error event.
+  Status post_rdma(uint8_t vp, std::span<const uint8_t> descriptor);
   std::optional<MpqEntry> poll_mpq(uint8_t vp);
   std::optional<EqEntry> poll_eq(uint8_t vp);
   size_t mpq_count(uint8_t vp) const { return vps_[vp].mpq.size(); }
@@ -92,6 +145,17 @@ class Nic : public Chip {
   NicRx receive_mgmt(std::span<const uint8_t> packet);
   // A table-routed MP arrived.
   NicRx receive_mp(const wire::DataHead& head, std::span<const uint8_t> data);
+  // A data packet arrived from the network, as flits: checked (SYSTEM.md 1.1: a dirty packet
+  // is discarded into the error buffer before anything reaches host memory), then delivered.
+  NicRx receive_packet(std::span<const wire::Flit> flits);
+  // The next packet DMA engine `e` puts on the network, if it has one.
+  std::optional<NicPacket> next_packet(DmaEngine e);
+  bool has_packets() const { return !tx_active_.empty() || !reads_.empty() || !acks_.empty(); }
+
+  // Host memory, as the engine supplies it, and the ATT in front of it.
+  void attach_host_memory(HostMemory* m) { host_ = m; }
+  Att& att() { return att_; }
+  const Att& att() const { return att_; }
 
   uint64_t interrupts() const { return interrupts_; }
   // The error buffer: the last dirty packet and why (SYSTEM.md 1.1).
@@ -99,9 +163,12 @@ class Nic : public Chip {
     bool valid = false;
     uint8_t reason = 0;  // wire error code of the rejected packet
     uint16_t error_id = 0;
+    wire::DataDefect defect = wire::DataDefect::kNone;  // data packets: which dirty kind
     std::array<uint8_t, 8 * reg::kErrBufWords> bytes{};
   };
   const ErrorBuffer& error_buffer() const { return error_buffer_; }
+  // Dirty data packets discarded, by kind (SYSTEM.md 1.1).
+  uint64_t dirty_packets(wire::DataDefect d) const { return dirty_[static_cast<size_t>(d)]; }
 
  protected:
   RegAccess read_specific(uint16_t addr) override;
@@ -109,7 +176,7 @@ class Nic : public Chip {
 
  private:
   struct QueuedDescriptor {
-    enum class Kind : uint8_t { kMgmt, kMp } kind;
+    enum class Kind : uint8_t { kMgmt, kMp, kRdma } kind;
     bool fence = false;
     uint64_t sequence = 0;
     std::vector<uint8_t> bytes;  // management: the 64-byte descriptor; MP: the data
@@ -121,8 +188,10 @@ class Nic : public Chip {
     struct InFlight {
       uint64_t sequence;
       bool notify;  // write a completion event (Lint, or always for MPs' errors)
+      DescriptorOp op;
     };
-    Fifo<InFlight> in_flight;  // handed to the engine, not yet complete
+    Fifo<InFlight> in_flight;     // handed to the engine, not yet complete
+    uint32_t rdma_in_flight = 0;  // started transfers, completed by the NIC itself
     uint64_t next_sequence = 0;
     Fifo<MpqEntry> mpq;
     Fifo<MpqEntry> waiting;  // arrived while the MPQ was full (chip/mpq.h)
@@ -134,15 +203,82 @@ class Nic : public Chip {
     uint64_t desc_errors = 0;
     uint64_t cp_counter = 0;
   };
+  // A transfer this NIC started (source side), by tag.
+  struct TxTransfer {
+    enum class Phase : uint8_t { kFree, kSending, kAwaitAck, kAwaitResponses };
+    Phase phase = Phase::kFree;
+    uint8_t generation = 0;
+    uint8_t vp = 0;
+    uint64_t sequence = 0;
+    wire::RdmaDescriptor d;
+    uint64_t sent = 0;       // bytes packetised
+    bool data_done = false;  // every data packet (or the read request) is out
+    uint64_t received = 0;   // get: packets of the response written
+    uint16_t error_id = 0;   // get: the first failure writing the response
+  };
+  // A transfer this NIC is the target of, by (source node, tag).
+  struct RxTransfer {
+    uint8_t src_vp = 0;
+    uint32_t counted = 0;
+    uint32_t total = 0;  // 0 until a data packet says
+    uint16_t error_id = 0;
+    uint64_t bytes = 0;
+    bool has_notice = false;
+    wire::DataPacket notice;
+  };
+  // A remote get being answered by DMA engine 1.
+  struct ReadJob {
+    uint16_t requester = 0;
+    uint8_t requester_vp = 0;
+    uint16_t tag = 0;
+    uint64_t source = 0;  // our address
+    uint32_t source_key = 0;
+    uint64_t dest = 0;  // the requester's address
+    uint32_t dest_key = 0;
+    uint32_t length = 0;
+    uint64_t sent = 0;
+    bool event = false;
+    uint64_t notify_address = 0;
+    uint32_t notify_key = 0;
+    std::array<uint8_t, wire::kNotifyDataBytes> notify_data{};
+  };
   Status check_vp(uint8_t vp) const;
-  void discard(std::span<const uint8_t> packet, const Error& why);
+  std::optional<NicWork> start_rdma(uint8_t vp, VpState& v, QueuedDescriptor& q, bool& wait);
+  std::optional<NicPacket> make_packet(wire::DataPacket p, DmaEngine e, uint32_t host_bytes);
+  std::optional<NicPacket> next_local_packet();
+  std::optional<NicPacket> next_response_packet();
+  void finish_tx(uint16_t slot, uint16_t error_id);
+  void send_ack(uint16_t dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id, uint64_t bytes);
+  NicRx rx_write(const wire::DataPacket& p, std::span<const wire::Flit> flits);
+  NicRx rx_count(uint32_t key, RxTransfer& t);
+  void rx_finish(uint32_t key, RxTransfer& t);
+  NicRx rx_response(const wire::DataPacket& p, std::span<const wire::Flit> flits);
+  NicRx rx_read_request(const wire::DataPacket& p, std::span<const wire::Flit> flits);
+  NicRx rx_ack(const wire::DataPacket& p, std::span<const wire::Flit> flits);
+  uint16_t write_event_at(uint32_t key, uint64_t addr,
+                          const std::array<uint8_t, wire::kNotifyDataBytes>& data);
+  uint16_t write_host(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data, uint32_t access);
+  uint16_t read_host(uint32_t key, uint64_t vaddr, std::span<uint8_t> out, uint32_t access);
+  TxTransfer* tx_by_tag(uint16_t tag);
+  void discard(std::span<const uint8_t> packet, const Error& why,
+               wire::DataDefect defect = wire::DataDefect::kNone);
+  void discard(std::span<const wire::Flit> flits, const Error& why, wire::DataDefect defect);
   void push_event(VpState& v, EqEntry e);
   NicRx enqueue(VpState& v, const MpqEntry& e);
 
   std::array<VpState, kNumVps> vps_;
+  Att att_;
+  HostMemory* host_ = nullptr;
+  std::vector<TxTransfer> tx_ = std::vector<TxTransfer>(kMaxTransfers);
+  Fifo<uint16_t> tx_free_;
+  Fifo<uint16_t> tx_active_;  // DMA engine 0's work, in start order
+  Fifo<ReadJob> reads_;       // DMA engine 1's work
+  Fifo<wire::DataPacket> acks_;
+  std::unordered_map<uint32_t, RxTransfer> rx_;
   uint8_t rr_next_ = 0;
   uint64_t interrupts_ = 0;
   ErrorBuffer error_buffer_;
+  std::array<uint64_t, 7> dirty_{};
 };
 
 }  // namespace galaxy::chip

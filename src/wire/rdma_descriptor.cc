@@ -12,19 +12,21 @@ namespace {
 constexpr size_t kOpBit = 0;             // 2 bits
 constexpr size_t kFenBit = 2;            // 1 bit
 constexpr size_t kCompletionBit = 3;     // 3 bits
-constexpr size_t kReserved0Bit = 6;      // 2 bits
+constexpr size_t kLocalCqBit = 6;        // 1 bit
+constexpr size_t kReserved0Bit = 7;      // 1 bit
 constexpr size_t kRemoteVpBit = 8;       // 6 bits
 constexpr size_t kReserved1Bit = 14;     // 2 bits
 constexpr size_t kRemoteNodeBit = 16;    // 16 bits
 constexpr size_t kLengthBit = 32;        // 32 bits
 constexpr size_t kLocalAddressBit = 64;  // 64 bits
 constexpr size_t kRemoteAddressBit = 128;
-constexpr size_t kMemoryKeyBit = 192;  // 32 bits
+constexpr size_t kRemoteKeyBit = 192;  // 32 bits
 constexpr size_t kCpCountBit = 224;    // 16 bits
 constexpr size_t kReserved2Bit = 240;  // 16 bits
 constexpr size_t kNotifyAddressBit = 256;
 constexpr size_t kNotifyDataByte = 40;  // 16 bytes
-constexpr size_t kReserved3Byte = 56;   // 8 bytes
+constexpr size_t kLocalKeyBit = 448;    // 32 bits
+constexpr size_t kNotifyKeyBit = 480;   // 32 bits
 constexpr uint8_t kMaxVp = 63;
 
 bool carries_notify_address(Completion c) {
@@ -93,14 +95,19 @@ Result<std::vector<uint8_t>> encode_rdma_descriptor(const RdmaDescriptor& d) {
   put_bits(s, kOpBit, 2, static_cast<uint8_t>(d.op));
   put_bits(s, kFenBit, 1, d.fen);
   put_bits(s, kCompletionBit, 3, static_cast<uint8_t>(d.completion));
+  put_bits(s, kLocalCqBit, 1, d.local_cq);
   put_bits(s, kRemoteVpBit, 6, d.remote_vp);
   put_bits(s, kRemoteNodeBit, 16, d.remote_node);
   put_bits(s, kLengthBit, 32, d.length);
   if (!immediate) put_bits(s, kLocalAddressBit, 64, d.local_address);
   put_bits(s, kRemoteAddressBit, 64, d.remote_address);
-  put_bits(s, kMemoryKeyBit, 32, d.memory_key);
+  put_bits(s, kRemoteKeyBit, 32, d.remote_key);
+  if (!immediate) put_bits(s, kLocalKeyBit, 32, d.local_key);
   put_bits(s, kCpCountBit, 16, d.cp_count);
-  if (carries_notify_address(d.completion)) put_bits(s, kNotifyAddressBit, 64, d.notify_address);
+  if (carries_notify_address(d.completion)) {
+    put_bits(s, kNotifyAddressBit, 64, d.notify_address);
+    put_bits(s, kNotifyKeyBit, 32, d.notify_key);
+  }
   if (carries_notify_data(d.completion)) {
     std::copy(d.notify_data.begin(), d.notify_data.end(), b.begin() + kNotifyDataByte);
   }
@@ -127,34 +134,37 @@ Result<RdmaDescriptor> decode_rdma_descriptor(std::span<const uint8_t> b) {
         fmt::format("rdma descriptor: completion = {} exceeds {}", completion, kMaxCompletion));
   }
   d.completion = static_cast<Completion>(completion);
-  uint64_t reserved = get_bits(b, kReserved0Bit, 2) | get_bits(b, kReserved1Bit, 2) |
-                      get_bits(b, kReserved2Bit, 16) | get_bits(b, kReserved3Byte * 8, 64);
+  uint64_t reserved = get_bits(b, kReserved0Bit, 1) | get_bits(b, kReserved1Bit, 2) |
+                      get_bits(b, kReserved2Bit, 16);
   if (reserved != 0) {
     return make_error(Code::kMalformed, 1422,
-                      "rdma descriptor: reserved bits 6-7/14-15/240-255/448-511 set, expected 0");
+                      "rdma descriptor: reserved bits 7/14-15/240-255 set, expected 0");
   }
+  d.local_cq = get_bits(b, kLocalCqBit, 1) != 0;
+  d.local_key = static_cast<uint32_t>(get_bits(b, kLocalKeyBit, 32));
+  d.notify_key = static_cast<uint32_t>(get_bits(b, kNotifyKeyBit, 32));
   d.fen = get_bits(b, kFenBit, 1) != 0;
   d.remote_vp = static_cast<uint8_t>(get_bits(b, kRemoteVpBit, 6));
   d.remote_node = static_cast<uint16_t>(get_bits(b, kRemoteNodeBit, 16));
   d.length = static_cast<uint32_t>(get_bits(b, kLengthBit, 32));
   d.local_address = get_bits(b, kLocalAddressBit, 64);
   d.remote_address = get_bits(b, kRemoteAddressBit, 64);
-  d.memory_key = static_cast<uint32_t>(get_bits(b, kMemoryKeyBit, 32));
+  d.remote_key = static_cast<uint32_t>(get_bits(b, kRemoteKeyBit, 32));
   d.cp_count = static_cast<uint16_t>(get_bits(b, kCpCountBit, 16));
   d.notify_address = get_bits(b, kNotifyAddressBit, 64);
   std::copy_n(b.begin() + kNotifyDataByte, kNotifyDataBytes, d.notify_data.begin());
   bool immediate = d.op == RdmaOp::kImmediate;
-  if (immediate && d.local_address != 0) {
+  if (immediate && (d.local_address != 0 || d.local_key != 0)) {
     return make_error(Code::kMalformed, 1423,
-                      fmt::format("rdma descriptor: local_address = {:#x}, expected 0 for "
-                                  "immediate",
-                                  d.local_address));
+                      fmt::format("rdma descriptor: local_address = {:#x}, local_key = {:#x}, "
+                                  "expected 0 for immediate",
+                                  d.local_address, d.local_key));
   }
-  if (!carries_notify_address(d.completion) && d.notify_address != 0) {
+  if (!carries_notify_address(d.completion) && (d.notify_address != 0 || d.notify_key != 0)) {
     return make_error(Code::kMalformed, 1424,
-                      fmt::format("rdma descriptor: notify_address = {:#x}, expected 0 for "
-                                  "completion {}",
-                                  d.notify_address, completion));
+                      fmt::format("rdma descriptor: notify_address = {:#x}, notify_key = {:#x}, "
+                                  "expected 0 for completion {}",
+                                  d.notify_address, d.notify_key, completion));
   }
   if (!carries_notify_data(d.completion) &&
       std::any_of(d.notify_data.begin(), d.notify_data.end(), [](uint8_t x) { return x != 0; })) {

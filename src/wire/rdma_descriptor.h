@@ -23,29 +23,31 @@ enum class RdmaOp : uint8_t {
 };
 inline constexpr uint8_t kMaxRdmaOp = 2;
 
-// How completion is reported. notify_address/notify_data are carried only where they are
-// used: kEvent writes notify_data at notify_address of the remote node; kTrailingImmediate
-// sends it there as an immediate RDMA after the data; kTrailingMp sends it as the payload of an
-// MP to remote_vp; kLocalCq writes a completion entry into the local VP's CQ.
+// How the remote side learns of completion. notify_address/notify_key/notify_data are carried
+// only where they are used: kEvent writes notify_data at notify_address of the remote node;
+// kTrailingImmediate sends it there as an immediate RDMA after the data; kTrailingMp sends it
+// as the payload of an MP to remote_vp. Local completion is the separate local_cq bit.
 enum class Completion : uint8_t {
   kNone = 0,
   kEvent = 1,
   kTrailingMp = 2,
   kTrailingImmediate = 3,
-  kLocalCq = 4,
 };
-inline constexpr uint8_t kMaxCompletion = 4;
+inline constexpr uint8_t kMaxCompletion = 3;
 
 struct RdmaDescriptor {
   RdmaOp op = RdmaOp::kWrite;
   bool fen = false;  // execute only after the previous descriptor of the VP completed
   Completion completion = Completion::kNone;
+  bool local_cq = false;  // a success completes into the local CQ too (errors always do)
   uint8_t remote_vp = 0;  // 0-63
   uint16_t remote_node = 0;
   uint32_t length = 0;         // bytes; 1-128 for an immediate RDMA
   uint64_t local_address = 0;  // not carried by an immediate RDMA (must be 0)
   uint64_t remote_address = 0;
-  uint32_t memory_key = 0;      // key of the registered memory region (ATT)
+  uint32_t remote_key = 0;      // key of the remote registered region (ATT)
+  uint32_t local_key = 0;       // key of the local region (not carried by an immediate RDMA)
+  uint32_t notify_key = 0;      // key of the region holding notify_address
   uint16_t cp_count = 0;        // CP-triggered: start when the VP's CP counter reaches it; 0 = now
   uint64_t notify_address = 0;  // kEvent, kTrailingImmediate
   std::array<uint8_t, kNotifyDataBytes> notify_data{};  // kEvent, kTrailingMp, kTrailingImmediate

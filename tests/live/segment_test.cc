@@ -144,8 +144,9 @@ TEST_F(SegmentTest, ForwardFollowsRouteTablesAndCountsEveryPort) {
   EXPECT_EQ(at_leaf_in.rx.packets.load(), 1u + 3u);  // the discarded one and these
   EXPECT_EQ(at_leaf_out.tx.packets.load(), 3u);
   EXPECT_EQ(at_leaf_out.tx.bytes.load(), 300u);
-  // 128 + 128 + 44 bytes: a head flit each and 24-byte flit payloads (6 + 6 + 2).
-  EXPECT_EQ(at_leaf_out.tx.flits.load(), 7u + 7u + 3u);
+  // 128 + 128 + 44 bytes: a head and an extension flit each and 24-byte flit payloads
+  // (6 + 6 + 2).
+  EXPECT_EQ(at_leaf_out.tx.flits.load(), 8u + 8u + 4u);
   EXPECT_EQ(seg_->counters(seg_->chip(b).local, 0).rx.packets.load(), 3u);
   // Recording instead of counting (a sender's path cache).
   std::vector<CounterLine*> lines;

@@ -4,6 +4,8 @@
 
 #include <random>
 
+#include "base/bits.h"
+#include "wire/crc16.h"
 #include "wire_test_util.h"
 
 namespace galaxy::wire {
@@ -12,90 +14,155 @@ namespace {
 using testing::FailsWith;
 using testing::hex;
 
-DataHead sample() {
-  DataHead h;
-  h.kind = PacketKind::kRdmaWrite;
-  h.vc = 1;
-  h.dest_node = 0x4321;
-  h.src_node = 0x0007;
-  h.dest_vp = 8;
-  h.src_vp = 63;
-  h.length_flits = 7;
-  return h;
+DataPacket sample() {
+  DataPacket p;
+  p.head.kind = PacketKind::kRdmaWrite;
+  p.head.vc = 1;
+  p.head.dest_node = 0x4321;
+  p.head.src_node = 0x0007;
+  p.head.dest_vp = 8;
+  p.head.src_vp = 63;
+  p.head.tag = 0xBEEF;
+  p.head.bytes = 30;
+  p.head.flags = kDataFlagInTransfer;
+  p.ext = {0x1122334455667788, 0xCAFE0001, 0x80, 0x1000};
+  for (int i = 0; i < 30; ++i) p.payload[i] = static_cast<uint8_t>(i + 1);
+  return p;
 }
 
-TEST(DataHead, Golden) {
-  auto f = encode_data_head(sample(), false);
-  ASSERT_TRUE(f.ok());
-  EXPECT_EQ(f->kind, FlitKind::kHead);
-  EXPECT_EQ(f->vc, 1);
-  // kind 1 | dest_vp 8 << 4 | src_vp 63 << 10 = 0xFC81; dest_node 0x4321; src_node 7;
-  // length 7 at bits 48-54.
-  EXPECT_EQ(hex(f->payload), "81fc214307000700" + std::string(2 * 16, '0'));
-  EXPECT_EQ(hex(encode_flit(*f)), "45207fc8d001c00100" + std::string(2 * 16, '0'));
+TEST(DataPacket, Golden) {
+  auto flits = encode_data_packet(sample());
+  ASSERT_TRUE(flits.ok()) << flits.error().to_string();
+  ASSERT_EQ(flits->size(), 4u);  // head, extension, 24 + 6 payload bytes
+  const Flit& h = (*flits)[0];
+  EXPECT_EQ(h.kind, FlitKind::kHead);
+  EXPECT_EQ(h.vc, 1);
+  // kind 1 | dest_vp 8 << 4 | src_vp 63 << 10 = 0xFC81; dest_node 0x4321; src_node 7; length 4
+  // at bits 48-54; tag 0xBEEF at 55-70; bytes 30 at 71-78; flags 4 at 79-82; CRC at 83-98.
+  std::string head = hex(h.payload);
+  EXPECT_EQ(head.substr(0, 12), "81fc21430700");
+  EXPECT_EQ(get_bits(h.payload, 48, 7), 4u);
+  EXPECT_EQ(get_bits(h.payload, 55, 16), 0xBEEFu);
+  EXPECT_EQ(get_bits(h.payload, 71, 8), 30u);
+  EXPECT_EQ(get_bits(h.payload, 79, 4), 4u);
+  EXPECT_EQ(hex((*flits)[1].payload),
+            "8877665544332211"
+            "0100feca"
+            "80000000"
+            "00100000"
+            "00000000");
+  EXPECT_EQ((*flits)[1].kind, FlitKind::kBody);
+  EXPECT_EQ((*flits)[3].kind, FlitKind::kTail);
+  EXPECT_EQ(hex((*flits)[3].payload), "191a1b1c1d1e" + std::string(2 * 18, '0'));
+  // The CRC: CRC-16/CCITT-FALSE of the head payload (CRC field zero), the extension and data.
+  std::array<uint8_t, kFlitPayloadBytes> zeroed = h.payload;
+  put_bits(zeroed, 83, 16, 0);
+  uint16_t crc = crc16(zeroed);
+  crc = crc16((*flits)[1].payload, crc);
+  crc = crc16(sample().data(), crc);
+  EXPECT_EQ(get_bits(h.payload, 83, 16), crc);
 }
 
-TEST(DataHead, RandomRoundTrip) {
+TEST(DataPacket, RandomRoundTrip) {
   std::mt19937_64 rng(8);
   const uint8_t vcs[] = {0, 1, 2, 4, 5};
-  for (int i = 0; i < 1000; ++i) {
-    DataHead h;
-    h.kind = static_cast<PacketKind>(rng() % (kMaxPacketKind + 1));
-    h.vc = vcs[rng() % 5];
-    h.dest_node = static_cast<uint16_t>(rng());
-    h.src_node = static_cast<uint16_t>(rng());
-    h.dest_vp = static_cast<uint8_t>(rng() % 64);
-    h.src_vp = static_cast<uint8_t>(rng() % 64);
-    h.length_flits = static_cast<uint16_t>(1 + rng() % 64);
-    auto f = encode_data_head(h, h.length_flits == 1);
-    ASSERT_TRUE(f.ok()) << f.error().to_string();
-    auto back = decode_flit(encode_flit(*f));
-    ASSERT_TRUE(back.ok());
-    auto d = decode_data_head(*back);
+  for (int i = 0; i < 2000; ++i) {
+    DataPacket p;
+    p.head.kind = static_cast<PacketKind>(rng() % (kMaxPacketKind + 1));
+    p.head.vc = vcs[rng() % 5];
+    p.head.dest_node = static_cast<uint16_t>(rng());
+    p.head.src_node = static_cast<uint16_t>(rng());
+    p.head.dest_vp = static_cast<uint8_t>(rng() % 64);
+    p.head.src_vp = static_cast<uint8_t>(rng() % 64);
+    p.head.tag = static_cast<uint16_t>(rng());
+    p.head.bytes = static_cast<uint8_t>(rng() % (kDataPacketBytes + 1));
+    p.head.flags = static_cast<uint8_t>(rng() & kDataFlagsMask);
+    p.ext = {rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()),
+             static_cast<uint32_t>(rng())};
+    for (unsigned b = 0; b < p.head.bytes; ++b) p.payload[b] = static_cast<uint8_t>(rng());
+    auto flits = encode_data_packet(p);
+    ASSERT_TRUE(flits.ok()) << flits.error().to_string();
+    EXPECT_EQ(flits->size(), data_packet_flits(p.head.bytes));
+    // Through the link layer's byte form and back.
+    std::vector<Flit> back;
+    for (const Flit& f : *flits) back.push_back(*decode_flit(encode_flit(f)));
+    auto d = decode_data_packet(back);
     ASSERT_TRUE(d.ok()) << d.error().to_string();
-    EXPECT_EQ(*d, h);
+    p.head.length_flits = d->head.length_flits;
+    p.head.crc = d->head.crc;
+    EXPECT_EQ(d->head, p.head);
+    EXPECT_EQ(d->ext, p.ext);
+    EXPECT_TRUE(std::equal(p.data().begin(), p.data().end(), d->data().begin()));
   }
 }
 
-TEST(DataHead, EncodeRejectsOutOfRangeFields) {
-  DataHead h = sample();
-  h.vc = kMgmtVc;
-  EXPECT_TRUE(FailsWith(encode_data_head(h, false), "vc = 3"));
-  h = sample();
-  h.length_flits = 65;
-  EXPECT_TRUE(FailsWith(encode_data_head(h, false), "length_flits = 65"));
-  h = sample();
-  EXPECT_TRUE(FailsWith(encode_data_head(h, true), "single_flit = true"));
-  h.kind = static_cast<PacketKind>(7);
-  EXPECT_TRUE(FailsWith(encode_data_head(h, false), "kind = 7"));
-  h = sample();
-  h.dest_vp = 64;
-  EXPECT_TRUE(FailsWith(encode_data_head(h, false), "dest_vp = 64"));
+TEST(DataPacket, EncodeRejectsOutOfRangeFields) {
+  DataPacket p = sample();
+  p.head.vc = 3;
+  EXPECT_TRUE(FailsWith(encode_data_packet(p), "vc = 3"));
+  p = sample();
+  p.head.bytes = 129;
+  EXPECT_TRUE(FailsWith(encode_data_packet(p), "bytes = 129"));
+  p = sample();
+  p.head.kind = static_cast<PacketKind>(8);
+  EXPECT_TRUE(FailsWith(encode_data_packet(p), "kind = 8"));
+  p = sample();
+  p.head.dest_vp = 64;
+  EXPECT_TRUE(FailsWith(encode_data_packet(p), "dest_vp = 64"));
+  p = sample();
+  p.head.flags = 0x10;
+  EXPECT_TRUE(FailsWith(encode_data_packet(p), "flags = 0x10"));
 }
 
-TEST(DataHead, DecodeRejectsMalformed) {
-  Flit good = *encode_data_head(sample(), false);
-  Flit f = good;
-  f.kind = FlitKind::kBody;
-  EXPECT_TRUE(FailsWith(decode_data_head(f), "flit kind = body"));
+// Each dirty-packet kind of SYSTEM.md 1.1 the decoder can see is named by its error.
+TEST(DataPacket, DecodeClassifiesDirtyPackets) {
+  const std::vector<Flit> good = *encode_data_packet(sample());
+  ASSERT_TRUE(decode_data_packet(good).ok());
+  auto defect = [](const Result<DataPacket>& r) {
+    return r.ok() ? DataDefect::kNone : data_defect_of(r.error());
+  };
+  // Missing head: the head flit lost, or no flits.
+  std::vector<Flit> f(good.begin() + 1, good.end());
+  EXPECT_EQ(defect(decode_data_packet(f)), DataDefect::kMissingHead);
+  EXPECT_EQ(defect(decode_data_packet({})), DataDefect::kMissingHead);
+  // Missing tail: the tail lost, or the next packet's head where a body flit should be.
+  f.assign(good.begin(), good.end() - 1);
+  EXPECT_EQ(defect(decode_data_packet(f)), DataDefect::kMissingTail);
   f = good;
-  f.vc = 3;
-  EXPECT_TRUE(FailsWith(decode_data_head(f), "vc = 3"));
+  f[2] = good[0];
+  EXPECT_EQ(defect(decode_data_packet(f)), DataDefect::kMissingTail);
+  EXPECT_TRUE(FailsWith(decode_data_packet(f), "flit 2 is a head before the tail"));
+  // Too long: more flits than the head announces, flits after the tail, a length that the
+  // payload bytes do not match.
   f = good;
-  f.vc = 7;
-  EXPECT_TRUE(FailsWith(decode_data_head(f), "vc = 7"));
+  f.insert(f.end() - 1, good[2]);
+  EXPECT_EQ(defect(decode_data_packet(f)), DataDefect::kTooLong);
+  EXPECT_TRUE(FailsWith(decode_data_packet(f), "5 flits, the head says length_flits = 4"));
   f = good;
-  f.payload[0] = 0x8F;
-  EXPECT_TRUE(FailsWith(decode_data_head(f), "kind = 15"));
+  f.push_back(good[3]);
+  EXPECT_EQ(defect(decode_data_packet(f)), DataDefect::kTooLong);
   f = good;
-  f.payload[6] = 0;
-  EXPECT_TRUE(FailsWith(decode_data_head(f), "length_flits = 0"));
+  put_bits(f[0].payload, 71, 8, 200);
+  EXPECT_EQ(defect(decode_data_packet(f)), DataDefect::kTooLong);
+  // Data error: one payload bit flipped, or one extension bit.
   f = good;
-  f.kind = FlitKind::kHeadTail;
-  EXPECT_TRUE(FailsWith(decode_data_head(f), "length_flits = 7 in a head+tail flit"));
+  f[2].payload[5] ^= 0x10;
+  EXPECT_EQ(defect(decode_data_packet(f)), DataDefect::kDataError);
+  EXPECT_TRUE(FailsWith(decode_data_packet(f), "(data error)"));
   f = good;
-  f.payload[23] = 1;
-  EXPECT_TRUE(FailsWith(decode_data_head(f), "reserved payload bits"));
+  f[1].payload[0] ^= 1;
+  EXPECT_EQ(defect(decode_data_packet(f)), DataDefect::kDataError);
+  // Malformed in other ways.
+  f = good;
+  f[2].vc = 2;
+  EXPECT_TRUE(FailsWith(decode_data_packet(f), "flit 2 on vc 2, the head on vc 1"));
+  f = good;
+  put_bits(f[0].payload, 150, 1, 1);
+  EXPECT_TRUE(FailsWith(decode_data_packet(f), "reserved payload bits 99-191"));
+  f = good;
+  f[3].payload[20] = 1;
+  EXPECT_TRUE(FailsWith(decode_data_packet(f), "tail padding"));
+  EXPECT_EQ(defect(decode_data_packet(f)), DataDefect::kMalformed);
 }
 
 TEST(DataPacket, TransfersAreCutAtDestinationBoundaries) {
@@ -105,21 +172,27 @@ TEST(DataPacket, TransfersAreCutAtDestinationBoundaries) {
   EXPECT_EQ(packets_for(128, 1), 1u);
   EXPECT_EQ(packets_for(0, 0), 1u);
   EXPECT_EQ(packets_for(64, 1 << 20), (1u << 13) + 1);
-  // Flits: a head flit, then the data in 24-byte (192-bit) flit payloads.
-  EXPECT_EQ(data_packet_flits(0), 1u);
-  EXPECT_EQ(data_packet_flits(24), 2u);
-  EXPECT_EQ(data_packet_flits(25), 3u);
-  EXPECT_EQ(data_packet_flits(128), 7u);
+  EXPECT_EQ(packet_bytes_at(125, 136, 0), 3u);
+  EXPECT_EQ(packet_bytes_at(125, 136, 3), 128u);
+  EXPECT_EQ(packet_bytes_at(125, 136, 131), 5u);
+  // Flits: head, extension, then the data in 24-byte (192-bit) flit payloads.
+  EXPECT_EQ(data_packet_flits(0), 2u);
+  EXPECT_EQ(data_packet_flits(24), 3u);
+  EXPECT_EQ(data_packet_flits(25), 4u);
+  EXPECT_EQ(data_packet_flits(120), 7u);
+  EXPECT_EQ(data_packet_flits(128), 8u);
   // 3 bytes before a boundary, one whole block, 5 after: 3 packets of 3, 128 and 5 bytes.
-  EXPECT_EQ(transfer_traffic(125, 136), (Traffic{3, 136, 2 + 7 + 2}));
-  EXPECT_EQ(transfer_traffic(0, 0), (Traffic{1, 0, 1}));
+  EXPECT_EQ(transfer_traffic(125, 136), (Traffic{3, 136, 3 + 8 + 3}));
+  EXPECT_EQ(transfer_traffic(0, 0), (Traffic{1, 0, 2}));
   // Every packet and byte of a transfer is counted once, whatever the alignment.
   for (uint64_t addr : {0u, 1u, 64u, 127u, 128u, 1000u})
     for (uint64_t len : {1u, 127u, 128u, 129u, 4096u, 100000u}) {
       Traffic t = transfer_traffic(addr, len);
       EXPECT_EQ(t.packets, packets_for(addr, len)) << addr << "+" << len;
       EXPECT_EQ(t.bytes, len);
-      EXPECT_GE(t.flits, t.packets + (len + kFlitPayloadBytes - 1) / kFlitPayloadBytes);
+      uint64_t sum = 0;
+      for (uint64_t off = 0; off < len; off += packet_bytes_at(addr, len, off)) ++sum;
+      EXPECT_EQ(sum, t.packets);
       EXPECT_LE(t.flits, t.packets * data_packet_flits(kDataPacketBytes));
     }
 }

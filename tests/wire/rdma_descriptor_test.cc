@@ -23,7 +23,9 @@ RdmaDescriptor sample_write() {
   d.length = 0xFFFFFFFF;
   d.local_address = 0x00007F0000001000;
   d.remote_address = 0x0000000012345678;
-  d.memory_key = 0xA5A5A5A5;
+  d.remote_key = 0xA5A5A5A5;
+  d.local_key = 0x01020304;
+  d.notify_key = 0x0A0B0C0D;
   d.cp_count = 4;
   d.notify_address = 0x1000;
   for (unsigned i = 0; i < kNotifyDataBytes; ++i) d.notify_data[i] = static_cast<uint8_t>(i);
@@ -35,7 +37,7 @@ TEST(RdmaDescriptor, GoldenWriteWithEvent) {
   ASSERT_TRUE(b.ok());
   // op 0 | fen 1 << 2 | completion 1 << 3 = 0x0C; remote_vp 33; remote_node 0x1F00 LE;
   // length, addresses, key, cp_count little-endian at bytes 4, 8, 16, 24, 28; notify address
-  // at byte 32, notify data at byte 40.
+  // at byte 32, notify data at byte 40, local key at 56, notify key at 60.
   EXPECT_EQ(hex(*b),
             "0c21001fffffffff"
             "00100000007f0000"
@@ -44,13 +46,13 @@ TEST(RdmaDescriptor, GoldenWriteWithEvent) {
             "0010000000000000"
             "0001020304050607"
             "08090a0b0c0d0e0f"
-            "0000000000000000");
+            "040302010d0c0b0a");
 }
 
 TEST(RdmaDescriptor, GoldenImmediate) {
   RdmaDescriptor d;
   d.op = RdmaOp::kImmediate;
-  d.completion = Completion::kLocalCq;
+  d.local_cq = true;
   d.remote_node = 2;
   d.length = 65;
   d.remote_address = 0x40;
@@ -59,9 +61,9 @@ TEST(RdmaDescriptor, GoldenImmediate) {
   ASSERT_TRUE(b.ok());
   ASSERT_EQ(b->size(), 64u + 128u);
   EXPECT_EQ(rdma_descriptor_size(d), 192u);
-  // op 2 | completion 4 << 3 = 0x22; length 65 = 0x41.
+  // op 2 | local_cq 1 << 6 = 0x42; length 65 = 0x41.
   EXPECT_EQ(hex(std::span(*b).first(24)),
-            "22000200"
+            "42000200"
             "41000000"
             "0000000000000000"
             "4000000000000000");
@@ -90,22 +92,25 @@ RdmaDescriptor random_descriptor(std::mt19937_64& rng) {
   d.op = static_cast<RdmaOp>(rng() % (kMaxRdmaOp + 1));
   d.fen = rng() % 2;
   d.completion = static_cast<Completion>(rng() % (kMaxCompletion + 1));
+  d.local_cq = rng() % 2;
   d.remote_vp = static_cast<uint8_t>(rng() % 64);
   d.remote_node = static_cast<uint16_t>(rng());
   d.length = static_cast<uint32_t>(rng());
   d.remote_address = rng();
-  d.memory_key = static_cast<uint32_t>(rng());
+  d.remote_key = static_cast<uint32_t>(rng());
   d.cp_count = static_cast<uint16_t>(rng());
   if (d.op == RdmaOp::kImmediate) {
     d.length = static_cast<uint32_t>(1 + rng() % kMaxImmediateBytes);
     for (unsigned i = 0; i < d.length; ++i) d.immediate_data[i] = static_cast<uint8_t>(rng());
   } else {
     d.local_address = rng();
+    d.local_key = static_cast<uint32_t>(rng());
   }
   if (d.completion == Completion::kEvent || d.completion == Completion::kTrailingImmediate) {
     d.notify_address = rng();
+    d.notify_key = static_cast<uint32_t>(rng());
   }
-  if (d.completion != Completion::kNone && d.completion != Completion::kLocalCq) {
+  if (d.completion != Completion::kNone) {
     for (auto& x : d.notify_data) x = static_cast<uint8_t>(rng());
   }
   return d;
@@ -147,8 +152,8 @@ TEST(RdmaDescriptor, EncodeRejectsOutOfRangeFields) {
   d.op = static_cast<RdmaOp>(3);
   EXPECT_TRUE(FailsWith(encode_rdma_descriptor(d), "op = 3"));
   d = sample_write();
-  d.completion = static_cast<Completion>(5);
-  EXPECT_TRUE(FailsWith(encode_rdma_descriptor(d), "completion = 5"));
+  d.completion = static_cast<Completion>(4);
+  EXPECT_TRUE(FailsWith(encode_rdma_descriptor(d), "completion = 4"));
 }
 
 TEST(RdmaDescriptor, DecodeRejectsMalformed) {
@@ -163,16 +168,19 @@ TEST(RdmaDescriptor, DecodeRejectsMalformed) {
   EXPECT_TRUE(FailsWith(decode_rdma_descriptor(good), "length = 65 bytes, expected 64"));
   good.pop_back();
   EXPECT_TRUE(FailsWith(edited(0, 2, 3), "op = 3"));
-  EXPECT_TRUE(FailsWith(edited(3, 3, 6), "completion = 6"));
+  EXPECT_TRUE(FailsWith(edited(3, 3, 4), "completion = 4"));
   EXPECT_TRUE(FailsWith(edited(7, 1, 1), "reserved bits"));
-  EXPECT_TRUE(FailsWith(edited(500, 1, 1), "reserved bits"));
-  EXPECT_TRUE(FailsWith(edited(3, 3, 2), "notify_address = 0x1000, expected 0"));
+  EXPECT_TRUE(FailsWith(edited(245, 1, 1), "reserved bits"));
+  EXPECT_TRUE(
+      FailsWith(edited(3, 3, 2), "notify_address = 0x1000, notify_key = 0xa0b0c0d, expected 0"));
   EXPECT_TRUE(FailsWith(edited(3, 3, 0), "notify_address"));
   std::vector<uint8_t> b = good;
-  put_bits(b, 3, 3, 2);  // trailing MP: notify data but no address
+  put_bits(b, 3, 3, 2);  // trailing MP: notify data but no address or key
   put_bits(b, 256, 64, 0);
+  EXPECT_TRUE(FailsWith(decode_rdma_descriptor(b), "notify_key = 0xa0b0c0d"));
+  put_bits(b, 480, 32, 0);
   EXPECT_TRUE(decode_rdma_descriptor(b).ok());
-  put_bits(b, 3, 3, 4);  // local CQ: neither
+  put_bits(b, 3, 3, 0);  // none: neither
   EXPECT_TRUE(FailsWith(decode_rdma_descriptor(b), "notify_data not zero"));
 
   RdmaDescriptor imm;
@@ -185,6 +193,9 @@ TEST(RdmaDescriptor, DecodeRejectsMalformed) {
   x = ib;
   put_bits(x, 64, 64, 1);
   EXPECT_TRUE(FailsWith(decode_rdma_descriptor(x), "local_address = 0x1"));
+  x = ib;
+  put_bits(x, 448, 32, 7);
+  EXPECT_TRUE(FailsWith(decode_rdma_descriptor(x), "local_key = 0x7"));
   x = ib;
   put_bits(x, 32, 32, 200);
   EXPECT_TRUE(FailsWith(decode_rdma_descriptor(x), "length = 200, expected 1-128"));

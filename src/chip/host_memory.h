@@ -1,0 +1,20 @@
+// The NIC's port to host memory (SYSTEM.md 1.1): DMA reads and writes at the physical addresses
+// the ATT gives. The engine supplies it: the simulator a modelled host memory (its DMA and PCIe
+// timing are the engine's), the live engine the process's memory.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "base/status.h"
+
+namespace galaxy::chip {
+
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+  virtual Status read(uint64_t phys, std::span<uint8_t> out) = 0;
+  virtual Status write(uint64_t phys, std::span<const uint8_t> in) = 0;
+};
+
+}  // namespace galaxy::chip

@@ -1,0 +1,551 @@
+// The NIC's RDMA engine (SYSTEM.md 1.1): connectionless put, get and immediate RDMA, any byte
+// alignment, data cut at the destination's 128-byte boundaries, the three DMA engines, the ATT
+// checked at the NIC nearest the memory, completions by event, trailing MP or trailing
+// immediate at the target and into the local CQ. Timeless: the engine pulls packets and
+// charges time; the target acknowledges every transfer once, so the source completes each
+// descriptor exactly once, with success or the target's error id.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/bits.h"
+#include "chip/event.h"
+#include "chip/nic.h"
+
+namespace galaxy::chip {
+
+using wire::Completion;
+using wire::DataPacket;
+using wire::PacketKind;
+using wire::RdmaOp;
+
+namespace {
+
+constexpr unsigned kTagSlotBits = 12;
+static_assert(kMaxTransfers == 1u << kTagSlotBits);
+
+uint16_t tag_of(uint16_t slot, uint8_t generation) {
+  return static_cast<uint16_t>(((generation & 0xFu) << kTagSlotBits) | slot);
+}
+
+DescriptorOp op_of(RdmaOp op) {
+  switch (op) {
+    case RdmaOp::kRead:
+      return DescriptorOp::kGet;
+    case RdmaOp::kImmediate:
+      return DescriptorOp::kImmediate;
+    case RdmaOp::kWrite:
+      break;
+  }
+  return DescriptorOp::kPut;
+}
+
+// The bytes of the packet at `offset` of a transfer (none for an empty transfer).
+uint64_t bytes_at(uint64_t dest, uint64_t length, uint64_t offset) {
+  return length == 0 ? 0 : wire::packet_bytes_at(dest, length, offset);
+}
+
+// Whether a packet's offset and size are where the transfer's own cutting puts them.
+bool placed(const wire::DataExt& x, uint8_t bytes) {
+  if (x.length == 0) return x.offset == 0 && bytes == 0;
+  return x.offset < x.length && bytes == wire::packet_bytes_at(x.address, x.length, x.offset);
+}
+
+// Read request payload layout (wire/data_packet.h kReadRequestBytes).
+constexpr size_t kRqLocalAddress = 0;
+constexpr size_t kRqLocalKey = 8;
+constexpr size_t kRqNotifyKey = 12;
+constexpr size_t kRqNotifyAddress = 16;
+constexpr size_t kRqNotifyData = 24;
+
+template <class T>
+T load_le(const uint8_t* p) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(T{p[i]} << (8 * i));
+  return v;
+}
+template <class T>
+void store_le(uint8_t* p, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+}  // namespace
+
+Nic::TxTransfer* Nic::tx_by_tag(uint16_t tag) {
+  TxTransfer& t = tx_[tag & (kMaxTransfers - 1)];
+  if (t.phase == TxTransfer::Phase::kFree || tag_of(0, t.generation) != (tag & 0xF000))
+    return nullptr;
+  return &t;
+}
+
+std::optional<NicWork> Nic::start_rdma(uint8_t vp, VpState& v, QueuedDescriptor& q, bool& wait) {
+  auto d = wire::decode_rdma_descriptor(q.bytes);
+  if (d.ok() && d->fen && (!v.in_flight.empty() || v.rdma_in_flight != 0)) {
+    wait = true;  // fenced: waits for every earlier descriptor of its VP
+    return std::nullopt;
+  }
+  NicWork w;
+  w.vp = vp;
+  w.sequence = q.sequence;
+  w.op = d.ok() ? op_of(d->op) : DescriptorOp::kPut;
+  auto reject = [&](Error e) {
+    w.kind = NicWork::Kind::kRejected;
+    w.error = std::move(e);
+    v.in_flight.push_back({q.sequence, true, w.op});
+    return w;
+  };
+  if (!d.ok()) return reject(d.error());
+  if (d->cp_count != 0)
+    return reject(make_error(Code::kUnsupported, 2055,
+                             fmt::format("RDMA descriptor: cp_count = {}: CP-triggered "
+                                         "descriptors are not started by this NIC model",
+                                         d->cp_count)));
+  if (d->remote_vp >= kNumVps)
+    return reject(make_error(Code::kOutOfRange, 2056,
+                             fmt::format("RDMA descriptor: remote_vp = {} exceeds the {} "
+                                         "virtual ports",
+                                         d->remote_vp, kNumVps)));
+  if (d->op == RdmaOp::kRead &&
+      (d->completion == Completion::kTrailingMp || d->completion == Completion::kTrailingImmediate))
+    return reject(make_error(Code::kInvalidArgument, 2057,
+                             "RDMA descriptor: a get completes at the target by an event only, "
+                             "not by a trailing MP or immediate"));
+  if (!host_) return reject(make_error(Code::kUnsupported, 2058, "NIC: no host memory attached"));
+  if (d->op != RdmaOp::kImmediate) {
+    Status st = att_.check(d->local_key, d->local_address, d->length, kAccessNone);
+    if (!st.ok()) return reject(st.error());
+  }
+  if (tx_free_.empty()) {
+    wait = true;  // every tag in flight: the descriptor starts when one completes
+    return std::nullopt;
+  }
+  const uint16_t slot = tx_free_.front();
+  tx_free_.pop_front();
+  TxTransfer& t = tx_[slot];
+  t.phase = TxTransfer::Phase::kSending;
+  t.vp = vp;
+  t.sequence = q.sequence;
+  t.d = *d;
+  t.sent = 0;
+  t.data_done = false;
+  t.received = 0;
+  t.error_id = 0;
+  tx_active_.push_back(slot);
+  ++v.rdma_in_flight;
+  w.kind = NicWork::Kind::kRdma;
+  w.bytes = d->length;
+  return w;
+}
+
+std::optional<NicPacket> Nic::make_packet(DataPacket p, DmaEngine e, uint32_t host_bytes) {
+  p.head.vc = data_vc(p.head.kind);
+  p.head.src_node = chip_id();
+  auto flits = wire::encode_data_packet(p);
+  if (!flits.ok()) {  // a field out of range: the packet never leaves
+    discard(std::span<const uint8_t>{}, flits.error(), wire::DataDefect::kMalformed);
+    return std::nullopt;
+  }
+  NicPacket out;
+  out.flits = std::move(*flits);
+  out.head = p.head;
+  out.head.length_flits = static_cast<uint16_t>(out.flits.size());
+  out.engine = e;
+  out.host_read_bytes = host_bytes;
+  return out;
+}
+
+std::optional<NicPacket> Nic::next_packet(DmaEngine e) {
+  switch (e) {
+    case DmaEngine::kLocalRead:
+      return next_local_packet();
+    case DmaEngine::kRemoteRead:
+      return next_response_packet();
+    case DmaEngine::kWrite:
+      break;
+  }
+  if (acks_.empty()) return std::nullopt;
+  DataPacket a = acks_.front();
+  acks_.pop_front();
+  return make_packet(a, DmaEngine::kWrite, 0);
+}
+
+// DMA engine 0: one transfer at a time, in start order (descriptors of a VP stay in order).
+std::optional<NicPacket> Nic::next_local_packet() {
+  while (!tx_active_.empty()) {
+    const uint16_t slot = tx_active_.front();
+    TxTransfer& t = tx_[slot];
+    const wire::RdmaDescriptor& d = t.d;
+    DataPacket p;
+    p.head.dest_node = d.remote_node;
+    p.head.dest_vp = d.remote_vp;
+    p.head.src_vp = t.vp;
+    p.head.tag = tag_of(slot, t.generation);
+    p.head.flags = wire::kDataFlagInTransfer;
+    if (d.op == RdmaOp::kRead) {
+      p.head.kind = PacketKind::kRdmaReadRequest;
+      if (d.completion == Completion::kEvent) p.head.flags |= wire::kDataFlagNotified;
+      p.ext = {d.remote_address, d.remote_key, 0, d.length};
+      p.head.bytes = static_cast<uint8_t>(wire::kReadRequestBytes);
+      store_le(&p.payload[kRqLocalAddress], d.local_address);
+      store_le(&p.payload[kRqLocalKey], d.local_key);
+      store_le(&p.payload[kRqNotifyKey], d.notify_key);
+      store_le(&p.payload[kRqNotifyAddress], d.notify_address);
+      std::copy(d.notify_data.begin(), d.notify_data.end(), &p.payload[kRqNotifyData]);
+      t.data_done = true;
+      t.phase = TxTransfer::Phase::kAwaitResponses;
+      tx_active_.pop_front();
+      return make_packet(p, DmaEngine::kLocalRead, 0);
+    }
+    const bool notice = d.completion != Completion::kNone;
+    if (notice) p.head.flags |= wire::kDataFlagNotified;
+    if (!t.data_done) {
+      const uint64_t n = bytes_at(d.remote_address, d.length, t.sent);
+      p.head.kind = d.op == RdmaOp::kImmediate ? PacketKind::kImmediate : PacketKind::kRdmaWrite;
+      p.head.bytes = static_cast<uint8_t>(n);
+      p.ext = {d.remote_address, d.remote_key, static_cast<uint32_t>(t.sent), d.length};
+      uint32_t host_bytes = 0;
+      bool starts = false;
+      if (d.op == RdmaOp::kImmediate) {
+        std::copy_n(d.immediate_data.begin() + t.sent, n, p.payload.begin());
+      } else {
+        const uint16_t err = read_host(d.local_key, d.local_address + t.sent,
+                                       std::span(p.payload).first(n), kAccessNone);
+        if (err != 0) {
+          tx_active_.pop_front();
+          finish_tx(slot, err);
+          continue;
+        }
+        host_bytes = static_cast<uint32_t>(n);
+        starts = t.sent == 0 ||
+                 (t.sent + (n ? n - 1 : 0)) / kHostReadChunk != (t.sent - 1) / kHostReadChunk;
+      }
+      t.sent += n;
+      if (t.sent >= d.length) {
+        t.data_done = true;
+        if (!notice) {
+          t.phase = TxTransfer::Phase::kAwaitAck;
+          tx_active_.pop_front();
+        }
+      }
+      auto out = make_packet(p, DmaEngine::kLocalRead, host_bytes);
+      if (out) out->starts_host_read = starts;
+      return out;
+    }
+    // The notice, after the data: the target applies it once every data packet is written.
+    p.head.bytes = static_cast<uint8_t>(wire::kNotifyDataBytes);
+    std::copy(d.notify_data.begin(), d.notify_data.end(), p.payload.begin());
+    switch (d.completion) {
+      case Completion::kEvent:
+        p.head.kind = PacketKind::kEvent;
+        p.ext = {d.notify_address, d.notify_key, 0, kEventBytes};
+        break;
+      case Completion::kTrailingImmediate:
+        p.head.kind = PacketKind::kImmediate;
+        p.head.flags |= wire::kDataFlagTrailing;
+        p.ext = {d.notify_address, d.notify_key, 0, wire::kNotifyDataBytes};
+        break;
+      case Completion::kTrailingMp:
+      case Completion::kNone:
+        p.head.kind = PacketKind::kMp;
+        p.head.flags |= wire::kDataFlagTrailing;
+        break;
+    }
+    t.phase = TxTransfer::Phase::kAwaitAck;
+    tx_active_.pop_front();
+    return make_packet(p, DmaEngine::kLocalRead, 0);
+  }
+  return std::nullopt;
+}
+
+// DMA engine 1: answers remote gets in order, reading our memory.
+std::optional<NicPacket> Nic::next_response_packet() {
+  while (!reads_.empty()) {
+    ReadJob& j = reads_.front();
+    const uint64_t n = bytes_at(j.dest, j.length, j.sent);
+    DataPacket p;
+    p.head.kind = PacketKind::kRdmaReadResponse;
+    p.head.dest_node = j.requester;
+    p.head.dest_vp = j.requester_vp;
+    p.head.tag = j.tag;
+    p.head.bytes = static_cast<uint8_t>(n);
+    p.ext = {j.dest, j.dest_key, static_cast<uint32_t>(j.sent), j.length};
+    const uint16_t err =
+        read_host(j.source_key, j.source + j.sent, std::span(p.payload).first(n), kAccessRead);
+    if (err != 0) {
+      send_ack(j.requester, j.requester_vp, j.tag, err, j.sent);
+      reads_.pop_front();
+      continue;
+    }
+    const bool starts =
+        j.sent == 0 || (j.sent + (n ? n - 1 : 0)) / kHostReadChunk != (j.sent - 1) / kHostReadChunk;
+    j.sent += n;
+    if (j.sent >= j.length) {
+      if (j.event) write_event_at(j.notify_key, j.notify_address, j.notify_data);
+      reads_.pop_front();
+    }
+    auto out = make_packet(p, DmaEngine::kRemoteRead, static_cast<uint32_t>(n));
+    if (out) out->starts_host_read = starts;
+    return out;
+  }
+  return std::nullopt;
+}
+
+void Nic::finish_tx(uint16_t slot, uint16_t error_id) {
+  TxTransfer& t = tx_[slot];
+  VpState& v = vps_[t.vp];
+  --v.rdma_in_flight;
+  ++v.desc_done;
+  const DescriptorOp op = op_of(t.d.op);
+  if (error_id != 0) {
+    ++v.desc_errors;
+    push_event(v, {EventKind::kDescriptorError, t.sequence, error_id, op, 0});
+  } else if (t.d.local_cq) {
+    push_event(v, {EventKind::kDescriptorDone, t.sequence, 0, op, t.d.length});
+  }
+  t.phase = TxTransfer::Phase::kFree;
+  ++t.generation;
+  tx_free_.push_back(slot);
+}
+
+void Nic::send_ack(uint16_t dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id,
+                   uint64_t bytes) {
+  DataPacket a;
+  a.head.kind = PacketKind::kAck;
+  a.head.dest_node = dest;
+  a.head.dest_vp = dest_vp;
+  a.head.tag = tag;
+  a.ext.offset = error_id;
+  a.ext.length = static_cast<uint32_t>(bytes);
+  acks_.push_back(a);
+}
+
+uint16_t Nic::write_host(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data,
+                         uint32_t access) {
+  Status st =
+      att_.translate(key, vaddr, data.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
+        return host_->write(phys, data.subspan(off, n));
+      });
+  return st.ok() ? 0 : st.error().id;
+}
+
+uint16_t Nic::read_host(uint32_t key, uint64_t vaddr, std::span<uint8_t> out, uint32_t access) {
+  Status st =
+      att_.translate(key, vaddr, out.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
+        return host_->read(phys, out.subspan(off, n));
+      });
+  return st.ok() ? 0 : st.error().id;
+}
+
+uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
+                             const std::array<uint8_t, wire::kNotifyDataBytes>& data) {
+  Status st = att_.check(key, addr, kEventBytes, kAccessWrite);
+  if (!st.ok()) return st.error().id;
+  uint16_t err = 0;
+  write_event(addr, load_le<uint64_t>(&data[0]), load_le<uint64_t>(&data[8]), true,
+              [&](uint64_t a, uint64_t word) {
+                uint8_t b[8];
+                store_le(b, word);
+                err = write_host(key, a, b, kAccessWrite);
+                return err == 0;
+              });
+  return err;
+}
+
+NicRx Nic::receive_packet(std::span<const wire::Flit> flits) {
+  auto p = wire::decode_data_packet(flits);
+  if (!p.ok()) {
+    discard(flits, p.error(), wire::data_defect_of(p.error()));
+    return NicRx::kDiscarded;
+  }
+  const wire::DataHead& h = p->head;
+  if (h.dest_node != chip_id()) {
+    discard(flits,
+            make_error(Code::kNotFound, 2050,
+                       fmt::format("data packet for node {} reached NIC {} (misrouted)",
+                                   h.dest_node, chip_id())),
+            wire::DataDefect::kMisrouted);
+    return NicRx::kDiscarded;
+  }
+  if (h.dest_vp >= kNumVps) {
+    discard(flits,
+            make_error(Code::kOutOfRange, 2051,
+                       fmt::format("data packet for vp {}: the NIC has {}", h.dest_vp, kNumVps)),
+            wire::DataDefect::kMalformed);
+    return NicRx::kDiscarded;
+  }
+  const bool in_transfer = (h.flags & wire::kDataFlagInTransfer) != 0;
+  switch (h.kind) {
+    case PacketKind::kMp:
+    case PacketKind::kCp:
+      if (!in_transfer) return receive_mp(h, p->data());
+      return rx_write(*p, flits);
+    case PacketKind::kRdmaWrite:
+    case PacketKind::kImmediate:
+    case PacketKind::kEvent:
+      return rx_write(*p, flits);
+    case PacketKind::kRdmaReadRequest:
+      return rx_read_request(*p, flits);
+    case PacketKind::kRdmaReadResponse:
+      return rx_response(*p, flits);
+    case PacketKind::kAck:
+      return rx_ack(*p, flits);
+  }
+  return NicRx::kDiscarded;
+}
+
+NicRx Nic::rx_write(const DataPacket& p, std::span<const wire::Flit> flits) {
+  const wire::DataHead& h = p.head;
+  auto bad = [&](uint16_t id, std::string why) {
+    discard(flits, make_error(Code::kMalformed, id, std::move(why)), wire::DataDefect::kMalformed);
+    return NicRx::kDiscarded;
+  };
+  if (!(h.flags & wire::kDataFlagInTransfer))
+    return bad(2070, fmt::format("RDMA packet (kind {}) outside a transfer",
+                                 static_cast<unsigned>(h.kind)));
+  const bool notice = (h.flags & wire::kDataFlagTrailing) || h.kind == PacketKind::kEvent;
+  if (!notice && !placed(p.ext, h.bytes))
+    return bad(2071, fmt::format("RDMA packet of {} bytes at offset {} of a {}-byte transfer to "
+                                 "{:#x} is not where the transfer is cut",
+                                 h.bytes, p.ext.offset, p.ext.length, p.ext.address));
+  const uint32_t key = (uint32_t{h.src_node} << 16) | h.tag;
+  auto it = rx_.find(key);
+  if (it == rx_.end()) {
+    if (rx_.size() >= kMaxRxTransfers)
+      return bad(2072, fmt::format("{} transfers already in progress at this NIC", rx_.size()));
+    it = rx_.emplace(key, RxTransfer{}).first;
+    it->second.src_vp = h.src_vp;
+  }
+  RxTransfer& t = it->second;
+  if (notice) {
+    if (t.has_notice) return bad(2073, fmt::format("second completion notice for tag {}", h.tag));
+    t.has_notice = true;
+    t.notice = p;
+    return rx_count(key, t);
+  }
+  const uint32_t total = static_cast<uint32_t>(wire::packets_for(p.ext.address, p.ext.length)) +
+                         ((h.flags & wire::kDataFlagNotified) ? 1 : 0);
+  if (t.total == 0) {
+    t.total = total;
+    // The whole transfer is checked before any of it is written (SYSTEM.md 1.1).
+    Status st = att_.check(p.ext.key, p.ext.address, p.ext.length, kAccessWrite);
+    if (!st.ok()) t.error_id = st.error().id;
+  } else if (t.total != total) {
+    return bad(2074, fmt::format("packet of tag {} says {} packets, the transfer {}", h.tag, total,
+                                 t.total));
+  }
+  if (t.error_id == 0)
+    t.error_id = write_host(p.ext.key, p.ext.address + p.ext.offset, p.data(), kAccessWrite);
+  if (t.error_id == 0) t.bytes += h.bytes;
+  return rx_count(key, t);
+}
+
+NicRx Nic::rx_count(uint32_t key, RxTransfer& t) {
+  const NicRx result = t.error_id != 0 ? NicRx::kRefused : NicRx::kDelivered;
+  if (++t.counted == t.total) rx_finish(key, t);
+  return result;
+}
+
+void Nic::rx_finish(uint32_t key, RxTransfer& t) {
+  uint16_t err = t.error_id;
+  const uint16_t src = static_cast<uint16_t>(key >> 16);
+  const uint16_t tag = static_cast<uint16_t>(key);
+  if (err == 0 && t.has_notice) {
+    const DataPacket& n = t.notice;
+    std::array<uint8_t, wire::kNotifyDataBytes> data{};
+    std::copy_n(n.payload.begin(), std::min<size_t>(n.head.bytes, data.size()), data.begin());
+    switch (n.head.kind) {
+      case PacketKind::kEvent:
+        err = write_event_at(n.ext.key, n.ext.address, data);
+        break;
+      case PacketKind::kImmediate:
+        err = write_host(n.ext.key, n.ext.address, n.data(), kAccessWrite);
+        break;
+      default: {  // the trailing MP, into the target VP's MPQ
+        wire::DataHead mh = n.head;
+        mh.kind = PacketKind::kMp;
+        if (receive_mp(mh, n.data()) == NicRx::kDiscarded) err = 2049;
+        break;
+      }
+    }
+  }
+  send_ack(src, t.src_vp, tag, err, t.bytes);
+  rx_.erase(key);
+}
+
+NicRx Nic::rx_read_request(const DataPacket& p, std::span<const wire::Flit> flits) {
+  const wire::DataHead& h = p.head;
+  if (h.bytes != wire::kReadRequestBytes) {
+    discard(flits,
+            make_error(Code::kMalformed, 2075,
+                       fmt::format("read request of {} bytes, expected {}", h.bytes,
+                                   wire::kReadRequestBytes)),
+            wire::DataDefect::kMalformed);
+    return NicRx::kDiscarded;
+  }
+  ReadJob j;
+  j.requester = h.src_node;
+  j.requester_vp = h.src_vp;
+  j.tag = h.tag;
+  j.source = p.ext.address;
+  j.source_key = p.ext.key;
+  j.length = p.ext.length;
+  j.dest = load_le<uint64_t>(&p.payload[kRqLocalAddress]);
+  j.dest_key = load_le<uint32_t>(&p.payload[kRqLocalKey]);
+  j.event = (h.flags & wire::kDataFlagNotified) != 0;
+  j.notify_key = load_le<uint32_t>(&p.payload[kRqNotifyKey]);
+  j.notify_address = load_le<uint64_t>(&p.payload[kRqNotifyAddress]);
+  std::copy_n(&p.payload[kRqNotifyData], wire::kNotifyDataBytes, j.notify_data.begin());
+  Status st = att_.check(j.source_key, j.source, j.length, kAccessRead);
+  if (st.ok() && j.event)
+    st = att_.check(j.notify_key, j.notify_address, kEventBytes, kAccessWrite);
+  if (!st.ok()) {
+    send_ack(j.requester, j.requester_vp, j.tag, st.error().id, 0);
+    return NicRx::kRefused;
+  }
+  reads_.push_back(j);
+  return NicRx::kDelivered;
+}
+
+NicRx Nic::rx_response(const DataPacket& p, std::span<const wire::Flit> flits) {
+  const wire::DataHead& h = p.head;
+  TxTransfer* t = tx_by_tag(h.tag);
+  if (!t || t->d.op != RdmaOp::kRead || t->phase != TxTransfer::Phase::kAwaitResponses ||
+      h.src_node != t->d.remote_node || p.ext.address != t->d.local_address ||
+      p.ext.length != t->d.length || !placed(p.ext, h.bytes)) {
+    discard(flits,
+            make_error(Code::kMalformed, 2076,
+                       fmt::format("read response (tag {:#x}, from node {}, {} bytes at offset "
+                                   "{}) answers no get of this NIC",
+                                   h.tag, h.src_node, h.bytes, p.ext.offset)),
+            wire::DataDefect::kMalformed);
+    return NicRx::kDiscarded;
+  }
+  if (t->error_id == 0)
+    t->error_id =
+        write_host(t->d.local_key, t->d.local_address + p.ext.offset, p.data(), kAccessNone);
+  if (++t->received == wire::packets_for(t->d.local_address, t->d.length))
+    finish_tx(static_cast<uint16_t>(h.tag & (kMaxTransfers - 1)), t->error_id);
+  return NicRx::kDelivered;
+}
+
+NicRx Nic::rx_ack(const DataPacket& p, std::span<const wire::Flit> flits) {
+  const wire::DataHead& h = p.head;
+  TxTransfer* t = tx_by_tag(h.tag);
+  const uint16_t err = static_cast<uint16_t>(p.ext.offset);
+  const bool expected = t && h.src_node == t->d.remote_node &&
+                        (t->phase == TxTransfer::Phase::kAwaitAck ||
+                         (t->phase == TxTransfer::Phase::kAwaitResponses && err != 0));
+  if (!expected || p.ext.offset > 0xFFFF) {
+    discard(flits,
+            make_error(Code::kMalformed, 2077,
+                       fmt::format("ack (tag {:#x}, from node {}) for no transfer of this NIC",
+                                   h.tag, h.src_node)),
+            wire::DataDefect::kMalformed);
+    return NicRx::kDiscarded;
+  }
+  finish_tx(static_cast<uint16_t>(h.tag & (kMaxTransfers - 1)), err);
+  return NicRx::kDelivered;
+}
+
+}  // namespace galaxy::chip

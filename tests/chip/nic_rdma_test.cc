@@ -1,0 +1,410 @@
+// The NIC's RDMA engine between two NICs whose packets a test pump carries, in order or
+// shuffled: real descriptors in, encoded flits between, bytes in modelled host memory out.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "chip/nic.h"
+
+namespace galaxy::chip {
+namespace {
+
+using wire::Completion;
+using wire::RdmaDescriptor;
+using wire::RdmaOp;
+
+// Host memory with physical frames handed out in reverse order, so that a region's virtually
+// contiguous pages are physically scattered and every access is translated page by page.
+class Memory final : public HostMemory {
+ public:
+  static constexpr uint64_t kPages = 64;
+  Memory() : bytes_(kPages * kAttPageBytes, 0) {}
+  Status read(uint64_t phys, std::span<uint8_t> out) override {
+    if (phys + out.size() > bytes_.size()) return make_error(Code::kOutOfRange, 1, "phys");
+    std::copy_n(bytes_.begin() + static_cast<ptrdiff_t>(phys), out.size(), out.begin());
+    ++reads;
+    return {};
+  }
+  Status write(uint64_t phys, std::span<const uint8_t> in) override {
+    if (phys + in.size() > bytes_.size()) return make_error(Code::kOutOfRange, 1, "phys");
+    std::copy(in.begin(), in.end(), bytes_.begin() + static_cast<ptrdiff_t>(phys));
+    ++writes;
+    return {};
+  }
+  // Virtual address `va` of a region that starts at virtual page `first_vpage`.
+  std::vector<uint64_t> frames(uint64_t vaddr, uint64_t length) {
+    std::vector<uint64_t> f;
+    for (uint64_t i = 0; i < att_pages(vaddr, length); ++i)
+      f.push_back((kPages - 1 - (vaddr / kAttPageBytes + i)) * kAttPageBytes);
+    return f;
+  }
+  uint8_t& at(uint64_t va) {
+    return bytes_[(kPages - 1 - va / kAttPageBytes) * kAttPageBytes + va % kAttPageBytes];
+  }
+  uint64_t reads = 0, writes = 0;
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+struct Node {
+  Nic nic;
+  Memory mem;
+  explicit Node(uint16_t id) {
+    nic.set_chip_id(id);
+    nic.attach_host_memory(&mem);
+  }
+  uint32_t reg(uint64_t va, uint64_t len, uint32_t access) {
+    auto fr = mem.frames(va, len);
+    return nic.att().register_region(va, len, access, fr).value();
+  }
+  void fill(uint64_t va, uint64_t len, uint8_t seed) {
+    for (uint64_t i = 0; i < len; ++i) mem.at(va + i) = static_cast<uint8_t>(seed + i * 7);
+  }
+};
+
+class RdmaTest : public ::testing::Test {
+ protected:
+  Node a{1}, b{2};
+  std::vector<NicPacket> wire_log;  // every packet put on the network, in order
+
+  Status post(Node& n, uint8_t vp, const RdmaDescriptor& d) {
+    auto bytes = wire::encode_rdma_descriptor(d);
+    if (!bytes.ok()) return bytes.error();
+    return n.nic.post_rdma(vp, *bytes);
+  }
+  // Starts every queued descriptor (a rejected one completes with its error at once).
+  void start(Node& n) {
+    while (auto w = n.nic.next_work())
+      if (w->kind == NicWork::Kind::kRejected) n.nic.complete(w->vp, false, w->error.id);
+  }
+  // Carries packets until both NICs are idle. With a seed, the packets in flight arrive in a
+  // random order (an adaptive network reorders).
+  void pump(std::optional<uint64_t> shuffle_seed = std::nullopt) {
+    std::mt19937_64 rng(shuffle_seed.value_or(0));
+    for (int round = 0; round < 100000; ++round) {
+      start(a);
+      start(b);
+      std::vector<NicPacket> flight;
+      for (Node* n : {&a, &b})
+        for (uint8_t e = 0; e < kDmaEngines; ++e)
+          while (auto p = n->nic.next_packet(static_cast<DmaEngine>(e))) flight.push_back(*p);
+      if (flight.empty()) return;
+      if (shuffle_seed) std::shuffle(flight.begin(), flight.end(), rng);
+      for (NicPacket& p : flight) {
+        wire_log.push_back(p);
+        Node& to = p.head.dest_node == 1 ? a : b;
+        to.nic.receive_packet(p.flits);
+      }
+    }
+    FAIL() << "the NICs never went idle";
+  }
+  std::vector<EqEntry> events(Node& n, uint8_t vp) {
+    std::vector<EqEntry> out;
+    while (auto e = n.nic.poll_eq(vp)) out.push_back(*e);
+    return out;
+  }
+};
+
+RdmaDescriptor put(uint64_t from, uint32_t lkey, uint64_t to, uint32_t rkey, uint32_t len) {
+  RdmaDescriptor d;
+  d.op = RdmaOp::kWrite;
+  d.remote_node = 2;
+  d.remote_vp = 9;
+  d.local_address = from;
+  d.local_key = lkey;
+  d.remote_address = to;
+  d.remote_key = rkey;
+  d.length = len;
+  d.local_cq = true;
+  return d;
+}
+
+TEST_F(RdmaTest, PutAnyAlignmentCutAtDestinationBoundaries) {
+  const uint32_t lk = a.reg(0x1000, 3 * kAttPageBytes, kAccessNone);
+  const uint32_t rk = b.reg(0x8000, 3 * kAttPageBytes, kAccessWrite);
+  for (uint64_t src_off : {0u, 3u, 127u})
+    for (uint64_t dst_off : {0u, 1u, 125u, 4095u})
+      for (uint32_t len : {1u, 127u, 128u, 129u, 1000u, 5000u}) {
+        a.fill(0x1000 + src_off, len, static_cast<uint8_t>(len));
+        for (uint64_t i = 0; i < len + 2; ++i) b.mem.at(0x8000 + dst_off + i) = 0xEE;
+        wire_log.clear();
+        ASSERT_TRUE(post(a, 8, put(0x1000 + src_off, lk, 0x8000 + dst_off + 1, rk, len)).ok());
+        pump();
+        for (uint64_t i = 0; i < len; ++i)
+          ASSERT_EQ(b.mem.at(0x8001 + dst_off + i), a.mem.at(0x1000 + src_off + i))
+              << src_off << "/" << dst_off << "/" << len << " byte " << i;
+        EXPECT_EQ(b.mem.at(0x8000 + dst_off), 0xEE);  // nothing before or after
+        EXPECT_EQ(b.mem.at(0x8001 + dst_off + len), 0xEE);
+        size_t data = 0;
+        for (const NicPacket& p : wire_log) {
+          if (p.head.kind != wire::PacketKind::kRdmaWrite) continue;
+          ++data;
+          EXPECT_LE(p.head.bytes, wire::kDataPacketBytes);
+          EXPECT_EQ(p.head.vc, data_vc(wire::PacketKind::kRdmaWrite));
+        }
+        EXPECT_EQ(data, wire::packets_for(0x8001 + dst_off, len));
+        auto ev = events(a, 8);
+        ASSERT_EQ(ev.size(), 1u);
+        EXPECT_EQ(ev[0].kind, EventKind::kDescriptorDone);
+        EXPECT_EQ(ev[0].op, DescriptorOp::kPut);
+        EXPECT_EQ(ev[0].bytes, len);
+      }
+}
+
+TEST_F(RdmaTest, ReadResponsesTakeAnotherVcThanWriteData) {
+  EXPECT_NE(data_vc(wire::PacketKind::kRdmaWrite), data_vc(wire::PacketKind::kRdmaReadResponse));
+  EXPECT_NE(data_vc(wire::PacketKind::kAck), data_vc(wire::PacketKind::kRdmaReadResponse));
+}
+
+TEST_F(RdmaTest, GetAnyAlignmentWithEventAtTheTarget) {
+  const uint32_t lk = a.reg(0x1000, 4 * kAttPageBytes, kAccessNone);
+  const uint32_t rk = b.reg(0x8000, 4 * kAttPageBytes, kAccessRead | kAccessWrite);
+  b.fill(0x8000, 4 * kAttPageBytes, 5);
+  RdmaDescriptor d;
+  d.op = RdmaOp::kRead;
+  d.remote_node = 2;
+  d.remote_vp = 9;
+  d.local_address = 0x1003;
+  d.local_key = lk;
+  d.remote_address = 0x8077;
+  d.remote_key = rk;
+  d.length = 9000;
+  d.completion = Completion::kEvent;
+  d.notify_address = 0x8000 + 3 * kAttPageBytes;
+  d.notify_key = rk;
+  d.notify_data[0] = 0x11;
+  d.notify_data[15] = 0x22;
+  d.local_cq = true;
+  for (uint64_t i = 0; i < 16; ++i) b.mem.at(d.notify_address + i) = 0;
+  ASSERT_TRUE(post(a, 8, d).ok());
+  pump(7);
+  for (uint64_t i = 0; i < d.length; ++i)
+    ASSERT_EQ(a.mem.at(0x1003 + i), b.mem.at(0x8077 + i)) << "byte " << i;
+  EXPECT_EQ(b.mem.at(d.notify_address), 0x11);
+  EXPECT_EQ(b.mem.at(d.notify_address + 15), 0x22);
+  auto ev = events(a, 8);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EventKind::kDescriptorDone);
+  EXPECT_EQ(ev[0].op, DescriptorOp::kGet);
+  // The response data: destination-aligned packets on the read-response VC.
+  size_t responses = 0;
+  for (const NicPacket& p : wire_log)
+    if (p.head.kind == wire::PacketKind::kRdmaReadResponse) {
+      ++responses;
+      EXPECT_EQ(p.engine, DmaEngine::kRemoteRead);
+    }
+  EXPECT_EQ(responses, wire::packets_for(0x1003, 9000));
+}
+
+// An adaptive network may deliver the notice before the data: the target applies the event
+// only once every data packet is written.
+TEST_F(RdmaTest, EventIsWrittenAfterAllDataWhateverTheArrivalOrder) {
+  const uint32_t lk = a.reg(0x1000, 2 * kAttPageBytes, kAccessNone);
+  const uint32_t rk = b.reg(0x8000, 2 * kAttPageBytes, kAccessWrite);
+  a.fill(0x1000, 2000, 9);
+  RdmaDescriptor d = put(0x1000, lk, 0x8000, rk, 2000);
+  d.completion = Completion::kEvent;
+  d.notify_address = 0x8000 + kAttPageBytes;
+  d.notify_key = rk;
+  d.notify_data[8] = 0x5A;
+  ASSERT_TRUE(post(a, 8, d).ok());
+  start(a);
+  std::vector<NicPacket> pkts;
+  while (auto p = a.nic.next_packet(DmaEngine::kLocalRead)) pkts.push_back(*p);
+  ASSERT_EQ(pkts.size(), wire::packets_for(0x8000, 2000) + 1);
+  EXPECT_EQ(pkts.back().head.kind, wire::PacketKind::kEvent);
+  std::rotate(pkts.begin(), pkts.end() - 1, pkts.end());  // the event first
+  for (size_t i = 0; i < pkts.size(); ++i) {
+    EXPECT_EQ(b.nic.receive_packet(pkts[i].flits), NicRx::kDelivered);
+    const bool all = i + 1 == pkts.size();
+    EXPECT_EQ(b.mem.at(d.notify_address + 8), all ? 0x5A : 0) << "after packet " << i;
+  }
+  pump();
+  auto ev = events(a, 8);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EventKind::kDescriptorDone);
+}
+
+TEST_F(RdmaTest, ImmediateWithEachNotice) {
+  const uint32_t rk = b.reg(0x8000, kAttPageBytes, kAccessWrite);
+  for (Completion c : {Completion::kNone, Completion::kEvent, Completion::kTrailingMp,
+                       Completion::kTrailingImmediate})
+    for (uint32_t len : {1u, 64u, 100u, 128u}) {
+      RdmaDescriptor d;
+      d.op = RdmaOp::kImmediate;
+      d.remote_node = 2;
+      d.remote_vp = 9;
+      d.remote_address = 0x8050;
+      d.remote_key = rk;
+      d.length = len;
+      d.completion = c;
+      for (uint32_t i = 0; i < len; ++i) d.immediate_data[i] = static_cast<uint8_t>(i ^ len);
+      if (c == Completion::kEvent || c == Completion::kTrailingImmediate) {
+        d.notify_address = 0x8800;
+        d.notify_key = rk;
+      }
+      d.notify_data.fill(static_cast<uint8_t>(0x40 + len));
+      const uint64_t reads = a.mem.reads;
+      ASSERT_TRUE(post(a, 3, d).ok());  // a PIO VP
+      pump(len);
+      EXPECT_EQ(a.mem.reads, reads);  // the data came with the descriptor, no DMA read
+      for (uint32_t i = 0; i < len; ++i) ASSERT_EQ(b.mem.at(0x8050 + i), d.immediate_data[i]);
+      if (c == Completion::kEvent || c == Completion::kTrailingImmediate) {
+        EXPECT_EQ(b.mem.at(0x8800 + 15), 0x40 + len);
+      }
+      if (c == Completion::kTrailingMp) {
+        auto mp = b.nic.poll_mpq(9);
+        ASSERT_TRUE(mp);
+        EXPECT_EQ(mp->length, wire::kNotifyDataBytes);
+        EXPECT_EQ(mp->data[0], 0x40 + len);
+        EXPECT_EQ(mp->src_node, 1);
+      }
+      EXPECT_TRUE(events(a, 3).empty());  // no local CQ asked for, and no error
+    }
+}
+
+TEST_F(RdmaTest, RefusedAccessWritesNothingAndFailsTheDescriptor) {
+  const uint32_t lk = a.reg(0x1000, kAttPageBytes, kAccessNone);
+  const uint32_t rk_w = b.reg(0x8000, kAttPageBytes, kAccessWrite);
+  const uint32_t rk_r = b.reg(0xA000, kAttPageBytes, kAccessRead);
+  a.fill(0x1000, kAttPageBytes, 1);
+  for (uint64_t i = 0; i < kAttPageBytes; ++i) b.mem.at(0x8000 + i) = 0xEE;
+  struct Case {
+    RdmaDescriptor d;
+    uint16_t id;
+  };
+  RdmaDescriptor over = put(0x1000, lk, 0x8000 + 100, rk_w, kAttPageBytes);  // past the end
+  RdmaDescriptor wrong_key = put(0x1000, lk, 0x8000, rk_w ^ 0x100000, 64);   // stale key
+  RdmaDescriptor read_only = put(0x1000, lk, 0xA000, rk_r, 64);              // no write right
+  RdmaDescriptor get_wo = put(0x1000, lk, 0x8000, rk_w, 64);                 // no read right
+  get_wo.op = RdmaOp::kRead;
+  for (const Case& c :
+       {Case{over, 2068}, Case{wrong_key, 2067}, Case{read_only, 2069}, Case{get_wo, 2069}}) {
+    const uint64_t writes = b.mem.writes;
+    ASSERT_TRUE(post(a, 8, c.d).ok());
+    pump(c.id);
+    EXPECT_EQ(b.mem.writes, writes) << c.id;
+    auto ev = events(a, 8);
+    ASSERT_EQ(ev.size(), 1u);
+    EXPECT_EQ(ev[0].kind, EventKind::kDescriptorError);
+    EXPECT_EQ(ev[0].error_id, c.id);
+  }
+  EXPECT_EQ(b.mem.at(0x8000), 0xEE);
+  // The local side is checked before anything leaves.
+  wire_log.clear();
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8000, rk_w, kAttPageBytes + 1)).ok());
+  pump();
+  EXPECT_TRUE(wire_log.empty());
+  auto ev = events(a, 8);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].error_id, 2068);
+}
+
+TEST_F(RdmaTest, FencedDescriptorStartsAfterEarlierTransfersComplete) {
+  const uint32_t lk = a.reg(0x1000, kAttPageBytes, kAccessNone);
+  const uint32_t rk = b.reg(0x8000, kAttPageBytes, kAccessWrite);
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8000, rk, 500)).ok());
+  RdmaDescriptor second = put(0x1000, lk, 0x8400, rk, 10);
+  second.fen = true;
+  ASSERT_TRUE(post(a, 8, second).ok());
+  auto w = a.nic.next_work();
+  ASSERT_TRUE(w);
+  EXPECT_EQ(w->kind, NicWork::Kind::kRdma);
+  EXPECT_FALSE(a.nic.next_work());  // fenced behind the first, which awaits its ack
+  pump();
+  EXPECT_EQ(events(a, 8).size(), 2u);
+}
+
+TEST_F(RdmaTest, DescriptorsWaitWhenEveryTagIsInFlight) {
+  const uint32_t lk = a.reg(0x1000, kAttPageBytes, kAccessNone);
+  const uint32_t rk = b.reg(0x8000, kAttPageBytes, kAccessWrite);
+  const size_t n = kMaxTransfers + 100;
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_TRUE(post(a, static_cast<uint8_t>(8 + i % 32), put(0x1000, lk, 0x8000, rk, 8)).ok());
+  size_t started = 0;
+  while (a.nic.next_work()) ++started;
+  EXPECT_EQ(started, kMaxTransfers);
+  pump();
+  size_t done = 0;
+  for (uint8_t vp = 8; vp < kNumVps; ++vp) done += events(a, vp).size();
+  EXPECT_EQ(done, n);
+}
+
+TEST_F(RdmaTest, MalformedOrUnsupportedDescriptorsCompleteWithAnError) {
+  std::vector<uint8_t> bad(64, 0);
+  bad[0] = 0x02;  // immediate with length 0
+  EXPECT_FALSE(a.nic.post_rdma(8, bad).ok());
+  RdmaDescriptor d = put(0, 0, 0, 0, 1);
+  d.cp_count = 2;
+  ASSERT_TRUE(post(a, 8, d).ok());
+  d.cp_count = 0;
+  d.remote_vp = 50;
+  ASSERT_TRUE(post(a, 8, d).ok());
+  d.remote_vp = 9;
+  d.op = RdmaOp::kRead;
+  d.completion = Completion::kTrailingMp;
+  ASSERT_TRUE(post(a, 8, d).ok());
+  pump();
+  std::vector<uint16_t> ids;
+  for (const EqEntry& e : events(a, 8)) ids.push_back(e.error_id);
+  EXPECT_EQ(ids, (std::vector<uint16_t>{2055, 2056, 2057}));
+}
+
+// SYSTEM.md 1.1: every dirty packet is discarded before anything reaches host memory, kept in
+// the error buffer and counted by kind.
+TEST_F(RdmaTest, DirtyPacketsAreDiscardedIntoTheErrorBuffer) {
+  const uint32_t lk = a.reg(0x1000, kAttPageBytes, kAccessNone);
+  const uint32_t rk = b.reg(0x8000, kAttPageBytes, kAccessWrite);
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8000, rk, 100)).ok());
+  start(a);
+  auto p = a.nic.next_packet(DmaEngine::kLocalRead);
+  ASSERT_TRUE(p);
+  const std::vector<wire::Flit> good = p->flits;
+  using wire::DataDefect;
+  struct Case {
+    DataDefect defect;
+    std::vector<wire::Flit> flits;
+  };
+  std::vector<Case> cases;
+  cases.push_back({DataDefect::kMissingHead, {good.begin() + 1, good.end()}});
+  cases.push_back({DataDefect::kMissingTail, {good.begin(), good.end() - 1}});
+  std::vector<wire::Flit> longer = good;
+  longer.insert(longer.end() - 1, good[2]);
+  cases.push_back({DataDefect::kTooLong, longer});
+  std::vector<wire::Flit> corrupt = good;
+  corrupt[3].payload[0] ^= 0x80;
+  cases.push_back({DataDefect::kDataError, corrupt});
+  // Misrouted: a well-formed packet for another node.
+  RdmaDescriptor other = put(0x1000, lk, 0x8000, rk, 100);
+  other.remote_node = 77;
+  ASSERT_TRUE(post(a, 9, other).ok());
+  start(a);
+  auto mis = a.nic.next_packet(DmaEngine::kLocalRead);
+  ASSERT_TRUE(mis);
+  ASSERT_EQ(mis->head.dest_node, 77);
+  cases.push_back({DataDefect::kMisrouted, mis->flits});
+  for (const Case& c : cases) {
+    const uint64_t writes = b.mem.writes;
+    const uint64_t before = b.nic.dirty_packets(c.defect);
+    EXPECT_EQ(b.nic.receive_packet(c.flits), NicRx::kDiscarded) << data_defect_name(c.defect);
+    EXPECT_EQ(b.mem.writes, writes);
+    EXPECT_EQ(b.nic.dirty_packets(c.defect), before + 1) << data_defect_name(c.defect);
+    EXPECT_TRUE(b.nic.error_buffer().valid);
+    EXPECT_EQ(b.nic.error_buffer().defect, c.defect);
+    // Readable through registers: ERRBUF_STATUS names the defect, ERRBUF_DATA the flits.
+    auto st = b.nic.read_register(reg::kErrBufStatus);
+    EXPECT_EQ((st.value >> 32) & 0xFF, static_cast<uint64_t>(c.defect));
+    const wire::FlitBytes first = wire::encode_flit(c.flits[0]);
+    auto w0 = b.nic.read_register(reg::kErrBufData);
+    uint64_t want = 0;
+    for (int i = 0; i < 8; ++i) want |= uint64_t{first[i]} << (8 * i);
+    EXPECT_EQ(w0.value, want);
+  }
+  // The good packet still goes through afterwards.
+  EXPECT_EQ(b.nic.receive_packet(good), NicRx::kDelivered);
+}
+
+}  // namespace
+}  // namespace galaxy::chip
