@@ -12,9 +12,7 @@ namespace galaxy::chip {
 
 using wire::NmpError;
 
-Nic::Nic(uint16_t num_ports) : Chip(wire::ChipType::kNic, num_ports, reg::kNicAddressSpace) {
-  for (uint16_t i = 0; i < kMaxTransfers; ++i) tx_free_.push_back(i);
-}
+Nic::Nic(uint16_t num_ports) : Chip(wire::ChipType::kNic, num_ports, reg::kNicAddressSpace) {}
 
 Status Nic::check_vp(uint8_t vp) const {
   if (vp >= kNumVps)
@@ -168,7 +166,11 @@ std::optional<NicWork> Nic::next_work() {
       w.head.bytes = static_cast<uint8_t>(d.bytes.size());
       w.head.length_flits = static_cast<uint16_t>(wire::data_packet_flits(d.bytes.size()));
       std::copy(d.bytes.begin(), d.bytes.end(), w.mp_data.begin());
-      w.head.vc = 0;
+      w.head.vc = data_vc(wire::PacketKind::kMp);
+      wire::DataPacket p;
+      p.head = w.head;
+      std::copy(d.bytes.begin(), d.bytes.end(), p.payload.begin());
+      w.packet = make_packet(p, DmaEngine::kLocalRead, static_cast<uint32_t>(d.bytes.size()));
       notify = false;
     }
     v.in_flight.push_back({d.sequence, notify, w.op});

@@ -108,8 +108,9 @@ struct NicWork {
   wire::DataHead head;           // kMp
   std::array<uint8_t, kMpPayloadBytes> mp_data{};
   DescriptorOp op = DescriptorOp::kMgmt;
-  uint64_t bytes = 0;  // kRdma: the transfer's length
-  Error error;         // kRejected: why (the descriptor completes with an error event)
+  uint64_t bytes = 0;               // kRdma: the transfer's length
+  std::optional<NicPacket> packet;  // kMp: the MP as it goes on the wire
+  Error error;                      // kRejected: why (the descriptor completes with an error event)
 };
 
 // kWaiting: the MPQ is full; the MP waits in the NIC's input, in order, and enters the MPQ as
@@ -269,7 +270,7 @@ class Nic : public Chip {
   std::array<VpState, kNumVps> vps_;
   Att att_;
   HostMemory* host_ = nullptr;
-  std::vector<TxTransfer> tx_ = std::vector<TxTransfer>(kMaxTransfers);
+  std::vector<TxTransfer> tx_;  // sized at the first RDMA: most NICs of a large model do none
   Fifo<uint16_t> tx_free_;
   Fifo<uint16_t> tx_active_;  // DMA engine 0's work, in start order
   Fifo<ReadJob> reads_;       // DMA engine 1's work

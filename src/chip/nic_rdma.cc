@@ -73,6 +73,7 @@ void store_le(uint8_t* p, T v) {
 }  // namespace
 
 Nic::TxTransfer* Nic::tx_by_tag(uint16_t tag) {
+  if (tx_.empty()) return nullptr;
   TxTransfer& t = tx_[tag & (kMaxTransfers - 1)];
   if (t.phase == TxTransfer::Phase::kFree || tag_of(0, t.generation) != (tag & 0xF000))
     return nullptr;
@@ -115,6 +116,10 @@ std::optional<NicWork> Nic::start_rdma(uint8_t vp, VpState& v, QueuedDescriptor&
   if (d->op != RdmaOp::kImmediate) {
     Status st = att_.check(d->local_key, d->local_address, d->length, kAccessNone);
     if (!st.ok()) return reject(st.error());
+  }
+  if (tx_.empty()) {
+    tx_.resize(kMaxTransfers);
+    for (uint16_t i = 0; i < kMaxTransfers; ++i) tx_free_.push_back(i);
   }
   if (tx_free_.empty()) {
     wait = true;  // every tag in flight: the descriptor starts when one completes

@@ -9,21 +9,12 @@
 #include "engine/sim/mgmt_probe.h"
 #include "fabric/builders.h"
 #include "fabric/io.h"
+#include "sim_test_util.h"
 
 namespace galaxy::sim {
 namespace {
 
-std::unique_ptr<SimFabric> make(const std::string& spec, uint64_t seed = 1) {
-  auto topo = fabric::build_topology(spec);
-  EXPECT_TRUE(topo.ok()) << topo.error().to_string();
-  auto timing = default_timing();
-  EXPECT_TRUE(timing.ok()) << timing.error().to_string();
-  SimOptions o;
-  o.seed = seed;
-  auto f = SimFabric::create(*topo, *timing, o);
-  EXPECT_TRUE(f.ok());
-  return std::move(*f);
-}
+using testing::make;
 
 TEST(CalibrationTest, ComponentsReproduceThePapersFigures) {
   auto t = default_timing().value();
@@ -152,25 +143,7 @@ TEST(SimFabricTest, AlltoallLoadSpreadsOverLinksAndRejectsBadParameters) {
 TEST(SimFabricTest, TableRoutedMpsReachTheirVpAndLinkDownRaisesFault) {
   auto f = make("line:n=4");
   const auto& topo = f->topology();
-  // Minimal routes for the line: every NRC sends towards the NRC that owns the NIC.
-  for (uint32_t v = 0; v < topo.num_nodes(); ++v) {
-    if (topo.is_nic(v)) continue;
-    auto dist = topo.bfs_distances(v);
-    for (uint32_t i = 0; i < topo.num_nics(); ++i) {
-      uint32_t dst = topo.nic_node(i);
-      auto ddist = topo.bfs_distances(dst);
-      chip::PortSet ports = 0;
-      for (uint8_t p = 0; p < topo.num_ports(v); ++p) {
-        auto peer = topo.peer({v, p});
-        if (peer &&
-            (peer->node == dst || (!topo.is_nic(peer->node) && ddist[peer->node] < ddist[v])))
-          ports |= 1u << p;
-      }
-      ASSERT_TRUE(
-          f->nrc(v).set_routes(0xFFFFFF & ((1u << topo.num_ports(v)) - 1), dst, 1, ports).ok());
-    }
-    (void)dist;
-  }
+  testing::program_minimal_routes(*f);
   uint32_t src = topo.nic_node(0);
   uint32_t dst = topo.nic_node(topo.num_nics() - 1);
   int delivered = 0;

@@ -14,6 +14,10 @@ Time Timing::serialisation_bits(double bits) const {
   return static_cast<Time>(std::llround(ps));
 }
 
+Time Timing::pcie(uint64_t bytes) const {
+  return static_cast<Time>(std::llround(static_cast<double>(bytes) / pcie_gbytes_per_s * 1000.0));
+}
+
 Time Timing::serialisation(unsigned flits) const {
   return serialisation_bits(flits * flit_bits);
 }
@@ -94,6 +98,7 @@ Result<Timing> load_timing(const std::string& path) {
   t.host_wakeup = ns("host_wakeup_ns");
   t.i2c_kbps = num("i2c_kbps");
   t.oob_board_overhead = ns("oob_board_overhead_ns");
+  t.pcie_gbytes_per_s = num("pcie_gbytes_per_s");
   if (!bad.ok()) return bad.error();
   return t;
 }

@@ -32,7 +32,10 @@ struct Timing {
   Time host_wakeup = 0;
   double i2c_kbps = 0;
   Time oob_board_overhead = 0;
+  double pcie_gbytes_per_s = 0;  // one direction of the NIC's PCIe link, after encoding
 
+  // Moving `bytes` over the NIC's PCIe link at its rate (DMA reads and writes of data).
+  Time pcie(uint64_t bytes) const;
   // Serialisation of `flits` flits on one link.
   Time serialisation(unsigned flits) const;
   Time serialisation_bits(double bits) const;

@@ -47,6 +47,7 @@ Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& top
   }
   f->outputs_.resize(f->port_base_[n]);
   f->nic_busy_.assign(n, 0);
+  f->engine_busy_.assign(n, {});
   f->nma_busy_until_.assign(n, 0);
   f->background_until_.assign(n, 0);
   f->data_packet_time_ = timing.serialisation_bits(timing.data_packet_bytes * 8.0);
@@ -119,6 +120,133 @@ Status SimFabric::post_mp(uint32_t nic_node, uint8_t vp, uint16_t dest_chip, uin
   return {};
 }
 
+Status SimFabric::check_nic(uint32_t node, uint16_t id) const {
+  if (node >= topo_.num_nodes() || !topo_.is_nic(node))
+    return make_error(Code::kNotFound, id, fmt::format("node {} is not a NIC", node));
+  return {};
+}
+
+Status SimFabric::post_rdma(uint32_t nic_node, uint8_t vp, const wire::RdmaDescriptor& d) {
+  GALAXY_TRY(check_nic(nic_node, 4209));
+  auto bytes = wire::encode_rdma_descriptor(d);
+  if (!bytes.ok()) return bytes.error();
+  GALAXY_TRY(nic(nic_node).post_rdma(vp, *bytes));
+  kick_nic(nic_node);
+  return {};
+}
+
+Result<uint32_t> SimFabric::register_memory(uint32_t nic_node, uint64_t vaddr, uint64_t length,
+                                            uint32_t access) {
+  GALAXY_TRY(check_nic(nic_node, 4210));
+  auto& m = memory_[nic_node];
+  if (!m) {
+    m = std::make_unique<SimHostMemory>();
+    nic(nic_node).attach_host_memory(m.get());
+  }
+  if (length == 0 || vaddr + length < vaddr)
+    return make_error(
+        Code::kOutOfRange, 4211,
+        fmt::format("register_memory: [{:#x}, +{}) is empty or wraps", vaddr, length));
+  auto frames = m->allocate(chip::att_pages(vaddr, length));
+  return nic(nic_node).att().register_region(vaddr, length, access, frames);
+}
+
+Status SimFabric::write_memory(uint32_t nic_node, uint32_t key, uint64_t vaddr,
+                               std::span<const uint8_t> data) {
+  GALAXY_TRY(check_nic(nic_node, 4212));
+  auto it = memory_.find(nic_node);
+  if (it == memory_.end())
+    return make_error(Code::kNotFound, 4213,
+                      fmt::format("NIC {} has no registered memory", nic_node));
+  return nic(nic_node).att().translate(key, vaddr, data.size(), chip::kAccessNone,
+                                       [&](uint64_t phys, uint64_t off, uint64_t n) {
+                                         return it->second->write(phys, data.subspan(off, n));
+                                       });
+}
+
+Status SimFabric::read_memory(uint32_t nic_node, uint32_t key, uint64_t vaddr,
+                              std::span<uint8_t> out) {
+  GALAXY_TRY(check_nic(nic_node, 4214));
+  auto it = memory_.find(nic_node);
+  if (it == memory_.end())
+    return make_error(Code::kNotFound, 4215,
+                      fmt::format("NIC {} has no registered memory", nic_node));
+  return nic(nic_node).att().translate(key, vaddr, out.size(), chip::kAccessNone,
+                                       [&](uint64_t phys, uint64_t off, uint64_t n) {
+                                         return it->second->read(phys, out.subspan(off, n));
+                                       });
+}
+
+Status SimFabric::inject_data(PortRef at, std::span<const wire::Flit> flits) {
+  if (at.node >= topo_.num_nodes() || at.port >= topo_.num_ports(at.node))
+    return make_error(Code::kNotFound, 4216,
+                      fmt::format("inject_data: no port {} on node {}", at.port, at.node));
+  if (flits.empty() || flits.size() > wire::kMaxDataPacketFlits)
+    return make_error(Code::kOutOfRange, 4217,
+                      fmt::format("inject_data: {} flits, a data packet has 1 to {}", flits.size(),
+                                  wire::kMaxDataPacketFlits));
+  uint32_t slot = alloc_packet();
+  Packet& p = packets_[slot];
+  p.mgmt = false;
+  p.nflits = static_cast<uint8_t>(flits.size());
+  std::copy(flits.begin(), flits.end(), p.flits.begin());
+  schedule(sim_.now(), kArrive, slot, at.node, at.port);
+  return {};
+}
+
+uint32_t SimFabric::packet_of(const chip::NicPacket& np) {
+  uint32_t slot = alloc_packet();
+  Packet& p = packets_[slot];
+  p.mgmt = false;
+  p.nflits = static_cast<uint8_t>(np.flits.size());
+  std::copy(np.flits.begin(), np.flits.end(), p.flits.begin());
+  return slot;
+}
+
+// A DMA engine takes its next packet: reading host data over PCIe at the link's rate (the
+// first read of a stream pays the read latency; later ones are hidden behind the 8 KiB FIFO),
+// never faster than the network port serialises it.
+void SimFabric::pump_engine(uint32_t node, chip::DmaEngine e, bool streaming) {
+  uint8_t& busy = engine_busy_[node][static_cast<uint8_t>(e)];
+  if (busy) return;
+  auto np = nic(node).next_packet(e);
+  if (!np) return;
+  busy = 1;
+  Time t = timing_.serialisation(static_cast<unsigned>(np->flits.size()));
+  if (np->host_read_bytes) {
+    t = std::max(t, timing_.pcie(np->host_read_bytes));
+    if (!streaming) t += timing_.nic_sdq_fetch;
+  }
+  schedule(sim_.now() + t, kEngineDone, packet_of(*np), node, static_cast<uint8_t>(e));
+}
+
+// A data packet reaches its NIC: DMA engine 2 writes it (nic_rx_dma), the host sees it.
+void SimFabric::deliver_data(uint32_t slot, uint32_t node) {
+  Packet& p = packets_[slot];
+  chip::Nic& n = nic(node);
+  auto head = wire::decode_data_head(p.flits[0]);
+  const uint8_t vp = head.ok() && head->dest_vp < chip::kNumVps ? head->dest_vp : 0;
+  const size_t before = n.mpq_count(vp);
+  const size_t waiting = n.mpq_waiting(vp);
+  chip::NicRx rx = n.receive_packet(std::span(p.flits).first(p.nflits));
+  free_packet(slot);
+  if (rx == chip::NicRx::kDiscarded) {
+    ++stats_.packets_dropped;
+  } else {
+    ++stats_.data_packets_received;
+    if (n.mpq_count(vp) > before) {
+      ++stats_.mpq_deliveries;
+      if (mpq_listener_) mpq_listener_(node, vp);
+    } else if (n.mpq_waiting(vp) > waiting) {
+      ++stats_.mpq_waits;  // enters the MPQ as the host polls it (chip/mpq.h)
+    }
+  }
+  // What the packet set going: an ack, a get to answer, a fenced descriptor.
+  pump_engine(node, chip::DmaEngine::kRemoteRead, false);
+  pump_engine(node, chip::DmaEngine::kWrite, false);
+  kick_nic(node);
+}
+
 void SimFabric::kick_nic(uint32_t node) {
   if (nic_busy_[node]) return;
   nic_busy_[node] = 1;
@@ -137,21 +265,27 @@ void SimFabric::on_nic_kick(uint32_t node) {
     schedule(sim_.now(), kNicKick, 0, node);
     return;
   }
-  uint32_t slot = alloc_packet();
-  Packet& p = packets_[slot];
-  p.vp = w->vp;
-  p.mgmt = w->kind == chip::NicWork::Kind::kMgmtRequest;
-  if (p.mgmt) {
-    p.bytes = w->mgmt;
-  } else {
-    p.head = w->head;
-    p.data = w->mp_data;
-    p.data_len = static_cast<uint8_t>(chip::kMpPayloadBytes);
-  }
   // DMA VPs fetch the descriptor from host memory; PIO VPs already hold it on chip. The fetch
   // engine is pipelined: the next descriptor starts one initiation interval later, while this
   // one is still in flight (a fenced one waits in Nic::next_work for its predecessors).
   Time fetch = chip::is_pio_vp(w->vp) ? 0 : timing_.nic_sdq_fetch;
+  if (w->kind == chip::NicWork::Kind::kRdma) {
+    // The transfer is DMA engine 0's once its descriptor is fetched and decoded.
+    schedule(sim_.now() + fetch + timing_.nic_mp_build, kEngineKick, 0, node,
+             static_cast<uint8_t>(chip::DmaEngine::kLocalRead));
+    schedule(sim_.now() + timing_.nic_descriptor_interval, kNicKick, 0, node);
+    return;
+  }
+  if (w->kind == chip::NicWork::Kind::kMp && !w->packet) {  // never: an MP always encodes
+    n.complete(w->vp, false, 4218);
+    schedule(sim_.now(), kNicKick, 0, node);
+    return;
+  }
+  uint32_t slot = w->kind == chip::NicWork::Kind::kMp ? packet_of(*w->packet) : alloc_packet();
+  Packet& p = packets_[slot];
+  p.vp = w->vp;
+  p.mgmt = w->kind == chip::NicWork::Kind::kMgmtRequest;
+  if (p.mgmt) p.bytes = w->mgmt;
   schedule(sim_.now() + fetch + timing_.nic_mp_build, kNicSent, slot, node);
   schedule(sim_.now() + timing_.nic_descriptor_interval, kNicKick, 0, node);
 }
@@ -163,8 +297,7 @@ void SimFabric::transmit(uint32_t node, uint8_t port, uint32_t slot) {
     return;
   }
   (packets_[slot].mgmt ? o.mgmt_queue : o.data_queue).push_back(slot);
-  if (!packets_[slot].mgmt)
-    chips_[node]->port(port).output_load += packets_[slot].head.length_flits;
+  if (!packets_[slot].mgmt) chips_[node]->port(port).output_load += packets_[slot].nflits;
   if (!o.free_event_pending) {
     o.free_event_pending = true;
     schedule(o.busy_until > sim_.now() ? o.busy_until : sim_.now(), kOutputFree, 0, node, port);
@@ -184,7 +317,7 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, uint32_t slot) {
     stats_.mgmt_wait_time += wait;
     ++stats_.mgmt_waits_behind_data;
   }
-  unsigned flits = p.mgmt ? wire::kMgmtPacketFlits : p.head.length_flits;
+  unsigned flits = flits_of(p);
   Time end = start + timing_.serialisation(flits);
   auto peer = topo_.peer({node, port});
   if (o.flit_error_rate > 0 && peer) {
@@ -225,7 +358,7 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
   Packet& p = packets_[slot];
   chip::Chip& c = *chips_[node];
   chip::PortState& ps = c.port(in_port);
-  ps.rx_flits += p.mgmt ? wire::kMgmtPacketFlits : p.head.length_flits;
+  ps.rx_flits += flits_of(p);
   ++ps.rx_packets;
   if (c.port(in_port).link != chip::LinkState::kUp) {
     ++stats_.packets_dropped;
@@ -249,7 +382,15 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
         return;
     }
   } else if (!topo_.is_nic(node)) {
-    auto out = nrc(node).route_data(in_port, p.head.dest_node);
+    // The NRC reads the head flit alone (SYSTEM.md 1.2); a packet without one cannot be routed.
+    auto head = wire::decode_data_head(p.flits[0]);
+    if (!head.ok()) {
+      c.count_dirty(in_port);
+      ++stats_.packets_dropped;
+      free_packet(slot);
+      return;
+    }
+    auto out = nrc(node).route_data(in_port, head->dest_node);
     if (!out.ok()) {
       ++stats_.packets_dropped;
       free_packet(slot);
@@ -393,15 +534,13 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
     }
     case kMpqDeliver: {
       Packet& p = packets_[slot];
-      chip::NicRx rx = p.mgmt ? nic(node).receive_mgmt(p.bytes)
-                              : nic(node).receive_mp(p.head, std::span(p.data).first(p.data_len));
-      uint8_t vp = 0;
-      if (p.mgmt) {
-        auto head = wire::decode_mgmt_packet(p.bytes);
-        vp = head.ok() ? head->dest_vp : 0;
-      } else {
-        vp = p.head.dest_vp;
+      if (!p.mgmt) {
+        deliver_data(slot, node);
+        break;
       }
+      chip::NicRx rx = nic(node).receive_mgmt(p.bytes);
+      auto head = wire::decode_mgmt_packet(p.bytes);
+      uint8_t vp = head.ok() ? head->dest_vp : 0;
       free_packet(slot);
       if (rx == chip::NicRx::kDelivered) {
         ++stats_.mpq_deliveries;
@@ -415,6 +554,15 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
     }
     case kBistDone:
       finish_bist(node, port);
+      break;
+    case kEngineKick:
+      pump_engine(node, static_cast<chip::DmaEngine>(port), false);
+      break;
+    case kEngineDone:
+      transmit(node, 0, slot);
+      engine_busy_[node][port] = 0;
+      pump_engine(node, static_cast<chip::DmaEngine>(port), true);
+      kick_nic(node);  // a fenced descriptor may wait for transfers to finish
       break;
     case kOutputFree: {
       Output& o = outputs_[port_base_[node] + port];
@@ -432,7 +580,7 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
         next = o.data_queue.front();
         o.data_queue.pop_front();
         uint64_t& load = chips_[node]->port(port).output_load;
-        load -= std::min<uint64_t>(load, packets_[next].head.length_flits);
+        load -= std::min<uint64_t>(load, packets_[next].nflits);
       } else {
         break;
       }

@@ -5,10 +5,12 @@
 // load they wait non-preemptively for the residual of the data packet already on the wire.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "chip/nic.h"
 #include "chip/nrc.h"
 #include "engine/sim/calibration.h"
+#include "engine/sim/host_memory.h"
 #include "engine/sim/simulator.h"
 #include "fabric/topology.h"
 
@@ -30,7 +33,8 @@ struct SimOptions {
 struct SimStats {
   uint64_t mgmt_packets_sent = 0;  // packets put on links (every hop counts)
   uint64_t data_packets_sent = 0;
-  uint64_t packets_dropped = 0;  // no peer, link down, misrouted, dirty
+  uint64_t data_packets_received = 0;  // data packets a NIC took in (not discarded)
+  uint64_t packets_dropped = 0;        // no peer, link down, misrouted, dirty
   uint64_t mgmt_waits_behind_data = 0;
   Time mgmt_wait_time = 0;  // total residual waiting of management packets behind data
   uint64_t mpq_deliveries = 0;
@@ -58,6 +62,17 @@ class SimFabric final : private EventHandler {
   // Table-routed data carry the destination NIC's chip id (route tables are indexed by it).
   Status post_mp(uint32_t nic_node, uint8_t vp, uint16_t dest_chip, uint8_t dest_vp,
                  std::span<const uint8_t> data);
+  // RDMA (chip/nic.h): the descriptor in its wire form goes through the NIC's queue; the NIC's
+  // DMA engines read and write the host memory below, registered in its ATT.
+  Status post_rdma(uint32_t nic_node, uint8_t vp, const wire::RdmaDescriptor& d);
+  Result<uint32_t> register_memory(uint32_t nic_node, uint64_t vaddr, uint64_t length,
+                                   uint32_t access);
+  // The host's own accesses to its registered memory (no time passes).
+  Status write_memory(uint32_t nic_node, uint32_t key, uint64_t vaddr,
+                      std::span<const uint8_t> data);
+  Status read_memory(uint32_t nic_node, uint32_t key, uint64_t vaddr, std::span<uint8_t> out);
+  // A data packet arrives at `at` as these flits, as from the link (faults, tests).
+  Status inject_data(fabric::PortRef at, std::span<const wire::Flit> flits);
   // Called when an MP (a management response or fault report included) is visible in an MPQ.
   using MpqListener = std::function<void(uint32_t nic_node, uint8_t vp)>;
   void set_mpq_listener(MpqListener l) { mpq_listener_ = std::move(l); }
@@ -92,11 +107,11 @@ class SimFabric final : private EventHandler {
   struct Packet {
     bool mgmt = true;
     uint8_t vp = 0;
-    uint8_t data_len = 0;
+    uint8_t nflits = 0;  // data: flits in use
     wire::MgmtPacketBytes bytes{};
-    wire::DataHead head;
-    std::array<uint8_t, chip::kMpPayloadBytes> data{};
+    std::array<wire::Flit, wire::kMaxDataPacketFlits> flits{};  // data, as on the link
   };
+  unsigned flits_of(const Packet& p) const { return p.mgmt ? wire::kMgmtPacketFlits : p.nflits; }
   // The flow-level load's traffic in a chip's port counters (TX/RX_FLITS, TX/RX_PACKETS):
   // utilisation x link flit rate x time since the chip was last accounted, added just before
   // its NMA reads registers, so a status scan sees the load it is meant to model.
@@ -118,7 +133,9 @@ class SimFabric final : private EventHandler {
     kNicSent,
     kMpqDeliver,
     kOutputFree,
-    kBistDone
+    kBistDone,
+    kEngineKick,  // a DMA engine may have work (port = engine)
+    kEngineDone,  // a DMA engine has read its packet; it goes out (port = engine)
   };
 
   void handle(Time now, uint64_t a, uint64_t b) override;
@@ -136,6 +153,10 @@ class SimFabric final : private EventHandler {
   void finish_bist(uint32_t node, uint8_t port);
   void kick_nic(uint32_t node);
   void on_nic_kick(uint32_t node);
+  void pump_engine(uint32_t node, chip::DmaEngine e, bool streaming);
+  void deliver_data(uint32_t slot, uint32_t node);
+  uint32_t packet_of(const chip::NicPacket& p);
+  Status check_nic(uint32_t node, uint16_t id) const;
 
   Simulator sim_;
   fabric::Topology topo_;
@@ -146,6 +167,8 @@ class SimFabric final : private EventHandler {
   std::vector<Packet> packets_;
   std::vector<uint32_t> free_packets_;
   std::vector<uint8_t> nic_busy_;
+  std::vector<std::array<uint8_t, chip::kDmaEngines>> engine_busy_;
+  std::unordered_map<uint32_t, std::unique_ptr<SimHostMemory>> memory_;  // by NIC node
   std::vector<Time> nma_busy_until_;    // an NMA serves one request at a time
   std::vector<Time> background_until_;  // per node: load accounted up to here
   bool background_load_ = false;
