@@ -145,7 +145,7 @@ Result<uint32_t> SimFabric::register_memory(uint32_t nic_node, uint64_t vaddr, u
   }
   if (length == 0 || vaddr + length < vaddr)
     return make_error(
-        Code::kOutOfRange, 4211,
+        Code::kOutOfRange, 4219,
         fmt::format("register_memory: [{:#x}, +{}) is empty or wraps", vaddr, length));
   auto frames = m->allocate(chip::att_pages(vaddr, length));
   return nic(nic_node).att().register_region(vaddr, length, access, frames);
