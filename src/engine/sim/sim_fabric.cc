@@ -151,29 +151,32 @@ Result<uint32_t> SimFabric::register_memory(uint32_t nic_node, uint64_t vaddr, u
   return nic(nic_node).att().register_region(vaddr, length, access, frames);
 }
 
-Status SimFabric::write_memory(uint32_t nic_node, uint32_t key, uint64_t vaddr,
-                               std::span<const uint8_t> data) {
+Result<SimHostMemory*> SimFabric::host_memory(uint32_t nic_node) {
   GALAXY_TRY(check_nic(nic_node, 4212));
   auto it = memory_.find(nic_node);
   if (it == memory_.end())
     return make_error(Code::kNotFound, 4213,
                       fmt::format("NIC {} has no registered memory", nic_node));
+  return it->second.get();
+}
+
+Status SimFabric::write_memory(uint32_t nic_node, uint32_t key, uint64_t vaddr,
+                               std::span<const uint8_t> data) {
+  auto m = host_memory(nic_node);
+  if (!m.ok()) return m.error();
   return nic(nic_node).att().translate(key, vaddr, data.size(), chip::kAccessNone,
                                        [&](uint64_t phys, uint64_t off, uint64_t n) {
-                                         return it->second->write(phys, data.subspan(off, n));
+                                         return (*m)->write(phys, data.subspan(off, n));
                                        });
 }
 
 Status SimFabric::read_memory(uint32_t nic_node, uint32_t key, uint64_t vaddr,
                               std::span<uint8_t> out) {
-  GALAXY_TRY(check_nic(nic_node, 4214));
-  auto it = memory_.find(nic_node);
-  if (it == memory_.end())
-    return make_error(Code::kNotFound, 4215,
-                      fmt::format("NIC {} has no registered memory", nic_node));
+  auto m = host_memory(nic_node);
+  if (!m.ok()) return m.error();
   return nic(nic_node).att().translate(key, vaddr, out.size(), chip::kAccessNone,
                                        [&](uint64_t phys, uint64_t off, uint64_t n) {
-                                         return it->second->read(phys, out.subspan(off, n));
+                                         return (*m)->read(phys, out.subspan(off, n));
                                        });
 }
 

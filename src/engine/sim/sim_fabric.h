@@ -157,6 +157,7 @@ class SimFabric final : private EventHandler {
   void deliver_data(uint32_t slot, uint32_t node);
   uint32_t packet_of(const chip::NicPacket& p);
   Status check_nic(uint32_t node, uint16_t id) const;
+  Result<SimHostMemory*> host_memory(uint32_t nic_node);
 
   Simulator sim_;
   fabric::Topology topo_;
