@@ -41,9 +41,10 @@ DescriptorOp op_of(RdmaOp op) {
   return DescriptorOp::kPut;
 }
 
-// The bytes of the packet at `offset` of a transfer (none for an empty transfer).
-uint64_t bytes_at(uint64_t dest, uint64_t length, uint64_t offset) {
-  return length == 0 ? 0 : wire::packet_bytes_at(dest, length, offset);
+// Whether the packet of `n` bytes at `offset` of a stream needs a new 1 KiB host read.
+bool starts_host_read(uint64_t offset, uint64_t n) {
+  return offset == 0 ||
+         (offset + (n ? n - 1 : 0)) / kHostReadChunk != (offset - 1) / kHostReadChunk;
 }
 
 // Whether a packet's offset and size are where the transfer's own cutting puts them.
@@ -52,23 +53,12 @@ bool placed(const wire::DataExt& x, uint8_t bytes) {
   return x.offset < x.length && bytes == wire::packet_bytes_at(x.address, x.length, x.offset);
 }
 
-// Read request payload layout (wire/data_packet.h kReadRequestBytes).
+// Read request payload layout, bit offsets (wire/data_packet.h kReadRequestBytes).
 constexpr size_t kRqLocalAddress = 0;
-constexpr size_t kRqLocalKey = 8;
-constexpr size_t kRqNotifyKey = 12;
-constexpr size_t kRqNotifyAddress = 16;
-constexpr size_t kRqNotifyData = 24;
-
-template <class T>
-T load_le(const uint8_t* p) {
-  T v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(T{p[i]} << (8 * i));
-  return v;
-}
-template <class T>
-void store_le(uint8_t* p, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
+constexpr size_t kRqLocalKey = 64;
+constexpr size_t kRqNotifyKey = 96;
+constexpr size_t kRqNotifyAddress = 128;
+constexpr size_t kRqNotifyData = 24;  // bytes
 
 }  // namespace
 
@@ -192,10 +182,10 @@ std::optional<NicPacket> Nic::next_local_packet() {
       if (d.completion == Completion::kEvent) p.head.flags |= wire::kDataFlagNotified;
       p.ext = {d.remote_address, d.remote_key, 0, d.length};
       p.head.bytes = static_cast<uint8_t>(wire::kReadRequestBytes);
-      store_le(&p.payload[kRqLocalAddress], d.local_address);
-      store_le(&p.payload[kRqLocalKey], d.local_key);
-      store_le(&p.payload[kRqNotifyKey], d.notify_key);
-      store_le(&p.payload[kRqNotifyAddress], d.notify_address);
+      put_bits(p.payload, kRqLocalAddress, 64, d.local_address);
+      put_bits(p.payload, kRqLocalKey, 32, d.local_key);
+      put_bits(p.payload, kRqNotifyKey, 32, d.notify_key);
+      put_bits(p.payload, kRqNotifyAddress, 64, d.notify_address);
       std::copy(d.notify_data.begin(), d.notify_data.end(), &p.payload[kRqNotifyData]);
       t.data_done = true;
       t.phase = TxTransfer::Phase::kAwaitResponses;
@@ -205,7 +195,7 @@ std::optional<NicPacket> Nic::next_local_packet() {
     const bool notice = d.completion != Completion::kNone;
     if (notice) p.head.flags |= wire::kDataFlagNotified;
     if (!t.data_done) {
-      const uint64_t n = bytes_at(d.remote_address, d.length, t.sent);
+      const uint64_t n = wire::packet_bytes_at(d.remote_address, d.length, t.sent);
       p.head.kind = d.op == RdmaOp::kImmediate ? PacketKind::kImmediate : PacketKind::kRdmaWrite;
       p.head.bytes = static_cast<uint8_t>(n);
       p.ext = {d.remote_address, d.remote_key, static_cast<uint32_t>(t.sent), d.length};
@@ -222,8 +212,7 @@ std::optional<NicPacket> Nic::next_local_packet() {
           continue;
         }
         host_bytes = static_cast<uint32_t>(n);
-        starts = t.sent == 0 ||
-                 (t.sent + (n ? n - 1 : 0)) / kHostReadChunk != (t.sent - 1) / kHostReadChunk;
+        starts = starts_host_read(t.sent, n);
       }
       t.sent += n;
       if (t.sent >= d.length) {
@@ -267,7 +256,7 @@ std::optional<NicPacket> Nic::next_local_packet() {
 std::optional<NicPacket> Nic::next_response_packet() {
   while (!reads_.empty()) {
     ReadJob& j = reads_.front();
-    const uint64_t n = bytes_at(j.dest, j.length, j.sent);
+    const uint64_t n = wire::packet_bytes_at(j.dest, j.length, j.sent);
     DataPacket p;
     p.head.kind = PacketKind::kRdmaReadResponse;
     p.head.dest_node = j.requester;
@@ -282,8 +271,7 @@ std::optional<NicPacket> Nic::next_response_packet() {
       reads_.pop_front();
       continue;
     }
-    const bool starts =
-        j.sent == 0 || (j.sent + (n ? n - 1 : 0)) / kHostReadChunk != (j.sent - 1) / kHostReadChunk;
+    const bool starts = starts_host_read(j.sent, n);
     j.sent += n;
     if (j.sent >= j.length) {
       if (j.event) write_event_at(j.notify_key, j.notify_address, j.notify_data);
@@ -347,10 +335,10 @@ uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
   Status st = att_.check(key, addr, kEventBytes, kAccessWrite);
   if (!st.ok()) return st.error().id;
   uint16_t err = 0;
-  write_event(addr, load_le<uint64_t>(&data[0]), load_le<uint64_t>(&data[8]), true,
+  write_event(addr, get_bits(data, 0, 64), get_bits(data, 64, 64), true,
               [&](uint64_t a, uint64_t word) {
-                uint8_t b[8];
-                store_le(b, word);
+                std::array<uint8_t, 8> b{};
+                put_bits(b, 0, 64, word);
                 err = write_host(key, a, b, kAccessWrite);
                 return err == 0;
               });
@@ -495,11 +483,11 @@ NicRx Nic::rx_read_request(const DataPacket& p, std::span<const wire::Flit> flit
   j.source = p.ext.address;
   j.source_key = p.ext.key;
   j.length = p.ext.length;
-  j.dest = load_le<uint64_t>(&p.payload[kRqLocalAddress]);
-  j.dest_key = load_le<uint32_t>(&p.payload[kRqLocalKey]);
+  j.dest = get_bits(p.payload, kRqLocalAddress, 64);
+  j.dest_key = static_cast<uint32_t>(get_bits(p.payload, kRqLocalKey, 32));
   j.event = (h.flags & wire::kDataFlagNotified) != 0;
-  j.notify_key = load_le<uint32_t>(&p.payload[kRqNotifyKey]);
-  j.notify_address = load_le<uint64_t>(&p.payload[kRqNotifyAddress]);
+  j.notify_key = static_cast<uint32_t>(get_bits(p.payload, kRqNotifyKey, 32));
+  j.notify_address = get_bits(p.payload, kRqNotifyAddress, 64);
   std::copy_n(&p.payload[kRqNotifyData], wire::kNotifyDataBytes, j.notify_data.begin());
   Status st = att_.check(j.source_key, j.source, j.length, kAccessRead);
   if (st.ok() && j.event)
