@@ -48,7 +48,7 @@ Status Nic::post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor) {
 }
 
 Status Nic::post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<const uint8_t> data,
-                    bool fence) {
+                    bool fence, bool notify) {
   GALAXY_TRY(check_vp(vp));
   if (dest_vp >= kNumVps)
     return make_error(Code::kOutOfRange, 2044,
@@ -64,7 +64,7 @@ Status Nic::post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<c
         Code::kResourceExhausted, 2046,
         fmt::format("vp {} {} full ({} descriptors)", vp, is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
   v.dq.push_back({QueuedDescriptor::Kind::kMp, fence, v.next_sequence++,
-                  std::vector<uint8_t>(data.begin(), data.end()), dest_node, dest_vp});
+                  std::vector<uint8_t>(data.begin(), data.end()), dest_node, dest_vp, notify});
   return {};
 }
 
@@ -171,7 +171,7 @@ std::optional<NicWork> Nic::next_work() {
       p.head = w.head;
       std::copy(d.bytes.begin(), d.bytes.end(), p.payload.begin());
       w.packet = make_packet(p, DmaEngine::kLocalRead, static_cast<uint32_t>(d.bytes.size()));
-      notify = false;
+      notify = d.notify;
     }
     v.in_flight.push_back({d.sequence, notify, w.op});
     v.dq.pop_front();

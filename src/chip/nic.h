@@ -125,14 +125,24 @@ class Nic : public Chip {
 
   // Host side. Errors name the field: unknown VP, full queue, management on a PIO VP.
   Status post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor);
+  // fence: start after every earlier descriptor of the VP completed; notify: write a completion
+  // event when the MP is out (errors always write one).
   Status post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<const uint8_t> data,
-                 bool fence = false);
+                 bool fence = false, bool notify = false);
   // An RDMA descriptor in wire form (wire/rdma_descriptor.h), fetched and checked when it
   // starts: a malformed one completes with an error event.
   Status post_rdma(uint8_t vp, std::span<const uint8_t> descriptor);
   std::optional<MpqEntry> poll_mpq(uint8_t vp);
   std::optional<EqEntry> poll_eq(uint8_t vp);
   size_t mpq_count(uint8_t vp) const { return vps_[vp].mpq.size(); }
+  size_t eq_count(uint8_t vp) const { return vps_[vp].eq.size(); }
+  // The submission number the next descriptor posted on `vp` gets (EqEntry::sequence).
+  uint64_t next_sequence(uint8_t vp) const { return vps_[vp].next_sequence; }
+  // Descriptors of `vp` posted and not yet complete (queued, executing, or awaiting an ack).
+  size_t outstanding(uint8_t vp) const {
+    const VpState& v = vps_[vp];
+    return v.dq.size() + v.in_flight.size() + v.rdma_in_flight;
+  }
   size_t mpq_waiting(uint8_t vp) const { return vps_[vp].waiting.size(); }
   void set_mpq_depth(uint8_t vp, size_t depth) { vps_[vp].mpq_depth = depth; }
 
@@ -183,6 +193,7 @@ class Nic : public Chip {
     std::vector<uint8_t> bytes;  // management: the 64-byte descriptor; MP: the data
     uint16_t dest_node = 0;
     uint8_t dest_vp = 0;
+    bool notify = false;  // MP: a completion event when it is out
   };
   struct VpState {
     Fifo<QueuedDescriptor> dq;

@@ -315,6 +315,7 @@ void Nic::send_ack(uint16_t dest, uint8_t dest_vp, uint16_t tag, uint16_t error_
 
 uint16_t Nic::write_host(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data,
                          uint32_t access) {
+  if (!host_) return 2058;  // the host went away with transfers in flight
   Status st =
       att_.translate(key, vaddr, data.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
         return host_->write(phys, data.subspan(off, n));
@@ -323,6 +324,7 @@ uint16_t Nic::write_host(uint32_t key, uint64_t vaddr, std::span<const uint8_t> 
 }
 
 uint16_t Nic::read_host(uint32_t key, uint64_t vaddr, std::span<uint8_t> out, uint32_t access) {
+  if (!host_) return 2058;  // the host went away with transfers in flight
   Status st =
       att_.translate(key, vaddr, out.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
         return host_->read(phys, out.subspan(off, n));

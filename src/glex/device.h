@@ -30,6 +30,9 @@ struct glex_device {
   virtual glex_ret_t rdma(uint8_t vp, const glex_rdma_req& req);
   virtual glex_ret_t poll_cq(uint8_t vp, int32_t timeout_ms, glex_cq_entry* e);
   virtual glex_ret_t fence(uint8_t vp, int32_t timeout_ms);
+  // A device whose NIC moves only while its host waits (the simulated ones) waits for the event
+  // word at `addr` itself; glex_wait_event asks such a device (see add_event_waiter).
+  virtual glex_ret_t wait_event(uint64_t addr, int32_t timeout_ms, glex_event* out);
 };
 
 struct glex_ep {
@@ -41,4 +44,8 @@ struct glex_ep {
 namespace galaxy::glex {
 // Sets glex_last_error() and returns ret (for the back ends).
 glex_ret_t set_error(glex_ret_t ret, std::string message);
+// Devices that wait for event words themselves (the simulated ones) register while open;
+// glex_wait_event uses the first one registered, or polls the memory when there is none.
+void add_event_waiter(glex_device* d);
+void remove_event_waiter(glex_device* d);
 }  // namespace galaxy::glex

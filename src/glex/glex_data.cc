@@ -11,12 +11,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "engine/live/segment.h"
 #include "glex.h"
 #include "glex/device.h"
 #include "glex/live_device.h"
+#include "glex/sim_client.h"
 
 #ifdef GALAXY_HAVE_PMIX
 #include <pmix.h>
@@ -54,6 +57,24 @@ glex_ret_t glex_device::poll_cq(uint8_t, int32_t, glex_cq_entry*) {
 glex_ret_t glex_device::fence(uint8_t, int32_t) {
   GALAXY_UNSUPPORTED("glex_fence");
 }
+glex_ret_t glex_device::wait_event(uint64_t, int32_t, glex_event*) {
+  GALAXY_UNSUPPORTED("waiting for an event by the device");
+}
+
+namespace galaxy::glex {
+namespace {
+std::mutex g_waiters_mutex;
+std::vector<glex_device*> g_waiters;
+}  // namespace
+void add_event_waiter(glex_device* d) {
+  std::lock_guard<std::mutex> l(g_waiters_mutex);
+  g_waiters.push_back(d);
+}
+void remove_event_waiter(glex_device* d) {
+  std::lock_guard<std::mutex> l(g_waiters_mutex);
+  std::erase(g_waiters, d);
+}
+}  // namespace galaxy::glex
 
 namespace {
 
@@ -179,9 +200,14 @@ extern "C" {
 
 glex_ret_t glex_open_device(const struct glex_device_attr* attr, glex_device_handle_t* dev) {
   if (!dev) return null_arg("glex_open_device", "dev");
-  auto d =
-      galaxy::glex::open_live_device(attr && attr->fabric ? attr->fabric : "",
-                                     attr && attr->host ? attr->host : "", attr ? attr->nic : -1);
+  std::string fabric = attr && attr->fabric ? attr->fabric : "";
+  if (fabric.empty())
+    if (const char* e = std::getenv("GLEX_FABRIC"); e) fabric = e;
+  // A simulated fabric is served by `galaxy simd`; anything else is a live fabric's name.
+  auto d = fabric.rfind("sim:", 0) == 0
+               ? galaxy::glex::open_sim_client(fabric, attr ? attr->nic : -1)
+               : galaxy::glex::open_live_device(fabric, attr && attr->host ? attr->host : "",
+                                                attr ? attr->nic : -1);
   if (!d.ok()) {
     const auto code = d.error().code;
     return set_error(code == galaxy::Code::kNotFound || code == galaxy::Code::kTimeout
@@ -299,6 +325,12 @@ glex_ret_t glex_fence(glex_ep_handle_t ep, int32_t timeout_ms) {
 glex_ret_t glex_wait_event(volatile struct glex_event* evt, int32_t timeout_ms,
                            struct glex_event* out) {
   if (!evt || !out) return null_arg("glex_wait_event", "evt and out");
+  glex_device* waiter = nullptr;
+  {
+    std::lock_guard<std::mutex> l(galaxy::glex::g_waiters_mutex);
+    if (!galaxy::glex::g_waiters.empty()) waiter = galaxy::glex::g_waiters.front();
+  }
+  if (waiter) return waiter->wait_event(reinterpret_cast<uint64_t>(evt), timeout_ms, out);
   const uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
                                            : galaxy::live::monotonic_ns() +
                                                  static_cast<uint64_t>(timeout_ms) * 1000000ull;

@@ -1,72 +1,50 @@
 #include "glex/sim_device.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <array>
+
+#include "glex/sim_host.h"
 
 namespace galaxy::glex {
 
 namespace {
 
+constexpr sim::Time kPsPerMs = 1000000000ull;
+
 class SimDevice final : public glex_device {
  public:
-  SimDevice(sim::SimFabric& f, uint32_t node) : f_(f), node_(node), host_now_(f.sim().now()) {}
-
-  Result<uint8_t> open_vp(int32_t wanted) override {
-    if (wanted >= 0) {
-      if (wanted < chip::kPioVps || wanted >= chip::kNumVps)
-        return make_error(Code::kOutOfRange, 6000,
-                          fmt::format("vp = {}: management endpoints use DMA VPs {}-{}", wanted,
-                                      chip::kPioVps, chip::kNumVps - 1));
-      if (used_[wanted])
-        return make_error(Code::kResourceExhausted, 6001, fmt::format("vp {} is in use", wanted));
-      used_[wanted] = true;
-      return static_cast<uint8_t>(wanted);
-    }
-    for (uint8_t v = chip::kPioVps; v < chip::kNumVps; ++v)
-      if (!used_[v]) {
-        used_[v] = true;
-        return v;
-      }
-    return make_error(Code::kResourceExhausted, 6002, "no free DMA VP");
+  SimDevice(sim::SimFabric& f, uint32_t node)
+      : f_(f), host_(f, node, getpid()), host_now_(f.sim().now()) {
+    add_event_waiter(this);
   }
-  void close_vp(uint8_t vp) override { used_[vp] = false; }
+  ~SimDevice() override { remove_event_waiter(this); }
+
+  Result<uint8_t> open_vp(int32_t wanted) override { return host_.open_vp(wanted); }
+  void close_vp(uint8_t vp) override { host_.close_vp(vp); }
 
   Status post_mgmt(uint8_t vp, const wire::MgmtDescriptor& d) override {
     catch_up();
-    advance_host(host_now_ + f_.timing().host_send);
-    return f_.post_mgmt(node_, vp, d);
+    advance_host(host_now_ + host_.post_cost());
+    return f_.post_mgmt(host_.node(), vp, d);
   }
 
   Result<wire::MgmtPacket> wait_mgmt(uint8_t vp, uint64_t timeout_ps) override {
-    catch_up();
-    sim::Time deadline = host_now_ + timeout_ps;
-    chip::Nic& nic = f_.nic(node_);
     bool waited = false;
-    while (nic.mpq_count(vp) == 0) {
-      // Idle: the simulated fabric runs until something lands for us or time is up.
-      sim::Time next = f_.sim().next_event_time();
-      if (next == sim::kNever || next > deadline) {
-        advance_host(deadline);
-        return make_error(
-            Code::kTimeout, 6003,
-            fmt::format("no management packet on vp {} within {} us", vp, timeout_ps / 1000000));
-      }
-      f_.sim().step();
-      waited = true;
-    }
-    auto mp = nic.poll_mpq(vp);
-    sim::Time t = std::max(host_now_, f_.sim().now());
-    if (waited) t += f_.timing().host_wakeup;
-    advance_host(t + f_.timing().host_receive);
+    if (!wait_for(SimWait::kMgmt, vp, 0, host_now_ + timeout_ps, &waited))
+      return make_error(
+          Code::kTimeout, 6003,
+          fmt::format("no management packet on vp {} within {} us", vp, timeout_ps / 1000000));
+    auto mp = host_.nic().poll_mpq(vp);
+    advance_host(host_now_ + host_.take_cost(waited));
     return wire::decode_mgmt_packet(std::span(mp->data).first(mp->length));
   }
 
   uint64_t now_ps() const override { return std::max(host_now_, f_.sim().now()); }
 
   Result<uint64_t> read_local_register(uint16_t addr) override {
-    chip::RegAccess a = f_.chip(node_).read_register(addr);
+    chip::RegAccess a = f_.chip(host_.node()).read_register(addr);
     if (a.error != wire::NmpError::kNone)
       return make_error(
           Code::kOutOfRange, 6004,
@@ -74,7 +52,42 @@ class SimDevice final : public glex_device {
     return a.value;
   }
 
-  uint16_t chip_id() const override { return f_.chip(node_).chip_id(); }
+  uint16_t chip_id() const override { return host_.chip_id(); }
+
+  glex_ret_t register_mem(void* addr, uint64_t len, uint32_t access,
+                          glex_mem_handle_t* mh) override {
+    return host_.register_mem(reinterpret_cast<uint64_t>(addr), len, access, mh);
+  }
+  glex_ret_t deregister_mem(glex_mem_handle_t mh) override { return host_.deregister_mem(mh); }
+
+  glex_ret_t send_mp(uint8_t vp, glex_ep_addr_t dest, const void* data, uint32_t len,
+                     uint32_t flags) override {
+    catch_up();
+    advance_host(host_now_ + host_.post_cost());
+    return host_.send_mp(vp, dest, {static_cast<const uint8_t*>(data), len}, flags);
+  }
+
+  glex_ret_t rdma(uint8_t vp, const glex_rdma_req& req) override {
+    catch_up();
+    advance_host(host_now_ + host_.post_cost());
+    std::span<const uint8_t> imm;
+    if (req.op == GLEX_OP_IMM) imm = {static_cast<const uint8_t*>(req.local_addr), req.len};
+    return host_.rdma(vp, req, imm);
+  }
+
+  glex_ret_t recv_mp(uint8_t vp, int32_t timeout_ms, glex_mp* mp) override {
+    return take(SimWait::kMp, vp, 0, timeout_ms, [&] { return host_.try_recv_mp(vp, mp); });
+  }
+  glex_ret_t poll_cq(uint8_t vp, int32_t timeout_ms, glex_cq_entry* e) override {
+    return take(SimWait::kCq, vp, 0, timeout_ms, [&] { return host_.try_poll_cq(vp, e); });
+  }
+  glex_ret_t fence(uint8_t vp, int32_t timeout_ms) override {
+    return take(SimWait::kFence, vp, 0, timeout_ms,
+                [&] { return host_.ready(SimWait::kFence, vp, 0) ? GLEX_SUCCESS : GLEX_NO_ENTRY; });
+  }
+  glex_ret_t wait_event(uint64_t addr, int32_t timeout_ms, glex_event* out) override {
+    return take(SimWait::kEvent, 0, addr, timeout_ms, [&] { return host_.try_event(addr, out); });
+  }
 
  private:
   // Someone else may have run the simulation (another endpoint, a traffic generator): the
@@ -87,10 +100,51 @@ class SimDevice final : public glex_device {
     if (f_.sim().now() < host_now_) f_.sim().run(host_now_);
   }
 
+  // Runs the fabric until a wait of kind `w` would return or `deadline` passes. Idle with
+  // nothing left to simulate, nothing can change: the wait ends at its deadline at once.
+  bool wait_for(SimWait w, uint8_t vp, uint64_t addr, sim::Time deadline, bool* waited) {
+    catch_up();
+    while (!host_.ready(w, vp, addr)) {
+      sim::Time next = f_.sim().next_event_time();
+      if (next == sim::kNever || next > deadline) {
+        if (deadline != sim::kNever) advance_host(deadline);
+        return false;
+      }
+      f_.sim().step();
+      *waited = true;
+    }
+    host_now_ = std::max(host_now_, f_.sim().now());
+    return true;
+  }
+
+  // A taking call: try, and while there is nothing, wait (0 polls, < 0 waits forever).
+  template <class Try>
+  glex_ret_t take(SimWait w, uint8_t vp, uint64_t addr, int32_t timeout_ms, Try&& attempt) {
+    catch_up();
+    const sim::Time deadline =
+        timeout_ms < 0 ? sim::kNever : host_now_ + static_cast<sim::Time>(timeout_ms) * kPsPerMs;
+    bool waited = false;
+    for (;;) {
+      glex_ret_t r = attempt();
+      if (r != GLEX_NO_ENTRY) {
+        if (r == GLEX_SUCCESS) advance_host(host_now_ + host_.take_cost(waited));
+        return r;
+      }
+      if (timeout_ms == 0) return GLEX_NO_ENTRY;
+      if (!wait_for(w, vp, addr, deadline, &waited))
+        return set_error(GLEX_TIMEOUT,
+                         fmt::format("E6179 nothing arrived (vp {}) within {} ms of simulated "
+                                     "time{}",
+                                     vp, timeout_ms,
+                                     f_.sim().next_event_time() == sim::kNever
+                                         ? ": the fabric has nothing left to do"
+                                         : ""));
+    }
+  }
+
   sim::SimFabric& f_;
-  uint32_t node_;
+  SimHost host_;
   sim::Time host_now_ = 0;
-  std::array<bool, chip::kNumVps> used_{};
 };
 
 }  // namespace

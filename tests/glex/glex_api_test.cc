@@ -34,12 +34,16 @@ struct Fixture {
   }
 };
 
-TEST(GlexApiTest, CreateEndpointOnDmaVpsOnly) {
+TEST(GlexApiTest, CreateEndpointOnAnyVpOfTheNic) {
   Fixture f;
   glex_ep_handle_t ep = nullptr;
-  glex_ep_attr pio{3};
-  EXPECT_EQ(glex_create_ep(f.dev.get(), &pio, &ep), GLEX_INVALID_PARAM);
-  EXPECT_NE(std::string(glex_last_error()).find("vp = 3"), std::string::npos);
+  glex_ep_attr beyond{40};
+  EXPECT_EQ(glex_create_ep(f.dev.get(), &beyond, &ep), GLEX_INVALID_PARAM);
+  EXPECT_NE(std::string(glex_last_error()).find("vp = 40"), std::string::npos);
+  glex_ep_attr pio{3};  // a PIO VP: data only (the NIC refuses management on it)
+  ASSERT_EQ(glex_create_ep(f.dev.get(), &pio, &ep), GLEX_SUCCESS);
+  EXPECT_EQ(glex_ep_vp(ep), 3u);
+  EXPECT_EQ(glex_destroy_ep(ep), GLEX_SUCCESS);
   EXPECT_EQ(glex_create_ep(nullptr, nullptr, &ep), GLEX_INVALID_PARAM);
   glex_ep_attr v9{9};
   ASSERT_EQ(glex_create_ep(f.dev.get(), &v9, &ep), GLEX_SUCCESS);

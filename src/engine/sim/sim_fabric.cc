@@ -109,13 +109,13 @@ Status SimFabric::post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescr
 }
 
 Status SimFabric::post_mp(uint32_t nic_node, uint8_t vp, uint16_t dest_chip, uint8_t dest_vp,
-                          std::span<const uint8_t> data) {
+                          std::span<const uint8_t> data, bool fence, bool notify) {
   if (nic_node >= topo_.num_nodes() || !topo_.is_nic(nic_node))
     return make_error(Code::kNotFound, 4203, fmt::format("node {} is not a NIC", nic_node));
   if (dest_chip >= topo_.num_nodes() || !topo_.is_nic(dest_chip))
     return make_error(Code::kOutOfRange, 4204,
                       fmt::format("destination chip {} is not a NIC of this fabric", dest_chip));
-  GALAXY_TRY(nic(nic_node).post_mp(vp, dest_chip, dest_vp, data));
+  GALAXY_TRY(nic(nic_node).post_mp(vp, dest_chip, dest_vp, data, fence, notify));
   kick_nic(nic_node);
   return {};
 }

@@ -61,7 +61,7 @@ class SimFabric final : private EventHandler {
   Status post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescriptor& d);
   // Table-routed data carry the destination NIC's chip id (route tables are indexed by it).
   Status post_mp(uint32_t nic_node, uint8_t vp, uint16_t dest_chip, uint8_t dest_vp,
-                 std::span<const uint8_t> data);
+                 std::span<const uint8_t> data, bool fence = false, bool notify = false);
   // RDMA (chip/nic.h): the descriptor in its wire form goes through the NIC's queue; the NIC's
   // DMA engines read and write the host memory below, registered in its ATT.
   Status post_rdma(uint32_t nic_node, uint8_t vp, const wire::RdmaDescriptor& d);

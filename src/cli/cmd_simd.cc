@@ -1,0 +1,105 @@
+// galaxy simd — runs a simulated fabric for programs that use libglex on it (GLEX_FABRIC=sim:...):
+// brings the fabric up as the management server does (discovery, routing, loading, all in
+// simulated time), then serves the processes' calls on their NICs (glex/sim_server.h) until
+// SIGTERM/SIGINT.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "cli/route_phases.h"
+#include "glex/sim_protocol.h"
+#include "glex/sim_server.h"
+
+namespace galaxy::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) {
+  g_stop.store(true);
+}
+
+struct SimdOptions {
+  RouteOptions route;
+  std::string socket;
+};
+
+void run_simd(SimdOptions& o) {
+  if (o.route.session.fabric.rfind("sim:", 0) != 0)
+    return report_error(make_error(Code::kInvalidArgument, 9630,
+                                   fmt::format("--fabric = '{}': simd runs simulated fabrics "
+                                               "(sim:...)",
+                                               o.route.session.fabric)),
+                        o.route.session.json);
+  auto s = open_session(o.route.session);
+  if (!s.ok()) return report_error(s.error(), o.route.session.json);
+  nlohmann::json phases;
+  if (!route_phases(o.route, *s, phases)) return;
+  if (!phases["routes_verified"].get<bool>()) {
+    return report_error(make_error(Code::kInvalidArgument, 9631,
+                                   fmt::format("the fabric is not fully routed ({} of {} NIC "
+                                               "pairs)",
+                                               phases["reachable_pairs"].get<uint64_t>(),
+                                               phases["nic_pairs"].get<uint64_t>())),
+                        o.route.session.json);
+  }
+  // The management server's endpoint is no longer needed: its NIC is free for a process.
+  s->requester.reset();
+  s->port.reset();
+  s->device.reset();
+  const std::string path =
+      o.socket.empty() ? glex::simwire::socket_path(o.route.session.fabric) : o.socket;
+  auto server = glex::SimServer::listen(*s->fabric, path);
+  if (!server.ok()) return report_error(server.error(), o.route.session.json);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  nlohmann::json ready{{"event", "ready"},
+                       {"fabric", o.route.session.fabric},
+                       {"pid", getpid()},
+                       {"socket", path},
+                       {"nics", s->fabric->topology().num_nics()},
+                       {"longest_path_nrcs", phases["max_path_nrcs"]},
+                       {"bringup_sim_time_us", phases["discovery_sim_time_us"].get<double>() +
+                                                   phases["load_sim_time_us"].get<double>()}};
+  std::printf("%s\n", ready.dump().c_str());
+  std::fflush(stdout);
+  (*server)->run(g_stop);
+  const glex::SimServerStats& st = (*server)->stats();
+  nlohmann::json bye{{"event", "stopped"},
+                     {"clients", st.clients},
+                     {"requests", st.requests},
+                     {"events", st.events},
+                     {"sim_time_us", sim::to_us(s->fabric->sim().now())},
+                     {"data_packets_received", s->fabric->stats().data_packets_received}};
+  std::printf("%s\n", bye.dump().c_str());
+}
+
+void add_simd_command(CLI::App& app) {
+  auto o = std::make_shared<SimdOptions>();
+  auto* c = app.add_subcommand(
+      "simd", "Run a simulated fabric for libglex programs (GLEX_FABRIC=sim:...) until stopped");
+  c->add_option("--fabric", o->route.session.fabric, "sim:<builder spec>, e.g. sim:th2")
+      ->capture_default_str();
+  c->add_option("--engine", o->route.engine, "routing engine for the bring-up")
+      ->capture_default_str();
+  c->add_option("--seed", o->route.session.seed, "random seed of the simulation")
+      ->capture_default_str();
+  c->add_option(
+      "--socket", o->socket,
+      "listen here (default: $GLEX_SIM_SOCKET, else /tmp/galaxy-sim-<uid>-<fabric>.sock)");
+  c->add_flag("--json", o->route.session.json, "machine-readable errors");
+  c->callback([o]() { run_simd(*o); });
+}
+
+const CommandRegistrar kRegistrar("simd", add_simd_command);
+
+}  // namespace
+
+}  // namespace galaxy::cli
