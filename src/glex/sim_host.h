@@ -27,12 +27,13 @@ class ProcessMemory final : public chip::HostMemory {
   Status read(uint64_t phys, std::span<uint8_t> out) override;
   Status write(uint64_t phys, std::span<const uint8_t> in) override;
   pid_t pid() const { return pid_; }
-  // Bumped by every write: waiters on a memory word look again only when it moved.
-  uint64_t writes() const { return writes_; }
+  // Bumped by every NIC write into any process (several simulated NICs may write into one
+  // process): waiters on a memory word look again only when it moved.
+  static uint64_t writes() { return writes_; }
 
  private:
   pid_t pid_;
-  uint64_t writes_ = 0;
+  static inline uint64_t writes_ = 0;
 };
 
 // What a blocked host call waits for.
