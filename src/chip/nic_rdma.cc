@@ -63,8 +63,9 @@ constexpr size_t kRqNotifyData = 24;  // bytes
 }  // namespace
 
 Nic::TxTransfer* Nic::tx_by_tag(uint16_t tag) {
-  if (tx_.empty()) return nullptr;
-  TxTransfer& t = tx_[tag & (kMaxTransfers - 1)];
+  const size_t slot = tag & (kMaxTransfers - 1);
+  if (slot >= tx_.size()) return nullptr;
+  TxTransfer& t = tx_[slot];
   if (t.phase == TxTransfer::Phase::kFree || tag_of(0, t.generation) != (tag & 0xF000))
     return nullptr;
   return &t;
@@ -107,9 +108,12 @@ std::optional<NicWork> Nic::start_rdma(uint8_t vp, VpState& v, QueuedDescriptor&
     Status st = att_.check(d->local_key, d->local_address, d->length, kAccessNone);
     if (!st.ok()) return reject(st.error());
   }
-  if (tx_.empty()) {
-    tx_.resize(kMaxTransfers);
-    for (uint16_t i = 0; i < kMaxTransfers; ++i) tx_free_.push_back(i);
+  // The tag table grows as transfers overlap (16, 32, ... kMaxTransfers entries): a NIC of a
+  // large model that has a few transfers in flight holds a few entries, not thousands.
+  if (tx_free_.empty() && tx_.size() < kMaxTransfers) {
+    const size_t old = tx_.size();
+    tx_.resize(std::min<size_t>(kMaxTransfers, std::max<size_t>(16, old * 2)));
+    for (size_t i = old; i < tx_.size(); ++i) tx_free_.push_back(static_cast<uint16_t>(i));
   }
   if (tx_free_.empty()) {
     wait = true;  // every tag in flight: the descriptor starts when one completes

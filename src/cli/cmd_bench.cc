@@ -8,6 +8,7 @@
 #include "base/sysinfo.h"
 #include "chip/registers.h"
 #include "cli/bench_comm.h"
+#include "cli/bench_sim.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
@@ -244,6 +245,8 @@ void add_bench_command(CLI::App& app) {
   m->add_option("--plot", o->plot, "write an SVG of latency vs hops beside the paper's line");
   m->callback([o]() { run_bench(*o); });
   add_bench_comm_subcommands(b);
+  add_bench_sim_subcommand(b);
+  add_bench_nic_subcommand(b);
 }
 
 const CommandRegistrar kRegistrar("bench", add_bench_command);

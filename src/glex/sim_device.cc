@@ -26,11 +26,12 @@ class SimDevice final : public glex_device {
 
   Status post_mgmt(uint8_t vp, const wire::MgmtDescriptor& d) override {
     catch_up();
-    advance_host(host_now_ + host_.post_cost());
+    advance_host(host_now_ + host_.post_cost(vp, SimHost::mgmt_descriptor_bytes()));
     return f_.post_mgmt(host_.node(), vp, d);
   }
 
   Result<wire::MgmtPacket> wait_mgmt(uint8_t vp, uint64_t timeout_ps) override {
+    catch_up();
     bool waited = false;
     if (!wait_for(SimWait::kMgmt, vp, 0, host_now_ + timeout_ps, &waited))
       return make_error(
@@ -63,13 +64,13 @@ class SimDevice final : public glex_device {
   glex_ret_t send_mp(uint8_t vp, glex_ep_addr_t dest, const void* data, uint32_t len,
                      uint32_t flags) override {
     catch_up();
-    advance_host(host_now_ + host_.post_cost());
+    advance_host(host_now_ + host_.post_cost(vp, SimHost::mp_descriptor_bytes(len)));
     return host_.send_mp(vp, dest, {static_cast<const uint8_t*>(data), len}, flags);
   }
 
   glex_ret_t rdma(uint8_t vp, const glex_rdma_req& req) override {
     catch_up();
-    advance_host(host_now_ + host_.post_cost());
+    advance_host(host_now_ + host_.post_cost(vp, SimHost::rdma_descriptor_bytes(req.op, req.len)));
     std::span<const uint8_t> imm;
     if (req.op == GLEX_OP_IMM) imm = {static_cast<const uint8_t*>(req.local_addr), req.len};
     return host_.rdma(vp, req, imm);

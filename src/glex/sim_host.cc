@@ -60,6 +60,21 @@ Status ProcessMemory::write(uint64_t phys, std::span<const uint8_t> in) {
   return process_io(pid_, phys, const_cast<uint8_t*>(in.data()), in.size(), true, 6171);
 }
 
+uint64_t SimHost::rdma_descriptor_bytes(uint32_t op, uint64_t len) {
+  wire::RdmaDescriptor d;
+  d.op = op == GLEX_OP_IMM ? wire::RdmaOp::kImmediate : wire::RdmaOp::kWrite;
+  d.length = static_cast<uint32_t>(std::min<uint64_t>(len, wire::kMaxImmediateBytes));
+  return wire::rdma_descriptor_size(d);
+}
+
+uint64_t SimHost::mp_descriptor_bytes(uint32_t len) {
+  return wire::kMpBytes - wire::kMpPayloadBytes + len;  // the MP's header, then its data
+}
+
+uint64_t SimHost::mgmt_descriptor_bytes() {
+  return wire::kMgmtDescriptorBytes;
+}
+
 SimHost::SimHost(sim::SimFabric& fabric, uint32_t nic_node, pid_t pid)
     : fabric_(fabric), node_(nic_node), memory_(pid) {
   nic().attach_host_memory(&memory_);

@@ -71,8 +71,17 @@ class SimHost {
   bool ready(SimWait w, uint8_t vp, uint64_t addr);
 
   // The host's time for a call that did something (posted, or took an entry), and the extra
-  // when it had to wait first (calibration: host_send, host_receive, host_wakeup).
-  sim::Time post_cost() const { return fabric_.timing().host_send; }
+  // when it had to wait first (calibration: host_send, host_receive, host_wakeup). A PIO VP's
+  // descriptor is written into the NIC's HDQ by PIO (pio_submit); a DMA VP's goes into host
+  // memory with a doorbell (host_send), and the NIC fetches it (the engine's nic_sdq_fetch).
+  sim::Time post_cost(uint8_t vp, uint64_t descriptor_bytes) const {
+    return chip::is_pio_vp(vp) ? fabric_.timing().pio_submit(descriptor_bytes)
+                               : fabric_.timing().host_send;
+  }
+  // The descriptor each posting call writes (wire/rdma_descriptor.h, wire/mp.h, wire/mgmt.h).
+  static uint64_t rdma_descriptor_bytes(uint32_t op, uint64_t len);
+  static uint64_t mp_descriptor_bytes(uint32_t len);
+  static uint64_t mgmt_descriptor_bytes();
   sim::Time take_cost(bool waited) const {
     return fabric_.timing().host_receive + (waited ? fabric_.timing().host_wakeup : 0);
   }

@@ -47,8 +47,18 @@ simwire::Response failure(glex_ret_t ret, const std::string& why) {
   return r;
 }
 
-bool is_posting(Op op) {
-  return op == Op::kPostMgmt || op == Op::kSendMp || op == Op::kRdma;
+// The descriptor a posting request writes, or 0 for a request that posts nothing.
+uint64_t posted_bytes(const simwire::Request& q) {
+  switch (static_cast<Op>(q.op)) {
+    case Op::kPostMgmt:
+      return SimHost::mgmt_descriptor_bytes();
+    case Op::kSendMp:
+      return SimHost::mp_descriptor_bytes(q.len);
+    case Op::kRdma:
+      return SimHost::rdma_descriptor_bytes(static_cast<uint32_t>(q.a[1]), q.a[4]);
+    default:
+      return 0;
+  }
 }
 
 }  // namespace
@@ -191,7 +201,8 @@ void SimServer::read_client(size_t i) {
   c.req = req;
   c.state = Client::State::kRequest;
   // A posting call costs the host its time before the NIC sees the descriptor.
-  if (is_posting(static_cast<Op>(req.op))) c.now += c.host->post_cost();
+  if (const uint64_t bytes = posted_bytes(req); bytes > 0)
+    c.now += c.host->post_cost(static_cast<uint8_t>(req.vp), bytes);
 }
 
 SimServer::Next SimServer::progress() {

@@ -82,7 +82,7 @@ Result<Session> open_session(const SessionOptions& o) {
     return make_error(
         Code::kOutOfRange, 9010,
         fmt::format("--server-nic = {} exceeds the {} NICs", o.server_nic, topo->num_nics()));
-  auto timing = sim::default_timing();
+  auto timing = o.timing.empty() ? sim::default_timing() : sim::load_timing(o.timing);
   if (!timing.ok()) return timing.error();
   sim::SimOptions so;
   so.seed = o.seed;

@@ -22,6 +22,7 @@ struct SessionOptions {
   uint64_t seed = 1;
   bool json = false;
   bool serial = false;  // paper mode: one request at a time
+  std::string timing;   // simulated fabrics: the calibration file ("" = the default, TH-2)
 };
 
 struct Session {

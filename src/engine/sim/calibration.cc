@@ -18,6 +18,12 @@ Time Timing::pcie(uint64_t bytes) const {
   return static_cast<Time>(std::llround(static_cast<double>(bytes) / pcie_gbytes_per_s * 1000.0));
 }
 
+Time Timing::pio_submit(uint64_t bytes) const {
+  const auto bursts =
+      static_cast<uint64_t>(std::ceil(static_cast<double>(bytes) / wc_buffer_bytes));
+  return (1 + bursts) * pio_write;
+}
+
 Time Timing::serialisation(unsigned flits) const {
   return serialisation_bits(flits * flit_bits);
 }
@@ -99,7 +105,23 @@ Result<Timing> load_timing(const std::string& path) {
   t.i2c_kbps = num("i2c_kbps");
   t.oob_board_overhead = ns("oob_board_overhead_ns");
   t.pcie_gbytes_per_s = num("pcie_gbytes_per_s");
+  t.pio_write = ns("pio_write_ns");
+  t.wc_buffer_bytes = num("wc_buffer_bytes");
   if (!bad.ok()) return bad.error();
+  if (auto it = j.find("calibration_inputs"); it != j.end()) {
+    if (!it->is_object())
+      return make_error(
+          Code::kMalformed, 4106,
+          fmt::format("{}: 'calibration_inputs' must map parameters to figures", path));
+    for (const auto& [name, figure] : it->items()) {
+      if (!params.contains(name) || !figure.is_string())
+        return make_error(Code::kMalformed, 4107,
+                          fmt::format("{}: calibration input '{}' is not a parameter of the file "
+                                      "or names no figure",
+                                      path, name));
+      t.calibration_inputs[name] = figure.get<std::string>();
+    }
+  }
   return t;
 }
 

@@ -2,6 +2,7 @@
 // (config/th2-timing.json). Every value there cites the paper figure it comes from.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "base/status.h"
@@ -33,6 +34,16 @@ struct Timing {
   double i2c_kbps = 0;
   Time oob_board_overhead = 0;
   double pcie_gbytes_per_s = 0;  // one direction of the NIC's PCIe link, after encoding
+  Time pio_write = 0;            // one PIO write as the NIC sees it (uncached or a WC burst)
+  double wc_buffer_bytes = 0;    // the CPU's write-combining buffer
+  // Parameters fitted to a figure a benchmark then reports (parameter -> the figure), from the
+  // file's "calibration_inputs": those rows are inputs, not results of the model.
+  std::map<std::string, std::string> calibration_inputs;
+
+  // The host's cost of submitting a descriptor of `bytes` by PIO into an on-chip HDQ: the
+  // descriptor leaves the write-combining buffer in bursts, and the first visible write pays
+  // for the bridge (TH-1A paper: 128 bytes take (16 + 16 + 16) PCIe clocks).
+  Time pio_submit(uint64_t bytes) const;
 
   // Moving `bytes` over the NIC's PCIe link at its rate (DMA reads and writes of data).
   Time pcie(uint64_t bytes) const;

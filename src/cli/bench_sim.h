@@ -1,0 +1,12 @@
+// `galaxy bench sim` (cmd_bench_sim.cc) and `galaxy bench nic` (cmd_bench_nic.cc): the simulated
+// engine's speed and the simulated NIC beside the TH-1A paper's figures.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace galaxy::cli {
+
+void add_bench_sim_subcommand(CLI::App* bench);
+void add_bench_nic_subcommand(CLI::App* bench);
+
+}  // namespace galaxy::cli

@@ -1,0 +1,202 @@
+// galaxy bench sim — the simulated engine's own speed: data traffic at packet level (RDMA puts
+// cut into 128-byte packets by the NIC model, every packet routed by every NRC model on its
+// path) for a span of simulated time, after a bring-up by the management server. Reports the
+// simulator events run per wall second, beside what the traffic achieved.
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "base/sysinfo.h"
+#include "cli/bench_sim.h"
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "cli/route_phases.h"
+
+namespace galaxy::cli {
+
+namespace {
+
+struct SimBenchOptions {
+  RouteOptions route;
+  std::string pattern = "both";
+  double time_us = 100;
+  double load = 0.3;
+  uint32_t bytes = 1024;
+  bool json = false;
+};
+
+constexpr uint64_t kSrcBase = 0x10000000;
+constexpr uint64_t kDstBase = 0x20000000;
+constexpr uint8_t kVp = chip::kPioVps;  // the first DMA VP
+
+// Open-loop traffic: every NIC posts puts at exponentially spaced times so that, on average,
+// it offers `load` of its link; the destination follows the pattern.
+struct Traffic {
+  sim::SimFabric* f = nullptr;
+  bool alltoall = false;
+  uint32_t bytes = 0;
+  sim::Time mean_gap = 0;
+  sim::Time end = 0;
+  std::vector<uint32_t> key_src, key_dst, sent;
+  std::mt19937_64 rng;
+  uint64_t posted = 0, refused = 0;
+
+  void start(uint32_t i) { schedule(i); }
+  void schedule(uint32_t i) {
+    std::exponential_distribution<double> gap(1.0 / static_cast<double>(mean_gap));
+    const sim::Time t = f->sim().now() + 1 + static_cast<sim::Time>(gap(rng));
+    if (t >= end) return;
+    f->sim().schedule_fn_at(t, [this, i] { fire(i); });
+  }
+  void fire(uint32_t i) {
+    const auto& topo = f->topology();
+    const uint32_t n = topo.num_nics();
+    uint32_t d;
+    if (alltoall) {
+      d = (i + 1 + sent[i] % (n - 1)) % n;  // shifted exchange: every peer in turn
+    } else {
+      d = static_cast<uint32_t>(rng() % (n - 1));
+      if (d >= i) ++d;
+    }
+    ++sent[i];
+    wire::RdmaDescriptor r;
+    r.op = wire::RdmaOp::kWrite;
+    r.remote_node = static_cast<uint16_t>(f->chip(topo.nic_node(d)).chip_id());
+    r.remote_vp = kVp;
+    r.length = bytes;
+    r.local_address = kSrcBase;
+    r.local_key = key_src[i];
+    r.remote_address = kDstBase;
+    r.remote_key = key_dst[d];
+    if (f->post_rdma(topo.nic_node(i), kVp, r).ok())
+      ++posted;
+    else
+      ++refused;  // the SDQ is full: the NIC cannot keep up with the offered load
+    schedule(i);
+  }
+};
+
+nlohmann::json run_pattern(const SimBenchOptions& o, bool alltoall) {
+  auto s = open_session(o.route.session);
+  if (!s.ok()) return {{"error", s.error().to_string()}};
+  nlohmann::json phases;
+  RouteOptions ro = o.route;
+  if (!route_phases(ro, *s, phases)) return {{"error", "bring-up failed"}};
+  s->requester.reset();
+  s->port.reset();
+  s->device.reset();
+  sim::SimFabric& f = *s->fabric;
+  const auto& topo = f.topology();
+  const uint32_t n = topo.num_nics();
+  Traffic t;
+  t.f = &f;
+  t.alltoall = alltoall;
+  t.bytes = o.bytes;
+  t.rng.seed(o.route.session.seed);
+  t.key_src.resize(n);
+  t.key_dst.resize(n);
+  t.sent.assign(n, 0);
+  for (uint32_t i = 0; i < n; ++i) {
+    auto a = f.register_memory(topo.nic_node(i), kSrcBase, o.bytes, chip::kAccessRead);
+    auto b = f.register_memory(topo.nic_node(i), kDstBase, o.bytes, chip::kAccessWrite);
+    if (!a.ok() || !b.ok()) return {{"error", (a.ok() ? b.error() : a.error()).to_string()}};
+    t.key_src[i] = *a;
+    t.key_dst[i] = *b;
+  }
+  // Flits one put puts on the NIC's link: its packets, each head + extension + payload.
+  uint64_t flits = 0;
+  for (uint64_t off = 0; off < o.bytes; off += wire::kDataPacketBytes)
+    flits += wire::data_packet_flits(std::min<uint64_t>(wire::kDataPacketBytes, o.bytes - off));
+  const sim::Time wire_time = f.timing().serialisation(static_cast<unsigned>(flits));
+  t.mean_gap = static_cast<sim::Time>(static_cast<double>(wire_time) / o.load);
+  const sim::Time t0 = f.sim().now();
+  t.end = t0 + static_cast<sim::Time>(o.time_us * 1e6);
+  for (uint32_t i = 0; i < n; ++i) t.start(i);
+  const uint64_t ev0 = f.sim().events_processed();
+  const uint64_t pk0 = f.stats().data_packets_received;
+  const auto w0 = std::chrono::steady_clock::now();
+  f.sim().run(t.end);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  const uint64_t events = f.sim().events_processed() - ev0;
+  const uint64_t packets = f.stats().data_packets_received - pk0;
+  const double sim_s = o.time_us * 1e-6;
+  return {{"pattern", alltoall ? "all-to-all" : "uniform random"},
+          {"nics", n},
+          {"sim_time_us", o.time_us},
+          {"offered_load", o.load},
+          {"put_bytes", o.bytes},
+          {"puts_posted", t.posted},
+          {"puts_refused_sdq_full", t.refused},
+          {"data_packets_received", packets},
+          {"delivered_gbytes_per_s_per_nic", static_cast<double>(packets) *
+                                                 std::min<double>(o.bytes, wire::kDataPacketBytes) /
+                                                 sim_s / n / 1e9},
+          {"events", events},
+          {"wall_s", wall},
+          {"events_per_wall_s", wall > 0 ? static_cast<double>(events) / wall : 0.0},
+          {"peak_rss_mb", peak_rss_mb()}};
+}
+
+void run_bench_sim(const SimBenchOptions& o) {
+  if (o.pattern != "uniform" && o.pattern != "alltoall" && o.pattern != "both")
+    return report_error(
+        make_error(Code::kInvalidArgument, 9632,
+                   fmt::format("--pattern = '{}' is not uniform, alltoall or both", o.pattern)),
+        o.json);
+  if (!(o.load > 0 && o.load <= 1) || !(o.time_us > 0 && o.time_us <= 1e6) || o.bytes == 0 ||
+      o.bytes > (1u << 20))
+    return report_error(make_error(Code::kOutOfRange, 9633,
+                                   fmt::format("--load = {} (0-1], --time-us = {} (0-1e6], "
+                                               "--bytes = {} (1-1048576): out of range",
+                                               o.load, o.time_us, o.bytes)),
+                        o.json);
+  nlohmann::json rows = nlohmann::json::array();
+  for (bool a2a : {false, true}) {
+    if ((a2a && o.pattern == "uniform") || (!a2a && o.pattern == "alltoall")) continue;
+    if (!o.json)
+      std::fprintf(stderr, "bench sim: %s on %s ...\n", a2a ? "all-to-all" : "uniform random",
+                   o.route.session.fabric.c_str());
+    nlohmann::json r = run_pattern(o, a2a);
+    if (r.contains("error"))
+      return report_error(make_error(Code::kInvalidArgument, 9634, r["error"].get<std::string>()),
+                          o.json);
+    rows.push_back(r);
+  }
+  if (o.json) {
+    std::printf("%s\n",
+                nlohmann::json{{"fabric", o.route.session.fabric}, {"rows", rows}}.dump(2).c_str());
+    return;
+  }
+  std::printf("%-16s %6s %10s %12s %12s %14s %8s %14s %10s\n", "pattern", "NICs", "puts", "refused",
+              "packets", "GB/s per NIC", "wall s", "events", "events/s");
+  for (const auto& r : rows)
+    std::printf("%-16s %6u %10llu %12llu %12llu %14.3f %8.2f %14llu %9.2fM\n",
+                r["pattern"].get<std::string>().c_str(), r["nics"].get<uint32_t>(),
+                static_cast<unsigned long long>(r["puts_posted"].get<uint64_t>()),
+                static_cast<unsigned long long>(r["puts_refused_sdq_full"].get<uint64_t>()),
+                static_cast<unsigned long long>(r["data_packets_received"].get<uint64_t>()),
+                r["delivered_gbytes_per_s_per_nic"].get<double>(), r["wall_s"].get<double>(),
+                static_cast<unsigned long long>(r["events"].get<uint64_t>()),
+                r["events_per_wall_s"].get<double>() / 1e6);
+  std::printf("(%g us simulated at offered load %g, %u-byte puts; aim: >= 5M events/s)\n",
+              o.time_us, o.load, o.bytes);
+}
+
+}  // namespace
+
+void add_bench_sim_subcommand(CLI::App* bench) {
+  auto o = std::make_shared<SimBenchOptions>();
+  auto* c = bench->add_subcommand(
+      "sim", "The simulated engine's speed: packet-level data traffic, events per wall second");
+  c->add_option("--fabric", o->route.session.fabric, "sim:<topology>")->capture_default_str();
+  c->add_option("--pattern", o->pattern, "uniform, alltoall or both")->capture_default_str();
+  c->add_option("--time-us", o->time_us, "simulated time of traffic")->capture_default_str();
+  c->add_option("--load", o->load, "offered load per NIC, a fraction of its link")
+      ->capture_default_str();
+  c->add_option("--bytes", o->bytes, "bytes per put")->capture_default_str();
+  c->add_option("--seed", o->route.session.seed, "random seed")->capture_default_str();
+  c->add_flag("--json", o->json, "machine-readable output");
+  c->callback([o]() { run_bench_sim(*o); });
+}
+
+}  // namespace galaxy::cli
