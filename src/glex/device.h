@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 
 #include "base/status.h"
 #include "glex.h"
@@ -33,6 +34,16 @@ struct glex_device {
   // A device whose NIC moves only while its host waits (the simulated ones) waits for the event
   // word at `addr` itself; glex_wait_event asks such a device (see add_event_waiter).
   virtual glex_ret_t wait_event(uint64_t addr, int32_t timeout_ms, glex_event* out);
+  // Whether [addr, addr + 16) lies in memory registered through this device (its NIC writes
+  // the events there): glex_wait_event asks that device.
+  bool holds(uint64_t addr) const {
+    for (const auto& [base, len] : registered_)
+      if (addr >= base && addr - base + 16 <= len) return true;
+    return false;
+  }
+
+ protected:
+  std::map<uint64_t, uint64_t> registered_;  // base -> length, kept by devices that wait
 };
 
 struct glex_ep {
@@ -45,7 +56,8 @@ namespace galaxy::glex {
 // Sets glex_last_error() and returns ret (for the back ends).
 glex_ret_t set_error(glex_ret_t ret, std::string message);
 // Devices that wait for event words themselves (the simulated ones) register while open;
-// glex_wait_event uses the first one registered, or polls the memory when there is none.
+// glex_wait_event uses the one through which the event word was registered (else the first),
+// or polls the memory when there is none.
 void add_event_waiter(glex_device* d);
 void remove_event_waiter(glex_device* d);
 }  // namespace galaxy::glex

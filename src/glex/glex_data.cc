@@ -328,7 +328,9 @@ glex_ret_t glex_wait_event(volatile struct glex_event* evt, int32_t timeout_ms,
   glex_device* waiter = nullptr;
   {
     std::lock_guard<std::mutex> l(galaxy::glex::g_waiters_mutex);
-    if (!galaxy::glex::g_waiters.empty()) waiter = galaxy::glex::g_waiters.front();
+    for (glex_device* d : galaxy::glex::g_waiters)
+      if (d->holds(reinterpret_cast<uint64_t>(evt))) waiter = d;
+    if (!waiter && !galaxy::glex::g_waiters.empty()) waiter = galaxy::glex::g_waiters.front();
   }
   if (waiter) return waiter->wait_event(reinterpret_cast<uint64_t>(evt), timeout_ms, out);
   const uint64_t deadline = timeout_ms < 0 ? UINT64_MAX

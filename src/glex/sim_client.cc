@@ -87,7 +87,10 @@ class SimClientDevice final : public glex_device {
     q.a[2] = access;
     simwire::Response r;
     glex_ret_t ret = call(q, &r);
-    if (ret == GLEX_SUCCESS) *mh = r.a[0];
+    if (ret == GLEX_SUCCESS) {
+      *mh = r.a[0];
+      registered_[reinterpret_cast<uint64_t>(addr)] = len;
+    }
     return ret;
   }
   glex_ret_t deregister_mem(glex_mem_handle_t mh) override {

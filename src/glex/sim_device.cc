@@ -57,7 +57,9 @@ class SimDevice final : public glex_device {
 
   glex_ret_t register_mem(void* addr, uint64_t len, uint32_t access,
                           glex_mem_handle_t* mh) override {
-    return host_.register_mem(reinterpret_cast<uint64_t>(addr), len, access, mh);
+    glex_ret_t r = host_.register_mem(reinterpret_cast<uint64_t>(addr), len, access, mh);
+    if (r == GLEX_SUCCESS) registered_[reinterpret_cast<uint64_t>(addr)] = len;
+    return r;
   }
   glex_ret_t deregister_mem(glex_mem_handle_t mh) override { return host_.deregister_mem(mh); }
 

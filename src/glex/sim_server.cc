@@ -93,7 +93,7 @@ Result<std::unique_ptr<SimServer>> SimServer::listen(sim::SimFabric& fabric, std
   }
   if (::listen(fd, 64) != 0) {
     ::close(fd);
-    return make_error(Code::kIoError, 6193,
+    return make_error(Code::kIoError, 6202,
                       fmt::format("listen {}: {}", path, std::strerror(errno)));
   }
   return std::unique_ptr<SimServer>(new SimServer(fabric, std::move(path), fd));
@@ -368,7 +368,7 @@ void SimServer::start(Client& c) {
     case Op::kReadRegister: {
       chip::RegAccess a = fabric_.chip(h.node()).read_register(static_cast<uint16_t>(q.a[0]));
       if (a.error != wire::NmpError::kNone)
-        ret = set_error(GLEX_INVALID_PARAM, fmt::format("E6004 local register {:#05x}: {}", q.a[0],
+        ret = set_error(GLEX_INVALID_PARAM, fmt::format("E6203 local register {:#05x}: {}", q.a[0],
                                                         wire::nmp_error_name(a.error)));
       r.a[0] = a.value;
       break;

@@ -1,0 +1,179 @@
+// The simulation server (glex/sim_server.h) with its clients (glex/sim_client.h): hosts in
+// threads of this process, each waiting on the other as separate programs would, and requests
+// that are malformed or out of turn, which are refused without disturbing anyone else.
+#include "glex/sim_server.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "../engine/sim_test_util.h"
+#include "glex.h"
+#include "glex/sim_client.h"
+#include "glex/sim_protocol.h"
+
+namespace galaxy {
+namespace {
+
+struct Served {
+  std::unique_ptr<sim::SimFabric> fabric;
+  std::unique_ptr<glex::SimServer> server;
+  std::atomic<bool> stop{false};
+  std::thread thread;
+  std::string path;
+  Served() {
+    fabric = sim::testing::make("fattree:k=4,levels=2");
+    sim::testing::program_minimal_routes(*fabric);
+    char tmpl[] = "/tmp/galaxy-simsrv-XXXXXX";
+    path = std::string(mkdtemp(tmpl)) + "/sock";
+    server = std::move(glex::SimServer::listen(*fabric, path).value());
+    setenv("GLEX_SIM_SOCKET", path.c_str(), 1);
+    thread = std::thread([this] { server->run(stop); });
+  }
+  ~Served() {
+    stop = true;
+    thread.join();
+    server.reset();
+    unsetenv("GLEX_SIM_SOCKET");
+    std::filesystem::remove_all(std::filesystem::path(path).parent_path());
+  }
+  uint32_t nic(uint32_t i) const { return fabric->topology().nic_node(i); }
+  int raw() const {
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path.c_str());
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  }
+};
+
+glex::simwire::Response ask(int fd, const void* req, size_t len) {
+  glex::simwire::Response r;
+  EXPECT_EQ(send(fd, req, len, 0), static_cast<ssize_t>(len));
+  EXPECT_EQ(recv(fd, &r, sizeof r, 0), static_cast<ssize_t>(sizeof r));
+  return r;
+}
+
+TEST(SimServer, TwoHostsExchangeMpsAndAPutWithItsEvent) {
+  Served s;
+  auto da = glex::open_sim_client("sim:test", static_cast<int32_t>(s.nic(0)));
+  auto db = glex::open_sim_client("sim:test", static_cast<int32_t>(s.nic(7)));
+  ASSERT_TRUE(da.ok()) << da.error().to_string();
+  ASSERT_TRUE(db.ok()) << db.error().to_string();
+  glex_ep_handle_t ea, eb;
+  ASSERT_EQ(glex_create_ep(da->get(), nullptr, &ea), GLEX_SUCCESS);
+  ASSERT_EQ(glex_create_ep(db->get(), nullptr, &eb), GLEX_SUCCESS);
+  std::vector<uint8_t> src(3000), dst(3000, 0);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7);
+  glex_event evt{};
+  glex_mem_handle_t smh, dmh, emh;
+  ASSERT_EQ(glex_register_mem(da->get(), src.data(), src.size(), GLEX_MEM_READ, &smh),
+            GLEX_SUCCESS);
+  ASSERT_EQ(glex_register_mem(db->get(), dst.data(), dst.size(), GLEX_MEM_WRITE, &dmh),
+            GLEX_SUCCESS);
+  ASSERT_EQ(glex_register_mem(db->get(), &evt, sizeof evt, GLEX_MEM_WRITE, &emh), GLEX_SUCCESS);
+  const glex_ep_addr_t a = glex_ep_addr(ea), b = glex_ep_addr(eb);
+  std::thread host_b([&] {
+    glex_mp mp{};
+    EXPECT_EQ(glex_recv_mp(eb, 1000, &mp), GLEX_SUCCESS) << glex_last_error();
+    EXPECT_EQ(mp.src, a);
+    EXPECT_EQ(glex_send_mp(eb, a, "pong", 4, 0), GLEX_SUCCESS);
+    glex_event got{};
+    EXPECT_EQ(glex_wait_event(&evt, 1000, &got), GLEX_SUCCESS) << glex_last_error();
+    EXPECT_EQ(got.data[0], 9u);
+    // Done: a host that stays connected without calling holds simulated time at its clock,
+    // as a program still computing would; this one leaves, as a finished program does.
+    glex_destroy_ep(eb);
+    db->reset();
+  });
+  ASSERT_EQ(glex_send_mp(ea, b, "ping", 4, 0), GLEX_SUCCESS);
+  glex_mp mp{};
+  ASSERT_EQ(glex_recv_mp(ea, 1000, &mp), GLEX_SUCCESS) << glex_last_error();
+  EXPECT_EQ(std::string(reinterpret_cast<char*>(mp.data), mp.len), "pong");
+  glex_rdma_req r{};
+  r.target = b;
+  r.op = GLEX_OP_PUT;
+  r.flags = GLEX_FLAG_REMOTE_EVT | GLEX_FLAG_LOCAL_CQ;
+  r.local_addr = src.data() + 1;
+  r.local_mh = smh;
+  r.len = 2999;
+  r.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+  r.remote_mh = dmh;
+  r.event_addr = reinterpret_cast<uint64_t>(&evt);
+  r.event_mh = emh;
+  r.event.data[0] = 9;
+  r.event.data[1] = 1;
+  r.cookie = 3;
+  ASSERT_EQ(glex_rdma(ea, &r), GLEX_SUCCESS) << glex_last_error();
+  glex_cq_entry e{};
+  ASSERT_EQ(glex_wait_cq(ea, 1000, &e), GLEX_SUCCESS) << glex_last_error();
+  EXPECT_EQ(e.status, GLEX_SUCCESS);
+  EXPECT_EQ(e.cookie, 3u);
+  host_b.join();
+  EXPECT_EQ(std::memcmp(dst.data(), src.data() + 1, 2999), 0);
+  EXPECT_GT(da->get()->now_ps(), 0u);
+  glex_destroy_ep(ea);
+}
+
+TEST(SimServer, BadRequestsAreRefusedAndTheServerServesOn) {
+  Served s;
+  // Garbage, and a request before hello: answered with an error naming it.
+  int fd = s.raw();
+  const char junk[10] = "xxxxxxxxx";
+  auto r = ask(fd, junk, sizeof junk);
+  EXPECT_EQ(r.ret, GLEX_INVALID_PARAM);
+  EXPECT_NE(std::string(r.error).find("E6194"), std::string::npos) << r.error;
+  glex::simwire::Request q;
+  q.op = static_cast<uint32_t>(glex::simwire::Op::kNow);
+  r = ask(fd, &q, sizeof q);
+  EXPECT_NE(std::string(r.error).find("E6195"), std::string::npos) << r.error;
+  q.op = 99;
+  r = ask(fd, &q, sizeof q);
+  EXPECT_NE(std::string(r.error).find("E6194"), std::string::npos) << r.error;
+  // A node that is not a NIC, then a NIC another process holds.
+  auto not_nic = glex::open_sim_client("sim:test", 100000);
+  ASSERT_FALSE(not_nic.ok());
+  EXPECT_NE(not_nic.error().message.find("E6196"), std::string::npos);
+  auto first = glex::open_sim_client("sim:test", static_cast<int32_t>(s.nic(1)));
+  ASSERT_TRUE(first.ok());
+  auto second = glex::open_sim_client("sim:test", static_cast<int32_t>(s.nic(1)));
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.error().message.find("in use"), std::string::npos);
+  // A host that goes away in the middle of a wait leaves the others served.
+  int waiting = s.raw();
+  q = {};
+  q.op = static_cast<uint32_t>(glex::simwire::Op::kHello);
+  q.a[0] = static_cast<uint64_t>(getpid());
+  q.a[1] = s.nic(2);
+  r = ask(waiting, &q, sizeof q);
+  ASSERT_EQ(r.ret, GLEX_SUCCESS);
+  q = {};
+  q.op = static_cast<uint32_t>(glex::simwire::Op::kOpenVp);
+  q.a[0] = static_cast<uint64_t>(int64_t{-1});
+  r = ask(waiting, &q, sizeof q);
+  ASSERT_EQ(r.ret, GLEX_SUCCESS);
+  q = {};
+  q.op = static_cast<uint32_t>(glex::simwire::Op::kRecvMp);
+  q.vp = static_cast<uint32_t>(r.a[0]);
+  q.timeout_ms = -1;
+  ASSERT_EQ(send(waiting, &q, sizeof q, 0), static_cast<ssize_t>(sizeof q));
+  close(waiting);
+  close(fd);
+  glex_ep_handle_t ep;
+  ASSERT_EQ(glex_create_ep(first->get(), nullptr, &ep), GLEX_SUCCESS);
+  EXPECT_EQ(glex_send_mp(ep, glex_ep_addr(ep), "me", 2, 0), GLEX_SUCCESS);
+  glex_mp mp{};
+  EXPECT_EQ(glex_recv_mp(ep, 1000, &mp), GLEX_SUCCESS) << glex_last_error();
+  EXPECT_EQ(mp.len, 2u);
+  glex_destroy_ep(ep);
+}
+
+}  // namespace
+}  // namespace galaxy
