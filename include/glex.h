@@ -100,6 +100,14 @@ glex_ret_t glex_send_mgmt_req(glex_ep_handle_t ep, struct glex_mgmt_info* req, i
 /* Waits up to timeout_ms (0 = poll) for the next response or fault report on ep's VP. */
 glex_ret_t glex_receive_mgmt_ack(glex_ep_handle_t ep, int32_t timeout_ms,
                                  struct glex_mgmt_info* ack);
+/* The same with a timeout in picoseconds, for management software that paces itself finer
+ * than a millisecond (simulated time on a simulated fabric). */
+glex_ret_t glex_receive_mgmt_ack_ps(glex_ep_handle_t ep, uint64_t timeout_ps,
+                                    struct glex_mgmt_info* ack);
+/* The host's clock in picoseconds: simulated time on a simulated fabric, else monotonic. */
+uint64_t glex_time_ps(glex_device_handle_t dev);
+/* Reads a register of this process's own NIC (no packet leaves it). */
+glex_ret_t glex_read_local_reg(glex_device_handle_t dev, uint16_t addr, uint64_t* value);
 
 /* ---- Registered memory (the ATT, SYSTEM.md 1.1) ------------------------------------------- */
 #define GLEX_MEM_READ 0x1  /* peers may RDMA-get from it */

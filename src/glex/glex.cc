@@ -128,12 +128,17 @@ glex_ret_t glex_send_mgmt_req(glex_ep_handle_t ep, struct glex_mgmt_info* req, i
 
 glex_ret_t glex_receive_mgmt_ack(glex_ep_handle_t ep, int32_t timeout_ms,
                                  struct glex_mgmt_info* ack) {
+  if (timeout_ms < 0)
+    return fail(GLEX_INVALID_PARAM, fmt::format("timeout_ms = {} is negative", timeout_ms));
+  return glex_receive_mgmt_ack_ps(ep, static_cast<uint64_t>(timeout_ms) * 1000000000ull, ack);
+}
+
+glex_ret_t glex_receive_mgmt_ack_ps(glex_ep_handle_t ep, uint64_t timeout_ps,
+                                    struct glex_mgmt_info* ack) {
   using namespace galaxy;
   if (!ep || !ack)
     return fail(GLEX_INVALID_PARAM, "glex_receive_mgmt_ack: ep and ack must not be NULL");
-  if (timeout_ms < 0)
-    return fail(GLEX_INVALID_PARAM, fmt::format("timeout_ms = {} is negative", timeout_ms));
-  auto p = ep->device->wait_mgmt(ep->vp, static_cast<uint64_t>(timeout_ms) * 1000000000ull);
+  auto p = ep->device->wait_mgmt(ep->vp, timeout_ps);
   if (!p.ok())
     return fail(p.error().code == Code::kTimeout ? GLEX_TIMEOUT : GLEX_DESCRIPTOR_ERROR, p.error());
   *ack = {};
@@ -160,8 +165,22 @@ glex_ret_t glex_receive_mgmt_ack(glex_ep_handle_t ep, int32_t timeout_ms,
   ack->fault_port = p->data.fault_port;
   ack->fault_severity = p->data.fault_severity;
   ack->fault_detail = p->data.fault_detail;
+  ack->m_key = p->m_key;
   ack->lint = p->lint;
   ack->rint = p->rint;
+  return GLEX_SUCCESS;
+}
+
+uint64_t glex_time_ps(glex_device_handle_t dev) {
+  return dev ? dev->now_ps() : 0;
+}
+
+glex_ret_t glex_read_local_reg(glex_device_handle_t dev, uint16_t addr, uint64_t* value) {
+  if (!dev || !value)
+    return fail(GLEX_INVALID_PARAM, "glex_read_local_reg: dev and value must not be NULL");
+  auto v = dev->read_local_register(addr);
+  if (!v.ok()) return fail(GLEX_INVALID_PARAM, v.error());
+  *value = *v;
   return GLEX_SUCCESS;
 }
 

@@ -155,7 +155,8 @@ class SimClientDevice final : public glex_device {
       e->cookie = r.a[2];
       e->bytes = r.a[3];
       e->error_id = static_cast<uint16_t>(r.a[4]);
-      std::snprintf(e->reason, sizeof e->reason, "%s", r.error);
+      std::memcpy(e->reason, r.error, sizeof e->reason - 1);  // the server sent at most 39
+      e->reason[sizeof e->reason - 1] = 0;
     }
     return ret;
   }

@@ -4,8 +4,6 @@
 
 #include <memory>
 
-#include "glex/device.h"
-
 namespace galaxy::nm {
 
 Result<std::unique_ptr<GlexMgmtPort>> GlexMgmtPort::open(glex_device_handle_t device, int32_t vp) {
@@ -16,7 +14,7 @@ Result<std::unique_ptr<GlexMgmtPort>> GlexMgmtPort::open(glex_device_handle_t de
     return make_error(
         Code::kResourceExhausted, 5010,
         fmt::format("glex_create_ep: {}: {}", glex_error_string(r), glex_last_error()));
-  return std::unique_ptr<GlexMgmtPort>(new GlexMgmtPort(ep));
+  return std::unique_ptr<GlexMgmtPort>(new GlexMgmtPort(device, ep));
 }
 
 GlexMgmtPort::~GlexMgmtPort() {
@@ -24,10 +22,10 @@ GlexMgmtPort::~GlexMgmtPort() {
 }
 
 uint16_t GlexMgmtPort::server_chip_id() const {
-  return ep_->device->chip_id();
+  return static_cast<uint16_t>(glex_device_node(device_));
 }
 uint8_t GlexMgmtPort::server_vp() const {
-  return ep_->vp;
+  return static_cast<uint8_t>(glex_ep_vp(ep_));
 }
 
 Status GlexMgmtPort::send(const MgmtRequest& request, uint16_t transaction_id) {
@@ -60,17 +58,53 @@ Status GlexMgmtPort::send(const MgmtRequest& request, uint16_t transaction_id) {
 }
 
 Result<wire::MgmtPacket> GlexMgmtPort::receive(Picoseconds timeout) {
-  // The C API counts milliseconds; the management logic needs finer timeouts, so it uses the
-  // device directly (the C call is the same code path with timeout_ms x 10^9 ps).
-  return ep_->device->wait_mgmt(ep_->vp, timeout);
+  glex_mgmt_info a{};
+  glex_ret_t r = glex_receive_mgmt_ack_ps(ep_, timeout, &a);
+  if (r != GLEX_SUCCESS)
+    return make_error(
+        r == GLEX_TIMEOUT ? Code::kTimeout : Code::kMalformed, 5013,
+        fmt::format("glex_receive_mgmt_ack: {}: {}", glex_error_string(r), glex_last_error()));
+  wire::MgmtPacket p;
+  p.dest_id = a.dest_id;
+  p.dest_type = static_cast<wire::ChipType>(a.dest_type);
+  p.dest_vp = a.dest_vp;
+  p.src_id = a.src_id;
+  p.src_type = static_cast<wire::ChipType>(a.src_type);
+  p.src_vp = a.src_vp;
+  p.transaction_id = a.transaction_id;
+  for (uint8_t i = 0; i < a.forward_route.hop_num; ++i)
+    (void)p.forward_route.push(a.forward_route.hops[i]);
+  for (uint8_t i = 0; i < a.backward_route.hop_num; ++i)
+    (void)p.backward_route.push(a.backward_route.hops[i]);
+  p.nmp_type = static_cast<wire::NmpType>(a.nmp_type);
+  p.m_key = a.m_key;
+  p.lint = a.lint != 0;
+  p.rint = a.rint != 0;
+  p.data.count = a.count;
+  for (int i = 0; i < 6; ++i) {
+    p.data.address[i] = a.address[i];
+    p.data.bytes[i] = a.bytes[i];
+  }
+  p.data.value[0] = a.value[0];
+  p.data.value[1] = a.value[1];
+  p.data.error = static_cast<wire::NmpError>(a.error);
+  p.data.error_address = a.error_address;
+  p.data.fault_code = a.fault_code;
+  p.data.fault_port = a.fault_port;
+  p.data.fault_severity = a.fault_severity;
+  p.data.fault_detail = a.fault_detail;
+  return p;
 }
 
 Picoseconds GlexMgmtPort::now() const {
-  return ep_->device->now_ps();
+  return glex_time_ps(device_);
 }
 
 Result<uint64_t> GlexMgmtPort::read_local_register(uint16_t addr) {
-  return ep_->device->read_local_register(addr);
+  uint64_t v = 0;
+  if (glex_read_local_reg(device_, addr, &v) != GLEX_SUCCESS)
+    return make_error(Code::kOutOfRange, 5014, glex_last_error());
+  return v;
 }
 
 }  // namespace galaxy::nm

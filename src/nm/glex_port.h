@@ -1,5 +1,6 @@
 // MgmtPort over a libglex endpoint: the management server's requests go through the same
-// library an application uses (SYSTEM.md 2.3), whatever engine is behind the device.
+// library an application uses (SYSTEM.md 2.3), whatever engine is behind the device, through
+// include/glex.h alone.
 #pragma once
 
 #include <memory>
@@ -23,7 +24,8 @@ class GlexMgmtPort final : public MgmtPort {
   Result<uint64_t> read_local_register(uint16_t addr) override;
 
  private:
-  explicit GlexMgmtPort(glex_ep_handle_t ep) : ep_(ep) {}
+  GlexMgmtPort(glex_device_handle_t device, glex_ep_handle_t ep) : device_(device), ep_(ep) {}
+  glex_device_handle_t device_;
   glex_ep_handle_t ep_;
 };
 
