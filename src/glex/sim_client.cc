@@ -241,7 +241,6 @@ Result<std::unique_ptr<glex_device>> open_sim_client(const std::string& fabric, 
   (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
   simwire::Request q;
   q.op = static_cast<uint32_t>(Op::kHello);
-  q.a[0] = static_cast<uint64_t>(getpid());
   q.a[1] = UINT64_MAX;
   if (nic >= 0) {
     q.a[1] = static_cast<uint64_t>(nic);

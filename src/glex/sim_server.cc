@@ -22,6 +22,7 @@ struct SimServer::Client {
   int fd = -1;
   State state = State::kHello;
   std::unique_ptr<SimHost> host;
+  pid_t pid = 0;      // the connected process (SO_PEERCRED)
   sim::Time now = 0;  // the host's clock
   simwire::Request req;
   SimWait wait = SimWait::kMp;
@@ -134,8 +135,17 @@ void SimServer::run(const std::atomic<bool>& stop) {
 void SimServer::accept_client() {
   int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd < 0) return;
+  // The process whose memory the NIC will reach is the one at the other end of the socket, as
+  // the kernel says; never a pid a client names.
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0) {
+    ::close(fd);
+    return;
+  }
   auto c = std::make_unique<Client>();
   c->fd = fd;
+  c->pid = cred.pid;
   c->now = fabric_.sim().now();
   clients_.push_back(std::move(c));
 }
@@ -186,8 +196,7 @@ void SimServer::read_client(size_t i) {
                                                             node, o->host->memory().pid())));
         return;
       }
-    c.host = std::make_unique<SimHost>(fabric_, static_cast<uint32_t>(node),
-                                       static_cast<pid_t>(req.a[0]));
+    c.host = std::make_unique<SimHost>(fabric_, static_cast<uint32_t>(node), c.pid);
     c.now = fabric_.sim().now();
     c.state = Client::State::kRunning;
     ++stats_.clients;
