@@ -36,14 +36,10 @@ void run_bench_nic(NicBenchCliOptions& o) {
     return report_error(make_error(Code::kOutOfRange, 9635,
                                    fmt::format("--iterations = {} (1-100000)", o.iterations)),
                         o.json);
-  auto s = open_session(so);
-  if (!s.ok()) return report_error(s.error(), o.json);
   nlohmann::json phases;
-  if (!route_phases(o.route, *s, phases)) return;
-  s->requester.reset();
-  s->port.reset();
-  s->device.reset();
-  sim::SimFabric& f = *s->fabric;
+  auto fabric = routed_sim_fabric(o.route, phases);
+  if (!fabric) return;
+  sim::SimFabric& f = *fabric;
   auto pair = glex::nearest_nic_pair(f.topology());
   if (!pair.ok()) return report_error(pair.error(), o.json);
   glex::NicBenchOptions bo;

@@ -77,15 +77,11 @@ struct Traffic {
 };
 
 nlohmann::json run_pattern(const SimBenchOptions& o, bool alltoall) {
-  auto s = open_session(o.route.session);
-  if (!s.ok()) return {{"error", s.error().to_string()}};
   nlohmann::json phases;
   RouteOptions ro = o.route;
-  if (!route_phases(ro, *s, phases)) return {{"error", "bring-up failed"}};
-  s->requester.reset();
-  s->port.reset();
-  s->device.reset();
-  sim::SimFabric& f = *s->fabric;
+  auto fabric = routed_sim_fabric(ro, phases);
+  if (!fabric) return {{"error", "bring-up failed (reported above)"}};
+  sim::SimFabric& f = *fabric;
   const auto& topo = f.topology();
   const uint32_t n = topo.num_nics();
   Traffic t;

@@ -94,6 +94,26 @@ bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j) {
   return true;
 }
 
+std::unique_ptr<sim::SimFabric> routed_sim_fabric(RouteOptions& o, nlohmann::json& phases) {
+  auto s = open_session(o.session);
+  if (!s.ok()) {
+    report_error(s.error(), o.session.json);
+    return nullptr;
+  }
+  if (!s->fabric) {
+    report_error(make_error(Code::kInvalidArgument, 9636,
+                            fmt::format("--fabric = '{}' is not a simulated fabric (sim:...)",
+                                        o.session.fabric)),
+                 o.session.json);
+    return nullptr;
+  }
+  if (!route_phases(o, *s, phases)) return nullptr;
+  s->requester.reset();
+  s->port.reset();
+  s->device.reset();
+  return std::move(s->fabric);
+}
+
 namespace {
 
 void print_text(const nlohmann::json& j) {

@@ -36,10 +36,9 @@ void run_simd(SimdOptions& o) {
                                                "(sim:...)",
                                                o.route.session.fabric)),
                         o.route.session.json);
-  auto s = open_session(o.route.session);
-  if (!s.ok()) return report_error(s.error(), o.route.session.json);
   nlohmann::json phases;
-  if (!route_phases(o.route, *s, phases)) return;
+  auto fabric = routed_sim_fabric(o.route, phases);
+  if (!fabric) return;
   if (!phases["routes_verified"].get<bool>()) {
     return report_error(make_error(Code::kInvalidArgument, 9631,
                                    fmt::format("the fabric is not fully routed ({} of {} NIC "
@@ -48,13 +47,9 @@ void run_simd(SimdOptions& o) {
                                                phases["nic_pairs"].get<uint64_t>())),
                         o.route.session.json);
   }
-  // The management server's endpoint is no longer needed: its NIC is free for a process.
-  s->requester.reset();
-  s->port.reset();
-  s->device.reset();
   const std::string path =
       o.socket.empty() ? glex::simwire::socket_path(o.route.session.fabric) : o.socket;
-  auto server = glex::SimServer::listen(*s->fabric, path);
+  auto server = glex::SimServer::listen(*fabric, path);
   if (!server.ok()) return report_error(server.error(), o.route.session.json);
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -64,7 +59,7 @@ void run_simd(SimdOptions& o) {
                        {"fabric", o.route.session.fabric},
                        {"pid", getpid()},
                        {"socket", path},
-                       {"nics", s->fabric->topology().num_nics()},
+                       {"nics", fabric->topology().num_nics()},
                        {"longest_path_nrcs", phases["max_path_nrcs"]},
                        {"bringup_sim_time_us", phases["discovery_sim_time_us"].get<double>() +
                                                    phases["load_sim_time_us"].get<double>()}};
@@ -76,8 +71,8 @@ void run_simd(SimdOptions& o) {
                      {"clients", st.clients},
                      {"requests", st.requests},
                      {"events", st.events},
-                     {"sim_time_us", sim::to_us(s->fabric->sim().now())},
-                     {"data_packets_received", s->fabric->stats().data_packets_received}};
+                     {"sim_time_us", sim::to_us(fabric->sim().now())},
+                     {"data_packets_received", fabric->stats().data_packets_received}};
   std::printf("%s\n", bye.dump().c_str());
 }
 

@@ -21,4 +21,9 @@ struct RouteOptions {
 // Fills `j` with the figures of each phase. Returns false (after reporting) on an error.
 bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j);
 
+// A simulated fabric brought up as the management server does it (route_phases), its server
+// endpoint then closed so that every NIC is free for hosts: what `simd` and the data
+// benchmarks start from. Null (after reporting) on an error.
+std::unique_ptr<sim::SimFabric> routed_sim_fabric(RouteOptions& o, nlohmann::json& phases);
+
 }  // namespace galaxy::cli
