@@ -139,13 +139,14 @@ void run_bench_sim(const SimBenchOptions& o) {
         make_error(Code::kInvalidArgument, 9632,
                    fmt::format("--pattern = '{}' is not uniform, alltoall or both", o.pattern)),
         o.json);
-  if (!(o.load > 0 && o.load <= 1) || !(o.time_us > 0 && o.time_us <= 1e6) || o.bytes == 0 ||
-      o.bytes > (1u << 20))
-    return report_error(make_error(Code::kOutOfRange, 9633,
-                                   fmt::format("--load = {} (0-1], --time-us = {} (0-1e6], "
-                                               "--bytes = {} (1-1048576): out of range",
-                                               o.load, o.time_us, o.bytes)),
-                        o.json);
+  std::string bad;
+  if (!(o.load > 0 && o.load <= 1))
+    bad = fmt::format("--load = {} (a fraction of the link, 0 < load <= 1)", o.load);
+  else if (!(o.time_us > 0 && o.time_us <= 1e6))
+    bad = fmt::format("--time-us = {} (0 < time <= 1,000,000)", o.time_us);
+  else if (o.bytes == 0 || o.bytes > (1u << 20))
+    bad = fmt::format("--bytes = {} (1-1048576)", o.bytes);
+  if (!bad.empty()) return report_error(make_error(Code::kOutOfRange, 9633, bad), o.json);
   nlohmann::json rows = nlohmann::json::array();
   for (bool a2a : {false, true}) {
     if ((a2a && o.pattern == "uniform") || (!a2a && o.pattern == "alltoall")) continue;
