@@ -44,6 +44,7 @@ Status Nic::post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor) {
                      0,
                      0};
   v.dq.push_back(std::move(d));
+  dq_busy_ |= uint64_t{1} << vp;
   return {};
 }
 
@@ -65,6 +66,7 @@ Status Nic::post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<c
         fmt::format("vp {} {} full ({} descriptors)", vp, is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
   v.dq.push_back({QueuedDescriptor::Kind::kMp, fence, v.next_sequence++,
                   std::vector<uint8_t>(data.begin(), data.end()), dest_node, dest_vp, notify});
+  dq_busy_ |= uint64_t{1} << vp;
   return {};
 }
 
@@ -84,26 +86,26 @@ Status Nic::post_rdma(uint8_t vp, std::span<const uint8_t> descriptor) {
         fmt::format("vp {} {} full ({} descriptors)", vp, is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
   v.dq.push_back({QueuedDescriptor::Kind::kRdma, false, v.next_sequence++,
                   std::vector<uint8_t>(descriptor.begin(), descriptor.end()), 0, 0});
+  dq_busy_ |= uint64_t{1} << vp;
   return {};
 }
 
 bool Nic::has_work() const {
-  for (const auto& v : vps_)
-    if (!v.dq.empty()) return true;
-  return false;
+  return dq_busy_ != 0;
 }
 
 std::optional<NicWork> Nic::next_work() {
   for (uint8_t i = 0; i < kNumVps; ++i) {
     uint8_t vp = static_cast<uint8_t>((rr_next_ + i) % kNumVps);
+    if (!(dq_busy_ >> vp & 1)) continue;  // no descriptor queued: skip without touching it
     VpState& v = vps_[vp];
-    if (v.dq.empty()) continue;
     QueuedDescriptor& d = v.dq.front();
     if (d.kind == QueuedDescriptor::Kind::kRdma) {
       bool wait = false;
       auto w = start_rdma(vp, v, d, wait);
       if (wait) continue;
       v.dq.pop_front();
+      if (v.dq.empty()) dq_busy_ &= ~(uint64_t{1} << vp);
       rr_next_ = static_cast<uint8_t>((vp + 1) % kNumVps);
       return w;
     }
@@ -175,6 +177,7 @@ std::optional<NicWork> Nic::next_work() {
     }
     v.in_flight.push_back({d.sequence, notify, w.op});
     v.dq.pop_front();
+    if (v.dq.empty()) dq_busy_ &= ~(uint64_t{1} << vp);
     rr_next_ = static_cast<uint8_t>((vp + 1) % kNumVps);
     return w;
   }
@@ -182,7 +185,10 @@ std::optional<NicWork> Nic::next_work() {
 }
 
 void Nic::push_event(VpState& v, EqEntry e) {
-  if (v.eq.size() < kDefaultEqDepth) v.eq.push_back(e);
+  if (v.eq.size() < kDefaultEqDepth && v.eq_waiting.empty())
+    v.eq.push_back(e);
+  else
+    v.eq_waiting.push_back(e);
   ++interrupts_;
 }
 
@@ -299,8 +305,13 @@ std::optional<MpqEntry> Nic::poll_mpq(uint8_t vp) {
 
 std::optional<EqEntry> Nic::poll_eq(uint8_t vp) {
   if (vp >= kNumVps || vps_[vp].eq.empty()) return std::nullopt;
-  EqEntry e = vps_[vp].eq.front();
-  vps_[vp].eq.pop_front();
+  VpState& v = vps_[vp];
+  EqEntry e = v.eq.front();
+  v.eq.pop_front();
+  if (!v.eq_waiting.empty()) {
+    v.eq.push_back(v.eq_waiting.front());
+    v.eq_waiting.pop_front();
+  }
   return e;
 }
 

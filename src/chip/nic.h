@@ -136,6 +136,7 @@ class Nic : public Chip {
   std::optional<EqEntry> poll_eq(uint8_t vp);
   size_t mpq_count(uint8_t vp) const { return vps_[vp].mpq.size(); }
   size_t eq_count(uint8_t vp) const { return vps_[vp].eq.size(); }
+  size_t eq_waiting(uint8_t vp) const { return vps_[vp].eq_waiting.size(); }
   // The submission number the next descriptor posted on `vp` gets (EqEntry::sequence).
   uint64_t next_sequence(uint8_t vp) const { return vps_[vp].next_sequence; }
   // Descriptors of `vp` posted and not yet complete (queued, executing, or awaiting an ack).
@@ -209,6 +210,9 @@ class Nic : public Chip {
     Fifo<MpqEntry> waiting;  // arrived while the MPQ was full (chip/mpq.h)
     size_t mpq_depth = kDefaultMpqDepth;
     Fifo<EqEntry> eq;
+    // Completions that found the EQ full: written as the host polls, in order, never dropped
+    // (the NIC's completion writes stall behind a full queue, as MPs do behind a full MPQ).
+    Fifo<EqEntry> eq_waiting;
     uint64_t desc_done = 0;
     uint64_t mp_received = 0;
     uint64_t mpq_full = 0;  // MPs that found the MPQ full and waited (MPQ_FULL register)
@@ -288,6 +292,8 @@ class Nic : public Chip {
   Fifo<wire::DataPacket> acks_;
   std::unordered_map<uint32_t, RxTransfer> rx_;
   uint8_t rr_next_ = 0;
+  static_assert(kNumVps <= 64);
+  uint64_t dq_busy_ = 0;  // bit v: VP v has a descriptor queued (next_work skips the others)
   uint64_t interrupts_ = 0;
   ErrorBuffer error_buffer_;
   std::array<uint64_t, 7> dirty_{};

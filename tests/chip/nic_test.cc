@@ -78,6 +78,27 @@ TEST(NicTest, MalformedDescriptorCompletesWithErrorEvent) {
   EXPECT_EQ(n.read_register(reg::kVpBase + 8 * reg::kVpStride + reg::vp::kDescErrors).value, 1u);
 }
 
+// A full EQ never loses a completion: later ones wait in order and enter as the host polls.
+TEST(NicTest, CompletionsBeyondAFullEqWaitAndArriveInOrder) {
+  Nic n;
+  n.set_chip_id(1);
+  const size_t total = kDefaultEqDepth + 10;
+  const uint8_t msg[4] = {1, 2, 3, 4};
+  for (size_t i = 0; i < total; ++i)
+    ASSERT_TRUE(n.post_mp(8, 2, 9, msg, /*fence=*/false, /*notify=*/true).ok());
+  while (auto w = n.next_work()) n.complete(w->vp, true);
+  EXPECT_EQ(n.eq_count(8), kDefaultEqDepth);
+  EXPECT_EQ(n.eq_waiting(8), 10u);
+  for (uint64_t seq = 0; seq < total; ++seq) {
+    auto e = n.poll_eq(8);
+    ASSERT_TRUE(e) << seq;
+    EXPECT_EQ(e->sequence, seq);
+    EXPECT_EQ(e->op, DescriptorOp::kMp);
+  }
+  EXPECT_FALSE(n.poll_eq(8));
+  EXPECT_EQ(n.eq_waiting(8), 0u);
+}
+
 TEST(NicTest, ResponsesLandInTheRequestingVpsMpq) {
   Nic n;
   n.set_chip_id(100);
