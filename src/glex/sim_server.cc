@@ -34,7 +34,6 @@ struct SimServer::Client {
 namespace {
 
 constexpr sim::Time kPsPerMs = 1000000000ull;
-constexpr int kGraceMs = 200;
 
 void send_response(int fd, const simwire::Response& r) {
   // A client that has gone is noticed by its socket closing; nothing to do here.
@@ -112,24 +111,27 @@ SimServer::~SimServer() {
 }
 
 void SimServer::run(const std::atomic<bool>& stop) {
+  while (!stop.load()) serve_once(200);
+}
+
+void SimServer::serve_once(int wait_ms) {
+  const Next next = progress();
   std::vector<pollfd> fds;
-  while (!stop.load()) {
-    const Next next = progress();
-    fds.clear();
-    fds.push_back({listen_fd_, POLLIN, 0});
-    for (const auto& c : clients_) fds.push_back({c->fd, POLLIN, 0});
-    const int timeout = next == Next::kMore ? 0 : next == Next::kGrace ? kGraceMs : 200;
-    const int n = ::poll(fds.data(), fds.size(), timeout);
-    if (n <= 0) {
-      if (n == 0 && next == Next::kGrace) grace_done_ = true;
-      continue;
-    }
-    grace_done_ = false;
-    // Clients first, from the back, so that dropping one leaves the others' indices valid.
-    for (size_t i = fds.size() - 1; i >= 1; --i)
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_client(i - 1);
-    if (fds[0].revents & POLLIN) accept_client();
+  fds.push_back({listen_fd_, POLLIN, 0});
+  for (const auto& c : clients_) fds.push_back({c->fd, POLLIN, 0});
+  const int timeout = next == Next::kMore    ? 0
+                      : next == Next::kGrace ? std::min(grace_ms_, wait_ms)
+                                             : wait_ms;
+  const int n = ::poll(fds.data(), fds.size(), timeout);
+  if (n <= 0) {
+    if (n == 0 && next == Next::kGrace) grace_done_ = true;
+    return;
   }
+  grace_done_ = false;
+  // Clients first, from the back, so that dropping one leaves the others' indices valid.
+  for (size_t i = fds.size() - 1; i >= 1; --i)
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_client(i - 1);
+  if (fds[0].revents & POLLIN) accept_client();
 }
 
 void SimServer::accept_client() {
@@ -338,7 +340,8 @@ void SimServer::start(Client& c) {
   glex_ret_t ret = GLEX_SUCCESS;
   auto take = [&](SimWait w, sim::Time timeout) {
     c.wait = w;
-    c.deadline = timeout == sim::kNever ? sim::kNever : c.now + timeout;
+    // A wait longer than the clock can count is a wait without end (never a wrapped deadline).
+    c.deadline = timeout >= sim::kNever - c.now ? sim::kNever : c.now + timeout;
     c.state = Client::State::kWaiting;
     finish_wait(c, false);
   };

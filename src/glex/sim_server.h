@@ -30,6 +30,10 @@ class SimServer {
   ~SimServer();
   // Serves until `stop` becomes true (checked at least every 200 ms).
   void run(const std::atomic<bool>& stop);
+  // One round: runs what can run, then waits at most `wait_ms` for a process to speak.
+  void serve_once(int wait_ms);
+  // How long an idle fabric waits for other processes before a waiting call times out.
+  void set_grace_ms(int ms) { grace_ms_ = ms; }
   const std::string& path() const { return path_; }
   const SimServerStats& stats() const { return stats_; }
   size_t connected() const { return clients_.size(); }
@@ -52,6 +56,7 @@ class SimServer {
   int listen_fd_ = -1;
   std::vector<std::unique_ptr<Client>> clients_;
   bool grace_done_ = false;
+  int grace_ms_ = 200;
   SimServerStats stats_;
 };
 
