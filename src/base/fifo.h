@@ -26,6 +26,13 @@ class Fifo {
       head_ = 0;
     }
   }
+  T& operator[](size_t i) { return items_[head_ + i]; }
+  const T& operator[](size_t i) const { return items_[head_ + i]; }
+  // Removes the i-th item from the front, keeping the order of the others.
+  void erase_at(size_t i) {
+    if (i == 0) return pop_front();
+    items_.erase(items_.begin() + static_cast<std::ptrdiff_t>(head_ + i));
+  }
   void clear() {
     items_.clear();
     head_ = 0;

@@ -52,12 +52,23 @@ Result<uint32_t> Att::register_region(uint64_t vaddr, uint64_t length, uint32_t 
   return (r.generation << kIndexBits) | index;
 }
 
-namespace {
 Error unknown_key(uint32_t key) {
   return make_error(Code::kPermissionDenied, 2067,
                     fmt::format("ATT: key {:#x} names no registered region", key));
 }
-}  // namespace
+
+Status check_region(uint32_t key, uint64_t base, uint64_t size, uint32_t region_access,
+                    uint64_t vaddr, uint64_t length, uint32_t access) {
+  if (vaddr < base || vaddr + length < vaddr || vaddr + length > base + size)
+    return make_error(Code::kOutOfRange, 2068,
+                      fmt::format("ATT: [{:#x}, +{}) is outside region {:#x} = [{:#x}, +{})", vaddr,
+                                  length, key, base, size));
+  if ((region_access & access) != access)
+    return make_error(Code::kPermissionDenied, 2069,
+                      fmt::format("ATT: region {:#x} does not grant {} to peers", key,
+                                  access == kAccessRead ? "read" : "write"));
+  return {};
+}
 
 const Att::Region* Att::find(uint32_t key) const {
   const uint32_t index = key & kIndexMask;
@@ -82,16 +93,7 @@ Status Att::deregister(uint32_t key) {
 Status Att::check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const {
   const Region* found = find(key);
   if (!found) return unknown_key(key);
-  const Region& r = *found;
-  if (vaddr < r.vaddr || vaddr + length < vaddr || vaddr + length > r.vaddr + r.length)
-    return make_error(Code::kOutOfRange, 2068,
-                      fmt::format("ATT: [{:#x}, +{}) is outside region {:#x} = [{:#x}, +{})", vaddr,
-                                  length, key, r.vaddr, r.length));
-  if ((r.access & access) != access)
-    return make_error(Code::kPermissionDenied, 2069,
-                      fmt::format("ATT: region {:#x} does not grant {} to peers", key,
-                                  access == kAccessRead ? "read" : "write"));
-  return {};
+  return check_region(key, found->vaddr, found->length, found->access, vaddr, length, access);
 }
 
 }  // namespace galaxy::chip

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -27,7 +28,28 @@ constexpr uint64_t att_pages(uint64_t vaddr, uint64_t length) {
   return (vaddr + length - 1) / kAttPageBytes - vaddr / kAttPageBytes + 1;
 }
 
-class Att {
+// The rule every ATT applies to an access (one home for both engines): [vaddr, vaddr + length)
+// must lie inside the region [base, base + size) and the region must grant `access`.
+// `key` only names the region in the error.
+Status check_region(uint32_t key, uint64_t base, uint64_t size, uint32_t region_access,
+                    uint64_t vaddr, uint64_t length, uint32_t access);
+// The error a key that names no valid region gets.
+Error unknown_key(uint32_t key);
+
+// What a NIC translates through: the table below (the simulator, whose registrations the NIC
+// holds), or an engine's own table laid out where its processes write registrations (the live
+// engine's shared segment). Both check with check_region.
+class AttTable {
+ public:
+  virtual ~AttTable() = default;
+  virtual Status check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const = 0;
+  // Checks, then calls fn(phys, offset, bytes) for each physically contiguous piece in order.
+  using PieceFn = std::function<Status(uint64_t phys, uint64_t offset, uint64_t bytes)>;
+  virtual Status translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access,
+                                  const PieceFn& fn) const = 0;
+};
+
+class Att final : public AttTable {
  public:
   explicit Att(uint64_t max_pages = kAttMaxPages) : max_pages_(max_pages) {}
 
@@ -40,7 +62,11 @@ class Att {
   Status deregister(uint32_t key);
 
   // Refuses unless [vaddr, vaddr + length) lies in the region of `key` and it grants `access`.
-  Status check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const;
+  Status check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const override;
+  Status translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access,
+                          const PieceFn& fn) const override {
+    return translate(key, vaddr, length, access, fn);
+  }
   // Translates a checked range into physically contiguous pieces, in order: fn(phys, offset,
   // bytes) with `offset` the piece's place in the range; fn returns Status and stops the walk.
   template <class F>

@@ -15,6 +15,11 @@ class HostMemory {
   virtual ~HostMemory() = default;
   virtual Status read(uint64_t phys, std::span<uint8_t> out) = 0;
   virtual Status write(uint64_t phys, std::span<const uint8_t> in) = 0;
+  // Writes become visible in order, and all of them before the NIC tells anyone they happened:
+  // the NIC calls flush before an ack leaves, before a completion enters its EQ, and between
+  // the two words of an event. A memory that posts writes (buffers them) completes them here
+  // and reports the first that failed; the default posts nothing.
+  virtual Status flush() { return {}; }
 };
 
 }  // namespace galaxy::chip

@@ -12,6 +12,12 @@ namespace galaxy::chip {
 
 using wire::NmpError;
 
+Failure failure_of(uint16_t error_id) {
+  if (error_id >= 2060 && error_id <= 2069) return Failure::kAccess;
+  if (error_id == 2051 || error_id == 2056) return Failure::kUnreachable;
+  return Failure::kDescriptor;
+}
+
 Nic::Nic(uint16_t num_ports) : Chip(wire::ChipType::kNic, num_ports, reg::kNicAddressSpace) {}
 
 Status Nic::check_vp(uint8_t vp) const {
@@ -189,6 +195,7 @@ void Nic::push_event(VpState& v, EqEntry e) {
     v.eq.push_back(e);
   else
     v.eq_waiting.push_back(e);
+  eq_busy_ |= uint64_t{1} << (&v - vps_.data());
   ++interrupts_;
 }
 
@@ -312,6 +319,7 @@ std::optional<EqEntry> Nic::poll_eq(uint8_t vp) {
     v.eq.push_back(v.eq_waiting.front());
     v.eq_waiting.pop_front();
   }
+  if (v.eq.empty()) eq_busy_ &= ~(uint64_t{1} << vp);
   return e;
 }
 

@@ -66,6 +66,11 @@ constexpr uint8_t data_vc(wire::PacketKind k) {
   }
 }
 
+// The extension address of an ack that answers an MP refused at its target (a VP not open, or
+// whose owner is gone, in an engine that knows endpoints), its error id in ext.offset; the
+// acks of transfers carry address 0.
+inline constexpr uint64_t kMpRefusedAckAddress = UINT64_MAX;
+
 // A packet the NIC puts on its network port, encoded (wire/data_packet.h).
 struct NicPacket {
   std::vector<wire::Flit> flits;
@@ -96,6 +101,12 @@ struct EqEntry {
   uint64_t bytes = 0;  // RDMA: bytes transferred
 };
 
+// What a failed descriptor's error id means to its owner (the status of its completion): the
+// ATT's refusals (chip/att.cc, E2060-E2069) are access errors, an absent target VP is
+// unreachable, anything else is an error of the descriptor. Engines add their own ids.
+enum class Failure : uint8_t { kDescriptor, kAccess, kUnreachable };
+Failure failure_of(uint16_t error_id);
+
 // What the NIC executes next, handed to the engine.
 struct NicWork {
   // kRdma: the transfer is started; its packets come from next_packet(), its completion from
@@ -122,6 +133,8 @@ class Nic : public Chip {
  public:
   // TH-2 NICs have one network port; an InfiniBand HCA loaded from ibnetdiscover may have more.
   explicit Nic(uint16_t num_ports = 1);
+  Nic(const Nic&) = delete;  // att_table_ may point at att_
+  Nic& operator=(const Nic&) = delete;
 
   // Host side. Errors name the field: unknown VP, full queue, management on a PIO VP.
   Status post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor);
@@ -137,6 +150,8 @@ class Nic : public Chip {
   size_t mpq_count(uint8_t vp) const { return vps_[vp].mpq.size(); }
   size_t eq_count(uint8_t vp) const { return vps_[vp].eq.size(); }
   size_t eq_waiting(uint8_t vp) const { return vps_[vp].eq_waiting.size(); }
+  // Bit v: VP v's EQ holds an entry (an engine finds the VPs to poll without asking each).
+  uint64_t eq_busy() const { return eq_busy_; }
   // The submission number the next descriptor posted on `vp` gets (EqEntry::sequence).
   uint64_t next_sequence(uint8_t vp) const { return vps_[vp].next_sequence; }
   // Descriptors of `vp` posted and not yet complete (queued, executing, or awaiting an ack).
@@ -157,17 +172,36 @@ class Nic : public Chip {
   NicRx receive_mgmt(std::span<const uint8_t> packet);
   // A table-routed MP arrived.
   NicRx receive_mp(const wire::DataHead& head, std::span<const uint8_t> data);
+  // A data packet as it crossed a link, encoded flits of wire::kFlitBytes each: decoded by
+  // wire/ (a flit that does not decode makes the packet dirty), then receive_packet.
+  NicRx receive_packet_bytes(std::span<const uint8_t> bytes);
+  // The receive-side checks alone (decode, destination, VP); a dirty packet is discarded into
+  // the error buffer and counted. For an engine that writes MPs into an MPQ it keeps itself.
+  std::optional<wire::DataPacket> check_packet(std::span<const wire::Flit> flits);
   // A data packet arrived from the network, as flits: checked (SYSTEM.md 1.1: a dirty packet
   // is discarded into the error buffer before anything reaches host memory), then delivered.
   NicRx receive_packet(std::span<const wire::Flit> flits);
+  // What receive_packet does with a packet check_packet passed.
+  NicRx receive_checked(const wire::DataPacket& p, std::span<const wire::Flit> flits);
   // The next packet DMA engine `e` puts on the network, if it has one.
   std::optional<NicPacket> next_packet(DmaEngine e);
   bool has_packets() const { return !tx_active_.empty() || !reads_.empty() || !acks_.empty(); }
 
-  // Host memory, as the engine supplies it, and the ATT in front of it.
+  // Host memory, as the engine supplies it, and the ATT in front of it: the NIC's own table
+  // unless the engine supplies one (the live engine's registrations live in its segment).
   void attach_host_memory(HostMemory* m) { host_ = m; }
+  void attach_att(const AttTable* t) { att_table_ = t ? t : &att_; }
   Att& att() { return att_; }
   const Att& att() const { return att_; }
+
+  // Ends a transfer the NIC started on `vp` (submission `sequence`) with `error_id`, as if
+  // its target had refused it: the engine's answer to a target that never answers (a host or
+  // daemon gone). Its late packets then match no transfer and are discarded. Returns whether
+  // such a transfer was in flight.
+  bool abort_transfer(uint8_t vp, uint64_t sequence, uint16_t error_id);
+  // The same for the transfer a packet of this NIC's names by its tag (a packet the engine could
+  // not route from the source: nothing of the transfer can arrive).
+  bool abort_transfer_tag(uint16_t tag, uint16_t error_id);
 
   uint64_t interrupts() const { return interrupts_; }
   // The error buffer: the last dirty packet and why (SYSTEM.md 1.1).
@@ -264,6 +298,7 @@ class Nic : public Chip {
   std::optional<NicPacket> next_local_packet();
   std::optional<NicPacket> next_response_packet();
   void finish_tx(uint16_t slot, uint16_t error_id);
+  void abort_slot(uint16_t slot, uint16_t error_id);
   void send_ack(uint16_t dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id, uint64_t bytes);
   NicRx rx_write(const wire::DataPacket& p, std::span<const wire::Flit> flits);
   NicRx rx_count(uint32_t key, RxTransfer& t);
@@ -275,6 +310,7 @@ class Nic : public Chip {
                           const std::array<uint8_t, wire::kNotifyDataBytes>& data);
   uint16_t write_host(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data, uint32_t access);
   uint16_t read_host(uint32_t key, uint64_t vaddr, std::span<uint8_t> out, uint32_t access);
+  uint16_t flush_host();
   TxTransfer* tx_by_tag(uint16_t tag);
   void discard(std::span<const uint8_t> packet, const Error& why,
                wire::DataDefect defect = wire::DataDefect::kNone);
@@ -284,6 +320,7 @@ class Nic : public Chip {
 
   std::array<VpState, kNumVps> vps_;
   Att att_;
+  const AttTable* att_table_ = &att_;
   HostMemory* host_ = nullptr;
   std::vector<TxTransfer> tx_;  // sized at the first RDMA: most NICs of a large model do none
   Fifo<uint16_t> tx_free_;
@@ -293,7 +330,8 @@ class Nic : public Chip {
   std::unordered_map<uint32_t, RxTransfer> rx_;
   uint8_t rr_next_ = 0;
   static_assert(kNumVps <= 64);
-  uint64_t dq_busy_ = 0;  // bit v: VP v has a descriptor queued (next_work skips the others)
+  uint64_t dq_busy_ = 0;
+  uint64_t eq_busy_ = 0;  // bit v: VP v's EQ is not empty  // bit v: VP v has a descriptor queued (next_work skips the others)
   uint64_t interrupts_ = 0;
   ErrorBuffer error_buffer_;
   std::array<uint64_t, 7> dirty_{};

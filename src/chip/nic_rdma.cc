@@ -105,7 +105,7 @@ std::optional<NicWork> Nic::start_rdma(uint8_t vp, VpState& v, QueuedDescriptor&
                              "not by a trailing MP or immediate"));
   if (!host_) return reject(make_error(Code::kUnsupported, 2058, "NIC: no host memory attached"));
   if (d->op != RdmaOp::kImmediate) {
-    Status st = att_.check(d->local_key, d->local_address, d->length, kAccessNone);
+    Status st = att_table_->check(d->local_key, d->local_address, d->length, kAccessNone);
     if (!st.ok()) return reject(st.error());
   }
   // The tag table grows as transfers overlap (16, 32, ... kMaxTransfers entries): a NIC of a
@@ -288,12 +288,38 @@ std::optional<NicPacket> Nic::next_response_packet() {
   return std::nullopt;
 }
 
+bool Nic::abort_transfer(uint8_t vp, uint64_t sequence, uint16_t error_id) {
+  for (size_t slot = 0; slot < tx_.size(); ++slot) {
+    const TxTransfer& t = tx_[slot];
+    if (t.phase == TxTransfer::Phase::kFree || t.vp != vp || t.sequence != sequence) continue;
+    abort_slot(static_cast<uint16_t>(slot), error_id);
+    return true;
+  }
+  return false;
+}
+
+bool Nic::abort_transfer_tag(uint16_t tag, uint16_t error_id) {
+  if (!tx_by_tag(tag)) return false;
+  abort_slot(static_cast<uint16_t>(tag & (kMaxTransfers - 1)), error_id);
+  return true;
+}
+
+void Nic::abort_slot(uint16_t slot, uint16_t error_id) {
+  for (size_t i = 0; i < tx_active_.size(); ++i)
+    if (tx_active_[i] == slot) {
+      tx_active_.erase_at(i);
+      break;
+    }
+  finish_tx(slot, error_id);
+}
+
 void Nic::finish_tx(uint16_t slot, uint16_t error_id) {
   TxTransfer& t = tx_[slot];
   VpState& v = vps_[t.vp];
   --v.rdma_in_flight;
   ++v.desc_done;
   const DescriptorOp op = op_of(t.d.op);
+  if (error_id == 0 && t.d.op == RdmaOp::kRead) error_id = flush_host();  // the data, then the CQ
   if (error_id != 0) {
     ++v.desc_errors;
     push_event(v, {EventKind::kDescriptorError, t.sequence, error_id, op, 0});
@@ -321,7 +347,7 @@ uint16_t Nic::write_host(uint32_t key, uint64_t vaddr, std::span<const uint8_t> 
                          uint32_t access) {
   if (!host_) return 2058;  // the host went away with transfers in flight
   Status st =
-      att_.translate(key, vaddr, data.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
+      att_table_->translate_pieces(key, vaddr, data.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
         return host_->write(phys, data.subspan(off, n));
       });
   return st.ok() ? 0 : st.error().id;
@@ -330,15 +356,21 @@ uint16_t Nic::write_host(uint32_t key, uint64_t vaddr, std::span<const uint8_t> 
 uint16_t Nic::read_host(uint32_t key, uint64_t vaddr, std::span<uint8_t> out, uint32_t access) {
   if (!host_) return 2058;  // the host went away with transfers in flight
   Status st =
-      att_.translate(key, vaddr, out.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
+      att_table_->translate_pieces(key, vaddr, out.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
         return host_->read(phys, out.subspan(off, n));
       });
   return st.ok() ? 0 : st.error().id;
 }
 
+uint16_t Nic::flush_host() {
+  if (!host_) return 2058;
+  Status st = host_->flush();
+  return st.ok() ? 0 : st.error().id;
+}
+
 uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
                              const std::array<uint8_t, wire::kNotifyDataBytes>& data) {
-  Status st = att_.check(key, addr, kEventBytes, kAccessWrite);
+  Status st = att_table_->check(key, addr, kEventBytes, kAccessWrite);
   if (!st.ok()) return st.error().id;
   uint16_t err = 0;
   write_event(addr, get_bits(data, 0, 64), get_bits(data, 64, 64), true,
@@ -346,16 +378,41 @@ uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
                 std::array<uint8_t, 8> b{};
                 put_bits(b, 0, 64, word);
                 err = write_host(key, a, b, kAccessWrite);
+                if (err == 0) err = flush_host();  // word 0 is visible before word 1
                 return err == 0;
               });
   return err;
 }
 
-NicRx Nic::receive_packet(std::span<const wire::Flit> flits) {
+NicRx Nic::receive_packet_bytes(std::span<const uint8_t> bytes) {
+  // Up to twice the longest packet is decoded, so that wire/ names a too-long packet's excess.
+  constexpr size_t kMaxFlits = 2 * wire::kMaxDataPacketFlits;
+  const size_t n = bytes.size() / wire::kFlitBytes;
+  if (n == 0 || bytes.size() % wire::kFlitBytes != 0 || n > kMaxFlits) {
+    discard(bytes,
+            make_error(Code::kMalformed, 2078,
+                       fmt::format("data packet of {} bytes is not 1-{} whole flits of {} bytes",
+                                   bytes.size(), kMaxFlits, wire::kFlitBytes)),
+            n > kMaxFlits ? wire::DataDefect::kTooLong : wire::DataDefect::kDataError);
+    return NicRx::kDiscarded;
+  }
+  std::array<wire::Flit, kMaxFlits> flits;
+  for (size_t i = 0; i < n; ++i) {
+    auto f = wire::decode_flit(bytes.subspan(i * wire::kFlitBytes, wire::kFlitBytes));
+    if (!f.ok()) {  // bits that no flit has: the link delivered corrupt data
+      discard(bytes, f.error(), wire::DataDefect::kDataError);
+      return NicRx::kDiscarded;
+    }
+    flits[i] = *f;
+  }
+  return receive_packet(std::span(flits).first(n));
+}
+
+std::optional<DataPacket> Nic::check_packet(std::span<const wire::Flit> flits) {
   auto p = wire::decode_data_packet(flits);
   if (!p.ok()) {
     discard(flits, p.error(), wire::data_defect_of(p.error()));
-    return NicRx::kDiscarded;
+    return std::nullopt;
   }
   const wire::DataHead& h = p->head;
   if (h.dest_node != chip_id()) {
@@ -364,15 +421,27 @@ NicRx Nic::receive_packet(std::span<const wire::Flit> flits) {
                        fmt::format("data packet for node {} reached NIC {} (misrouted)",
                                    h.dest_node, chip_id())),
             wire::DataDefect::kMisrouted);
-    return NicRx::kDiscarded;
+    return std::nullopt;
   }
   if (h.dest_vp >= kNumVps) {
     discard(flits,
             make_error(Code::kOutOfRange, 2051,
                        fmt::format("data packet for vp {}: the NIC has {}", h.dest_vp, kNumVps)),
             wire::DataDefect::kMalformed);
-    return NicRx::kDiscarded;
+    return std::nullopt;
   }
+  return std::move(*p);
+}
+
+NicRx Nic::receive_packet(std::span<const wire::Flit> flits) {
+  auto p = check_packet(flits);
+  if (!p) return NicRx::kDiscarded;
+  return receive_checked(*p, flits);
+}
+
+NicRx Nic::receive_checked(const DataPacket& packet, std::span<const wire::Flit> flits) {
+  const DataPacket* p = &packet;
+  const wire::DataHead& h = p->head;
   const bool in_transfer = (h.flags & wire::kDataFlagInTransfer) != 0;
   switch (h.kind) {
     case PacketKind::kMp:
@@ -427,7 +496,7 @@ NicRx Nic::rx_write(const DataPacket& p, std::span<const wire::Flit> flits) {
   if (t.total == 0) {
     t.total = total;
     // The whole transfer is checked before any of it is written (SYSTEM.md 1.1).
-    Status st = att_.check(p.ext.key, p.ext.address, p.ext.length, kAccessWrite);
+    Status st = att_table_->check(p.ext.key, p.ext.address, p.ext.length, kAccessWrite);
     if (!st.ok()) t.error_id = st.error().id;
   } else if (t.total != total) {
     return bad(2074, fmt::format("packet of tag {} says {} packets, the transfer {}", h.tag, total,
@@ -447,6 +516,7 @@ NicRx Nic::rx_count(uint32_t key, RxTransfer& t) {
 
 void Nic::rx_finish(uint32_t key, RxTransfer& t) {
   uint16_t err = t.error_id;
+  if (err == 0) err = flush_host();  // every data byte is written before the notice and the ack
   const uint16_t src = static_cast<uint16_t>(key >> 16);
   const uint16_t tag = static_cast<uint16_t>(key);
   if (err == 0 && t.has_notice) {
@@ -459,6 +529,7 @@ void Nic::rx_finish(uint32_t key, RxTransfer& t) {
         break;
       case PacketKind::kImmediate:
         err = write_host(n.ext.key, n.ext.address, n.data(), kAccessWrite);
+        if (err == 0) err = flush_host();
         break;
       default: {  // the trailing MP, into the target VP's MPQ
         wire::DataHead mh = n.head;
@@ -495,9 +566,9 @@ NicRx Nic::rx_read_request(const DataPacket& p, std::span<const wire::Flit> flit
   j.notify_key = static_cast<uint32_t>(get_bits(p.payload, kRqNotifyKey, 32));
   j.notify_address = get_bits(p.payload, kRqNotifyAddress, 64);
   std::copy_n(&p.payload[kRqNotifyData], wire::kNotifyDataBytes, j.notify_data.begin());
-  Status st = att_.check(j.source_key, j.source, j.length, kAccessRead);
+  Status st = att_table_->check(j.source_key, j.source, j.length, kAccessRead);
   if (st.ok() && j.event)
-    st = att_.check(j.notify_key, j.notify_address, kEventBytes, kAccessWrite);
+    st = att_table_->check(j.notify_key, j.notify_address, kEventBytes, kAccessWrite);
   if (!st.ok()) {
     send_ack(j.requester, j.requester_vp, j.tag, st.error().id, 0);
     return NicRx::kRefused;

@@ -28,6 +28,7 @@
 #include "engine/live/forward.h"
 #include "engine/live/items.h"
 #include "engine/live/mpq_claim.h"
+#include "engine/live/nic_host.h"
 #include "engine/live/segment.h"
 #include "wire/mp.h"
 
@@ -191,6 +192,7 @@ class LiveDevice final : public glex_device {
       const uint64_t a = reinterpret_cast<uint64_t>(addr);
       uint32_t key = static_cast<uint32_t>((nic_->att_clock.fetch_add(1) + 1) * 2654435761u) ^
                      static_cast<uint32_t>(live::monotonic_ns()) ^ static_cast<uint32_t>(pid_);
+      key &= live::kWireKeyMask;  // a descriptor carries 24 bits of it (engine/live/nic_host.h)
       if (key == 0) key = 1;
       e.key = key;
       e.base = a;

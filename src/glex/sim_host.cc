@@ -41,11 +41,15 @@ uint32_t glex_op(chip::DescriptorOp op) {
   return 0;
 }
 
-// What a failed descriptor's error id means to the caller: the ATT's refusals (chip/att.cc,
-// E2060-E2069) are access errors, a closed or absent target VP is unreachable.
 glex_ret_t status_of(uint16_t error_id) {
-  if (error_id >= 2060 && error_id <= 2069) return GLEX_ACCESS_ERROR;
-  if (error_id == 2051 || error_id == 2056) return GLEX_UNREACHABLE;
+  switch (chip::failure_of(error_id)) {
+    case chip::Failure::kAccess:
+      return GLEX_ACCESS_ERROR;
+    case chip::Failure::kUnreachable:
+      return GLEX_UNREACHABLE;
+    case chip::Failure::kDescriptor:
+      break;
+  }
   return GLEX_DESCRIPTOR_ERROR;
 }
 

@@ -28,8 +28,32 @@ uint16_t feed_byte(uint16_t crc, uint8_t byte) {
 
 }  // namespace
 
+namespace {
+// Slicing by 8: kSlices[k][x] is the CRC (from 0) of byte x followed by k zero bytes, so eight
+// bytes fold in with eight lookups instead of eight dependent steps.
+constexpr std::array<std::array<uint16_t, 256>, 8> make_slices() {
+  std::array<std::array<uint16_t, 256>, 8> t{};
+  t[0] = make_table();
+  for (size_t k = 1; k < 8; ++k)
+    for (unsigned x = 0; x < 256; ++x) {
+      const uint16_t prev = t[k - 1][x];
+      t[k][x] = static_cast<uint16_t>((prev << 8) ^ t[0][prev >> 8]);
+    }
+  return t;
+}
+constexpr std::array<std::array<uint16_t, 256>, 8> kSlices = make_slices();
+}  // namespace
+
 uint16_t crc16(std::span<const uint8_t> data, uint16_t crc) {
-  for (uint8_t b : data) crc = feed_byte(crc, b);
+  const uint8_t* p = data.data();
+  size_t n = data.size();
+  for (; n >= 8; n -= 8, p += 8) {
+    crc = static_cast<uint16_t>(
+        kSlices[7][(p[0] ^ (crc >> 8)) & 0xFF] ^ kSlices[6][(p[1] ^ crc) & 0xFF] ^
+        kSlices[5][p[2]] ^ kSlices[4][p[3]] ^ kSlices[3][p[4]] ^ kSlices[2][p[5]] ^
+        kSlices[1][p[6]] ^ kSlices[0][p[7]]);
+  }
+  for (; n > 0; --n, ++p) crc = feed_byte(crc, *p);
   return crc;
 }
 

@@ -18,8 +18,13 @@ FlitBytes encode_flit(const Flit& f) {
   FlitBytes b{};
   put_bits(b, kKindBit, 2, static_cast<uint8_t>(f.kind) & 3u);
   put_bits(b, kVcBit, 3, f.vc & 7u);
-  for (unsigned i = 0; i < kFlitPayloadBytes; ++i)
-    put_bits(b, kPayloadBit + 8 * i, 8, f.payload[i]);
+  // The payload starts at bit 6: byte i of it spans bits 6-7 of flit byte i and bits 0-5 of
+  // flit byte i + 1 (the same as put_bits byte by byte, without its per-bit work).
+  static_assert(kPayloadBit == 6 && kFlitBytes == kFlitPayloadBytes + 1);
+  for (unsigned i = 0; i < kFlitPayloadBytes; ++i) {
+    b[i] = static_cast<uint8_t>(b[i] | (f.payload[i] << 6));
+    b[i + 1] = static_cast<uint8_t>(f.payload[i] >> 2);
+  }
   return b;
 }
 
@@ -44,9 +49,8 @@ Result<Flit> decode_flit(std::span<const uint8_t> bytes) {
     return make_error(Code::kMalformed, 1013,
                       fmt::format("flit: padding bits 198-199 = {:#x}, expected 0", pad));
   }
-  for (unsigned i = 0; i < kFlitPayloadBytes; ++i) {
-    f.payload[i] = static_cast<uint8_t>(get_bits(bytes, kPayloadBit + 8 * i, 8));
-  }
+  for (unsigned i = 0; i < kFlitPayloadBytes; ++i)
+    f.payload[i] = static_cast<uint8_t>((bytes[i] >> 6) | (bytes[i + 1] << 2));
   return f;
 }
 

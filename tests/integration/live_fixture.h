@@ -226,6 +226,8 @@ class LiveFabricUnderTest {
   }
 
   // A UDP port the kernel says is free now (tests run in parallel under ctest).
+ public:
+  // A UDP port on loopback that nothing holds at the moment.
   static int free_port() {
     int s = socket(AF_INET, SOCK_DGRAM, 0);
     sockaddr_in a{};
@@ -239,6 +241,8 @@ class LiveFabricUnderTest {
     close(s);
     return port;
   }
+
+ private:
 
   std::string name_;
   std::string spec_;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -25,6 +26,9 @@
 #include "chip/registers.h"
 #include "engine/live/forward.h"
 #include "engine/live/mpq_claim.h"
+#include "engine/live/nic_host.h"
+#include "wire/data_packet.h"
+#include "wire/flit.h"
 #include "wire/mgmt.h"
 #include "wire/mp.h"
 
@@ -32,9 +36,70 @@ namespace galaxy::live {
 
 namespace {
 
-constexpr size_t kChunk = 4096;         // RDMA data per link item
-constexpr size_t kMaxFramesQueued = 8;  // per link, before streams pause
+constexpr size_t kMaxFramesQueued = 8;  // per link, before the NICs' DMA engines pause
 constexpr uint64_t kOpScanNs = 10'000'000;
+constexpr uint16_t kErrOpTimeout = 4752;
+constexpr uint16_t kErrNoRoute = 4741;
+constexpr uint16_t kErrMpNoVp = 4742;
+constexpr uint16_t kErrMpNotOpen = 4743;
+constexpr uint16_t kErrMpOwnerGone = 4744;
+// Packets a NIC's DMA engines put out per round of the daemon's loop (the others wait).
+constexpr int kPacketsPerRound = 256;
+
+uint64_t op_key(uint32_t nic, uint8_t vp, uint64_t sequence) {
+  return (uint64_t{nic & 0xFFFF} << 48) | (uint64_t{vp} << 40) | (sequence & ((1ull << 40) - 1));
+}
+
+// What an error id of a NIC's completion tells its owner (chip::failure_of, and the ids of
+// this engine's memory port and timeouts), with the reason the CQ entry carries.
+struct Failure {
+  OpStatus status;
+  const char* reason;
+};
+Failure failure(uint16_t id, OpCode op) {
+  switch (id) {
+    case kErrOpTimeout:
+      return {OpStatus::kTimeout, "no answer from the target within the timeout"};
+    case kErrMemoryOwnerGone:
+    case kErrMpOwnerGone:
+      return {OpStatus::kPeerDead, "target process is gone"};
+    case kErrMemoryUnmapped:
+      return {OpStatus::kAccessError, "memory not mapped"};
+    case kErrMemoryDeregistered:
+      return {OpStatus::kAccessError, "memory deregistered during the access"};
+    case kErrNoRoute:
+      return {OpStatus::kUnreachable, "no route to the target over the links"};
+    case kErrMpNoVp:
+      return {OpStatus::kUnreachable, "no such VP"};
+    case kErrMpNotOpen:
+      return {OpStatus::kUnreachable, "target VP is not open"};
+    default:
+      break;
+  }
+  switch (chip::failure_of(id)) {
+    case chip::Failure::kAccess:
+      if (id == 2067) return {OpStatus::kAccessError, "wrong memory key"};
+      if (id == 2068) return {OpStatus::kAccessError, "outside the registered range"};
+      if (id == 2069)
+        return {OpStatus::kAccessError, op == OpCode::kGet ? "memory not registered for read"
+                                                           : "memory not registered for write"};
+      return {OpStatus::kAccessError, "refused by the ATT"};
+    case chip::Failure::kUnreachable:
+      return {OpStatus::kUnreachable, "no such VP at the target"};
+    case chip::Failure::kDescriptor:
+      break;
+  }
+  return {OpStatus::kDescriptorError, "RDMA descriptor refused by the NIC"};
+}
+
+// The bytes of a packet's flits as they cross a link.
+void flit_bytes(std::span<const wire::Flit> flits, std::vector<uint8_t>* out) {
+  out->resize(flits.size() * wire::kFlitBytes);
+  for (size_t i = 0; i < flits.size(); ++i) {
+    const wire::FlitBytes b = wire::encode_flit(flits[i]);
+    std::memcpy(out->data() + i * wire::kFlitBytes, b.data(), b.size());
+  }
+}
 
 uint64_t port_key(uint32_t chip, uint8_t port) {
   return (uint64_t{chip} << 8) | port;
@@ -71,40 +136,21 @@ bool push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, ui
 OpStatus check_att(NicSlot& nic, uint64_t mh, uint64_t addr, uint64_t length, uint32_t access,
                    AttEntry* entry, const char** reason) {
   const uint64_t index = mh >> 32;
-  const uint32_t key = static_cast<uint32_t>(mh);
   if (index >= kAttEntries) {
     *reason = "memory handle: ATT index out of range";
     return OpStatus::kAccessError;
   }
-  AttEntry& e = nic.att[index];
-  uint32_t gen = e.generation;
-  if (e.state.load(std::memory_order_acquire) != 2 || e.key != key) {
+  if (!read_att_entry(nic, index, entry) || entry->key != static_cast<uint32_t>(mh)) {
     *reason = "wrong memory key";
     return OpStatus::kAccessError;
   }
-  entry->key = e.key;
-  entry->base = e.base;
-  entry->length = e.length;
-  entry->pid = e.pid;
-  entry->memfd = e.memfd;
-  entry->memfd_base = e.memfd_base;
-  entry->access = e.access;
-  entry->generation = e.generation;
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (e.state.load(std::memory_order_relaxed) != 2 || e.generation != gen) {
-    *reason = "memory deregistered during the access";
-    return OpStatus::kAccessError;
-  }
-  if (addr < entry->base || length > entry->length || addr - entry->base > entry->length - length) {
-    *reason = "outside the registered range";
-    return OpStatus::kAccessError;
-  }
-  if ((entry->access & access) != access) {
-    *reason = access == kAccessWrite ? "memory not registered for write"
-                                     : "memory not registered for read";
-    return OpStatus::kAccessError;
-  }
-  return OpStatus::kSuccess;
+  Status st = chip::check_region(static_cast<uint32_t>(mh), entry->base, entry->length,
+                                 entry->access, addr, length, access);
+  if (st.ok()) return OpStatus::kSuccess;
+  *reason = st.error().id == 2068          ? "outside the registered range"
+            : access == chip::kAccessWrite ? "memory not registered for write"
+                                           : "memory not registered for read";
+  return OpStatus::kAccessError;
 }
 
 OpStatus copy_with(int32_t pid, bool write, void* local, uint64_t remote, uint64_t length) {
@@ -155,12 +201,26 @@ Status FabricDaemon::init() {
   seg_ = std::move(*seg);
   const fabric::Topology& t = fabric_.topology;
   chips_.resize(t.num_nodes());
+  nic_ports_.resize(t.num_nodes());
   for (uint32_t n = 0; n < t.num_nodes(); ++n) {
     if (fabric_.host_of[n] != host_) continue;
     uint16_t ports = static_cast<uint16_t>(t.num_ports(n));
-    if (t.is_nic(n))
-      chips_[n] = std::make_unique<chip::Nic>(ports);
-    else
+    if (t.is_nic(n)) {
+      auto nic = std::make_unique<chip::Nic>(ports);
+      // The NIC reaches its host's memory through the registrations of the segment.
+      NicSlot* slot = seg_->nic_of(n);
+      if (!slot)
+        return make_error(Code::kNotFound, 4736,
+                          fmt::format("NIC {} of host {} has no slot in the segment", n, host_));
+      NicPort& np = nic_ports_[n];
+      np.att = std::make_unique<SegmentAtt>(*slot);
+      np.memory = std::make_unique<SegmentHostMemory>(*slot);
+      nic->attach_att(np.att.get());
+      nic->attach_host_memory(np.memory.get());
+      chips_[n] = std::move(nic);
+      local_nics_.push_back(n);
+    } else
+
       chips_[n] = std::make_unique<chip::Nrc>(ports);
     // Factory programming: the chip id in the EEPROM boot image (as the simulated engine).
     chip::BootImage img;
@@ -305,7 +365,7 @@ bool FabricDaemon::poll_once() {
   if (!held_completions_.empty()) busy |= retry_completions();
   if (!mgmt_waiting_.empty()) busy |= retry_mgmt_to_host();
   for (size_t i = 0; i < links_.size(); ++i) busy |= process_held(i);
-  busy |= pump_streams();
+  busy |= pump_nics();
   busy |= flush_links(now);
   busy |= receive_udp(now);
   timers(now);
@@ -346,17 +406,7 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
                  s.error().message.c_str());
         return;
       }
-      while (auto w = nic.next_work()) {
-        if (w->kind == chip::NicWork::Kind::kMgmtRequest) {
-          nic.complete(w->vp, true);
-          ++stats_.mgmt_packets;
-          send_mgmt(m.nic, 0, w->mgmt);
-        } else {
-          nic.complete(w->vp, false, w->error.id);
-          complete(m.nic, w->vp, OpCode::kMp, OpStatus::kDescriptorError, 0, 0, w->error.id,
-                   w->error.message.c_str());
-        }
-      }
+      pump_nic(m.nic);
       return;
     }
     case EgressKind::kMp: {
@@ -367,18 +417,25 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
         ++stats_.dropped;
         return;
       }
-      Forwarded f =
-          forward(*seg_, m.src_node, 0, m.dest_node, wire::packet_traffic(wire::kMpBytes));
-      ItemMp im{m.dest_node, m.src_node, m.dest_vp, m.src_vp, m.kind_flags, m.length};
-      if (f.kind == Forwarded::Kind::kLeavesHost) {
-        queue_item(link_at(f.chip, f.port), ItemType::kMp, f.chip, f.port, &im, sizeof im, m.data,
-                   m.length);
-      } else if (f.kind == Forwarded::Kind::kDelivered) {
-        if (!deliver_mp(f.chip, im, m.data)) ++stats_.dropped;
-      } else {
+      if ((m.kind_flags >> 4) != static_cast<uint8_t>(wire::MpKind::kUser)) {
+        complete(m.src_node, m.src_vp, OpCode::kMp, OpStatus::kDescriptorError, 0, 0, 4748,
+                 "an MP of a kind other than user data");
+        return;
+      }
+      // The MP as the wire carries it (SYSTEM.md 1.1): a data packet of kind MP.
+      wire::DataPacket p;
+      p.head.kind = wire::PacketKind::kMp;
+      p.head.vc = chip::data_vc(p.head.kind);
+      p.head.dest_node = static_cast<uint16_t>(m.dest_node);
+      p.head.src_node = static_cast<uint16_t>(m.src_node);
+      p.head.dest_vp = m.dest_vp;
+      p.head.src_vp = m.src_vp;
+      p.head.bytes = m.length;
+      p.head.flags = (m.kind_flags & wire::kMpFlagInterrupt) ? wire::kDataFlagInterrupt : 0;
+      std::memcpy(p.payload.data(), m.data, m.length);
+      if (!send_packet(m.src_node, p))
         complete(m.src_node, m.src_vp, OpCode::kMp, OpStatus::kUnreachable, 0, m.length, 4740,
                  "no route to the destination");
-      }
       return;
     }
     case EgressKind::kRdma: {
@@ -391,6 +448,9 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
   ++stats_.dropped;  // an unknown kind
 }
 
+// An RDMA descriptor whose path leaves the host: the daemon posts it, in wire form, to the
+// initiator's NIC (chip::Nic), whose DMA engines cut it into packets; the packets cross the
+// links encoded and the target's NIC, run by the daemon there, checks and writes them.
 void FabricDaemon::start_rdma(const EgressRdma& d) {
   NicSlot* slot = seg_->nic_of(d.src_node);
   if (!slot || d.src_vp >= kVps) {
@@ -399,91 +459,219 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
   }
   VpSlot& vp = slot->vps[d.src_vp];
   const OpCode op = static_cast<OpCode>(d.op);
+  auto fail = [&](OpStatus st, uint16_t id, const char* why) {
+    complete(d.src_node, d.src_vp, op, st, d.cookie, 0, id, why);
+    vp.outstanding.fetch_sub(1);
+  };
   // A descriptor from a process is checked like one from the network: a bad one fails.
   if ((op != OpCode::kPut && op != OpCode::kGet && op != OpCode::kImm) ||
       (op == OpCode::kImm && (d.length == 0 || d.length > sizeof d.imm)) ||
-      d.dest_node >= seg_->num_chips() || d.remote_addr + d.length < d.remote_addr) {
-    complete(d.src_node, d.src_vp, op, OpStatus::kDescriptorError, d.cookie, 0, 4753,
-             "malformed RDMA descriptor");
-    vp.outstanding.fetch_sub(1);
-    return;
+      d.length > UINT32_MAX || d.dest_node >= seg_->num_chips() || d.dest_node > UINT16_MAX ||
+      d.dest_vp >= kVps || d.remote_addr + d.length < d.remote_addr)
+    return fail(OpStatus::kDescriptorError, 4753, "malformed RDMA descriptor");
+  // A handle the wire cannot carry names no registration at the target.
+  for (uint64_t mh : {d.remote_mh, (d.flags & kFlagRemoteEvent) ? d.event_mh : 0}) {
+    if ((mh >> 32) >= kAttEntries)
+      return fail(OpStatus::kAccessError, 4738, "memory handle: ATT index out of range");
+    if (!valid_handle(mh)) return fail(OpStatus::kAccessError, 4739, "wrong memory key");
   }
-  // The daemon reads and writes the initiator's memory for it: only memory that the VP's owner
+  // The NIC reads and writes the initiator's memory for it: only memory that the VP's owner
   // registered, so no process can make the daemon touch another's memory.
   if (op != OpCode::kImm) {
     AttEntry e{};
     const char* why = "";
-    if (vp.owner_pid.load() != d.pid ||
+    if (vp.owner_pid.load() != d.pid || !valid_handle(d.local_mh) ||
         check_att(*slot, d.local_mh, d.local_addr, d.length, 0, &e, &why) != OpStatus::kSuccess ||
-        e.pid != d.pid) {
-      complete(d.src_node, d.src_vp, op, OpStatus::kAccessError, d.cookie, 0, 4754,
-               "local memory not registered by the VP's owner");
-      vp.outstanding.fetch_sub(1);
-      return;
+        e.pid != d.pid)
+      return fail(OpStatus::kAccessError, 4754, "local memory not registered by the VP's owner");
+  }
+  wire::RdmaDescriptor w;
+  w.op = op == OpCode::kGet   ? wire::RdmaOp::kRead
+         : op == OpCode::kImm ? wire::RdmaOp::kImmediate
+                              : wire::RdmaOp::kWrite;
+  w.fen = (d.flags & kFlagFence) != 0;
+  w.completion = (d.flags & kFlagRemoteEvent) ? wire::Completion::kEvent : wire::Completion::kNone;
+  w.local_cq = true;  // every completion reaches the daemon: it keeps the VP's count for fences
+  w.remote_vp = d.dest_vp;
+  w.remote_node = static_cast<uint16_t>(d.dest_node);
+  w.length = static_cast<uint32_t>(d.length);
+  w.remote_address = d.remote_addr;
+  w.remote_key = wire_key(d.remote_mh);
+  if (op == OpCode::kImm) {
+    std::memcpy(w.immediate_data.data(), d.imm, d.length);
+  } else {
+    w.local_address = d.local_addr;
+    w.local_key = wire_key(d.local_mh);
+  }
+  if (w.completion == wire::Completion::kEvent) {
+    w.notify_address = d.event_addr;
+    w.notify_key = wire_key(d.event_mh);
+    std::memcpy(w.notify_data.data(), d.event, sizeof d.event);  // little-endian words
+  }
+  auto bytes = wire::encode_rdma_descriptor(w);
+  if (!bytes.ok()) return fail(OpStatus::kDescriptorError, 4753, "malformed RDMA descriptor");
+  auto& nic = static_cast<chip::Nic&>(*chips_[d.src_node]);
+  const uint64_t sequence = nic.next_sequence(d.src_vp);
+  if (Status st = nic.post_rdma(d.src_vp, *bytes); !st.ok())
+    return fail(OpStatus::kBusy, 4737, "the NIC's descriptor queue is full");
+  nic_ops_[op_key(d.src_node, d.src_vp, sequence)] = {
+      op, d.flags, d.pid, d.cookie, d.length, monotonic_ns() + options_.op_timeout_ns};
+  pump_nic(d.src_node);
+}
+
+// ---- the NICs' data path ------------------------------------------------------------------
+
+void FabricDaemon::pump_nic(uint32_t chip) {
+  auto& nic = static_cast<chip::Nic&>(*chips_[chip]);
+  nic_ports_[chip].memory->begin_round();
+  while (auto w = nic.next_work()) {
+    switch (w->kind) {
+      case chip::NicWork::Kind::kMgmtRequest:
+        nic.complete(w->vp, true);
+        ++stats_.mgmt_packets;
+        send_mgmt(chip, 0, w->mgmt);
+        break;
+      case chip::NicWork::Kind::kRejected:
+        nic.complete(w->vp, false, w->error.id);  // an RDMA's error reaches the EQ (drain_eq)
+        if (w->op == chip::DescriptorOp::kMgmt)
+          complete(chip, w->vp, OpCode::kMp, OpStatus::kDescriptorError, 0, 0, w->error.id,
+                   w->error.message.c_str());
+        break;
+      case chip::NicWork::Kind::kMp:
+        nic.complete(w->vp, true);
+        if (w->packet) send_data(chip, w->packet->head.dest_node, w->packet->flits);
+        break;
+      case chip::NicWork::Kind::kRdma:
+        break;  // started: its packets come from the DMA engines below
     }
   }
-  Forwarded f = forward(*seg_, d.src_node, 0, d.dest_node,
-                        op == OpCode::kGet ? wire::packet_traffic(wire::kReadRequestBytes)
-                                           : wire::transfer_traffic(d.remote_addr, d.length));
-  // A get whose request path stays here but whose data come back over a link is served by
-  // this daemon for the local target.
-  const bool local_get = op == OpCode::kGet && f.kind == Forwarded::Kind::kDelivered;
-  if (f.kind != Forwarded::Kind::kLeavesHost && !local_get) {
-    complete(d.src_node, d.src_vp, op, OpStatus::kUnreachable, d.cookie, 0, 4741,
-             "no route to the target over the links");
-    vp.outstanding.fetch_sub(1);
-    return;
+  // DMA engine 2 (acks, writes) always goes; the readers pause while a link's window is full.
+  bool links_full = false;
+  for (const HostLink& l : links_) links_full |= l.out_frames.size() >= kMaxFramesQueued;
+  for (int i = 0; i < kPacketsPerRound; ++i) {
+    bool any = false;
+    for (uint8_t e = 0; e < chip::kDmaEngines; ++e) {
+      const auto engine = static_cast<chip::DmaEngine>(e);
+      if (links_full && engine != chip::DmaEngine::kWrite) continue;
+      if (auto p = nic.next_packet(engine)) {
+        // A transfer whose own packets find no way out of the source fails at once; a missing
+        // way back (read responses, acks) leaves the initiator to its timeout.
+        if (!send_data(chip, p->head.dest_node, p->flits) && engine == chip::DmaEngine::kLocalRead)
+          nic.abort_transfer_tag(p->head.tag, kErrNoRoute);
+        any = true;
+      }
+    }
+    if (!any) break;
   }
-  const uint64_t id = next_op_id_++;
-  PendingOp p;
-  p.nic = d.src_node;
-  p.vp = d.src_vp;
-  p.op = op;
-  p.flags = d.flags;
-  p.pid = d.pid;
-  p.local_addr = d.local_addr;
-  p.length = d.length;
-  p.cookie = d.cookie;
-  p.deadline = monotonic_ns() + options_.op_timeout_ns;
-  ops_[id] = p;
-  if (op == OpCode::kGet) {
-    ItemGetReq g{id,
-                 d.src_node,
-                 d.dest_node,
-                 d.remote_mh,
-                 d.remote_addr,
-                 d.length,
-                 d.event_addr,
-                 d.event_mh,
-                 {d.event[0], d.event[1]},
-                 static_cast<uint8_t>((d.flags & kFlagRemoteEvent) ? kPutEvent : 0),
-                 {}};
-    if (local_get)
-      on_get_req(f.chip, g);
-    else
-      queue_item(link_at(f.chip, f.port), ItemType::kGetReq, f.chip, f.port, &g, sizeof g);
-    return;
+  drain_eq(chip);
+}
+
+bool FabricDaemon::pump_nics() {
+  bool any = false;
+  for (uint32_t n : local_nics_) {
+    auto& nic = static_cast<chip::Nic&>(*chips_[n]);
+    if (!nic.has_work() && !nic.has_packets()) continue;
+    pump_nic(n);
+    any = true;
   }
-  const size_t link = link_at(f.chip, f.port);
-  Stream s(false, id, d.src_node, d.pid, d.local_addr, d.length, link, f.chip, f.port);
-  ItemPut& h = s.put;
-  h.op_id = id;
-  h.initiator = d.src_node;
-  h.dest_node = d.dest_node;
-  h.remote_mh = d.remote_mh;
-  h.op_base = d.remote_addr;
-  h.op_length = d.length;
-  h.event_addr = d.event_addr;
-  h.event_mh = d.event_mh;
-  h.event[0] = d.event[0];
-  h.event[1] = d.event[1];
-  h.flags = (d.flags & kFlagRemoteEvent) ? kPutEvent : 0;
-  if (op == OpCode::kImm) {
-    h.flags |= kPutImm | kPutLast;
-    queue_item(link, ItemType::kPut, f.chip, f.port, &h, sizeof h, d.imm, d.length);
-    return;
+  return any;
+}
+
+// The NIC's completions: a CQ entry for the owner when it asked for one or on error, and the
+// VP's count of outstanding descriptors (fence) goes down.
+void FabricDaemon::drain_eq(uint32_t chip) {
+  auto& nic = static_cast<chip::Nic&>(*chips_[chip]);
+  NicSlot* slot = seg_->nic_of(chip);
+  for (uint64_t busy = nic.eq_busy(); busy != 0; busy &= busy - 1) {
+    const auto v = static_cast<uint8_t>(std::countr_zero(busy));
+    while (nic.eq_count(v) > 0) {
+      auto e = nic.poll_eq(v);
+      if (!e) break;
+      auto it = nic_ops_.find(op_key(chip, v, e->sequence));
+      if (e->op == chip::DescriptorOp::kMgmt || it == nic_ops_.end()) continue;
+      const NicOp op = it->second;
+      nic_ops_.erase(it);
+      if (e->kind == chip::EventKind::kDescriptorDone) {
+        if (op.flags & kFlagLocalCq)
+          complete(chip, v, op.op, OpStatus::kSuccess, op.cookie, op.length, 0, "");
+      } else {
+        const Failure f = failure(e->error_id, op.op);
+        if (e->error_id == kErrOpTimeout) ++stats_.ops_timed_out;
+        complete(chip, v, op.op, f.status, op.cookie, 0, e->error_id, f.reason);
+      }
+      VpSlot& vp = slot->vps[v];
+      vp.outstanding.fetch_sub(1, std::memory_order_release);
+      futex_wake(&vp.cq.futex);
+    }
   }
-  streams_.push_back(s);
+}
+
+// A data packet leaving NIC `nic`: table-routed from its port, over the host's own chips
+// (forward) and, where the path leaves the host, onto a link as encoded flits.
+bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::Flit> flits) {
+  const wire::Traffic t{1, 0, flits.size()};
+  Forwarded f = forward(*seg_, nic, 0, dest, t);
+  flit_bytes(flits, &packet_bytes_);
+  switch (f.kind) {
+    case Forwarded::Kind::kLeavesHost:
+      queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, packet_bytes_.data(),
+                 packet_bytes_.size());
+      return true;
+    case Forwarded::Kind::kDelivered:
+    case Forwarded::Kind::kMisrouted:
+      if (seg_->nic_of(f.chip)) {  // a NIC of this host receives it (and checks it)
+        std::vector<uint8_t> copy = packet_bytes_;
+        if (!data_at_nic(f.chip, copy)) ++stats_.dropped;
+        return true;
+      }
+      break;
+    default:
+      break;
+  }
+  ++stats_.dropped;  // the transfer it belongs to times out
+  return false;
+}
+
+bool FabricDaemon::send_packet(uint32_t nic, const wire::DataPacket& p) {
+  auto flits = wire::encode_data_packet(p);
+  if (!flits.ok()) {
+    ++stats_.dropped;
+    return false;
+  }
+  return send_data(nic, p.head.dest_node, *flits);
+}
+
+// A data packet at a NIC of this host, as it crossed the last link. The NIC checks it
+// (chip::Nic: a dirty one is discarded into its error buffer and counted). An MP enters the
+// host's MPQ ring (chip/mpq.h); false means that ring is full and the packet waits, in order.
+bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
+  auto& nic = static_cast<chip::Nic&>(*chips_[chip]);
+  std::array<wire::Flit, 2 * wire::kMaxDataPacketFlits> flits;
+  const size_t n = bytes.size() / wire::kFlitBytes;
+  bool decoded = n > 0 && n <= flits.size() && bytes.size() % wire::kFlitBytes == 0;
+  for (size_t i = 0; decoded && i < n; ++i) {
+    auto f = wire::decode_flit(bytes.subspan(i * wire::kFlitBytes, wire::kFlitBytes));
+    decoded = f.ok();
+    if (decoded) flits[i] = *f;
+  }
+  if (!decoded) {
+    nic.receive_packet_bytes(bytes);  // discarded there, with the reason
+    return true;
+  }
+  const auto fl = std::span<const wire::Flit>(flits).first(n);
+  auto p = nic.check_packet(fl);
+  if (!p) return true;
+  const bool in_transfer = p->head.flags & wire::kDataFlagInTransfer;
+  if (p->head.kind == wire::PacketKind::kMp && !in_transfer) return deliver_mp(chip, *p);
+  if (p->head.kind == wire::PacketKind::kAck && p->ext.address == chip::kMpRefusedAckAddress) {
+    mp_refused(chip, *p);
+    return true;
+  }
+  // Its acks and read responses go out when pump_nics next runs the NIC.
+  nic.receive_checked(*p, fl);
+  drain_eq(chip);  // an ack or the last read response completed a descriptor
+  if (nic.mpq_count(p->head.dest_vp) > 0 && !mgmt_to_host(chip)) mgmt_waiting_.insert(chip);
+  return true;
 }
 
 // ---- management ---------------------------------------------------------------------------
@@ -568,7 +756,8 @@ bool FabricDaemon::mgmt_to_host(uint32_t chip) {
       cell->src_node = e->src_node;
       cell->src_vp = e->src_vp;
       cell->length = e->length;
-      cell->kind_flags = static_cast<uint8_t>(wire::MpKind::kMgmt) << 4;
+      cell->kind_flags =
+          static_cast<uint8_t>(e->management ? wire::MpKind::kMgmt : wire::MpKind::kUser) << 4;
       cell->tag = 0;
       std::memcpy(cell->data, e->data.data(), std::min<size_t>(e->length, sizeof cell->data));
       vp.mpq.publish(cell, pos);
@@ -669,71 +858,54 @@ void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, ui
   ++stats_.items_sent;
 }
 
-void FabricDaemon::route_item_from(uint32_t nic, uint32_t dest, ItemType type, const void* body,
-                                   size_t body_len, const void* data, size_t data_len) {
-  Forwarded f = forward(*seg_, nic, 0, dest, wire::packet_traffic(body_len + data_len));
-  if (f.kind == Forwarded::Kind::kLeavesHost) {
-    queue_item(link_at(f.chip, f.port), type, f.chip, f.port, body, body_len, data, data_len);
-    return;
-  }
-  if (f.kind == Forwarded::Kind::kDelivered) {
-    // Initiator and target on this host (a daemon-executed op looped back): handle here.
-    std::vector<uint8_t> item(sizeof(ItemHead) + body_len + data_len);
-    ItemHead h{static_cast<uint16_t>(item.size()), static_cast<uint8_t>(type), 0, kNoChip};
-    std::memcpy(item.data(), &h, sizeof h);
-    std::memcpy(item.data() + sizeof h, body, body_len);
-    if (data_len) std::memcpy(item.data() + sizeof h + body_len, data, data_len);
-    if (type == ItemType::kResp) {
-      ItemResp r;
-      std::memcpy(&r, body, sizeof r);
-      on_resp(r);
-    } else if (type == ItemType::kMpNack) {
-      ItemMpNack n;
-      std::memcpy(&n, body, sizeof n);
-      on_mp_nack(n);
-    } else if (type == ItemType::kGetResp) {
-      ItemGetResp g;
-      std::memcpy(&g, body, sizeof g);
-      on_get_resp(g, {static_cast<const uint8_t*>(data), data_len});
-    }
-    return;
-  }
-  ++stats_.dropped;
-}
-
-bool FabricDaemon::deliver_mp(uint32_t nic, const ItemMp& mp, const uint8_t* data) {
+bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
   NicSlot* slot = seg_->nic_of(nic);
-  auto nack = [&](OpStatus st, uint16_t id, const char* why) {
-    ItemMpNack n{mp.src_node, mp.src_vp, static_cast<uint8_t>(st), id, {}};
-    set_reason(n.reason, sizeof n.reason, why);
+  const wire::DataHead& h = mp.head;
+  // A refused MP is answered by an ack that names no transfer and carries the error id.
+  auto refuse = [&](uint16_t id) {
+    wire::DataPacket a;
+    a.head.kind = wire::PacketKind::kAck;
+    a.head.vc = chip::data_vc(a.head.kind);
+    a.head.dest_node = h.src_node;
+    a.head.src_node = static_cast<uint16_t>(nic);
+    a.head.dest_vp = h.src_vp;
+    a.head.src_vp = h.dest_vp;
+    a.ext.address = chip::kMpRefusedAckAddress;
+    a.ext.offset = id;
     ++stats_.mps_refused;
-    route_item_from(nic, mp.src_node, ItemType::kMpNack, &n, sizeof n);
+    send_packet(nic, a);
     return true;
   };
-  if (!slot || mp.dest_vp >= kVps) return nack(OpStatus::kUnreachable, 4742, "no such VP");
-  VpSlot& vp = slot->vps[mp.dest_vp];
+  if (!slot || h.dest_vp >= kVps) return refuse(kErrMpNoVp);
+  VpSlot& vp = slot->vps[h.dest_vp];
   uint64_t pos;
   MpqCell* c;
   switch (claim_mpq(vp, &c, &pos)) {
     case chip::MpqAdmit::kWrite:
       break;
     case chip::MpqAdmit::kNotOpen:
-      return nack(OpStatus::kUnreachable, 4743, "target VP is not open");
+      return refuse(kErrMpNotOpen);
     case chip::MpqAdmit::kOwnerGone:
-      return nack(OpStatus::kPeerDead, 4744, "target process is gone");
+      return refuse(kErrMpOwnerGone);
     case chip::MpqAdmit::kWait:
       return false;  // hold the link's items, in order, until the receiver drains it
   }
-  c->src_node = static_cast<uint16_t>(mp.src_node);
-  c->src_vp = mp.src_vp;
-  c->length = mp.length;
-  c->kind_flags = mp.kind_flags;
+  c->src_node = h.src_node;
+  c->src_vp = h.src_vp;
+  c->length = h.bytes;
+  c->kind_flags = (h.flags & wire::kDataFlagInterrupt) ? wire::kMpFlagInterrupt : 0;
   c->tag = 0;
-  std::memcpy(c->data, data, mp.length);
+  std::memcpy(c->data, mp.payload.data(), std::min<size_t>(h.bytes, sizeof c->data));
   vp.mpq.publish(c, pos);
   vp.mps_received.fetch_add(1, std::memory_order_relaxed);
   ++stats_.mps_delivered;
   return true;
+}
+
+void FabricDaemon::mp_refused(uint32_t nic, const wire::DataPacket& ack) {
+  const uint16_t id = static_cast<uint16_t>(ack.ext.offset);
+  const Failure f = failure(id, OpCode::kMp);
+  complete(nic, ack.head.dest_vp, OpCode::kMp, f.status, 0, 0, id, f.reason);
 }
 
 bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
@@ -748,78 +920,56 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
     ++stats_.dropped;
     return true;
   }
+  (void)link;
   const uint32_t chip = entry.chip;
   const uint8_t in_port = entry.port;
   std::span<const uint8_t> body = item.subspan(sizeof h);
-  (void)link;
-  auto route = [&](uint32_t dest, const wire::Traffic& t, size_t body_len, uint32_t* nic) {
-    Forwarded f = forward_arrived(*seg_, chip, in_port, dest, t);
-    if (f.kind == Forwarded::Kind::kDelivered) {
-      *nic = f.chip;
-      return true;
-    }
-    if (f.kind == Forwarded::Kind::kLeavesHost)  // onwards to a third host
-      queue_item(link_at(f.chip, f.port), static_cast<ItemType>(h.type), f.chip, f.port,
-                 body.data(), body_len, body.data() + body_len, body.size() - body_len);
-    else
-      ++stats_.dropped;
-    return false;
-  };
   ++stats_.items_received;
-  uint32_t nic = 0;
   switch (static_cast<ItemType>(h.type)) {
     case ItemType::kMgmt:
       arrive_mgmt(chip, in_port, body);
       return true;
-    case ItemType::kMp: {
-      ItemMp m;
-      if (!read_struct(body, 0, &m) || m.length > 120 || body.size() != sizeof m + m.length) break;
-      if (!route(m.dest_node, wire::packet_traffic(wire::kMpBytes), body.size(), &nic)) return true;
-      return deliver_mp(nic, m, body.data() + sizeof m);
-    }
-    case ItemType::kPut: {
-      ItemPut p;
-      if (!read_struct(body, 0, &p)) break;
-      auto data = body.subspan(sizeof p);
-      if (!route(p.dest_node, wire::transfer_traffic(p.op_base + p.offset, data.size()),
-                 body.size(), &nic))
-        return true;
-      on_put(nic, p, data);
-      return true;
-    }
-    case ItemType::kGetReq: {
-      ItemGetReq g;
-      if (!read_struct(body, 0, &g) || body.size() != sizeof g) break;
-      if (!route(g.dest_node, wire::packet_traffic(wire::kReadRequestBytes), body.size(), &nic))
-        return true;
-      on_get_req(nic, g);
-      return true;
-    }
-    case ItemType::kGetResp: {
-      ItemGetResp g;
-      if (!read_struct(body, 0, &g)) break;
-      auto data = body.subspan(sizeof g);
-      if (!route(g.initiator, wire::transfer_traffic(g.offset, data.size()), body.size(), &nic))
-        return true;
-      on_get_resp(g, data);
-      return true;
-    }
-    case ItemType::kResp: {
-      ItemResp r;
-      if (!read_struct(body, 0, &r) || body.size() != sizeof r) break;
-      if (!route(r.initiator, wire::packet_traffic(sizeof r), body.size(), &nic)) return true;
-      on_resp(r);
-      return true;
-    }
-    case ItemType::kMpNack: {
-      ItemMpNack n;
-      if (!read_struct(body, 0, &n) || body.size() != sizeof n) break;
-      if (!route(n.sender, wire::packet_traffic(sizeof n), body.size(), &nic)) return true;
-      on_mp_nack(n);
-      return true;
-    }
+    case ItemType::kData:
+      return arrive_data(chip, in_port, body);
   }
   ++stats_.dropped;  // a malformed item: counted and discarded, the rest of the frame goes on
+  return true;
+}
+
+// A data packet that crossed a link into local chip `chip`. A NIC receives what its port
+// gives it and checks it; an NRC reads the head flit to route it (a packet whose head does not
+// decode cannot be routed and is discarded there, DIRTY_DISCARDS).
+bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const uint8_t> bytes) {
+  const wire::Traffic t{1, 0, bytes.size() / wire::kFlitBytes};
+  if (seg_->nic_of(chip)) {
+    count_rx(*seg_, chip, in_port, t);
+    return data_at_nic(chip, bytes);
+  }
+  std::optional<wire::DataHead> head;
+  if (bytes.size() >= wire::kFlitBytes && bytes.size() % wire::kFlitBytes == 0)
+    if (auto f = wire::decode_flit(bytes.first(wire::kFlitBytes)); f.ok())
+      if (auto hd = wire::decode_data_head(*f); hd.ok()) head = *hd;
+  if (!head) {
+    count_rx(*seg_, chip, in_port, t);
+    seg_->counters(seg_->chip(chip).local, in_port)
+        .rx.discards.fetch_add(1, std::memory_order_relaxed);
+    ++stats_.dropped;
+    return true;
+  }
+  Forwarded f = forward_arrived(*seg_, chip, in_port, head->dest_node, t);
+  switch (f.kind) {
+    case Forwarded::Kind::kLeavesHost:  // onwards to a third host
+      queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, bytes.data(),
+                 bytes.size());
+      return true;
+    case Forwarded::Kind::kDelivered:
+    case Forwarded::Kind::kMisrouted:
+      if (seg_->nic_of(f.chip)) return data_at_nic(f.chip, bytes);
+      break;
+    default:
+      break;
+  }
+  ++stats_.dropped;
   return true;
 }
 
@@ -862,111 +1012,6 @@ bool FabricDaemon::process_held(size_t link) {
   return any;
 }
 
-void FabricDaemon::on_put(uint32_t nic, const ItemPut& p, std::span<const uint8_t> data) {
-  auto key = std::make_pair(p.initiator, p.op_id);
-  Inbound& in = inbound_[key];
-  NicSlot* slot = seg_->nic_of(nic);
-  if (in.status == OpStatus::kSuccess) {
-    AttEntry e{};
-    const char* why = "";
-    OpStatus st = check_att(*slot, p.remote_mh, p.op_base, p.op_length, kAccessWrite, &e, &why);
-    if (st == OpStatus::kSuccess && p.offset + data.size() > p.op_length) {
-      st = OpStatus::kAccessError;
-      why = "chunk beyond the transfer";
-    }
-    if (st == OpStatus::kSuccess) {
-      st = copy_with(e.pid, true, const_cast<uint8_t*>(data.data()), p.op_base + p.offset,
-                     data.size());
-      why = st == OpStatus::kPeerDead ? "target process is gone" : "target memory not mapped";
-      stats_.rdma_bytes_written += data.size();
-    }
-    if (st != OpStatus::kSuccess) {
-      in.status = st;
-      in.reason = why;
-      in.error_id = 4745;
-    }
-  }
-  if (!(p.flags & kPutLast)) return;
-  if (in.status == OpStatus::kSuccess && (p.flags & kPutEvent)) {
-    const char* why = "";
-    OpStatus st;
-    if (!write_event(nic, p.event_mh, p.event_addr, p.event, &why, &st)) {
-      in.status = st;
-      in.reason = why;
-      in.error_id = 4746;
-    }
-  }
-  ItemResp r{p.op_id, p.initiator, static_cast<uint8_t>(in.status), 0, in.error_id, {}};
-  set_reason(r.reason, sizeof r.reason, in.reason);
-  inbound_.erase(key);
-  route_item_from(nic, p.initiator, ItemType::kResp, &r, sizeof r);
-}
-
-void FabricDaemon::on_get_req(uint32_t nic, const ItemGetReq& g) {
-  AttEntry e{};
-  const char* why = "";
-  OpStatus st =
-      check_att(*seg_->nic_of(nic), g.remote_mh, g.remote_addr, g.length, kAccessRead, &e, &why);
-  Forwarded f{};
-  if (st == OpStatus::kSuccess) {
-    f = forward(*seg_, nic, 0, g.initiator, wire::transfer_traffic(0, g.length));
-    if (f.kind != Forwarded::Kind::kLeavesHost) {
-      st = OpStatus::kUnreachable;
-      why = "no route back to the initiator";
-    }
-  }
-  if (st != OpStatus::kSuccess) {
-    ItemResp r{g.op_id, g.initiator, static_cast<uint8_t>(st), 0, 4747, {}};
-    set_reason(r.reason, sizeof r.reason, why);
-    route_item_from(nic, g.initiator, ItemType::kResp, &r, sizeof r);
-    return;
-  }
-  Stream& s = streams_.emplace_back(true, g.op_id, g.initiator, e.pid, g.remote_addr, g.length,
-                                    link_at(f.chip, f.port), f.chip, f.port);
-  s.target_nic = nic;
-  s.event = g.flags & kPutEvent;
-  s.event_addr = g.event_addr;
-  s.event_mh = g.event_mh;
-  s.event_data[0] = g.event[0];
-  s.event_data[1] = g.event[1];
-}
-
-void FabricDaemon::on_get_resp(const ItemGetResp& g, std::span<const uint8_t> data) {
-  auto it = ops_.find(g.op_id);
-  if (it == ops_.end() || it->second.nic != g.initiator) return;  // timed out already
-  PendingOp& op = it->second;
-  if (g.offset + data.size() > op.length) {
-    fail_op(g.op_id, OpStatus::kDescriptorError, 4748, "get response beyond the transfer");
-    return;
-  }
-  OpStatus st = copy_with(op.pid, true, const_cast<uint8_t*>(data.data()), op.local_addr + g.offset,
-                          data.size());
-  if (st != OpStatus::kSuccess) {
-    fail_op(g.op_id, st, 4749, "initiator memory not writable");
-    return;
-  }
-  if (g.flags & kPutLast) fail_op(g.op_id, OpStatus::kSuccess, 0, "");
-}
-
-void FabricDaemon::on_resp(const ItemResp& r) {
-  auto it = ops_.find(r.op_id);
-  if (it == ops_.end() || it->second.nic != r.initiator) return;
-  char reason[41];
-  std::memcpy(reason, r.reason, 40);
-  reason[40] = 0;
-  fail_op(r.op_id, static_cast<OpStatus>(r.status), r.error_id, reason);
-}
-
-void FabricDaemon::on_mp_nack(const ItemMpNack& n) {
-  NicSlot* slot = seg_->nic_of(n.sender);
-  if (!slot || n.sender_vp >= kVps) return;
-  char reason[41];
-  std::memcpy(reason, n.reason, 40);
-  reason[40] = 0;
-  complete(n.sender, n.sender_vp, OpCode::kMp, static_cast<OpStatus>(n.status), 0, 0, n.error_id,
-           reason);
-}
-
 // Completes a pending operation: a CQ entry when asked for or on error, and the VP's count of
 // outstanding descriptors (fence) goes down.
 void FabricDaemon::complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status, uint64_t cookie,
@@ -1004,94 +1049,7 @@ bool FabricDaemon::retry_completions() {
   return any;
 }
 
-bool FabricDaemon::write_event(uint32_t nic, uint64_t mh, uint64_t addr, const uint64_t data[2],
-                               const char** why, OpStatus* st) {
-  AttEntry e{};
-  *st = check_att(*seg_->nic_of(nic), mh, addr, chip::kEventBytes, kAccessWrite, &e, why);
-  if (*st == OpStatus::kSuccess) {
-    *st =
-        chip::write_event(addr, data[0], data[1], OpStatus::kSuccess,
-                          [&](uint64_t a, uint64_t v) { return copy_with(e.pid, true, &v, a, 8); });
-    if (*st != OpStatus::kSuccess) *why = "event write failed";
-  }
-  return *st == OpStatus::kSuccess;
-}
-
-void FabricDaemon::fail_op(uint64_t op_id, OpStatus status, uint16_t error_id, const char* reason) {
-  auto it = ops_.find(op_id);
-  if (it == ops_.end()) return;
-  PendingOp op = it->second;
-  ops_.erase(it);
-  NicSlot* slot = seg_->nic_of(op.nic);
-  if (!slot) return;
-  VpSlot& vp = slot->vps[op.vp];
-  if (status != OpStatus::kSuccess || (op.flags & kFlagLocalCq))
-    complete(op.nic, op.vp, op.op, status, op.cookie, status == OpStatus::kSuccess ? op.length : 0,
-             error_id, reason);
-  vp.outstanding.fetch_sub(1, std::memory_order_release);
-  futex_wake(&vp.cq.futex);
-}
-
-// ---- streams, links, timers ---------------------------------------------------------------
-
-bool FabricDaemon::pump_streams() {
-  bool any = false;
-  std::vector<uint8_t> buf(kChunk);
-  for (size_t i = 0; i < streams_.size();) {
-    Stream& s = streams_[i];
-    HostLink& l = links_[s.link];
-    bool done = false;
-    while (l.out_frames.size() < kMaxFramesQueued) {
-      const uint64_t n = std::min<uint64_t>(kChunk - 128, s.length - s.offset);
-      OpStatus st = copy_with(s.pid, false, buf.data(), s.read_addr + s.offset, n);
-      const bool last = s.offset + n == s.length;
-      if (st != OpStatus::kSuccess) {
-        if (s.get_response) {
-          ItemResp r{s.op_id, s.initiator, static_cast<uint8_t>(st), 0, 4750, {}};
-          set_reason(r.reason, sizeof r.reason, "target memory not readable");
-          queue_item(s.link, ItemType::kResp, s.from_chip, s.from_port, &r, sizeof r);
-        } else {
-          fail_op(s.op_id, st, 4751, "source memory not readable");
-        }
-        done = true;
-        break;
-      }
-      if (s.get_response && last && s.event) {  // the data are read: the target's event
-        const char* why = "";
-        OpStatus est;
-        if (!write_event(s.target_nic, s.event_mh, s.event_addr, s.event_data, &why, &est)) {
-          ItemResp r{s.op_id, s.initiator, static_cast<uint8_t>(est), 0, 4755, {}};
-          set_reason(r.reason, sizeof r.reason, why);
-          queue_item(s.link, ItemType::kResp, s.from_chip, s.from_port, &r, sizeof r);
-          done = true;
-          break;
-        }
-      }
-      if (s.get_response) {
-        ItemGetResp g{s.op_id, s.initiator, 0, s.offset, last ? kPutLast : uint8_t{0}, {}};
-        queue_item(s.link, ItemType::kGetResp, s.from_chip, s.from_port, &g, sizeof g, buf.data(),
-                   n);
-      } else {
-        ItemPut p = s.put;
-        p.offset = s.offset;
-        if (last) p.flags |= kPutLast;
-        queue_item(s.link, ItemType::kPut, s.from_chip, s.from_port, &p, sizeof p, buf.data(), n);
-      }
-      s.offset += n;
-      any = true;
-      if (last) {
-        done = true;
-        break;
-      }
-    }
-    if (done) {
-      streams_.erase(streams_.begin() + static_cast<long>(i));
-    } else {
-      ++i;
-    }
-  }
-  return any;
-}
+// ---- links, timers ---------------------------------------------------------------
 
 bool FabricDaemon::flush_links(uint64_t now) {
   bool any = false;
@@ -1164,12 +1122,19 @@ void FabricDaemon::timers(uint64_t now) {
   }
   if (now >= next_op_scan_) {
     next_op_scan_ = now + kOpScanNs;
-    std::vector<uint64_t> expired;
-    for (const auto& [id, op] : ops_)
-      if (op.deadline <= now) expired.push_back(id);
-    for (uint64_t id : expired) {
-      ++stats_.ops_timed_out;
-      fail_op(id, OpStatus::kTimeout, 4752, "no answer from the target within the timeout");
+    // A transfer whose target never answers (its host or daemon gone) ends with an error;
+    // one not yet started (behind a fence) gets more time.
+    std::vector<std::pair<uint64_t, uint64_t>> expired;
+    for (auto& [key, op] : nic_ops_)
+      if (op.deadline <= now) expired.emplace_back(key, op.deadline);
+    for (auto [key, deadline] : expired) {
+      const uint32_t nic = static_cast<uint32_t>(key >> 48);
+      const uint8_t vp = static_cast<uint8_t>(key >> 40);
+      auto& n = static_cast<chip::Nic&>(*chips_[nic]);
+      if (!n.abort_transfer(vp, key & ((1ull << 40) - 1), kErrOpTimeout))
+        nic_ops_[key].deadline = now + options_.op_timeout_ns;
+      else
+        drain_eq(nic);
     }
   }
   if (now >= next_liveness_) {
@@ -1197,11 +1162,15 @@ void FabricDaemon::scan_liveness() {
         e.state.store(0, std::memory_order_release);
       }
   }
+  // Transfers of a process that died end now: nobody waits for them.
   std::vector<uint64_t> orphaned;
-  for (const auto& [id, op] : ops_)
-    if (!process_alive(op.pid)) orphaned.push_back(id);
-  for (uint64_t id : orphaned) ops_.erase(id);
-  std::erase_if(streams_, [](const Stream& s) { return !s.get_response && !process_alive(s.pid); });
+  for (const auto& [key, op] : nic_ops_)
+    if (!process_alive(op.pid)) orphaned.push_back(key);
+  for (uint64_t key : orphaned) {
+    nic_ops_.erase(key);
+    auto& n = static_cast<chip::Nic&>(*chips_[static_cast<uint32_t>(key >> 48)]);
+    n.abort_transfer(static_cast<uint8_t>(key >> 40), key & ((1ull << 40) - 1), kErrOpTimeout);
+  }
 }
 
 void FabricDaemon::update_link_states() {

@@ -23,7 +23,9 @@
 #include "engine/live/items.h"
 #include "engine/live/link.h"
 #include "engine/live/live_spec.h"
+#include "engine/live/nic_host.h"
 #include "engine/live/segment.h"
+#include "wire/data_packet.h"
 
 namespace galaxy::live {
 
@@ -112,6 +114,10 @@ class FabricDaemon {
   void feed_frame(size_t link, std::span<const uint8_t> payload);
   void feed_egress(const EgressCell& cell) { on_egress(cell); }
   size_t num_links() const { return links_.size(); }
+  // The chip model of one of this host's chips (registers, error buffer), or nullptr.
+  const chip::Chip* chip_model(uint32_t node) const {
+    return node < chips_.size() ? chips_[node].get() : nullptr;
+  }
 
  private:
   struct HostLink {
@@ -128,52 +134,19 @@ class FabricDaemon {
     size_t held_offset = 0;
     LinkState last_state = LinkState::kDown;
   };
-  struct PendingOp {
-    uint32_t nic = 0;
-    uint8_t vp = 0;
+  // A descriptor this host's NIC executes for a process: what its completion tells the owner.
+  struct NicOp {
     OpCode op = OpCode::kPut;
     uint8_t flags = 0;
     int32_t pid = 0;
-    uint64_t local_addr = 0;
-    uint64_t length = 0;
     uint64_t cookie = 0;
+    uint64_t length = 0;
     uint64_t deadline = 0;
   };
-  // An RDMA stream this daemon feeds into a link chunk by chunk (a put it initiates, or the
-  // response data of a get it serves).
-  struct Stream {
-    Stream(bool get, uint64_t op, uint32_t init, int32_t reader, uint64_t addr, uint64_t len,
-           size_t l, uint32_t chip, uint8_t port)
-        : get_response(get),
-          op_id(op),
-          initiator(init),
-          pid(reader),
-          read_addr(addr),
-          length(len),
-          link(l),
-          from_chip(chip),
-          from_port(port) {}
-    bool get_response = false;
-    uint64_t op_id = 0;
-    uint32_t initiator = 0;
-    int32_t pid = 0;  // whose memory is read
-    uint64_t read_addr = 0;
-    uint64_t length = 0;
-    uint64_t offset = 0;
-    size_t link = 0;
-    uint32_t from_chip = 0;
-    uint8_t from_port = 0;
-    ItemPut put{};  // put: the header template
-    // get response: the target NIC and the event to write there when all data are read
-    uint32_t target_nic = 0;
-    bool event = false;
-    uint64_t event_addr = 0, event_mh = 0, event_data[2] = {0, 0};
-  };
-  // A put arriving at this host for one of its NICs: the status so far of each transfer.
-  struct Inbound {
-    OpStatus status = OpStatus::kSuccess;
-    const char* reason = "";
-    uint16_t error_id = 0;
+  // The host side of a NIC the daemon runs: the segment's registrations and memory.
+  struct NicPort {
+    std::unique_ptr<SegmentAtt> att;
+    std::unique_ptr<SegmentHostMemory> memory;
   };
 
   FabricDaemon(const LiveFabric& f, int host, const DaemonOptions& o);
@@ -197,28 +170,24 @@ class FabricDaemon {
   void queue_item(size_t link, ItemType type, uint32_t from_chip, uint8_t from_port,
                   const void* body, size_t body_len, const void* data = nullptr,
                   size_t data_len = 0);
-  // Sends a table-routed item from a local NIC towards `dest` (responses, nacks).
-  void route_item_from(uint32_t nic, uint32_t dest, ItemType type, const void* body,
-                       size_t body_len, const void* data = nullptr, size_t data_len = 0);
   bool process_item(size_t link, std::span<const uint8_t> item);  // false: retry later
   bool process_held(size_t link);
-  bool deliver_mp(uint32_t nic, const ItemMp& mp, const uint8_t* data);
-  void on_put(uint32_t nic, const ItemPut& p, std::span<const uint8_t> data);
-  void on_get_req(uint32_t nic, const ItemGetReq& g);
-  void on_get_resp(const ItemGetResp& g, std::span<const uint8_t> data);
-  void on_resp(const ItemResp& r);
-  void on_mp_nack(const ItemMpNack& n);
-  void fail_op(uint64_t op_id, OpStatus status, uint16_t error_id, const char* reason);
+  bool arrive_data(uint32_t chip, uint8_t in_port, std::span<const uint8_t> bytes);
+  bool data_at_nic(uint32_t chip, std::span<const uint8_t> bytes);
+  bool deliver_mp(uint32_t nic, const wire::DataPacket& mp);
+  void mp_refused(uint32_t nic, const wire::DataPacket& ack);
+  // The NICs: descriptors, DMA engines, completions.
+  void pump_nic(uint32_t chip);
+  bool pump_nics();
+  void drain_eq(uint32_t chip);
+  bool send_data(uint32_t nic, uint16_t dest, std::span<const wire::Flit> flits);
+  bool send_packet(uint32_t nic, const wire::DataPacket& p);
   // A completion for a VP whose CQ is full waits here, in order, instead of being lost.
   void complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status, uint64_t cookie,
                 uint64_t bytes, uint16_t error_id, const char* reason);
   bool retry_completions();
   bool mgmt_to_host(uint32_t chip);
   bool retry_mgmt_to_host();
-  bool write_event(uint32_t nic, uint64_t mh, uint64_t addr, const uint64_t data[2],
-                   const char** why, OpStatus* st);
-
-  bool pump_streams();
   bool flush_links(uint64_t now);
   void send_datagram(const HostLink& l, std::span<const uint8_t> datagram);
   bool receive_udp(uint64_t now);
@@ -238,10 +207,10 @@ class FabricDaemon {
   int sock_ = -1;
   int efd_ = -1;  // the doorbell (a datagram socket in the abstract namespace)
   int epfd_ = -1;
-  uint64_t next_op_id_ = 1;
-  std::unordered_map<uint64_t, PendingOp> ops_;
-  std::map<std::pair<uint32_t, uint64_t>, Inbound> inbound_;  // (initiator, op id)
-  std::deque<Stream> streams_;
+  std::vector<NicPort> nic_ports_;  // per node; empty for chips that are not this host's NICs
+  std::vector<uint32_t> local_nics_;
+  std::unordered_map<uint64_t, NicOp> nic_ops_;  // by (NIC, VP, submission number)
+  std::vector<uint8_t> packet_bytes_;
   struct HeldCompletion {
     uint32_t nic;
     uint8_t vp;

@@ -1,0 +1,83 @@
+// What a NIC of the live engine reaches its host through (SYSTEM.md 1.1; chip/host_memory.h):
+// the daemon runs chip::Nic for the transfers that cross hosts, and the NIC translates and
+// checks every access against the registrations the processes wrote into the shared segment,
+// then reads and writes the registering process's memory by cross-memory attach.
+//
+// A "physical address" here names an ATT entry and a virtual address of its process:
+// entry << 48 | vaddr (user addresses lie below 2^47 on the hosts Galaxy runs on).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "chip/att.h"
+#include "chip/host_memory.h"
+#include "engine/live/segment.h"
+
+namespace galaxy::live {
+
+// An ATT key as a descriptor carries it (wire/rdma_descriptor.h: 32 bits): the entry's index in
+// the top 8 bits and the low 24 bits of the registration's key. glex memory handles are
+// index << 32 | key (glex/live_device.cc).
+static_assert(kAttEntries <= 256);
+inline constexpr uint32_t kWireKeyBits = 24;
+inline constexpr uint32_t kWireKeyMask = (1u << kWireKeyBits) - 1;
+constexpr bool valid_handle(uint64_t mh) {
+  return (mh >> 32) < kAttEntries && (mh & 0xFFFFFFFFu) <= kWireKeyMask;
+}
+constexpr uint32_t wire_key(uint64_t mh) {
+  return static_cast<uint32_t>(((mh >> 32) << kWireKeyBits) | (mh & kWireKeyMask));
+}
+
+inline constexpr unsigned kPhysEntryShift = 48;
+inline constexpr uint64_t kPhysAddressMask = (uint64_t{1} << kPhysEntryShift) - 1;
+
+// Error ids of the live NIC's memory port, beside chip::failure_of's.
+inline constexpr uint16_t kErrMemoryOwnerGone = 4756;
+inline constexpr uint16_t kErrMemoryUnmapped = 4757;
+inline constexpr uint16_t kErrMemoryDeregistered = 4759;
+
+// A consistent copy of ATT entry `index` (written by its process while others read it): false
+// when the entry is not a valid registration, or changed while it was read.
+bool read_att_entry(const NicSlot& nic, uint64_t index, AttEntry* out);
+
+class SegmentAtt final : public chip::AttTable {
+ public:
+  explicit SegmentAtt(NicSlot& nic) : nic_(nic) {}
+  Status check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const override;
+  Status translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access,
+                          const PieceFn& fn) const override;
+
+ private:
+  NicSlot& nic_;
+};
+
+// The NIC's port to the processes' memory. Cross-memory attach costs a system call, so, as the
+// NIC's own DMA engines do (SYSTEM.md 1.1: 1 KiB read requests into an 8 KiB FIFO), reads fetch
+// ahead into a FIFO-sized buffer, and writes are posted: contiguous writes to one process are
+// gathered and completed at flush (chip::HostMemory::flush, which the NIC calls before anything
+// tells of them). The read-ahead holds only within one round of the daemon's loop
+// (begin_round), so a buffer its owner changed after a completion is read anew.
+class SegmentHostMemory final : public chip::HostMemory {
+ public:
+  explicit SegmentHostMemory(NicSlot& nic) : nic_(nic) {}
+  Status read(uint64_t phys, std::span<uint8_t> out) override;
+  Status write(uint64_t phys, std::span<const uint8_t> in) override;
+  Status flush() override;
+  void begin_round() { cached_ = 0; }
+
+ private:
+  static constexpr size_t kReadAhead = 8192;
+  static constexpr size_t kMaxPosted = 65536;
+  Result<int32_t> owner(uint64_t phys) const;
+  Status io(int32_t pid, uint64_t vaddr, uint8_t* local, uint64_t length, bool write);
+  NicSlot& nic_;
+  std::vector<uint8_t> cache_;
+  uint64_t cache_phys_ = 0;
+  size_t cached_ = 0;
+  std::vector<uint8_t> posted_;
+  uint64_t posted_phys_ = 0;
+  int32_t posted_pid_ = 0;
+};
+
+}  // namespace galaxy::live
