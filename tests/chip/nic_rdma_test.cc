@@ -30,6 +30,12 @@ class Memory final : public HostMemory {
     if (phys + in.size() > bytes_.size()) return make_error(Code::kOutOfRange, 1, "phys");
     std::copy(in.begin(), in.end(), bytes_.begin() + static_cast<ptrdiff_t>(phys));
     ++writes;
+    ++unflushed;
+    return {};
+  }
+  Status flush() override {
+    ++flushes;
+    unflushed = 0;
     return {};
   }
   // Virtual address `va` of a region that starts at virtual page `first_vpage`.
@@ -42,7 +48,8 @@ class Memory final : public HostMemory {
   uint8_t& at(uint64_t va) {
     return bytes_[(kPages - 1 - va / kAttPageBytes) * kAttPageBytes + va % kAttPageBytes];
   }
-  uint64_t reads = 0, writes = 0;
+  uint64_t reads = 0, writes = 0, flushes = 0;
+  uint64_t unflushed = 0;  // writes since the last flush
 
  private:
   std::vector<uint8_t> bytes_;
@@ -151,6 +158,154 @@ TEST_F(RdmaTest, PutAnyAlignmentCutAtDestinationBoundaries) {
         EXPECT_EQ(ev[0].op, DescriptorOp::kPut);
         EXPECT_EQ(ev[0].bytes, len);
       }
+}
+
+TEST_F(RdmaTest, EveryWriteIsFlushedBeforeTheAckOrTheCompletionTellsOfIt) {
+  const uint32_t lk = a.reg(0x1000, 2 * kAttPageBytes, kAccessWrite);
+  const uint32_t rk = b.reg(0x8000, 2 * kAttPageBytes, kAccessRead | kAccessWrite);
+  const uint32_t ek = b.reg(0xF000, kAttPageBytes, kAccessWrite);
+  RdmaDescriptor d = put(0x1000, lk, 0x8000, rk, 3000);
+  d.completion = Completion::kEvent;
+  d.notify_address = 0xF000;
+  d.notify_key = ek;
+  d.notify_data[8] = 1;
+  ASSERT_TRUE(post(a, 8, d).ok());
+  start(a);
+  // Carry the packets by hand: when the target's ack comes out, nothing it wrote is pending.
+  for (int round = 0; round < 1000; ++round) {
+    bool any = false;
+    for (Node* n : {&a, &b})
+      for (uint8_t e = 0; e < kDmaEngines; ++e)
+        while (auto p = n->nic.next_packet(static_cast<DmaEngine>(e))) {
+          any = true;
+          if (p->head.kind == wire::PacketKind::kAck) {
+            EXPECT_EQ(b.mem.unflushed, 0u);
+          }
+          (p->head.dest_node == 1 ? a : b).nic.receive_packet(p->flits);
+        }
+    if (!any) break;
+  }
+  EXPECT_GE(b.mem.flushes, 3u);  // the data, then each word of the event
+  ASSERT_EQ(events(a, 8).size(), 1u);
+  // A get: the initiator's writes are flushed before its completion enters the EQ.
+  RdmaDescriptor g = put(0x1000, lk, 0x8000, rk, 2000);
+  g.op = RdmaOp::kRead;
+  const uint64_t flushes = a.mem.flushes;
+  ASSERT_TRUE(post(a, 8, g).ok());
+  pump();
+  EXPECT_GT(a.mem.flushes, flushes);
+  EXPECT_EQ(a.mem.unflushed, 0u);
+  auto ev = events(a, 8);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EventKind::kDescriptorDone);
+}
+
+TEST_F(RdmaTest, AnAbortedTransferCompletesWithTheErrorAndItsLateAckIsDiscarded) {
+  const uint32_t lk = a.reg(0x1000, kAttPageBytes, kAccessNone);
+  const uint32_t rk = b.reg(0x8000, kAttPageBytes, kAccessWrite);
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8000, rk, 300)).ok());
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8000, rk, 300)).ok());
+  start(a);
+  // The first transfer's packets are lost; the engine gives up on it.
+  std::vector<NicPacket> first;
+  while (auto p = a.nic.next_packet(DmaEngine::kLocalRead)) first.push_back(*p);
+  ASSERT_EQ(first.size(), 6u);  // two transfers of three packets
+  EXPECT_FALSE(a.nic.abort_transfer(8, 7, 4752));  // no such submission
+  EXPECT_TRUE(a.nic.abort_transfer(8, 0, 4752));
+  EXPECT_FALSE(a.nic.abort_transfer(8, 0, 4752));  // once
+  auto ev = events(a, 8);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EventKind::kDescriptorError);
+  EXPECT_EQ(ev[0].sequence, 0u);
+  EXPECT_EQ(ev[0].error_id, 4752);
+  // Both transfers' packets then arrive; the first one's ack names a transfer that is gone.
+  for (const NicPacket& p : first) b.nic.receive_packet(p.flits);
+  std::vector<NicPacket> acks;
+  while (auto p = b.nic.next_packet(DmaEngine::kWrite)) acks.push_back(*p);
+  ASSERT_EQ(acks.size(), 2u);
+  EXPECT_EQ(a.nic.receive_packet(acks[0].flits), NicRx::kDiscarded);
+  EXPECT_EQ(a.nic.receive_packet(acks[1].flits), NicRx::kDelivered);
+  ev = events(a, 8);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].kind, EventKind::kDescriptorDone);
+  EXPECT_EQ(ev[0].sequence, 1u);
+  EXPECT_EQ(a.nic.outstanding(8), 0u);
+  // By tag: a transfer whose packets could not leave the source.
+  ASSERT_TRUE(post(a, 9, put(0x1000, lk, 0x8000, rk, 100)).ok());
+  start(a);
+  auto p = a.nic.next_packet(DmaEngine::kLocalRead);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(a.nic.abort_transfer_tag(p->head.tag, 4741));
+  EXPECT_FALSE(a.nic.next_packet(DmaEngine::kLocalRead));  // nothing more of it goes out
+  ev = events(a, 9);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].error_id, 4741);
+}
+
+TEST_F(RdmaTest, PacketsAsLinkBytesAreDecodedAndBadBytesAreDirty) {
+  const uint32_t lk = a.reg(0x1000, kAttPageBytes, kAccessNone);
+  const uint32_t rk = b.reg(0x8000, kAttPageBytes, kAccessWrite);
+  a.fill(0x1000, 100, 9);
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8000, rk, 100)).ok());
+  start(a);
+  auto p = a.nic.next_packet(DmaEngine::kLocalRead);
+  ASSERT_TRUE(p);
+  std::vector<uint8_t> bytes;
+  for (const wire::Flit& f : p->flits) {
+    const wire::FlitBytes fb = wire::encode_flit(f);
+    bytes.insert(bytes.end(), fb.begin(), fb.end());
+  }
+  const uint64_t writes = b.mem.writes;
+  std::vector<uint8_t> cut(bytes.begin(), bytes.end() - 3);  // not whole flits
+  EXPECT_EQ(b.nic.receive_packet_bytes(cut), NicRx::kDiscarded);
+  EXPECT_EQ(b.nic.error_buffer().error_id, 2078);
+  std::vector<uint8_t> bad_vc = bytes;
+  bad_vc[wire::kFlitBytes] |= 0x1C;  // VC 7 in the second flit: no flit has it
+  EXPECT_EQ(b.nic.receive_packet_bytes(bad_vc), NicRx::kDiscarded);
+  EXPECT_EQ(b.nic.dirty_packets(wire::DataDefect::kDataError), 2u);  // both: corrupt bytes
+  EXPECT_EQ(b.nic.receive_packet_bytes({}), NicRx::kDiscarded);
+  EXPECT_EQ(b.mem.writes, writes);
+  EXPECT_EQ(b.nic.receive_packet_bytes(bytes), NicRx::kDelivered);
+  EXPECT_EQ(b.mem.at(0x8000), a.mem.at(0x1000));
+}
+
+// An engine's own ATT (the live engine's lives in its shared segment): the NIC translates and
+// checks through it, and the range rule is check_region either way.
+class OneRegionTable final : public AttTable {
+ public:
+  Status check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const override {
+    if (key != 77) return unknown_key(key);
+    return check_region(key, 0x8000, 256, kAccessWrite, vaddr, length, access);
+  }
+  Status translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access,
+                          const PieceFn& fn) const override {
+    GALAXY_TRY(check(key, vaddr, length, access));
+    ++calls;
+    return fn(vaddr - 0x8000 + 5 * kAttPageBytes, 0, length);
+  }
+  mutable int calls = 0;
+};
+
+TEST_F(RdmaTest, AnEngineSuppliedAttTableIsTheOneTheNicUses) {
+  OneRegionTable table;
+  b.nic.attach_att(&table);
+  const uint32_t lk = a.reg(0x1000, kAttPageBytes, kAccessNone);
+  a.fill(0x1000, 200, 3);
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8010, 77, 100)).ok());
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8010, 77, 300)).ok());  // beyond its 256 bytes
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8010, 78, 10)).ok());   // no such key
+  pump();
+  EXPECT_GT(table.calls, 0);
+  auto ev = events(a, 8);
+  ASSERT_EQ(ev.size(), 3u);
+  EXPECT_EQ(ev[0].kind, EventKind::kDescriptorDone);
+  EXPECT_EQ(ev[1].error_id, 2068);
+  EXPECT_EQ(ev[2].error_id, 2067);
+  EXPECT_EQ(failure_of(ev[1].error_id), Failure::kAccess);
+  EXPECT_EQ(failure_of(2056), Failure::kUnreachable);
+  EXPECT_EQ(failure_of(2071), Failure::kDescriptor);
+  b.nic.attach_att(nullptr);  // back to its own table
+  EXPECT_TRUE(b.nic.att().regions() == 0);
 }
 
 TEST_F(RdmaTest, ReadResponsesTakeAnotherVcThanWriteData) {
