@@ -175,6 +175,14 @@ class Nic : public Chip {
   // A data packet as it crossed a link, encoded flits of wire::kFlitBytes each: decoded by
   // wire/ (a flit that does not decode makes the packet dirty), then receive_packet.
   NicRx receive_packet_bytes(std::span<const uint8_t> bytes);
+  // Its decoding and checks alone (check_packet); `flits` receives the decoded flits.
+  struct LinkFlits {
+    std::array<wire::Flit, 2 * wire::kMaxDataPacketFlits> flits;
+    size_t count = 0;
+    std::span<const wire::Flit> view() const { return std::span(flits).first(count); }
+  };
+  std::optional<wire::DataPacket> check_packet_bytes(std::span<const uint8_t> bytes,
+                                                     LinkFlits* flits);
   // The receive-side checks alone (decode, destination, VP); a dirty packet is discarded into
   // the error buffer and counted. For an engine that writes MPs into an MPQ it keeps itself.
   std::optional<wire::DataPacket> check_packet(std::span<const wire::Flit> flits);
@@ -331,7 +339,8 @@ class Nic : public Chip {
   uint8_t rr_next_ = 0;
   static_assert(kNumVps <= 64);
   uint64_t dq_busy_ = 0;
-  uint64_t eq_busy_ = 0;  // bit v: VP v's EQ is not empty  // bit v: VP v has a descriptor queued (next_work skips the others)
+  uint64_t eq_busy_ = 0;  // bit v: VP v's EQ is not empty  // bit v: VP v has a descriptor queued
+                          // (next_work skips the others)
   uint64_t interrupts_ = 0;
   ErrorBuffer error_buffer_;
   std::array<uint64_t, 7> dirty_{};

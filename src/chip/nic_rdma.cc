@@ -346,19 +346,19 @@ void Nic::send_ack(uint16_t dest, uint8_t dest_vp, uint16_t tag, uint16_t error_
 uint16_t Nic::write_host(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data,
                          uint32_t access) {
   if (!host_) return 2058;  // the host went away with transfers in flight
-  Status st =
-      att_table_->translate_pieces(key, vaddr, data.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
-        return host_->write(phys, data.subspan(off, n));
-      });
+  Status st = att_table_->translate_pieces(key, vaddr, data.size(), access,
+                                           [&](uint64_t phys, uint64_t off, uint64_t n) {
+                                             return host_->write(phys, data.subspan(off, n));
+                                           });
   return st.ok() ? 0 : st.error().id;
 }
 
 uint16_t Nic::read_host(uint32_t key, uint64_t vaddr, std::span<uint8_t> out, uint32_t access) {
   if (!host_) return 2058;  // the host went away with transfers in flight
-  Status st =
-      att_table_->translate_pieces(key, vaddr, out.size(), access, [&](uint64_t phys, uint64_t off, uint64_t n) {
-        return host_->read(phys, out.subspan(off, n));
-      });
+  Status st = att_table_->translate_pieces(key, vaddr, out.size(), access,
+                                           [&](uint64_t phys, uint64_t off, uint64_t n) {
+                                             return host_->read(phys, out.subspan(off, n));
+                                           });
   return st.ok() ? 0 : st.error().id;
 }
 
@@ -385,27 +385,34 @@ uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
 }
 
 NicRx Nic::receive_packet_bytes(std::span<const uint8_t> bytes) {
+  LinkFlits flits;
+  auto p = check_packet_bytes(bytes, &flits);
+  if (!p) return NicRx::kDiscarded;
+  return receive_checked(*p, flits.view());
+}
+
+std::optional<DataPacket> Nic::check_packet_bytes(std::span<const uint8_t> bytes, LinkFlits* out) {
   // Up to twice the longest packet is decoded, so that wire/ names a too-long packet's excess.
-  constexpr size_t kMaxFlits = 2 * wire::kMaxDataPacketFlits;
+  const size_t max = out->flits.size();
   const size_t n = bytes.size() / wire::kFlitBytes;
-  if (n == 0 || bytes.size() % wire::kFlitBytes != 0 || n > kMaxFlits) {
+  if (n == 0 || bytes.size() % wire::kFlitBytes != 0 || n > max) {
     discard(bytes,
             make_error(Code::kMalformed, 2078,
                        fmt::format("data packet of {} bytes is not 1-{} whole flits of {} bytes",
-                                   bytes.size(), kMaxFlits, wire::kFlitBytes)),
-            n > kMaxFlits ? wire::DataDefect::kTooLong : wire::DataDefect::kDataError);
-    return NicRx::kDiscarded;
+                                   bytes.size(), max, wire::kFlitBytes)),
+            n > max ? wire::DataDefect::kTooLong : wire::DataDefect::kDataError);
+    return std::nullopt;
   }
-  std::array<wire::Flit, kMaxFlits> flits;
   for (size_t i = 0; i < n; ++i) {
     auto f = wire::decode_flit(bytes.subspan(i * wire::kFlitBytes, wire::kFlitBytes));
     if (!f.ok()) {  // bits that no flit has: the link delivered corrupt data
       discard(bytes, f.error(), wire::DataDefect::kDataError);
-      return NicRx::kDiscarded;
+      return std::nullopt;
     }
-    flits[i] = *f;
+    out->flits[i] = *f;
   }
-  return receive_packet(std::span(flits).first(n));
+  out->count = n;
+  return check_packet(out->view());
 }
 
 std::optional<DataPacket> Nic::check_packet(std::span<const wire::Flit> flits) {

@@ -87,8 +87,9 @@ inline constexpr uint16_t kEnd = 0x09;
 }  // namespace vp
 
 // NIC error buffer: the last dirty packet (SYSTEM.md 1.1).
-inline constexpr uint16_t kErrBufStatus = 0x800;  // RO [0] valid, [15:8] code, [31:16] error id, [39:32] data defect
-inline constexpr uint16_t kErrBufData = 0x801;    // RO 13 registers: first 104 bytes
+inline constexpr uint16_t kErrBufStatus =
+    0x800;  // RO [0] valid, [15:8] code, [31:16] error id, [39:32] data defect
+inline constexpr uint16_t kErrBufData = 0x801;  // RO 13 registers: first 104 bytes
 inline constexpr uint16_t kErrBufWords = 13;
 
 // 32-bit peer identity format (PEER_IDENT and each half of PEER_SUMMARY).

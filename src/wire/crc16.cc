@@ -48,10 +48,10 @@ uint16_t crc16(std::span<const uint8_t> data, uint16_t crc) {
   const uint8_t* p = data.data();
   size_t n = data.size();
   for (; n >= 8; n -= 8, p += 8) {
-    crc = static_cast<uint16_t>(
-        kSlices[7][(p[0] ^ (crc >> 8)) & 0xFF] ^ kSlices[6][(p[1] ^ crc) & 0xFF] ^
-        kSlices[5][p[2]] ^ kSlices[4][p[3]] ^ kSlices[3][p[4]] ^ kSlices[2][p[5]] ^
-        kSlices[1][p[6]] ^ kSlices[0][p[7]]);
+    crc = static_cast<uint16_t>(kSlices[7][(p[0] ^ (crc >> 8)) & 0xFF] ^
+                                kSlices[6][(p[1] ^ crc) & 0xFF] ^ kSlices[5][p[2]] ^
+                                kSlices[4][p[3]] ^ kSlices[3][p[4]] ^ kSlices[2][p[5]] ^
+                                kSlices[1][p[6]] ^ kSlices[0][p[7]]);
   }
   for (; n > 0; --n, ++p) crc = feed_byte(crc, *p);
   return crc;

@@ -209,7 +209,7 @@ TEST_F(RdmaTest, AnAbortedTransferCompletesWithTheErrorAndItsLateAckIsDiscarded)
   // The first transfer's packets are lost; the engine gives up on it.
   std::vector<NicPacket> first;
   while (auto p = a.nic.next_packet(DmaEngine::kLocalRead)) first.push_back(*p);
-  ASSERT_EQ(first.size(), 6u);  // two transfers of three packets
+  ASSERT_EQ(first.size(), 6u);                     // two transfers of three packets
   EXPECT_FALSE(a.nic.abort_transfer(8, 7, 4752));  // no such submission
   EXPECT_TRUE(a.nic.abort_transfer(8, 0, 4752));
   EXPECT_FALSE(a.nic.abort_transfer(8, 0, 4752));  // once

@@ -27,9 +27,9 @@ using wire::DataDefect;
 class LiveDirtyPacket : public ::testing::Test {
  protected:
   void SetUp() override {
-    const std::string spec = fmt::format(
-        "live:fattree:k=4,levels=2,name=dirty{},hosts=h1:127.0.0.1:{},h2:127.0.0.1:{}", getpid(),
-        LiveFabricUnderTest::free_port(), LiveFabricUnderTest::free_port());
+    const std::string spec =
+        fmt::format("live:fattree:k=4,levels=2,name=dirty{},hosts=h1:127.0.0.1:{},h2:127.0.0.1:{}",
+                    getpid(), LiveFabricUnderTest::free_port(), LiveFabricUnderTest::free_port());
     fabric_ = parse_live_fabric(spec).value();
     auto d = FabricDaemon::start(fabric_, 0, {});
     ASSERT_TRUE(d.ok()) << d.error().to_string();

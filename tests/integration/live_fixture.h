@@ -243,7 +243,6 @@ class LiveFabricUnderTest {
   }
 
  private:
-
   std::string name_;
   std::string spec_;
   LiveFabric fabric_;

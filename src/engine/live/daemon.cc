@@ -465,9 +465,9 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
   };
   // A descriptor from a process is checked like one from the network: a bad one fails.
   if ((op != OpCode::kPut && op != OpCode::kGet && op != OpCode::kImm) ||
-      (op == OpCode::kImm && (d.length == 0 || d.length > sizeof d.imm)) ||
-      d.length > UINT32_MAX || d.dest_node >= seg_->num_chips() || d.dest_node > UINT16_MAX ||
-      d.dest_vp >= kVps || d.remote_addr + d.length < d.remote_addr)
+      (op == OpCode::kImm && (d.length == 0 || d.length > sizeof d.imm)) || d.length > UINT32_MAX ||
+      d.dest_node >= seg_->num_chips() || d.dest_node > UINT16_MAX || d.dest_vp >= kVps ||
+      d.remote_addr + d.length < d.remote_addr)
     return fail(OpStatus::kDescriptorError, 4753, "malformed RDMA descriptor");
   // A handle the wire cannot carry names no registration at the target.
   for (uint64_t mh : {d.remote_mh, (d.flags & kFlagRemoteEvent) ? d.event_mh : 0}) {
@@ -646,20 +646,8 @@ bool FabricDaemon::send_packet(uint32_t nic, const wire::DataPacket& p) {
 // host's MPQ ring (chip/mpq.h); false means that ring is full and the packet waits, in order.
 bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
   auto& nic = static_cast<chip::Nic&>(*chips_[chip]);
-  std::array<wire::Flit, 2 * wire::kMaxDataPacketFlits> flits;
-  const size_t n = bytes.size() / wire::kFlitBytes;
-  bool decoded = n > 0 && n <= flits.size() && bytes.size() % wire::kFlitBytes == 0;
-  for (size_t i = 0; decoded && i < n; ++i) {
-    auto f = wire::decode_flit(bytes.subspan(i * wire::kFlitBytes, wire::kFlitBytes));
-    decoded = f.ok();
-    if (decoded) flits[i] = *f;
-  }
-  if (!decoded) {
-    nic.receive_packet_bytes(bytes);  // discarded there, with the reason
-    return true;
-  }
-  const auto fl = std::span<const wire::Flit>(flits).first(n);
-  auto p = nic.check_packet(fl);
+  chip::Nic::LinkFlits flits;
+  auto p = nic.check_packet_bytes(bytes, &flits);
   if (!p) return true;
   const bool in_transfer = p->head.flags & wire::kDataFlagInTransfer;
   if (p->head.kind == wire::PacketKind::kMp && !in_transfer) return deliver_mp(chip, *p);
@@ -668,7 +656,7 @@ bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
     return true;
   }
   // Its acks and read responses go out when pump_nics next runs the NIC.
-  nic.receive_checked(*p, fl);
+  nic.receive_checked(*p, flits.view());
   drain_eq(chip);  // an ack or the last read response completed a descriptor
   if (nic.mpq_count(p->head.dest_vp) > 0 && !mgmt_to_host(chip)) mgmt_waiting_.insert(chip);
   return true;

@@ -30,17 +30,18 @@ bool read_att_entry(const NicSlot& nic, uint64_t index, AttEntry* out) {
 
 Status SegmentAtt::check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const {
   AttEntry e{};
-  if (!read_att_entry(nic_, key >> kWireKeyBits, &e) || (e.key & kWireKeyMask) != (key & kWireKeyMask))
+  if (!read_att_entry(nic_, key >> kWireKeyBits, &e) ||
+      (e.key & kWireKeyMask) != (key & kWireKeyMask))
     return chip::unknown_key(key);
   if (e.base + e.length > kPhysAddressMask)
-    return make_error(Code::kOutOfRange, 4758,
-                      fmt::format("ATT: region {:#x} at {:#x} lies above the NIC's reach", key,
-                                  e.base));
+    return make_error(
+        Code::kOutOfRange, 4758,
+        fmt::format("ATT: region {:#x} at {:#x} lies above the NIC's reach", key, e.base));
   return chip::check_region(key, e.base, e.length, e.access, vaddr, length, access);
 }
 
-Status SegmentAtt::translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length,
-                                    uint32_t access, const PieceFn& fn) const {
+Status SegmentAtt::translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access,
+                                    const PieceFn& fn) const {
   GALAXY_TRY(check(key, vaddr, length, access));
   // The process's pages are one range to cross-memory attach: one piece.
   return fn((uint64_t{key >> kWireKeyBits} << kPhysEntryShift) | vaddr, 0, length);
@@ -49,9 +50,9 @@ Status SegmentAtt::translate_pieces(uint32_t key, uint64_t vaddr, uint64_t lengt
 Result<int32_t> SegmentHostMemory::owner(uint64_t phys) const {
   AttEntry e{};
   if (!read_att_entry(nic_, phys >> kPhysEntryShift, &e))
-    return make_error(Code::kPermissionDenied, kErrMemoryDeregistered,
-                      fmt::format("memory at {:#x} was deregistered during the access",
-                                  phys & kPhysAddressMask));
+    return make_error(
+        Code::kPermissionDenied, kErrMemoryDeregistered,
+        fmt::format("memory at {:#x} was deregistered during the access", phys & kPhysAddressMask));
   return e.pid;
 }
 
@@ -109,8 +110,8 @@ Status SegmentHostMemory::write(uint64_t phys, std::span<const uint8_t> in) {
   GALAXY_TRY(flush());
   auto pid = owner(phys);
   if (!pid.ok()) return pid.error();
-  if (*pid == getpid()) return io(*pid, phys & kPhysAddressMask, const_cast<uint8_t*>(in.data()),
-                                  in.size(), true);
+  if (*pid == getpid())
+    return io(*pid, phys & kPhysAddressMask, const_cast<uint8_t*>(in.data()), in.size(), true);
   posted_.assign(in.begin(), in.end());
   posted_phys_ = phys;
   posted_pid_ = *pid;
@@ -119,7 +120,8 @@ Status SegmentHostMemory::write(uint64_t phys, std::span<const uint8_t> in) {
 
 Status SegmentHostMemory::flush() {
   if (posted_.empty()) return {};
-  Status st = io(posted_pid_, posted_phys_ & kPhysAddressMask, posted_.data(), posted_.size(), true);
+  Status st =
+      io(posted_pid_, posted_phys_ & kPhysAddressMask, posted_.data(), posted_.size(), true);
   posted_.clear();
   return st;
 }
