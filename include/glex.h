@@ -75,11 +75,13 @@ struct glex_ep_attr {
 
 /* ---- Devices (the NIC of this process) ---------------------------------------------------- */
 struct glex_device_attr {
-  const char* fabric; /* live fabric name or live: spec; NULL: $GLEX_FABRIC, else "galaxy" */
+  const char* fabric; /* live fabric name, or sim:<topology> served by `galaxy simd`;
+                         NULL: $GLEX_FABRIC, else "galaxy" */
   const char* host;   /* host of the fabric; NULL: $GLEX_HOST, else the only host running here */
   int32_t nic;        /* chip id of the NIC; -1: $GLEX_NIC, else local NIC ($GLEX_RANK mod n) */
 };
-/* Opens a NIC of a live fabric whose daemon (`galaxy fabricd`) runs on this host. */
+/* Opens a NIC of a live fabric whose daemon (`galaxy fabricd`) runs on this host, or of a
+   simulated fabric (docs/glex.md, "Linking and providers"). */
 glex_ret_t glex_open_device(const struct glex_device_attr* attr, glex_device_handle_t* dev);
 glex_ret_t glex_close_device(glex_device_handle_t dev);
 uint32_t glex_device_node(glex_device_handle_t dev); /* the NIC's chip id */

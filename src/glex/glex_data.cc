@@ -18,8 +18,7 @@
 #include "engine/live/segment.h"
 #include "glex.h"
 #include "glex/device.h"
-#include "glex/live_device.h"
-#include "glex/sim_client.h"
+#include "glex/provider.h"
 
 #ifdef GALAXY_HAVE_PMIX
 #include <pmix.h>
@@ -203,11 +202,10 @@ glex_ret_t glex_open_device(const struct glex_device_attr* attr, glex_device_han
   std::string fabric = attr && attr->fabric ? attr->fabric : "";
   if (fabric.empty())
     if (const char* e = std::getenv("GLEX_FABRIC"); e) fabric = e;
-  // A simulated fabric is served by `galaxy simd`; anything else is a live fabric's name.
-  auto d = fabric.rfind("sim:", 0) == 0
-               ? galaxy::glex::open_sim_client(fabric, attr ? attr->nic : -1)
-               : galaxy::glex::open_live_device(fabric, attr && attr->host ? attr->host : "",
-                                                attr ? attr->nic : -1);
+  // The provider of the spec's scheme (glex/provider.h): `sim:` is served by `galaxy simd`,
+  // anything else is a live fabric's name.
+  auto d = galaxy::glex::provider_for(fabric).factory(
+      fabric, attr && attr->host ? attr->host : "", attr ? attr->nic : -1);
   if (!d.ok()) {
     const auto code = d.error().code;
     return set_error(code == galaxy::Code::kNotFound || code == galaxy::Code::kTimeout

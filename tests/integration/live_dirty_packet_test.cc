@@ -132,7 +132,7 @@ class LiveDirtyPacket : public ::testing::Test {
   FabricDaemon::LinkView link_{};
   uint32_t nic_ = 0;
   uint64_t mh_ = 0;
-  std::array<uint8_t, 4096> buffer_{};
+  alignas(4096) std::array<uint8_t, 4096> buffer_{};  // packets are cut at 128-byte boundaries
 };
 
 TEST_F(LiveDirtyPacket, EachDirtyKindIsDiscardedIntoTheErrorBufferAndNothingIsWritten) {
@@ -180,7 +180,8 @@ TEST_F(LiveDirtyPacket, EachDirtyKindIsDiscardedIntoTheErrorBufferAndNothingIsWr
   // The clean packet itself is written: the path the dirty ones took is the real one.
   deliver(good);
   EXPECT_EQ(buffer_[256], 0xAB) << "items " << daemon_->stats().items_received << " dropped "
-                                << daemon_->stats().dropped;
+                                << daemon_->stats().dropped << " last error E"
+                                << nic().error_buffer().error_id;
   EXPECT_EQ(buffer_[256 + 63], 0xAB);
   EXPECT_EQ(buffer_[256 + 64], 0x5A);
 }
