@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # libglex.so as a C user meets it (docs/glex.md, "Linking and providers"): it exports the calls
 # of include/glex.h and nothing else, and a C program built with `cc` against it alone links and
-# needs no other Galaxy library. Arguments: the library, the C compiler, include/.
+# needs no other Galaxy library. Arguments: the library, the C compiler, include/, and the
+# sanitizer flags of an instrumented build (its runtime must come first in the program).
 set -euo pipefail
-lib=$1 cc=$2 include=$3
+lib=$1 cc=$2 include=$3 sanitize=${4:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 exported=$(nm -D --defined-only "$lib" | awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }')
@@ -35,7 +36,7 @@ int main(void) {
 }
 C
 dir=$(dirname "$lib")
-"$cc" -std=c11 -Wall -Wextra -Werror -I"$include" "$work/prog.c" -L"$dir" -lglex \
+"$cc" -std=c11 -Wall -Wextra -Werror $sanitize -I"$include" "$work/prog.c" -L"$dir" -lglex \
   -Wl,-rpath,"$dir" -o "$work/prog"
 needed=$(readelf -d "$work/prog" | grep NEEDED || true)
 if echo "$needed" | grep -q 'galaxy\|libstdc'; then
