@@ -177,8 +177,10 @@ TEST_F(LiveDirtyPacket, EachDirtyKindIsDiscardedIntoTheErrorBufferAndNothingIsWr
     EXPECT_EQ((st.value >> 32) & 0xFF, static_cast<uint64_t>(c.defect));
     EXPECT_TRUE(untouched()) << wire::data_defect_name(c.defect);
   }
+  EXPECT_EQ(daemon_->stats().rdma_bytes_written, 0u);
   // The clean packet itself is written: the path the dirty ones took is the real one.
   deliver(good);
+  EXPECT_EQ(daemon_->stats().rdma_bytes_written, 64u);
   EXPECT_EQ(buffer_[256], 0xAB) << "items " << daemon_->stats().items_received << " dropped "
                                 << daemon_->stats().dropped << " last error E"
                                 << nic().error_buffer().error_id;

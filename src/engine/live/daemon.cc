@@ -656,7 +656,12 @@ bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
     return true;
   }
   // Its acks and read responses go out when pump_nics next runs the NIC.
-  nic.receive_checked(*p, flits.view());
+  const chip::NicRx rx = nic.receive_checked(*p, flits.view());
+  const wire::PacketKind k = p->head.kind;
+  if (rx == chip::NicRx::kDelivered &&
+      (k == wire::PacketKind::kRdmaWrite || k == wire::PacketKind::kImmediate ||
+       k == wire::PacketKind::kRdmaReadResponse))
+    stats_.rdma_bytes_written += p->head.bytes;
   drain_eq(chip);  // an ack or the last read response completed a descriptor
   if (nic.mpq_count(p->head.dest_vp) > 0 && !mgmt_to_host(chip)) mgmt_waiting_.insert(chip);
   return true;
