@@ -9,21 +9,24 @@ namespace {
 
 using testing::SimServer;
 
-class DiscoveryTest : public ::testing::TestWithParam<const char*> {};
+// (back end, topology): the live fabrics are the smaller ones (each host's daemon is a process).
+class DiscoveryTest : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
 
 TEST_P(DiscoveryTest, SerialAndPipelinedFindTheBuiltFabric) {
+  const auto [kind, spec] = GetParam();
   for (bool pipelined : {false, true}) {
-    auto s = SimServer::make(GetParam());
-    Requester req(*s.port, {});
+    auto s = testing::Backend::make(kind, spec);
+    ASSERT_TRUE(s) << kind << " " << spec << " did not come up";
+    Requester req(*s->port, {});
     DiscoveryOptions o;
     o.pipelined = pipelined;
     auto r = discover(req, o);
     ASSERT_TRUE(r.ok()) << r.error().to_string();
-    EXPECT_TRUE(same_fabric(r->map, s.fabric->topology())) << GetParam();
+    EXPECT_TRUE(same_fabric(r->map, s->topology())) << spec;
     EXPECT_EQ(r->failed_requests, 0u);
     // Two ports per register, two registers per packet, for each NRC's own radix.
     uint64_t want = 0;
-    const auto& plan = s.fabric->topology();
+    const auto& plan = s->topology();
     for (uint32_t v = 0; v < plan.num_nodes(); ++v)
       if (!plan.is_nic(v)) want += ((plan.num_ports(v) + 1) / 2 + 1) / 2;
     EXPECT_EQ(r->requests, want);
@@ -42,9 +45,17 @@ TEST_P(DiscoveryTest, SerialAndPipelinedFindTheBuiltFabric) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Topologies, DiscoveryTest,
-                         ::testing::Values("line:n=5", "fattree:k=4,levels=3", "mesh:3x3",
-                                           "torus:4x4", "dragonfly:a=4,p=2,h=2", "th2:cabinets=1"));
+INSTANTIATE_TEST_SUITE_P(
+    Sim, DiscoveryTest,
+    ::testing::Combine(::testing::Values("sim"),
+                       ::testing::Values("line:n=5", "fattree:k=4,levels=3", "mesh:3x3",
+                                         "torus:4x4", "dragonfly:a=4,p=2,h=2", "th2:cabinets=1")),
+    [](const auto& i) { return testing::param_name(std::get<1>(i.param)); });
+INSTANTIATE_TEST_SUITE_P(Live, DiscoveryTest,
+                         ::testing::Combine(::testing::Values("live"),
+                                            ::testing::Values("fattree:k=4,levels=2",
+                                                              "fattree:k=4,levels=3")),
+                         [](const auto& i) { return testing::param_name(std::get<1>(i.param)); });
 
 TEST(DiscoveryTimeTest, SerialTimeIsSixRequestsPerNrcAtItsHopCount) {
   auto s = SimServer::make("th2:cabinets=1");

@@ -1,9 +1,13 @@
 #pragma once
 
+#include <cctype>
 #include <memory>
+#include <string>
 
+#include "../integration/live_fixture.h"
 #include "engine/sim/sim_fabric.h"
 #include "fabric/builders.h"
+#include "glex/live_device.h"
 #include "glex/sim_device.h"
 #include "nm/fabric_map.h"
 #include "nm/glex_port.h"
@@ -30,5 +34,55 @@ struct SimServer {
   }
   FabricMap oracle() const { return map_from_topology(fabric->topology(), server_node).value(); }
 };
+
+// A management server on NIC 0 of a fabric of either back end, so that one test runs over both
+// (as tests/integration/nmd_backends_test.cc does for the daemon): "sim", the simulator in this
+// process; "live", a live fabric of two hosts (forked fabric daemons, UDP links on loopback)
+// reached through the live libglex device on host h1.
+struct Backend {
+  std::string kind;
+  std::unique_ptr<sim::SimFabric> sim_fabric;
+  std::unique_ptr<live::testing::LiveFabricUnderTest> live;
+  fabric::Topology plan;
+  std::unique_ptr<glex_device> device;
+  std::unique_ptr<GlexMgmtPort> port;
+  uint32_t server_node = 0;
+
+  static std::unique_ptr<Backend> make(const std::string& kind, const std::string& spec) {
+    auto b = std::make_unique<Backend>();
+    b->kind = kind;
+    if (kind == "live") {
+      b->live = std::make_unique<live::testing::LiveFabricUnderTest>(2, spec);
+      if (!b->live->wait_up()) return nullptr;
+      b->plan = b->live->fabric().topology;
+      b->server_node = b->plan.nic_node(0);
+      auto d = glex::open_live_device(b->live->fabric().name, "h1",
+                                      static_cast<int32_t>(b->server_node));
+      if (!d.ok()) return nullptr;
+      b->device = std::move(*d);
+    } else {
+      b->plan = fabric::build_topology(spec).value();
+      b->sim_fabric = std::move(
+          sim::SimFabric::create(b->plan, sim::default_timing().value(), {1, true}).value());
+      b->server_node = b->plan.nic_node(0);
+      b->device = glex::open_sim_device(*b->sim_fabric, b->server_node);
+    }
+    auto port = GlexMgmtPort::open(b->device.get());
+    if (!port.ok()) return nullptr;
+    b->port = std::move(*port);
+    return b;
+  }
+  const fabric::Topology& topology() const { return plan; }
+  FabricMap oracle() const { return map_from_topology(plan, server_node).value(); }
+};
+
+inline const char* const kBackends[] = {"sim", "live"};
+
+// A test name from a parameter: letters and digits kept, everything else '_'.
+inline std::string param_name(std::string s) {
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
 
 }  // namespace galaxy::nm::testing

@@ -22,10 +22,13 @@ uint64_t expected_requests(const FabricMap& map, bool nics) {
   return n;
 }
 
-TEST(ScanTest, PipelinedScanReadsEveryPortOfEveryNrc) {
-  auto s = SimServer::make("fattree:k=4,levels=3");
-  auto map = s.oracle();
-  Requester req(*s.port, {256, 6, kSec, 2});
+class ScanBackends : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ScanBackends, PipelinedScanReadsEveryPortOfEveryNrc) {
+  auto s = testing::Backend::make(GetParam(), "fattree:k=4,levels=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  auto map = s->oracle();
+  Requester req(*s->port, {256, 6, kSec, 2});
   Scanner scanner(req, map);
   auto r = scanner.scan_once({});
   ASSERT_TRUE(r.ok()) << r.error().to_string();
@@ -49,6 +52,9 @@ TEST(ScanTest, PipelinedScanReadsEveryPortOfEveryNrc) {
   EXPECT_NEAR(r->link_share_percent(), 100 * r->management_gbps() / 224, 1e-12);
   EXPECT_DOUBLE_EQ(r->management_bits(), 2.0 * r->requests * 4 * 198);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, ScanBackends, ::testing::ValuesIn(testing::kBackends),
+                         [](const auto& i) { return std::string(i.param); });
 
 TEST(ScanTest, NicsAreScannedOnRequest) {
   auto s = SimServer::make("line:n=3");
