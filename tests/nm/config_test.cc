@@ -25,10 +25,13 @@ uint64_t read_in_band(Requester& req, const FabricMap& map, uint32_t node, uint1
   return v;
 }
 
-TEST(ConfigTest, AppliesWritesAndReportsARefusedOneWithoutLosingTheRest) {
-  auto s = SimServer::make("line:n=3");
-  auto map = s.oracle();
-  Requester req(*s.port, {256, 6, kSec, 2});
+class ConfigBackends : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ConfigBackends, AppliesWritesAndReportsARefusedOneWithoutLosingTheRest) {
+  auto s = testing::Backend::make(GetParam(), "line:n=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  auto map = s->oracle();
+  Requester req(*s->port, {256, 6, kSec, 2});
   uint32_t a = map.topology.peer({map.server_node, 0})->node;
   uint32_t b = 0;
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
@@ -56,10 +59,11 @@ TEST(ConfigTest, AppliesWritesAndReportsARefusedOneWithoutLosingTheRest) {
   EXPECT_EQ(read_in_band(req, map, b, reg::kScratch), 333u);
 }
 
-TEST(ConfigTest, KeepsEachChipsOrder) {
-  auto s = SimServer::make("line:n=3");
-  auto map = s.oracle();
-  Requester req(*s.port, {256, 6, kSec, 2});
+TEST_P(ConfigBackends, KeepsEachChipsOrder) {
+  auto s = testing::Backend::make(GetParam(), "line:n=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  auto map = s->oracle();
+  Requester req(*s->port, {256, 6, kSec, 2});
   uint32_t a = map.topology.peer({map.server_node, 0})->node;
   std::vector<ConfigWrite> writes;
   for (uint64_t i = 0; i < 7; ++i) writes.push_back({a, reg::kScratch, i + 10, i});
@@ -69,6 +73,9 @@ TEST(ConfigTest, KeepsEachChipsOrder) {
   EXPECT_EQ(r.requests, 4u);
   EXPECT_EQ(read_in_band(req, map, a, reg::kScratch), 16u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConfigBackends, ::testing::ValuesIn(testing::kBackends),
+                         [](const auto& i) { return std::string(i.param); });
 
 TEST(ConfigTest, EepromDefaultsAreWrittenAndVerified) {
   auto s = SimServer::make("line:n=3");

@@ -67,11 +67,14 @@ TEST(RequesterTest, LostRequestsTimeOutRetryThenFail) {
   EXPECT_EQ(req.stats().retries, 2u);
 }
 
-TEST(RequesterTest, ErrorResponsesAreReportedWithTheReason) {
-  auto s = SimServer::make("line:n=2");
-  auto map = s.oracle();
-  uint32_t nrc = s.fabric->topology().peer({s.server_node, 0})->node;
-  Requester req(*s.port, {});
+class RequesterBackends : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RequesterBackends, ErrorResponsesAreReportedWithTheReason) {
+  auto s = testing::Backend::make(GetParam(), "line:n=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  auto map = s->oracle();
+  uint32_t nrc = s->topology().peer({s->server_node, 0})->node;
+  Requester req(*s->port, {});
   MgmtReply got;
   req.submit(MgmtRequest::write(map.target[nrc], chip::reg::kTemperature, 1),
              [&](const MgmtReply& r) { got = r; });
@@ -81,11 +84,12 @@ TEST(RequesterTest, ErrorResponsesAreReportedWithTheReason) {
       << got.status.to_string();
 }
 
-TEST(RequesterTest, TransactionIdsWrapWithoutConfusion) {
-  auto s = SimServer::make("line:n=2");
-  auto map = s.oracle();
-  uint32_t nrc = s.fabric->topology().peer({s.server_node, 0})->node;
-  Requester req(*s.port, {8, 8, kSec, 0});
+TEST_P(RequesterBackends, TransactionIdsWrapWithoutConfusion) {
+  auto s = testing::Backend::make(GetParam(), "line:n=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  auto map = s->oracle();
+  uint32_t nrc = s->topology().peer({s->server_node, 0})->node;
+  Requester req(*s->port, {8, 8, kSec, 0});
   int ok = 0;
   for (int i = 0; i < 70000; ++i)
     req.submit(MgmtRequest::read(map.target[nrc], chip::reg::kScratch),
@@ -94,6 +98,9 @@ TEST(RequesterTest, TransactionIdsWrapWithoutConfusion) {
   EXPECT_EQ(ok, 70000);
   EXPECT_EQ(req.stats().stale, 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, RequesterBackends, ::testing::ValuesIn(testing::kBackends),
+                         [](const auto& i) { return std::string(i.param); });
 
 }  // namespace
 }  // namespace galaxy::nm
