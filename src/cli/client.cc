@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/env.h"
 #include "cli/commands.h"
 #include "nmd/api.h"
 
@@ -50,7 +51,7 @@ Result<nlohmann::json> call_server(const std::string& server, const std::string&
   httplib::Headers headers;
   std::string token = remote_options().token;
   if (token.empty())
-    if (const char* env = std::getenv("GALAXY_NMD_TOKEN")) token = env;
+    if (auto env = env_string("GALAXY_NMD_TOKEN")) token = *env;
   if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
   const std::string payload = body ? body->dump() : "";
   httplib::Result res = method == "GET"   ? cli.Get(target, headers)

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/env.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
@@ -54,8 +55,8 @@ void run_nmd(NmdOptions& o) {
     auto t = read_secret(o.token_file, "--token-file");
     if (!t.ok()) return report_error(t.error(), json);
     http.token = *t;
-  } else if (const char* env = std::getenv("GALAXY_NMD_TOKEN"); env && *env) {
-    http.token = env;
+  } else if (auto env = env_string("GALAXY_NMD_TOKEN")) {
+    http.token = *env;
   } else {
     http.token = nmd::random_token();
     generated = true;

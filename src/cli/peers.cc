@@ -37,6 +37,8 @@
 #include <sstream>
 #include <thread>
 
+#include "base/env.h"
+
 extern char** environ;
 
 namespace galaxy::cli {
@@ -96,8 +98,7 @@ std::string tail(const std::string& out, size_t n = 240) {
 }
 
 std::string find_in_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::stringstream ss(path ? path : "/usr/local/bin:/usr/bin:/bin");
+  std::stringstream ss(env_string("PATH").value_or(std::string(find_env("PATH")->default_value)));
   std::string dir;
   while (std::getline(ss, dir, ':')) {
     std::string p = (dir.empty() ? "." : dir) + "/" + name;

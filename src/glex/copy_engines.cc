@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/env.h"
 #include "engine/live/segment.h"
 
 namespace galaxy::glex {
@@ -14,8 +15,9 @@ constexpr uint64_t kHelperPollNs = 200'000;  // after a job, poll this long befo
 }
 
 CopyEngines::CopyEngines() : creator_pid_(getpid()) {
-  const char* e = std::getenv("GLEX_COPY_ENGINES");
-  enabled_ = !(e && std::atoi(e) <= 1) && std::thread::hardware_concurrency() > 1;
+  // open_live_device has refused a bad value with its name; here it is the table's default.
+  const auto n = env_int_or_default("GLEX_COPY_ENGINES");
+  enabled_ = !(n.ok() && *n <= 1) && std::thread::hardware_concurrency() > 1;
 }
 
 CopyEngines::~CopyEngines() {

@@ -12,9 +12,11 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "base/env.h"
 #include "engine/live/segment.h"
 #include "glex.h"
 #include "glex/device.h"
@@ -140,9 +142,12 @@ glex_ret_t bootstrap_pmix(glex_ep_addr_t me, uint32_t* rank, uint32_t* size,
 
 glex_ret_t bootstrap_env(glex_ep_addr_t me, uint32_t* rank, uint32_t* size,
                          glex_ep_addr_t** addrs) {
-  const char* r = std::getenv("GLEX_RANK");
-  const char* s = std::getenv("GLEX_SIZE");
-  const char* dir = std::getenv("GLEX_RENDEZVOUS");
+  const std::optional<std::string> rank_env = galaxy::env_string("GLEX_RANK"),
+                                   size_env = galaxy::env_string("GLEX_SIZE"),
+                                   dir_env = galaxy::env_string("GLEX_RENDEZVOUS");
+  const char* r = rank_env ? rank_env->c_str() : nullptr;
+  const char* s = size_env ? size_env->c_str() : nullptr;
+  const char* dir = dir_env ? dir_env->c_str() : nullptr;
   if (!r || !s || !dir)
     return set_error(GLEX_INVALID_PARAM,
                      "E6147 glex_bootstrap needs GLEX_RANK, GLEX_SIZE and GLEX_RENDEZVOUS (a "
@@ -166,9 +171,10 @@ glex_ret_t bootstrap_env(glex_ep_addr_t me, uint32_t* rank, uint32_t* size,
     if (!out) return set_error(GLEX_NO_RESOURCE, fmt::format("E6149 cannot write {}.tmp", mine));
   }
   std::rename((mine + ".tmp").c_str(), mine.c_str());
-  const char* t = std::getenv("GLEX_BOOTSTRAP_TIMEOUT_MS");
+  auto timeout_ms = galaxy::env_int_or_default("GLEX_BOOTSTRAP_TIMEOUT_MS");
+  if (!timeout_ms.ok()) return set_error(GLEX_INVALID_PARAM, timeout_ms.error().to_string());
   const uint64_t deadline =
-      galaxy::live::monotonic_ns() + (t ? std::strtoull(t, nullptr, 10) : 30000ull) * 1000000ull;
+      galaxy::live::monotonic_ns() + static_cast<uint64_t>(*timeout_ms) * 1000000ull;
   auto* out = static_cast<glex_ep_addr_t*>(std::calloc(sz, sizeof(glex_ep_addr_t)));
   for (unsigned long i = 0; i < sz; ++i) {
     for (;;) {
@@ -201,11 +207,11 @@ glex_ret_t glex_open_device(const struct glex_device_attr* attr, glex_device_han
   if (!dev) return null_arg("glex_open_device", "dev");
   std::string fabric = attr && attr->fabric ? attr->fabric : "";
   if (fabric.empty())
-    if (const char* e = std::getenv("GLEX_FABRIC"); e) fabric = e;
+    if (auto e = galaxy::env_string("GLEX_FABRIC")) fabric = *e;
   // The provider of the spec's scheme (glex/provider.h): `sim:` is served by `galaxy simd`,
   // anything else is a live fabric's name.
-  auto d = galaxy::glex::provider_for(fabric).factory(
-      fabric, attr && attr->host ? attr->host : "", attr ? attr->nic : -1);
+  auto d = galaxy::glex::provider_for(fabric).factory(fabric, attr && attr->host ? attr->host : "",
+                                                      attr ? attr->nic : -1);
   if (!d.ok()) {
     const auto code = d.error().code;
     return set_error(code == galaxy::Code::kNotFound || code == galaxy::Code::kTimeout
@@ -356,7 +362,7 @@ glex_ret_t glex_bootstrap(glex_ep_handle_t ep, uint32_t* rank, uint32_t* size,
                           glex_ep_addr_t** addrs) {
   if (!ep || !rank || !size || !addrs) return null_arg("glex_bootstrap", "ep, rank, size, addrs");
 #ifdef GALAXY_HAVE_PMIX
-  if (std::getenv("PMIX_RANK") && !std::getenv("GLEX_RANK"))
+  if (galaxy::env_string("PMIX_RANK") && !galaxy::env_string("GLEX_RANK"))
     return bootstrap_pmix(glex_ep_addr(ep), rank, size, addrs);
 #endif
   return bootstrap_env(glex_ep_addr(ep), rank, size, addrs);

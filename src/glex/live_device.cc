@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "glex/copy_engines.h"
+#include "glex/provider.h"
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
@@ -65,18 +67,16 @@ uint64_t deadline_after(int32_t timeout_ms) {
                         : live::monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull;
 }
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
 class LiveDevice final : public glex_device {
  public:
-  LiveDevice(std::unique_ptr<live::Segment> seg, uint32_t node)
-      : seg_(std::move(seg)), node_(node), nic_(seg_->nic_of(node)), pid_(getpid()) {
+  LiveDevice(std::unique_ptr<live::Segment> seg, uint32_t node, uint64_t spin_ns)
+      : seg_(std::move(seg)),
+        node_(node),
+        nic_(seg_->nic_of(node)),
+        pid_(getpid()),
+        spin_ns_(spin_ns) {
     paths_.resize(seg_->num_chips());
     paths_back_.resize(seg_->num_chips());
-    spin_ns_ = static_cast<uint64_t>(std::atoll(env_or("GLEX_SPIN_US", "50").c_str())) * 1000;
   }
   ~LiveDevice() override {
     flush_counters();
@@ -622,7 +622,7 @@ class LiveDevice final : public glex_device {
   uint32_t node_;
   live::NicSlot* nic_;
   int32_t pid_;
-  uint64_t spin_ns_ = 50000;
+  uint64_t spin_ns_;
   std::vector<Alloc> allocs_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping> maps_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping>::iterator last_map_ = maps_.end();
@@ -654,13 +654,20 @@ std::vector<std::string> local_hosts(const std::string& fabric) {
 
 Result<std::unique_ptr<glex_device>> open_live_device(const std::string& fabric_in,
                                                       const std::string& host_in, int32_t nic) {
-  std::string fabric = fabric_in.empty() ? env_or("GLEX_FABRIC", "galaxy") : fabric_in;
+  // Every variable the device reads is checked here, before anything is attached.
+  auto spin_us = env_int_or_default("GLEX_SPIN_US");
+  if (!spin_us.ok()) return spin_us.error();
+  if (auto engines = env_int("GLEX_COPY_ENGINES"); !engines.ok()) return engines.error();
+  std::string fabric =
+      fabric_in.empty()
+          ? env_string("GLEX_FABRIC").value_or(std::string(find_env("GLEX_FABRIC")->default_value))
+          : fabric_in;
   if (live::is_live_spec(fabric)) {
     auto f = live::parse_live_fabric(fabric);
     if (!f.ok()) return f.error();
     fabric = f->name;
   }
-  std::string host = host_in.empty() ? env_or("GLEX_HOST", "") : host_in;
+  std::string host = host_in.empty() ? env_string("GLEX_HOST").value_or("") : host_in;
   if (host.empty()) {
     auto hosts = local_hosts(fabric);
     if (hosts.size() != 1)
@@ -683,14 +690,14 @@ Result<std::unique_ptr<glex_device>> open_live_device(const std::string& fabric_
   if (local_nics.empty())
     return make_error(Code::kNotFound, 6131, fmt::format("host {} has no NIC", host));
   if (nic < 0) {
-    std::string env = env_or("GLEX_NIC", "");
-    if (!env.empty()) {
-      nic = std::atoi(env.c_str());
+    auto env = env_nic();
+    if (!env.ok()) return env.error();
+    if (*env) {
+      nic = static_cast<int32_t>(**env);
     } else {
-      std::string rank =
-          env_or("GLEX_RANK", env_or("PMIX_RANK", env_or("OMPI_COMM_WORLD_RANK", "0")));
-      nic = static_cast<int32_t>(
-          local_nics[static_cast<size_t>(std::atoll(rank.c_str())) % local_nics.size()]);
+      auto rank = env_rank();
+      if (!rank.ok()) return rank.error();
+      nic = static_cast<int32_t>(local_nics[static_cast<size_t>(*rank) % local_nics.size()]);
     }
   }
   if (nic < 0 || static_cast<uint32_t>(nic) >= (*seg)->num_chips() ||
@@ -698,7 +705,8 @@ Result<std::unique_ptr<glex_device>> open_live_device(const std::string& fabric_
     return make_error(Code::kNotFound, 6132,
                       fmt::format("nic = {} is not a NIC of host {} (its NICs: {})", nic, host,
                                   fmt::join(local_nics, ", ")));
-  return std::unique_ptr<glex_device>(new LiveDevice(std::move(*seg), static_cast<uint32_t>(nic)));
+  return std::unique_ptr<glex_device>(new LiveDevice(std::move(*seg), static_cast<uint32_t>(nic),
+                                                     static_cast<uint64_t>(*spin_us) * 1000));
 }
 
 }  // namespace galaxy::glex

@@ -1,5 +1,6 @@
 // The providers libglex is linked with (provider.h). One entry per back end; adding one is a
 // line here and a library in src/glex/CMakeLists.txt.
+#include "base/env.h"
 #include "glex/live_device.h"
 #include "glex/provider.h"
 #include "glex/sim_client.h"
@@ -36,6 +37,19 @@ Registry<ProviderOpen> make() {
 }
 
 }  // namespace
+
+Result<std::optional<int64_t>> env_nic() {
+  return env_int("GLEX_NIC");
+}
+
+Result<int64_t> env_rank() {
+  for (const char* name : {"GLEX_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"}) {
+    auto r = env_int(name);
+    if (!r.ok()) return r.error();
+    if (*r) return **r;
+  }
+  return int64_t{0};
+}
 
 const Registry<ProviderOpen>& providers() {
   static const Registry<ProviderOpen> r = make();

@@ -12,6 +12,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "glex/provider.h"
 #include "glex/sim_protocol.h"
 
 namespace galaxy::glex {
@@ -207,17 +208,6 @@ class SimClientDevice final : public glex_device {
   uint16_t chip_id_;
 };
 
-Result<int64_t> env_number(const char* name, int64_t fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  int64_t x = 0;
-  auto [p, ec] = std::from_chars(v, v + std::strlen(v), x);
-  if (ec != std::errc() || *p != 0 || x < 0)
-    return make_error(Code::kInvalidArgument, 6185,
-                      fmt::format("{} = '{}' is not a non-negative number", name, v));
-  return x;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<glex_device>> open_sim_client(const std::string& fabric, int32_t nic) {
@@ -245,13 +235,13 @@ Result<std::unique_ptr<glex_device>> open_sim_client(const std::string& fabric, 
   if (nic >= 0) {
     q.a[1] = static_cast<uint64_t>(nic);
   } else {
-    auto env_nic = env_number("GLEX_NIC", -1);
-    if (!env_nic.ok()) {
+    auto nic_env = env_nic();
+    if (!nic_env.ok()) {
       ::close(fd);
-      return env_nic.error();
+      return nic_env.error();
     }
-    if (*env_nic >= 0) q.a[1] = static_cast<uint64_t>(*env_nic);
-    auto rank = env_number("GLEX_RANK", 0);
+    if (*nic_env) q.a[1] = static_cast<uint64_t>(**nic_env);
+    auto rank = env_rank();
     if (!rank.ok()) {
       ::close(fd);
       return rank.error();

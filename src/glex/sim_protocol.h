@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/env.h"
+
 namespace galaxy::glex::simwire {
 
 inline constexpr uint32_t kVersion = 1;
@@ -59,7 +61,7 @@ struct Response {
 // Where the server of `fabric` listens: $GLEX_SIM_SOCKET, else a name in /tmp made from the
 // user and the fabric specification.
 inline std::string socket_path(const std::string& fabric) {
-  if (const char* p = std::getenv("GLEX_SIM_SOCKET"); p && *p) return p;
+  if (auto p = env_string("GLEX_SIM_SOCKET")) return *p;
   std::string name;
   for (char c : fabric) name += (std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
   if (name.size() > 60) name = name.substr(0, 60);

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/env.h"
+
 namespace galaxy::sim {
 
 Time Timing::serialisation_bits(double bits) const {
@@ -39,7 +41,7 @@ Time Timing::eeprom_read_processing(unsigned bytes) const {
 }
 
 std::string default_timing_path() {
-  if (const char* env = std::getenv("GALAXY_TIMING")) return env;
+  if (auto env = env_string("GALAXY_TIMING")) return *env;
   return std::string(GALAXY_SOURCE_DIR) + "/config/th2-timing.json";
 }
 
