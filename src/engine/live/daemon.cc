@@ -46,9 +46,20 @@ constexpr uint16_t kErrMpOwnerGone = 4744;
 // Packets a NIC's DMA engines put out per round of the daemon's loop (the others wait).
 constexpr int kPacketsPerRound = 256;
 
-uint64_t op_key(uint32_t nic, uint8_t vp, uint64_t sequence) {
-  return (uint64_t{nic & 0xFFFF} << 48) | (uint64_t{vp} << 40) | (sequence & ((1ull << 40) - 1));
-}
+// A descriptor the daemon's NIC runs for a process, by (NIC, VP, submission number): the key of
+// FabricDaemon::nic_ops_ and back.
+struct OpKey {
+  uint32_t nic;
+  uint8_t vp;
+  uint64_t sequence;
+  static constexpr uint64_t kSequenceMask = (uint64_t{1} << 40) - 1;
+  uint64_t pack() const {
+    return (uint64_t{nic & 0xFFFF} << 48) | (uint64_t{vp} << 40) | (sequence & kSequenceMask);
+  }
+  static OpKey unpack(uint64_t k) {
+    return {static_cast<uint32_t>(k >> 48), static_cast<uint8_t>(k >> 40), k & kSequenceMask};
+  }
+};
 
 // What an error id of a NIC's completion tells its owner (chip::failure_of, and the ids of
 // this engine's memory port and timeouts), with the reason the CQ entry carries.
@@ -78,12 +89,7 @@ Failure failure(uint16_t id, OpCode op) {
   }
   switch (chip::failure_of(id)) {
     case chip::Failure::kAccess:
-      if (id == 2067) return {OpStatus::kAccessError, "wrong memory key"};
-      if (id == 2068) return {OpStatus::kAccessError, "outside the registered range"};
-      if (id == 2069)
-        return {OpStatus::kAccessError, op == OpCode::kGet ? "memory not registered for read"
-                                                           : "memory not registered for write"};
-      return {OpStatus::kAccessError, "refused by the ATT"};
+      return {OpStatus::kAccessError, att_refusal(id, op != OpCode::kGet)};
     case chip::Failure::kUnreachable:
       return {OpStatus::kUnreachable, "no such VP at the target"};
     case chip::Failure::kDescriptor:
@@ -135,21 +141,17 @@ bool push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, ui
 
 OpStatus check_att(NicSlot& nic, uint64_t mh, uint64_t addr, uint64_t length, uint32_t access,
                    AttEntry* entry, const char** reason) {
-  const uint64_t index = mh >> 32;
-  if (index >= kAttEntries) {
+  if ((mh >> 32) >= kAttEntries) {
     *reason = "memory handle: ATT index out of range";
     return OpStatus::kAccessError;
   }
-  if (!read_att_entry(nic, index, entry) || entry->key != static_cast<uint32_t>(mh)) {
-    *reason = "wrong memory key";
+  if (!valid_handle(mh)) {  // key bits no registration has
+    *reason = att_refusal(2067, access == chip::kAccessWrite);
     return OpStatus::kAccessError;
   }
-  Status st = chip::check_region(static_cast<uint32_t>(mh), entry->base, entry->length,
-                                 entry->access, addr, length, access);
+  Status st = lookup_att(nic, wire_key(mh), addr, length, access, entry);
   if (st.ok()) return OpStatus::kSuccess;
-  *reason = st.error().id == 2068          ? "outside the registered range"
-            : access == chip::kAccessWrite ? "memory not registered for write"
-                                           : "memory not registered for read";
+  *reason = att_refusal(st.error().id, access == chip::kAccessWrite);
   return OpStatus::kAccessError;
 }
 
@@ -514,7 +516,7 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
   const uint64_t sequence = nic.next_sequence(d.src_vp);
   if (Status st = nic.post_rdma(d.src_vp, *bytes); !st.ok())
     return fail(OpStatus::kBusy, 4737, "the NIC's descriptor queue is full");
-  nic_ops_[op_key(d.src_node, d.src_vp, sequence)] = {
+  nic_ops_[OpKey{d.src_node, d.src_vp, sequence}.pack()] = {
       op, d.flags, d.pid, d.cookie, d.length, monotonic_ns() + options_.op_timeout_ns};
   pump_nic(d.src_node);
 }
@@ -587,7 +589,7 @@ void FabricDaemon::drain_eq(uint32_t chip) {
     while (nic.eq_count(v) > 0) {
       auto e = nic.poll_eq(v);
       if (!e) break;
-      auto it = nic_ops_.find(op_key(chip, v, e->sequence));
+      auto it = nic_ops_.find(OpKey{chip, v, e->sequence}.pack());
       if (e->op == chip::DescriptorOp::kMgmt || it == nic_ops_.end()) continue;
       const NicOp op = it->second;
       nic_ops_.erase(it);
@@ -1117,17 +1119,16 @@ void FabricDaemon::timers(uint64_t now) {
     next_op_scan_ = now + kOpScanNs;
     // A transfer whose target never answers (its host or daemon gone) ends with an error;
     // one not yet started (behind a fence) gets more time.
-    std::vector<std::pair<uint64_t, uint64_t>> expired;
-    for (auto& [key, op] : nic_ops_)
-      if (op.deadline <= now) expired.emplace_back(key, op.deadline);
-    for (auto [key, deadline] : expired) {
-      const uint32_t nic = static_cast<uint32_t>(key >> 48);
-      const uint8_t vp = static_cast<uint8_t>(key >> 40);
-      auto& n = static_cast<chip::Nic&>(*chips_[nic]);
-      if (!n.abort_transfer(vp, key & ((1ull << 40) - 1), kErrOpTimeout))
+    std::vector<uint64_t> expired;
+    for (const auto& [key, op] : nic_ops_)
+      if (op.deadline <= now) expired.push_back(key);
+    for (uint64_t key : expired) {
+      const OpKey k = OpKey::unpack(key);
+      auto& n = static_cast<chip::Nic&>(*chips_[k.nic]);
+      if (!n.abort_transfer(k.vp, k.sequence, kErrOpTimeout))
         nic_ops_[key].deadline = now + options_.op_timeout_ns;
       else
-        drain_eq(nic);
+        drain_eq(k.nic);
     }
   }
   if (now >= next_liveness_) {
@@ -1161,8 +1162,8 @@ void FabricDaemon::scan_liveness() {
     if (!process_alive(op.pid)) orphaned.push_back(key);
   for (uint64_t key : orphaned) {
     nic_ops_.erase(key);
-    auto& n = static_cast<chip::Nic&>(*chips_[static_cast<uint32_t>(key >> 48)]);
-    n.abort_transfer(static_cast<uint8_t>(key >> 40), key & ((1ull << 40) - 1), kErrOpTimeout);
+    const OpKey k = OpKey::unpack(key);
+    static_cast<chip::Nic&>(*chips_[k.nic]).abort_transfer(k.vp, k.sequence, kErrOpTimeout);
   }
 }
 

@@ -28,16 +28,34 @@ bool read_att_entry(const NicSlot& nic, uint64_t index, AttEntry* out) {
          out->generation == gen;
 }
 
-Status SegmentAtt::check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const {
-  AttEntry e{};
-  if (!read_att_entry(nic_, key >> kWireKeyBits, &e) ||
-      (e.key & kWireKeyMask) != (key & kWireKeyMask))
+Status lookup_att(const NicSlot& nic, uint32_t key, uint64_t vaddr, uint64_t length,
+                  uint32_t access, AttEntry* e) {
+  if (!read_att_entry(nic, key >> kWireKeyBits, e) ||
+      (e->key & kWireKeyMask) != (key & kWireKeyMask))
     return chip::unknown_key(key);
-  if (e.base + e.length > kPhysAddressMask)
+  if (e->base + e->length > kPhysAddressMask)
     return make_error(
         Code::kOutOfRange, 4758,
-        fmt::format("ATT: region {:#x} at {:#x} lies above the NIC's reach", key, e.base));
-  return chip::check_region(key, e.base, e.length, e.access, vaddr, length, access);
+        fmt::format("ATT: region {:#x} at {:#x} lies above the NIC's reach", key, e->base));
+  return chip::check_region(key, e->base, e->length, e->access, vaddr, length, access);
+}
+
+const char* att_refusal(uint16_t error_id, bool write) {
+  switch (error_id) {
+    case 2067:
+      return "wrong memory key";
+    case 2068:
+      return "outside the registered range";
+    case 2069:
+      return write ? "memory not registered for write" : "memory not registered for read";
+    default:
+      return "refused by the ATT";
+  }
+}
+
+Status SegmentAtt::check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const {
+  AttEntry e{};
+  return lookup_att(nic_, key, vaddr, length, access, &e);
 }
 
 Status SegmentAtt::translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access,

@@ -41,6 +41,15 @@ inline constexpr uint16_t kErrMemoryDeregistered = 4759;
 // when the entry is not a valid registration, or changed while it was read.
 bool read_att_entry(const NicSlot& nic, uint64_t index, AttEntry* out);
 
+// The one lookup of a registration by a descriptor's key: the entry of `key`, the key's 24 bits
+// matched, the region within the NIC's reach, then chip::check_region. On success *entry holds a
+// copy of the entry. Both the daemon's NICs (SegmentAtt) and the same-host path (check_att) use it.
+Status lookup_att(const NicSlot& nic, uint32_t key, uint64_t vaddr, uint64_t length,
+                  uint32_t access, AttEntry* entry);
+// What an ATT refusal (chip/att.cc error ids) tells the owner of the descriptor, in the words of
+// its CQ entry; `write` is whether the refused access was a write.
+const char* att_refusal(uint16_t error_id, bool write);
+
 class SegmentAtt final : public chip::AttTable {
  public:
   explicit SegmentAtt(NicSlot& nic) : nic_(nic) {}
