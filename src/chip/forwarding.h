@@ -13,8 +13,12 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <optional>
+#include <span>
 
 #include "chip/route_table.h"
+#include "wire/data_packet.h"
+#include "wire/flit.h"
 
 namespace galaxy::chip {
 
@@ -45,6 +49,23 @@ inline int choose_data_output(PortSet allowed, uint32_t dest, Usable&& usable, L
     }
   }
   return best;
+}
+
+// What an NRC routes a data packet by: its head flit alone (SYSTEM.md 1.2). A packet whose first
+// flit is not a head that decodes cannot be routed: the NRC discards it and counts it dirty on
+// the input port (DIRTY_DISCARDS). Both engines ask this; the live engine has the flit as the
+// bytes that crossed the link.
+inline std::optional<wire::DataHead> routable_head(const wire::Flit& first) {
+  auto h = wire::decode_data_head(first);
+  if (!h.ok()) return std::nullopt;
+  return *h;
+}
+inline std::optional<wire::DataHead> routable_head(std::span<const uint8_t> packet_bytes) {
+  if (packet_bytes.size() < wire::kFlitBytes || packet_bytes.size() % wire::kFlitBytes != 0)
+    return std::nullopt;
+  auto f = wire::decode_flit(packet_bytes.first(wire::kFlitBytes));
+  if (!f.ok()) return std::nullopt;
+  return routable_head(*f);
 }
 
 }  // namespace galaxy::chip

@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "chip/event.h"
+#include "chip/forwarding.h"
 #include "chip/mgmt_step.h"
 #include "chip/nic.h"
 #include "chip/nma.h"
@@ -940,10 +941,7 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
     count_rx(*seg_, chip, in_port, t);
     return data_at_nic(chip, bytes);
   }
-  std::optional<wire::DataHead> head;
-  if (bytes.size() >= wire::kFlitBytes && bytes.size() % wire::kFlitBytes == 0)
-    if (auto f = wire::decode_flit(bytes.first(wire::kFlitBytes)); f.ok())
-      if (auto hd = wire::decode_data_head(*f); hd.ok()) head = *hd;
+  const std::optional<wire::DataHead> head = chip::routable_head(bytes);
   if (!head) {
     count_rx(*seg_, chip, in_port, t);
     seg_->counters(seg_->chip(chip).local, in_port)

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cassert>
 
+#include "chip/forwarding.h"
 #include "chip/mgmt_step.h"
 #include "chip/nma.h"
 
@@ -385,9 +386,8 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
         return;
     }
   } else if (!topo_.is_nic(node)) {
-    // The NRC reads the head flit alone (SYSTEM.md 1.2); a packet without one cannot be routed.
-    auto head = wire::decode_data_head(p.flits[0]);
-    if (!head.ok()) {
+    auto head = chip::routable_head(p.flits[0]);
+    if (!head) {
       c.count_dirty(in_port);
       ++stats_.packets_dropped;
       free_packet(slot);
