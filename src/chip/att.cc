@@ -4,13 +4,23 @@
 
 namespace galaxy::chip {
 
-Result<uint32_t> Att::register_region(uint64_t vaddr, uint64_t length, uint32_t access,
-                                      std::span<const uint64_t> frames) {
+Status Att::check_room(uint64_t vaddr, uint64_t length) const {
   if (length == 0)
     return make_error(Code::kInvalidArgument, 2060, "ATT: length = 0, expected at least 1 byte");
   if (vaddr + length < vaddr)
     return make_error(Code::kOutOfRange, 2061,
                       fmt::format("ATT: vaddr {:#x} + length {} wraps around", vaddr, length));
+  const uint64_t pages = att_pages(vaddr, length);
+  if (pages_in_use_ + pages > max_pages_)
+    return make_error(Code::kResourceExhausted, 2065,
+                      fmt::format("ATT full: {} pages in use, {} more asked, {} entries",
+                                  pages_in_use_, pages, max_pages_));
+  return {};
+}
+
+Result<uint32_t> Att::register_region(uint64_t vaddr, uint64_t length, uint32_t access,
+                                      std::span<const uint64_t> frames) {
+  GALAXY_TRY(check_room(vaddr, length));
   if ((access & ~(kAccessRead | kAccessWrite)) != 0)
     return make_error(Code::kInvalidArgument, 2062,
                       fmt::format("ATT: access = {:#x}, expected bits of {:#x}", access,
@@ -23,10 +33,6 @@ Result<uint32_t> Att::register_region(uint64_t vaddr, uint64_t length, uint32_t 
     if (frames[i] % kAttPageBytes != 0)
       return make_error(Code::kInvalidArgument, 2064,
                         fmt::format("ATT: frame {} = {:#x} is not page-aligned", i, frames[i]));
-  if (pages_in_use_ + pages > max_pages_)
-    return make_error(Code::kResourceExhausted, 2065,
-                      fmt::format("ATT full: {} pages in use, {} more asked, {} entries",
-                                  pages_in_use_, pages, max_pages_));
   uint32_t index;
   if (!free_.empty()) {
     index = free_.back();

@@ -59,6 +59,9 @@ class Att final : public AttTable {
   // deregistered is refused, never taken for its successor.
   Result<uint32_t> register_region(uint64_t vaddr, uint64_t length, uint32_t access,
                                    std::span<const uint64_t> frames);
+  // Whether a region of `length` bytes at `vaddr` would fit now (its length, its range, the
+  // table's room): asked before the region's pages are pinned, and by register_region.
+  Status check_room(uint64_t vaddr, uint64_t length) const;
   Status deregister(uint32_t key);
 
   // Refuses unless [vaddr, vaddr + length) lies in the region of `key` and it grants `access`.

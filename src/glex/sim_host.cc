@@ -150,6 +150,9 @@ void SimHost::remember(uint8_t vp, uint64_t sequence, Posted p) {
 
 glex_ret_t SimHost::register_mem(uint64_t addr, uint64_t len, uint32_t access,
                                  glex_mem_handle_t* mh) {
+  // Refused before anything is pinned: a length the table cannot hold is not walked page by page.
+  if (Status room = nic().att().check_room(addr, len); !room.ok())
+    return set_error(GLEX_NO_RESOURCE, room.error().to_string());
   // The pages must be there: a registration pins them (one byte of each page is read).
   std::vector<uint64_t> frames(chip::att_pages(addr, len));
   for (size_t i = 0; i < frames.size(); ++i) {

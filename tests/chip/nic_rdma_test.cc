@@ -308,6 +308,20 @@ TEST_F(RdmaTest, AnEngineSuppliedAttTableIsTheOneTheNicUses) {
   EXPECT_TRUE(b.nic.att().regions() == 0);
 }
 
+TEST(AttRoom, ALengthTheTableCannotHoldIsRefusedBeforeAnyPageIsWalked) {
+  Att att(16);
+  EXPECT_TRUE(att.check_room(0x1000, 16 * kAttPageBytes).ok());
+  EXPECT_EQ(att.check_room(0x1000, 16 * kAttPageBytes + 1).error().id, 2065);  // 17 pages
+  EXPECT_EQ(att.check_room(0x1000, uint64_t{1} << 60).error().id, 2065);
+  EXPECT_EQ(att.check_room(0x1000, 0).error().id, 2060);
+  EXPECT_EQ(att.check_room(UINT64_MAX - 10, 100).error().id, 2061);
+  // register_region asks the same.
+  std::vector<uint64_t> frames(17, 0);
+  EXPECT_EQ(att.register_region(0x1000, 16 * kAttPageBytes + 1, kAccessRead, frames).error().id,
+            2065);
+  EXPECT_EQ(att.regions(), 0u);
+}
+
 TEST_F(RdmaTest, ReadResponsesTakeAnotherVcThanWriteData) {
   EXPECT_NE(data_vc(wire::PacketKind::kRdmaWrite), data_vc(wire::PacketKind::kRdmaReadResponse));
   EXPECT_NE(data_vc(wire::PacketKind::kAck), data_vc(wire::PacketKind::kRdmaReadResponse));
