@@ -60,7 +60,28 @@ static_assert(static_cast<int>(OpCode::kPut) == GLEX_OP_PUT &&
 static_assert(live::kFlagFence == GLEX_FLAG_FENCE && live::kFlagLocalCq == GLEX_FLAG_LOCAL_CQ &&
               live::kFlagRemoteEvent == GLEX_FLAG_REMOTE_EVT);
 
-constexpr uint8_t kHoleKind = 0xF;  // a claimed MPQ cell whose MP was not sent after all
+// An MP's payload (at most 120 bytes) copied without a call for the short ones that decide
+// latency: two overlapping moves cover 4-16 bytes.
+template <class Word>
+inline void copy_two_words(uint8_t* d, const uint8_t* s, uint32_t len) {
+  Word a, b;
+  std::memcpy(&a, s, sizeof a);
+  std::memcpy(&b, s + len - sizeof b, sizeof b);
+  std::memcpy(d, &a, sizeof a);
+  std::memcpy(d + len - sizeof b, &b, sizeof b);
+}
+inline void copy_payload(void* dst, const void* src, uint32_t len) {
+  auto* d = static_cast<uint8_t*>(dst);
+  auto* s = static_cast<const uint8_t*>(src);
+  if (len > 16)
+    std::memcpy(d, s, len);
+  else if (len >= 8)
+    copy_two_words<uint64_t>(d, s, len);
+  else if (len >= 4)
+    copy_two_words<uint32_t>(d, s, len);
+  else
+    for (uint32_t i = 0; i < len; ++i) d[i] = s[i];
+}
 
 uint64_t deadline_after(int32_t timeout_ms) {
   return timeout_ms < 0 ? UINT64_MAX
@@ -154,11 +175,13 @@ class LiveDevice final : public glex_device {
         return make_error(
             Code::kTimeout, 6104,
             fmt::format("no management packet on vp {} within {} us", vp, timeout_ps / 1000000));
-      if ((c->kind_flags >> 4) != static_cast<uint8_t>(wire::MpKind::kMgmt)) {
+      const uint64_t w = c->header.load(std::memory_order_relaxed);
+      if (wire::mp_word::kind(w) != static_cast<uint8_t>(wire::MpKind::kMgmt)) {
         q.pop();  // not management: a management VP takes no user MPs
         continue;
       }
-      auto p = wire::decode_mgmt_packet(std::span<const uint8_t>(c->data, c->length));
+      auto p = wire::decode_mgmt_packet(std::span<const uint8_t>(
+          c->data, std::min<size_t>(wire::mp_word::length(w), wire::kMpPayloadBytes)));
       q.pop();
       return p;
     }
@@ -276,17 +299,18 @@ class LiveDevice final : public glex_device {
   glex_ret_t send_mp(uint8_t vp, glex_ep_addr_t dest, const void* data, uint32_t len,
                      uint32_t flags) override {
     const uint32_t dn = GLEX_EP_ADDR_NODE(dest), dv = GLEX_EP_ADDR_VP(dest);
-    GALAXY_GLEX_TRY(check_dest(dest));
+    if (!dest_ok(dn, dv)) return check_dest(dest);
     if ((flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
-    const uint8_t kind_flags = static_cast<uint8_t>((flags & GLEX_FLAG_INTERRUPT) ? 1 : 0);
+    const uint8_t mp_flags = (flags & GLEX_FLAG_INTERRUPT) ? wire::kMpFlagInterrupt : 0;
     // A target on another host, or on this one by a path through another: the daemon's.
-    if (!seg_->is_local(dn) || path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost) {
+    live::PathCounters* path = seg_->is_local(dn) ? &path_to(dn) : nullptr;
+    if (!path || path->result.kind == live::Forwarded::Kind::kLeavesHost) {
       live::EgressMp m{};
       m.src_node = node_;
       m.dest_node = dn;
       m.src_vp = vp;
       m.dest_vp = static_cast<uint8_t>(dv);
-      m.kind_flags = kind_flags;
+      m.kind_flags = mp_flags;
       m.length = static_cast<uint8_t>(len);
       if (len) std::memcpy(m.data, data, len);
       if (!egress(live::EgressKind::kMp, &m, sizeof m))
@@ -294,6 +318,11 @@ class LiveDevice final : public glex_device {
       complete_local(vp, flags, OpCode::kMp, len);
       return GLEX_SUCCESS;
     }
+    if (const live::Forwarded& f = path->result; f.kind != live::Forwarded::Kind::kDelivered)
+      return set_error(GLEX_UNREACHABLE,
+                       fmt::format("E6116 no route from NIC {} to NIC {} (stopped at chip {} "
+                                   "port {})",
+                                   node_, dn, f.chip, f.port));
     live::VpSlot& t = seg_->nic_of(dn)->vps[dv];
     uint64_t pos;
     live::MpqCell* c;
@@ -308,25 +337,11 @@ class LiveDevice final : public glex_device {
       case chip::MpqAdmit::kWait:
         return set_error(GLEX_BUSY, fmt::format("E6115 the MPQ of {}:{} is full; retry", dn, dv));
     }
-    live::PathCounters& path = path_to(dn);
-    const live::Forwarded& f = path.result;
-    if (f.kind != live::Forwarded::Kind::kDelivered) {
-      c->kind_flags = kHoleKind << 4;
-      c->length = 0;
-      t.mpq.publish(c, pos);
-      return set_error(GLEX_UNREACHABLE,
-                       fmt::format("E6116 no route from NIC {} to NIC {} (stopped at chip {} "
-                                   "port {})",
-                                   node_, dn, f.chip, f.port));
-    }
-    c->src_node = static_cast<uint16_t>(node_);
-    c->src_vp = vp;
-    c->length = static_cast<uint8_t>(len);
-    c->kind_flags = kind_flags;
-    c->tag = 0;
-    if (len) std::memcpy(c->data, data, len);
-    t.mpq.publish(c, pos);
-    path.add(wire::packet_traffic(wire::kMpBytes));
+    copy_payload(c->data, data, len);
+    t.mpq.publish(c, pos,
+                  wire::mp_word::make(wire::MpKind::kUser, mp_flags, static_cast<uint8_t>(dv), vp,
+                                      static_cast<uint16_t>(node_), static_cast<uint8_t>(len), 0));
+    path->add(wire::packet_traffic(wire::kMpBytes));
     complete_local(vp, flags, OpCode::kMp, len);
     return GLEX_SUCCESS;
   }
@@ -341,14 +356,15 @@ class LiveDevice final : public glex_device {
                    ? GLEX_NO_ENTRY
                    : set_error(GLEX_TIMEOUT,
                                fmt::format("E6117 no MP on vp {} within {} ms", vp, timeout_ms));
-      const uint8_t kind = c->kind_flags >> 4;
-      if (kind != static_cast<uint8_t>(wire::MpKind::kUser)) {
+      const uint64_t w = c->header.load(std::memory_order_relaxed);
+      if (wire::mp_word::kind(w) != static_cast<uint8_t>(wire::MpKind::kUser)) {
         q.pop();
         continue;
       }
-      mp->src = GLEX_EP_ADDR(c->src_node, c->src_vp);
-      mp->len = c->length;
-      std::memcpy(mp->data, c->data, c->length);
+      const uint32_t len = std::min<uint32_t>(wire::mp_word::length(w), wire::kMpPayloadBytes);
+      mp->src = GLEX_EP_ADDR(wire::mp_word::src_node(w), wire::mp_word::src_vp(w));
+      mp->len = len;
+      copy_payload(mp->data, c->data, len);
       q.pop();
       return GLEX_SUCCESS;
     }
@@ -515,12 +531,15 @@ class LiveDevice final : public glex_device {
   // Polls for the spin time, brings the port counters up to date, then sleeps until deadline.
   template <class Ring>
   decltype(std::declval<Ring&>().peek()) wait_idle(Ring& q, uint64_t deadline) {
-    const uint64_t spin_end = std::min(deadline, live::monotonic_ns() + spin_ns_);
-    if (auto* c = q.wait(spin_ns_, spin_end)) return c;
+    if (auto* c = q.spin(spin_ns_, deadline)) return c;
     flush_counters();
     return q.wait(0, deadline);
   }
 
+  bool dest_ok(uint32_t dn, uint32_t dv) const {
+    return dn < seg_->num_chips() &&
+           seg_->chip(dn).type == static_cast<uint8_t>(wire::ChipType::kNic) && dv < live::kVps;
+  }
   glex_ret_t check_dest(glex_ep_addr_t dest) {
     const uint64_t dn = dest >> 8, dv = dest & 0xFF;
     if (dn >= seg_->num_chips() ||

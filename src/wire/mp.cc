@@ -4,21 +4,16 @@
 
 #include <algorithm>
 
-#include "base/bits.h"
-
 namespace galaxy::wire {
 namespace {
 
-constexpr size_t kKindBit = 0;        // 4 bits
-constexpr size_t kFlagsBit = 4;       // 4 bits
-constexpr size_t kTargetVpBit = 8;    // 6 bits
-constexpr size_t kSrcVpBit = 14;      // 6 bits
-constexpr size_t kReserved0Bit = 20;  // 4 bits
-constexpr size_t kSrcNodeBit = 24;    // 16 bits
-constexpr size_t kLengthBit = 40;     // 7 bits
-constexpr size_t kReserved1Bit = 47;  // 1 bit
-constexpr size_t kTagBit = 48;        // 16 bits
-constexpr uint8_t kMaxVp = 63;
+using namespace mp_word;
+
+uint64_t load_le64(std::span<const uint8_t> b) {
+  uint64_t w = 0;
+  for (unsigned i = 0; i < 8; ++i) w |= uint64_t{b[i]} << (8 * i);
+  return w;
+}
 
 }  // namespace
 
@@ -40,13 +35,8 @@ Result<MpBytes> encode_mp(const Mp& m) {
     }
   }
   MpBytes b{};
-  put_bits(b, kKindBit, 4, static_cast<uint8_t>(m.kind));
-  put_bits(b, kFlagsBit, 4, m.flags);
-  put_bits(b, kTargetVpBit, 6, m.target_vp);
-  put_bits(b, kSrcVpBit, 6, m.src_vp);
-  put_bits(b, kSrcNodeBit, 16, m.src_node);
-  put_bits(b, kLengthBit, 7, m.length);
-  put_bits(b, kTagBit, 16, m.tag);
+  const uint64_t w = make(m.kind, m.flags, m.target_vp, m.src_vp, m.src_node, m.length, m.tag);
+  for (unsigned i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(w >> (8 * i));
   std::copy(m.payload.begin(), m.payload.end(), b.begin() + kMpHeaderBytes);
   return b;
 }
@@ -57,25 +47,25 @@ Result<Mp> decode_mp(std::span<const uint8_t> b) {
                       fmt::format("mp: length = {} bytes, expected {}", b.size(), kMpBytes));
   }
   Mp m;
-  auto kind = static_cast<uint8_t>(get_bits(b, kKindBit, 4));
-  if (kind > kMaxMpKind) {
+  const uint64_t w = load_le64(b);
+  if (kind(w) > kMaxMpKind) {
     return make_error(Code::kMalformed, 1311,
-                      fmt::format("mp: kind = {} exceeds {}", kind, kMaxMpKind));
+                      fmt::format("mp: kind = {} exceeds {}", kind(w), kMaxMpKind));
   }
-  m.kind = static_cast<MpKind>(kind);
-  if (uint64_t r = get_bits(b, kReserved0Bit, 4) | get_bits(b, kReserved1Bit, 1); r != 0) {
+  m.kind = static_cast<MpKind>(kind(w));
+  if ((w & kReservedMask) != 0) {
     return make_error(Code::kMalformed, 1312, "mp: reserved header bits 20-23/47 set, expected 0");
   }
-  m.length = static_cast<uint8_t>(get_bits(b, kLengthBit, 7));
+  m.length = length(w);
   if (m.length > kMpPayloadBytes) {
     return make_error(Code::kMalformed, 1313,
                       fmt::format("mp: length = {} exceeds {}", m.length, kMpPayloadBytes));
   }
-  m.flags = static_cast<uint8_t>(get_bits(b, kFlagsBit, 4));
-  m.target_vp = static_cast<uint8_t>(get_bits(b, kTargetVpBit, 6));
-  m.src_vp = static_cast<uint8_t>(get_bits(b, kSrcVpBit, 6));
-  m.src_node = static_cast<uint16_t>(get_bits(b, kSrcNodeBit, 16));
-  m.tag = static_cast<uint16_t>(get_bits(b, kTagBit, 16));
+  m.flags = flags(w);
+  m.target_vp = target_vp(w);
+  m.src_vp = src_vp(w);
+  m.src_node = src_node(w);
+  m.tag = tag(w);
   std::copy(b.begin() + kMpHeaderBytes, b.end(), m.payload.begin());
   return m;
 }

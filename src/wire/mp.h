@@ -39,6 +39,53 @@ struct Mp {
 
 using MpBytes = std::array<uint8_t, kMpBytes>;
 
+// The header as the little-endian word of the MP's bytes 0-7 (docs/protocol.md): the one
+// definition of its bit positions, used by encode_mp/decode_mp and by an MPQ, where the NIC
+// writes the header as one word after the payload and the host reads it as one word.
+// In an MPQ cell the reserved bits 20-23 carry the queue's lap (never 0), so the host
+// tells a freshly written cell from one of the previous lap; on the wire they are 0.
+namespace mp_word {
+inline constexpr unsigned kKindBit = 0, kFlagsBit = 4, kTargetVpBit = 8, kSrcVpBit = 14,
+                          kLapBit = 20, kSrcNodeBit = 24, kLengthBit = 40, kTagBit = 48;
+inline constexpr uint64_t kReservedMask = (uint64_t{0xF} << kLapBit) | (uint64_t{1} << 47);
+inline constexpr uint8_t kMaxVp = 63;
+// Fields are masked to their widths; callers check ranges (encode_mp does).
+constexpr uint64_t make(MpKind kind, uint8_t flags, uint8_t target_vp, uint8_t src_vp,
+                        uint16_t src_node, uint8_t length, uint16_t tag) {
+  return (uint64_t{static_cast<uint8_t>(kind) & 0xFu} << kKindBit) |
+         (uint64_t{flags & 0xFu} << kFlagsBit) | (uint64_t{target_vp & 0x3Fu} << kTargetVpBit) |
+         (uint64_t{src_vp & 0x3Fu} << kSrcVpBit) | (uint64_t{src_node} << kSrcNodeBit) |
+         (uint64_t{length & 0x7Fu} << kLengthBit) | (uint64_t{tag} << kTagBit);
+}
+constexpr uint8_t kind(uint64_t w) {
+  return static_cast<uint8_t>(w & 0xF);
+}
+constexpr uint8_t flags(uint64_t w) {
+  return static_cast<uint8_t>((w >> kFlagsBit) & 0xF);
+}
+constexpr uint8_t target_vp(uint64_t w) {
+  return static_cast<uint8_t>((w >> kTargetVpBit) & 0x3F);
+}
+constexpr uint8_t src_vp(uint64_t w) {
+  return static_cast<uint8_t>((w >> kSrcVpBit) & 0x3F);
+}
+constexpr uint8_t lap(uint64_t w) {
+  return static_cast<uint8_t>((w >> kLapBit) & 0xF);
+}
+constexpr uint16_t src_node(uint64_t w) {
+  return static_cast<uint16_t>(w >> kSrcNodeBit);
+}
+constexpr uint8_t length(uint64_t w) {
+  return static_cast<uint8_t>((w >> kLengthBit) & 0x7F);
+}
+constexpr uint16_t tag(uint64_t w) {
+  return static_cast<uint16_t>(w >> kTagBit);
+}
+constexpr uint64_t with_lap(uint64_t w, uint8_t lap) {
+  return (w & ~(uint64_t{0xF} << kLapBit)) | (uint64_t{lap & 0xFu} << kLapBit);
+}
+}  // namespace mp_word
+
 Result<MpBytes> encode_mp(const Mp& m);
 Result<Mp> decode_mp(std::span<const uint8_t> bytes);  // exactly 128 bytes
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -36,6 +37,46 @@ TEST(MpscRing, FifoFullAndSixteenBitTurnsWrap) {
     }
   }
   EXPECT_EQ(ring->peek(), nullptr);
+  delete ring;
+}
+
+// The MPQ: each cell is a wire MP whose header word, written last, carries the ring's lap; a
+// cell of the previous lap is never taken for a new one, and the header reads back as written.
+TEST(MpscRing, MpqCellsCarryTheWireHeaderAndTheLap) {
+  auto* ring = new MpqRing();
+  ring->init();
+  EXPECT_EQ(ring->peek(), nullptr);
+  uint64_t pos;
+  uint32_t next_in = 0, next_out = 0;
+  while (next_out < 20 * kMpqDepth) {  // 20 laps: the 3-bit lap count wraps twice
+    for (uint32_t k = 0; k < 100; ++k) {
+      MpqCell* c = ring->claim(&pos);
+      if (!c) break;
+      std::memcpy(c->data, &next_in, sizeof next_in);
+      const uint8_t len = static_cast<uint8_t>(4 + next_in % 117);
+      ring->publish(c, pos,
+                    wire::mp_word::make(wire::MpKind::kUser, next_in & 0xF, 5, 7,
+                                        static_cast<uint16_t>(next_in), len, 0));
+      ++next_in;
+    }
+    for (uint32_t k = 0; k < 60; ++k) {
+      MpqCell* c = ring->peek();
+      if (!c) break;
+      const uint64_t w = c->header.load();
+      uint32_t v;
+      std::memcpy(&v, c->data, sizeof v);
+      ASSERT_EQ(v, next_out);
+      EXPECT_EQ(wire::mp_word::src_node(w), static_cast<uint16_t>(next_out));
+      EXPECT_EQ(wire::mp_word::length(w), 4 + next_out % 117);
+      EXPECT_EQ(wire::mp_word::flags(w), next_out & 0xF);
+      EXPECT_EQ(wire::mp_word::target_vp(w), 5);
+      EXPECT_EQ(wire::mp_word::src_vp(w), 7);
+      EXPECT_NE(wire::mp_word::lap(w), 0);
+      ring->pop();
+      ++next_out;
+    }
+  }
+  EXPECT_EQ(ring->size(), next_in - next_out);
   delete ring;
 }
 

@@ -33,6 +33,31 @@ TEST(Mp, GoldenHeader) {
                 std::string(2 * 118, '0') + "ee");
 }
 
+// The header word is the little-endian reading of bytes 0-7 (how an MPQ moves it); the lap
+// an MPQ writes into bits 20-23 is reserved on the wire.
+TEST(Mp, HeaderWordIsBytesZeroToSeven) {
+  const uint64_t w = mp_word::make(MpKind::kMgmt, kMpFlagInterrupt, 39, 1, 0xABCD, 120, 0x1234);
+  EXPECT_EQ(w, 0x123478abcd006712ull);
+  EXPECT_EQ(mp_word::kind(w), 2);
+  EXPECT_EQ(mp_word::flags(w), kMpFlagInterrupt);
+  EXPECT_EQ(mp_word::target_vp(w), 39);
+  EXPECT_EQ(mp_word::src_vp(w), 1);
+  EXPECT_EQ(mp_word::src_node(w), 0xABCD);
+  EXPECT_EQ(mp_word::length(w), 120);
+  EXPECT_EQ(mp_word::tag(w), 0x1234);
+  EXPECT_EQ(mp_word::lap(w), 0);
+  const uint64_t lapped = mp_word::with_lap(w, 9);
+  EXPECT_EQ(mp_word::lap(lapped), 9);
+  EXPECT_EQ(lapped & ~(uint64_t{0xF} << 20), w);
+  std::array<uint8_t, kMpBytes> b{};
+  for (unsigned i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(lapped >> (8 * i));
+  EXPECT_TRUE(FailsWith(decode_mp(b), "reserved header bits 20-23/47 set"));
+  for (unsigned i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(w >> (8 * i));
+  auto m = decode_mp(b);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->src_node, 0xABCD);
+}
+
 TEST(Mp, RandomRoundTrip) {
   std::mt19937_64 rng(5);
   for (int i = 0; i < 1000; ++i) {

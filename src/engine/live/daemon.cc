@@ -749,14 +749,10 @@ bool FabricDaemon::mgmt_to_host(uint32_t chip) {
         ++stats_.dropped;  // a response for an endpoint that closed or died: nobody to tell
         continue;
       }
-      cell->src_node = e->src_node;
-      cell->src_vp = e->src_vp;
-      cell->length = e->length;
-      cell->kind_flags =
-          static_cast<uint8_t>(e->management ? wire::MpKind::kMgmt : wire::MpKind::kUser) << 4;
-      cell->tag = 0;
       std::memcpy(cell->data, e->data.data(), std::min<size_t>(e->length, sizeof cell->data));
-      vp.mpq.publish(cell, pos);
+      vp.mpq.publish(cell, pos,
+                     wire::mp_word::make(e->management ? wire::MpKind::kMgmt : wire::MpKind::kUser,
+                                         0, v, e->src_vp, e->src_node, e->length, 0));
     }
   }
   return empty;
@@ -886,13 +882,12 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
     case chip::MpqAdmit::kWait:
       return false;  // hold the link's items, in order, until the receiver drains it
   }
-  c->src_node = h.src_node;
-  c->src_vp = h.src_vp;
-  c->length = h.bytes;
-  c->kind_flags = (h.flags & wire::kDataFlagInterrupt) ? wire::kMpFlagInterrupt : 0;
-  c->tag = 0;
   std::memcpy(c->data, mp.payload.data(), std::min<size_t>(h.bytes, sizeof c->data));
-  vp.mpq.publish(c, pos);
+  vp.mpq.publish(
+      c, pos,
+      wire::mp_word::make(wire::MpKind::kUser,
+                          (h.flags & wire::kDataFlagInterrupt) ? wire::kMpFlagInterrupt : 0,
+                          h.dest_vp, h.src_vp, h.src_node, static_cast<uint8_t>(h.bytes), 0));
   vp.mps_received.fetch_add(1, std::memory_order_relaxed);
   ++stats_.mps_delivered;
   return true;

@@ -52,8 +52,10 @@ std::string Segment::shm_name(const std::string& fabric, const std::string& host
 
 namespace {
 
-uint64_t align64(uint64_t v) {
-  return (v + 63) & ~uint64_t{63};
+// Every region starts on a 128-byte pair of cache lines (the rings' alignment, segment.h).
+uint64_t align_region(uint64_t v) {
+  static_assert(alignof(NicSlot) <= 128 && alignof(EgressRing) <= 128);
+  return (v + 127) & ~uint64_t{127};
 }
 
 }  // namespace
@@ -80,19 +82,19 @@ Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) 
     }
   }
   SegHeader h{};
-  uint64_t off = align64(sizeof(SegHeader));
+  uint64_t off = align_region(sizeof(SegHeader));
   h.off_chips = off;
-  off = align64(off + sizeof(ChipInfo) * t.num_nodes());
+  off = align_region(off + sizeof(ChipInfo) * t.num_nodes());
   h.off_peers = off;
-  off = align64(off + sizeof(PeerInfo) * t.num_nodes() * max_ports);
+  off = align_region(off + sizeof(PeerInfo) * t.num_nodes() * max_ports);
   h.off_routes = off;
-  off = align64(off + 4ull * num_local * max_ports * t.num_nodes());
+  off = align_region(off + 4ull * num_local * max_ports * t.num_nodes());
   h.off_counters = off;
-  off = align64(off + sizeof(PortCounters) * num_local * max_ports);
+  off = align_region(off + sizeof(PortCounters) * num_local * max_ports);
   h.off_nics = off;
-  off = align64(off + sizeof(NicSlot) * num_local_nics);
+  off = align_region(off + sizeof(NicSlot) * num_local_nics);
   h.off_egress = off;
-  off = align64(off + sizeof(EgressRing));
+  off = align_region(off + sizeof(EgressRing));
   const uint64_t total = (off + 4095) & ~uint64_t{4095};
 
   const std::string name = shm_name(f.name, host_name);

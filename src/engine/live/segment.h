@@ -19,11 +19,12 @@
 
 #include "base/status.h"
 #include "engine/live/live_spec.h"
+#include "wire/mp.h"
 
 namespace galaxy::live {
 
 inline constexpr uint64_t kSegmentMagic = 0x4753594c4158414bull;
-inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr uint32_t kSegmentVersion = 2;
 inline constexpr uint32_t kMpqDepth = 1024;
 inline constexpr uint32_t kCqDepth = 1024;
 inline constexpr uint32_t kEgressDepth = 4096;
@@ -45,54 +46,83 @@ inline void cpu_relax() {
 #endif
 }
 
-// A bounded multi-producer single-consumer ring of fixed cells (D. Vyukov's bounded queue):
-// every cell carries a 16-bit turn number, so a producer claims a cell with one CAS on the tail
-// and publishes it with one release store; the consumer needs no atomic read-modify-write.
-// The consumer hands cells back in batches (kRelease at a time): writing a cell's turn at every
-// pop would take the cell's line away from the producer once more per message, and that write
-// would hold up the consumer's next store (its reply) by a cross-core round trip. Producers see
-// the ring full up to kRelease - 1 cells early.
+// How a ring cell says it was published for position `pos` of a ring of Depth cells. This
+// primary template serves cells that begin with a 16-bit turn number `seq` (pos + 1 once
+// written); MpqCell has its own (below).
+template <class Cell, uint32_t Depth>
+struct CellTurn {
+  static void init(Cell& c, uint32_t index) { c.seq.store(static_cast<uint16_t>(index)); }
+  static bool ready(const Cell& c, uint64_t pos) {
+    return c.seq.load(std::memory_order_acquire) == static_cast<uint16_t>(pos + 1);
+  }
+  static void publish(Cell& c, uint64_t pos) {
+    c.seq.store(static_cast<uint16_t>(pos + 1), std::memory_order_release);
+  }
+};
+
+// A bounded multi-producer single-consumer ring of fixed cells. Every cell carries a turn
+// (CellTurn) that its producer writes last (a release store): the consumer polls the cell it
+// expects and needs no atomic read-modify-write. A producer claims a cell with one CAS on the
+// tail and learns whether the cell is free from the consumer's `freed` index, which it reads
+// only when its cached bound (`room`, on the tail's line) runs out, so the cell's line moves
+// between the cores once for the producer's write and once for the consumer's read, and never
+// for a turn check. The consumer hands cells back in batches (kRelease at a time), so producers
+// see the ring full up to kRelease - 1 cells early.
 // A consumer that found it empty for a while sleeps on `futex` (see wait()).
 template <class Cell, uint32_t Depth>
 struct MpscRing {
   static_assert((Depth & (Depth - 1)) == 0 && Depth <= 16384, "power of two, 16-bit turns");
   static constexpr uint32_t kRelease = Depth >= 64 ? 16 : 1;
-  alignas(64) std::atomic<uint64_t> tail;
-  alignas(64) std::atomic<uint64_t> head;
-  uint64_t released;  // cells before this one have been handed back (consumer only)
-  alignas(64) std::atomic<uint32_t> futex;
+  // Each group on its own 128-byte pair of lines: a core fetching one line may fetch its
+  // neighbour too, and must not take the consumer's line from it while the producer writes.
+  // Producers' line: the next cell to claim and the bound below which cells are known free.
+  alignas(128) std::atomic<uint64_t> tail;
+  std::atomic<uint64_t> room;
+  // Consumer's line: the next cell to read, and how many it has handed back.
+  alignas(128) std::atomic<uint64_t> head;
+  std::atomic<uint64_t> freed;
+  alignas(128) std::atomic<uint32_t> futex;
   std::atomic<uint32_t> waiters;
-  alignas(64) Cell cells[Depth];
+  alignas(128) Cell cells[Depth];
 
   void init() {
     tail.store(0);
+    room.store(Depth);
     head.store(0);
-    released = 0;
+    freed.store(0);
     futex.store(0);
     waiters.store(0);
-    for (uint32_t i = 0; i < Depth; ++i) cells[i].seq.store(static_cast<uint16_t>(i));
+    for (uint32_t i = 0; i < Depth; ++i) CellTurn<Cell, Depth>::init(cells[i], i);
   }
   // Producer: a cell to fill, or nullptr when the ring is full.
   Cell* claim(uint64_t* pos) {
     uint64_t p = tail.load(std::memory_order_relaxed);
     for (;;) {
-      Cell& c = cells[p & (Depth - 1)];
-      int16_t d =
-          static_cast<int16_t>(c.seq.load(std::memory_order_acquire) - static_cast<uint16_t>(p));
-      if (d == 0) {
-        if (tail.compare_exchange_weak(p, p + 1, std::memory_order_relaxed)) {
-          *pos = p;
-          return &c;
+      if (p >= room.load(std::memory_order_acquire)) {
+        // The cached bound ran out: ask the consumer (acquire: its reads of those cells are
+        // over before this producer writes them) and share the answer with other producers.
+        const uint64_t r = freed.load(std::memory_order_acquire) + Depth;
+        uint64_t cur = room.load(std::memory_order_relaxed);
+        while (cur < r && !room.compare_exchange_weak(cur, r, std::memory_order_release,
+                                                      std::memory_order_relaxed)) {
         }
-      } else if (d < 0) {
-        return nullptr;
-      } else {
-        p = tail.load(std::memory_order_relaxed);
+        if (p >= r) {
+          const uint64_t again = tail.load(std::memory_order_relaxed);
+          if (again == p) return nullptr;
+          p = again;
+          continue;
+        }
+      }
+      if (tail.compare_exchange_weak(p, p + 1, std::memory_order_relaxed)) {
+        *pos = p;
+        return &cells[p & (Depth - 1)];
       }
     }
   }
-  void publish(Cell* c, uint64_t pos) {
-    c->seq.store(static_cast<uint16_t>(pos + 1), std::memory_order_release);
+  // Makes a filled cell visible to the consumer (args: what the cell's CellTurn needs).
+  template <class... Args>
+  void publish(Cell* c, uint64_t pos, Args... args) {
+    CellTurn<Cell, Depth>::publish(*c, pos, args...);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (waiters.load(std::memory_order_relaxed) != 0) {
       futex.fetch_add(1, std::memory_order_release);
@@ -103,15 +133,13 @@ struct MpscRing {
   Cell* peek() {
     uint64_t h = head.load(std::memory_order_relaxed);
     Cell& c = cells[h & (Depth - 1)];
-    return c.seq.load(std::memory_order_acquire) == static_cast<uint16_t>(h + 1) ? &c : nullptr;
+    return CellTurn<Cell, Depth>::ready(c, h) ? &c : nullptr;
   }
   void pop() {
     const uint64_t h = head.load(std::memory_order_relaxed) + 1;
     head.store(h, std::memory_order_relaxed);
-    if (h - released < kRelease) return;
-    for (uint64_t p = released; p < h; ++p)
-      cells[p & (Depth - 1)].seq.store(static_cast<uint16_t>(p + Depth), std::memory_order_release);
-    released = h;
+    if (h - freed.load(std::memory_order_relaxed) >= kRelease)
+      freed.store(h, std::memory_order_release);
   }
   size_t size() const {
     return static_cast<size_t>(tail.load(std::memory_order_relaxed) -
@@ -120,17 +148,26 @@ struct MpscRing {
   // Poll for spin_ns, then block on the futex until a cell is published or deadline_ns passes
   // (UINT64_MAX: no deadline). Returns the cell or nullptr on timeout.
   Cell* wait(uint64_t spin_ns, uint64_t deadline_ns) {
-    if (Cell* c = peek()) return c;
-    const uint64_t start = monotonic_ns();
-    const uint64_t spin_until = start + spin_ns;
+    if (Cell* c = spin(spin_ns, deadline_ns)) return c;
+    return sleep(deadline_ns);
+  }
+  // Polls for about spin_ns (less if deadline_ns comes first); the cell or nullptr.
+  Cell* spin(uint64_t spin_ns, uint64_t deadline_ns) {
+    // The clock is first read after 64 polls: a message that comes during the read would be
+    // seen that much later, and most come within the first polls.
+    uint64_t spin_until = 0;
     for (uint32_t i = 0;; ++i) {
       if (Cell* c = peek()) return c;
       if ((i & 7) == 7) cpu_relax();  // a pause on every poll would delay seeing the cell
       if ((i & 63) == 63) {
-        uint64_t now = monotonic_ns();
-        if (now >= spin_until || now >= deadline_ns) break;
+        const uint64_t now = monotonic_ns();
+        if (spin_until == 0) spin_until = now + spin_ns;
+        if (now >= spin_until || now >= deadline_ns) return nullptr;
       }
     }
+  }
+  // Blocks on the futex until a cell is published or deadline_ns passes.
+  Cell* sleep(uint64_t deadline_ns) {
     for (;;) {
       uint32_t v = futex.load(std::memory_order_acquire);
       waiters.fetch_add(1, std::memory_order_seq_cst);
@@ -152,16 +189,24 @@ struct MpscRing {
   }
 };
 
-// One MP in an MPQ: the 8-byte MP header (its target-VP byte is implied by the queue and
-// replaced by the cell's turn number) and 120 bytes of data (SYSTEM.md 1.1).
+// One MP in an MPQ: the 128-byte wire MP (wire/mp.h, docs/protocol.md) as the NIC writes it,
+// its payload first and then its header as one word whose bits 20-23 hold the ring's lap.
 struct MpqCell {
-  std::atomic<uint16_t> seq;
-  uint16_t src_node;
-  uint8_t src_vp;
-  uint8_t length;
-  uint8_t kind_flags;  // wire::MpKind << 4 | flags
-  uint8_t tag;
-  uint8_t data[120];
+  std::atomic<uint64_t> header;  // wire::mp_word layout
+  uint8_t data[wire::kMpPayloadBytes];
+};
+template <uint32_t Depth>
+struct CellTurn<MpqCell, Depth> {
+  // Laps count 8..15 and wrap to 8 (the producer is never a lap ahead, so two distinct values
+  // would do); a cell not yet written holds lap 0.
+  static uint8_t lap(uint64_t pos) { return static_cast<uint8_t>(((pos / Depth) & 7) | 8); }
+  static void init(MpqCell& c, uint32_t) { c.header.store(0); }
+  static bool ready(const MpqCell& c, uint64_t pos) {
+    return wire::mp_word::lap(c.header.load(std::memory_order_acquire)) == lap(pos);
+  }
+  static void publish(MpqCell& c, uint64_t pos, uint64_t header) {
+    c.header.store(wire::mp_word::with_lap(header, lap(pos)), std::memory_order_release);
+  }
 };
 static_assert(sizeof(MpqCell) == 128);
 
