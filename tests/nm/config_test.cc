@@ -74,13 +74,11 @@ TEST_P(ConfigBackends, KeepsEachChipsOrder) {
   EXPECT_EQ(read_in_band(req, map, a, reg::kScratch), 16u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ConfigBackends, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return std::string(i.param); });
-
-TEST(ConfigTest, EepromDefaultsAreWrittenAndVerified) {
-  auto s = SimServer::make("line:n=3");
-  auto map = s.oracle();
-  Requester req(*s.port, {});
+TEST_P(ConfigBackends, EepromDefaultsAreWrittenAndVerified) {
+  auto s = testing::Backend::make(GetParam(), "line:n=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  auto map = s->oracle();
+  Requester req(*s->port, {});
   uint32_t a = map.topology.peer({map.server_node, 0})->node;
   ASSERT_EQ(apply_writes(req, map, {{a, reg::kScratch, 0x1234, 0}}).applied, 1u);
   auto r = write_eeprom_defaults(req, map, a);
@@ -97,13 +95,19 @@ TEST(ConfigTest, EepromDefaultsAreWrittenAndVerified) {
   EXPECT_EQ(r->image.registers[0].value & 0xFFFF, a);
   EXPECT_EQ(r->image.registers[4], (chip::BootRegister{reg::kScratch, 0x1234}));
   EXPECT_EQ(r->bytes, 8 + 11 * r->image.registers.size() + 2);
-  // About 3 ms of I2C time per byte written.
-  EXPECT_GT(r->write_time, r->bytes * 2 * kMs);
-  EXPECT_LT(r->verify_time, r->write_time);
-  auto stored = chip::read_boot_image(s.fabric->chip(a).eeprom());
-  ASSERT_TRUE(stored.ok());
-  EXPECT_EQ(*stored, r->image);
+  // The image as the chip model stored it; the timing is the simulator's (about 3 ms of I2C
+  // time per byte written), a live chip writes at the machine's pace.
+  if (s->kind == "sim") {
+    EXPECT_GT(r->write_time, r->bytes * 2 * kMs);
+    EXPECT_LT(r->verify_time, r->write_time);
+    auto stored = chip::read_boot_image(s->sim_fabric->chip(a).eeprom());
+    ASSERT_TRUE(stored.ok());
+    EXPECT_EQ(*stored, r->image);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConfigBackends, ::testing::ValuesIn(testing::kBackends),
+                         [](const auto& i) { return std::string(i.param); });
 
 }  // namespace
 }  // namespace galaxy::nm

@@ -53,18 +53,17 @@ TEST_P(ScanBackends, PipelinedScanReadsEveryPortOfEveryNrc) {
   EXPECT_DOUBLE_EQ(r->management_bits(), 2.0 * r->requests * 4 * 198);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ScanBackends, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return std::string(i.param); });
-
-TEST(ScanTest, NicsAreScannedOnRequest) {
-  auto s = SimServer::make("line:n=3");
-  auto map = s.oracle();
-  Requester req(*s.port, {});
+TEST_P(ScanBackends, NicsAreScannedOnRequest) {
+  auto s = testing::Backend::make(GetParam(), "line:n=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  auto map = s->oracle();
+  Requester req(*s->port, {});
   Scanner scanner(req, map);
   auto r = scanner.scan_once({.include_nics = true});
-  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ(r->chips.size(), map.num_nodes() - 1);  // all but the server's own NIC
   EXPECT_EQ(r->requests, expected_requests(map, true));
+  EXPECT_TRUE(r->non_responding.empty());
 }
 
 TEST(ScanTest, SerialScanMatchesThePaperModel) {
@@ -170,11 +169,12 @@ TEST(ScanTest, CompareShowsRetransmissionsOnNoisyLinks) {
   EXPECT_EQ(req.stats().failed, 0u);
 }
 
-TEST(ScanTest, PortsTheChipDoesNotHaveAreRefusedOnceAndSkipped) {
-  auto s = SimServer::make("line:n=3");
-  Requester req(*s.port, {});
+TEST_P(ScanBackends, PortsTheChipDoesNotHaveAreRefusedOnceAndSkipped) {
+  auto s = testing::Backend::make(GetParam(), "line:n=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  Requester req(*s->port, {});
   auto found = discover(req, {});
-  ASSERT_TRUE(found.ok());
+  ASSERT_TRUE(found.ok()) << found.error().to_string();
   // Discovery learns each NRC's radix (3 here) from its neighbour: nothing is absent.
   auto exact = Scanner(req, found->map).scan_once({});
   ASSERT_TRUE(exact.ok());
@@ -245,6 +245,9 @@ TEST(ScanTest, DiffListsStateChangesFirstThenCountersByDelta) {
   b.chips[0].responding = false;
   EXPECT_EQ(diff(a, b).stopped_answering, std::vector<uint32_t>{7});
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, ScanBackends, ::testing::ValuesIn(testing::kBackends),
+                         [](const auto& i) { return std::string(i.param); });
 
 }  // namespace
 }  // namespace galaxy::nm

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "chip/registers.h"
 #include "nm/discovery.h"
+#include "nm/route_load.h"
 #include "nm_test_util.h"
 
 namespace galaxy::nm {
@@ -26,20 +28,6 @@ struct Fixture {
   uint32_t dst = map.topology.nic_node(map.topology.num_nics() - 1);  // another pod
 };
 
-TEST(TraceTest, MinhopLoaderProgramsTheShortestPathSets) {
-  Fixture f;
-  ASSERT_TRUE(load_minhop_for(f.req, f.map, f.dst).ok());
-  auto sets = minhop_port_sets(f.map, f.dst);
-  unsigned programmed = 0;
-  for (uint32_t v = 0; v < f.map.num_nodes(); ++v) {
-    if (f.map.topology.is_nic(v)) continue;
-    for (uint8_t p = 0; p < f.map.topology.num_ports(v); ++p)
-      EXPECT_EQ(f.s.fabric->nrc(v).route_table(p).get(f.dst), sets[v]) << v << ":" << p;
-    programmed += sets[v] != 0;
-  }
-  EXPECT_EQ(programmed, f.map.topology.num_nrcs());
-}
-
 // Over both back ends: the loader's writes and the trace's reads are management requests.
 struct BackendFixture {
   explicit BackendFixture(const char* kind)
@@ -57,6 +45,44 @@ struct BackendFixture {
 };
 
 class TraceBackends : public ::testing::TestWithParam<const char*> {};
+
+// One route-table entry of NRC `v` through management, as a server would (RT_SELECT, RT_DATA):
+// written for every linked input port, or read for one.
+Status write_route(Requester& req, const FabricMap& map, uint32_t v, uint32_t dst, uint32_t ports) {
+  Status st;
+  req.submit(MgmtRequest::write2(map.target[v], chip::reg::kRtSelect,
+                                 rt_select_value(all_inputs(map, v), map.chip_id[dst], 1),
+                                 chip::reg::kRtData, ports),
+             [&](const MgmtReply& r) { st = r.status; });
+  req.run();
+  return st;
+}
+uint32_t read_route(Requester& req, const FabricMap& map, uint32_t v, uint8_t in, uint32_t dst) {
+  uint32_t ports = UINT32_MAX;
+  req.submit(MgmtRequest::write(map.target[v], chip::reg::kRtSelect,
+                                rt_select_value(1u << in, map.chip_id[dst], 1)),
+             [](const MgmtReply&) {});
+  req.submit(MgmtRequest::read(map.target[v], chip::reg::kRtData), [&](const MgmtReply& r) {
+    if (r.status.ok()) ports = static_cast<uint32_t>(r.response.data.value[0]) & 0xFFFFFF;
+  });
+  req.run();
+  return ports;
+}
+
+TEST_P(TraceBackends, MinhopLoaderProgramsTheShortestPathSets) {
+  BackendFixture f(GetParam());
+  ASSERT_TRUE(f.s) << GetParam() << " did not come up";
+  ASSERT_TRUE(load_minhop_for(*f.req, f.map, f.dst).ok());
+  auto sets = minhop_port_sets(f.map, f.dst);
+  unsigned programmed = 0;
+  for (uint32_t v = 0; v < f.map.num_nodes(); ++v) {
+    if (f.map.topology.is_nic(v)) continue;
+    for (uint8_t p = 0; p < f.map.topology.num_ports(v); ++p)
+      EXPECT_EQ(read_route(*f.req, f.map, v, p, f.dst), sets[v]) << v << ":" << p;
+    programmed += sets[v] != 0;
+  }
+  EXPECT_EQ(programmed, f.map.topology.num_nrcs());
+}
 
 TEST_P(TraceBackends, FindsTheMinhopPathWithItsAlternatives) {
   BackendFixture bf(GetParam());
@@ -104,9 +130,6 @@ TEST_P(TraceBackends, FindsTheMinhopPathWithItsAlternatives) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TraceBackends, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return std::string(i.param); });
-
 TEST(TraceTest, CutUplinkLeavesTheAlternativeAndCutDownlinkFails) {
   Fixture f;
   ASSERT_TRUE(load_minhop_for(f.req, f.map, f.dst).ok());
@@ -140,53 +163,57 @@ TEST(TraceTest, CutUplinkLeavesTheAlternativeAndCutDownlinkFails) {
       << down_cut->reason;
 }
 
-TEST(TraceTest, MissingRouteIsReportedAtItsHop) {
-  Fixture f;
-  ASSERT_TRUE(load_minhop_for(f.req, f.map, f.dst).ok());
-  auto good = trace(f.req, f.map, f.src, f.dst);
+TEST_P(TraceBackends, MissingRouteIsReportedAtItsHop) {
+  BackendFixture f(GetParam());
+  ASSERT_TRUE(f.s) << GetParam() << " did not come up";
+  // Without any table the first NRC already has nothing.
+  auto none = trace(*f.req, f.map, f.src, f.dst);
+  ASSERT_TRUE(none.ok()) << none.error().to_string();
+  EXPECT_EQ(none->failure, TraceFailure::kNoRoute);
+  EXPECT_EQ(none->failed_hop, 0);
+
+  ASSERT_TRUE(load_minhop_for(*f.req, f.map, f.dst).ok());
+  auto good = trace(*f.req, f.map, f.src, f.dst);
   ASSERT_TRUE(good.ok() && good->reachable);
   const uint32_t core = good->hops[2].node;
-  ASSERT_TRUE(f.s.fabric->nrc(core).set_routes(all_inputs(f.map, core), f.dst, 1, 0).ok());
-  auto tr = trace(f.req, f.map, f.src, f.dst);
+  ASSERT_TRUE(write_route(*f.req, f.map, core, f.dst, 0).ok());
+  auto tr = trace(*f.req, f.map, f.src, f.dst);
   ASSERT_TRUE(tr.ok());
   EXPECT_FALSE(tr->reachable);
   EXPECT_EQ(tr->failure, TraceFailure::kNoRoute);
   EXPECT_EQ(tr->failed_hop, 2);
   EXPECT_EQ(tr->hops.size(), 3u);
-  EXPECT_NE(tr->reason.find(fmt::format("no route to chip {} at hop 2", f.dst)), std::string::npos)
+  EXPECT_NE(tr->reason.find(fmt::format("no route to chip {} at hop 2", f.map.chip_id[f.dst])),
+            std::string::npos)
       << tr->reason;
-
-  // Without any table the first NRC already has nothing.
-  Fixture fresh;
-  auto none = trace(fresh.req, fresh.map, fresh.src, fresh.dst);
-  ASSERT_TRUE(none.ok());
-  EXPECT_EQ(none->failure, TraceFailure::kNoRoute);
-  EXPECT_EQ(none->failed_hop, 0);
 }
 
-TEST(TraceTest, RouteBackToAVisitedChipIsALoop) {
-  Fixture f;
-  ASSERT_TRUE(load_minhop_for(f.req, f.map, f.dst).ok());
-  auto good = trace(f.req, f.map, f.src, f.dst);
+TEST_P(TraceBackends, RouteBackToAVisitedChipIsALoop) {
+  BackendFixture f(GetParam());
+  ASSERT_TRUE(f.s) << GetParam() << " did not come up";
+  ASSERT_TRUE(load_minhop_for(*f.req, f.map, f.dst).ok());
+  auto good = trace(*f.req, f.map, f.src, f.dst);
   ASSERT_TRUE(good.ok() && good->reachable);
   const TraceHop& h1 = good->hops[1];
-  ASSERT_TRUE(f.s.fabric->nrc(h1.node)
-                  .set_routes(all_inputs(f.map, h1.node), f.dst, 1, 1u << h1.in_port)
-                  .ok());
-  auto tr = trace(f.req, f.map, f.src, f.dst);
+  ASSERT_TRUE(write_route(*f.req, f.map, h1.node, f.dst, 1u << h1.in_port).ok());
+  auto tr = trace(*f.req, f.map, f.src, f.dst);
   ASSERT_TRUE(tr.ok());
   EXPECT_EQ(tr->failure, TraceFailure::kLoop);
   EXPECT_EQ(tr->failed_hop, 1);
   EXPECT_NE(tr->reason.find("revisited"), std::string::npos);
 }
 
-TEST(TraceTest, RejectsEndpointsThatAreNotTwoNics) {
-  Fixture f;
+TEST_P(TraceBackends, RejectsEndpointsThatAreNotTwoNics) {
+  BackendFixture f(GetParam());
+  ASSERT_TRUE(f.s) << GetParam() << " did not come up";
   uint32_t nrc = f.map.topology.peer({f.src, 0})->node;
-  EXPECT_FALSE(trace(f.req, f.map, f.src, nrc).ok());
-  EXPECT_FALSE(trace(f.req, f.map, f.src, f.src).ok());
-  EXPECT_FALSE(load_minhop_for(f.req, f.map, nrc).ok());
+  EXPECT_FALSE(trace(*f.req, f.map, f.src, nrc).ok());
+  EXPECT_FALSE(trace(*f.req, f.map, f.src, f.src).ok());
+  EXPECT_FALSE(load_minhop_for(*f.req, f.map, nrc).ok());
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, TraceBackends, ::testing::ValuesIn(testing::kBackends),
+                         [](const auto& i) { return std::string(i.param); });
 
 }  // namespace
 }  // namespace galaxy::nm
