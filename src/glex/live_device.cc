@@ -60,29 +60,6 @@ static_assert(static_cast<int>(OpCode::kPut) == GLEX_OP_PUT &&
 static_assert(live::kFlagFence == GLEX_FLAG_FENCE && live::kFlagLocalCq == GLEX_FLAG_LOCAL_CQ &&
               live::kFlagRemoteEvent == GLEX_FLAG_REMOTE_EVT);
 
-// An MP's payload (at most 120 bytes) copied without a call for the short ones that decide
-// latency: two overlapping moves cover 4-16 bytes.
-template <class Word>
-inline void copy_two_words(uint8_t* d, const uint8_t* s, uint32_t len) {
-  Word a, b;
-  std::memcpy(&a, s, sizeof a);
-  std::memcpy(&b, s + len - sizeof b, sizeof b);
-  std::memcpy(d, &a, sizeof a);
-  std::memcpy(d + len - sizeof b, &b, sizeof b);
-}
-inline void copy_payload(void* dst, const void* src, uint32_t len) {
-  auto* d = static_cast<uint8_t*>(dst);
-  auto* s = static_cast<const uint8_t*>(src);
-  if (len > 16)
-    std::memcpy(d, s, len);
-  else if (len >= 8)
-    copy_two_words<uint64_t>(d, s, len);
-  else if (len >= 4)
-    copy_two_words<uint32_t>(d, s, len);
-  else
-    for (uint32_t i = 0; i < len; ++i) d[i] = s[i];
-}
-
 uint64_t deadline_after(int32_t timeout_ms) {
   return timeout_ms < 0 ? UINT64_MAX
                         : live::monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull;
@@ -337,10 +314,10 @@ class LiveDevice final : public glex_device {
       case chip::MpqAdmit::kWait:
         return set_error(GLEX_BUSY, fmt::format("E6115 the MPQ of {}:{} is full; retry", dn, dv));
     }
-    copy_payload(c->data, data, len);
-    t.mpq.publish(c, pos,
-                  wire::mp_word::make(wire::MpKind::kUser, mp_flags, static_cast<uint8_t>(dv), vp,
-                                      static_cast<uint16_t>(node_), static_cast<uint8_t>(len), 0));
+    live::fill_mpq(t, c, pos,
+                   wire::mp_word::make(wire::MpKind::kUser, mp_flags, static_cast<uint8_t>(dv), vp,
+                                       static_cast<uint16_t>(node_), static_cast<uint8_t>(len), 0),
+                   data);
     path->add(wire::packet_traffic(wire::kMpBytes));
     complete_local(vp, flags, OpCode::kMp, len);
     return GLEX_SUCCESS;
@@ -364,7 +341,7 @@ class LiveDevice final : public glex_device {
       const uint32_t len = std::min<uint32_t>(wire::mp_word::length(w), wire::kMpPayloadBytes);
       mp->src = GLEX_EP_ADDR(wire::mp_word::src_node(w), wire::mp_word::src_vp(w));
       mp->len = len;
-      copy_payload(mp->data, c->data, len);
+      live::copy_payload(mp->data, c->data, len);
       q.pop();
       return GLEX_SUCCESS;
     }

@@ -749,10 +749,10 @@ bool FabricDaemon::mgmt_to_host(uint32_t chip) {
         ++stats_.dropped;  // a response for an endpoint that closed or died: nobody to tell
         continue;
       }
-      std::memcpy(cell->data, e->data.data(), std::min<size_t>(e->length, sizeof cell->data));
-      vp.mpq.publish(cell, pos,
-                     wire::mp_word::make(e->management ? wire::MpKind::kMgmt : wire::MpKind::kUser,
-                                         0, v, e->src_vp, e->src_node, e->length, 0));
+      fill_mpq(vp, cell, pos,
+               wire::mp_word::make(e->management ? wire::MpKind::kMgmt : wire::MpKind::kUser, 0, v,
+                                   e->src_vp, e->src_node, e->length, 0),
+               e->data.data());
     }
   }
   return empty;
@@ -882,12 +882,11 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
     case chip::MpqAdmit::kWait:
       return false;  // hold the link's items, in order, until the receiver drains it
   }
-  std::memcpy(c->data, mp.payload.data(), std::min<size_t>(h.bytes, sizeof c->data));
-  vp.mpq.publish(
-      c, pos,
-      wire::mp_word::make(wire::MpKind::kUser,
-                          (h.flags & wire::kDataFlagInterrupt) ? wire::kMpFlagInterrupt : 0,
-                          h.dest_vp, h.src_vp, h.src_node, static_cast<uint8_t>(h.bytes), 0));
+  fill_mpq(vp, c, pos,
+           wire::mp_word::make(wire::MpKind::kUser,
+                               (h.flags & wire::kDataFlagInterrupt) ? wire::kMpFlagInterrupt : 0,
+                               h.dest_vp, h.src_vp, h.src_node, static_cast<uint8_t>(h.bytes), 0),
+           mp.payload.data());
   vp.mps_received.fetch_add(1, std::memory_order_relaxed);
   ++stats_.mps_delivered;
   return true;

@@ -1,8 +1,11 @@
-// chip::mpq_admit over a VP of the shared segment: a cell is claimed only when the VP is open,
-// and the owner's liveness (a syscall) is asked only when the ring is full. Every live path
-// that writes an MPQ (same-host sender, daemon delivering an MP or a management response) uses
-// this one check.
+// Writing an MPQ of the shared segment: chip::mpq_admit over a VP (a cell is claimed only when
+// the VP is open, and the owner's liveness, a syscall, is asked only when the ring is full),
+// then the cell filled as the wire MP. Every live path that writes an MPQ (same-host sender,
+// daemon delivering an MP or a management response) uses these two.
 #pragma once
+
+#include <algorithm>
+#include <cstring>
 
 #include "chip/mpq.h"
 #include "engine/live/segment.h"
@@ -15,6 +18,38 @@ inline chip::MpqAdmit claim_mpq(VpSlot& vp, MpqCell** cell, uint64_t* pos) {
   *cell = open ? vp.mpq.claim(pos) : nullptr;
   return chip::mpq_admit(open, *cell != nullptr,
                          [&] { return process_alive(vp.owner_pid.load()); });
+}
+
+// An MP's payload (at most 120 bytes) copied without a call for the short ones that decide
+// latency: two overlapping moves cover 4-16 bytes.
+template <class Word>
+inline void copy_two_words(uint8_t* d, const uint8_t* s, uint32_t len) {
+  Word a, b;
+  std::memcpy(&a, s, sizeof a);
+  std::memcpy(&b, s + len - sizeof b, sizeof b);
+  std::memcpy(d, &a, sizeof a);
+  std::memcpy(d + len - sizeof b, &b, sizeof b);
+}
+inline void copy_payload(void* dst, const void* src, uint32_t len) {
+  auto* d = static_cast<uint8_t*>(dst);
+  auto* s = static_cast<const uint8_t*>(src);
+  if (len > 16)
+    std::memcpy(d, s, len);
+  else if (len >= 8)
+    copy_two_words<uint64_t>(d, s, len);
+  else if (len >= 4)
+    copy_two_words<uint32_t>(d, s, len);
+  else
+    for (uint32_t i = 0; i < len; ++i) d[i] = s[i];
+}
+
+// Fills a cell claimed by claim_mpq and publishes it: the payload (the header's length, at
+// most 120 bytes), then the header word with the ring's lap (segment.h, MpqCell).
+inline void fill_mpq(VpSlot& vp, MpqCell* cell, uint64_t pos, uint64_t header,
+                     const void* payload) {
+  copy_payload(cell->data, payload,
+               std::min<uint32_t>(wire::mp_word::length(header), wire::kMpPayloadBytes));
+  vp.mpq.publish(cell, pos, header);
 }
 
 }  // namespace galaxy::live
