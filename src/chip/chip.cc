@@ -286,6 +286,7 @@ void Chip::write_register(uint16_t addr, uint64_t value) {
     switch (off) {
       case reg::port::kPortCtrl: {
         bool was_down = (s.ctrl & 2) != 0;
+        if (was_down != ((value & 2) != 0) && p < 32) link_control_changes_ |= uint32_t{1} << p;
         s.ctrl = value;
         if ((value & 2) && !was_down && s.link == LinkState::kUp) link_down(p);
         return;
@@ -369,10 +370,12 @@ Status Chip::power_on() {
 
 void Chip::link_up(uint8_t p, const PeerIdentity& peer, uint8_t lanes) {
   PortState& s = ports_[p];
+  if (s.link == LinkState::kUp) return;
   s.link = LinkState::kUp;
   s.lanes = lanes;
   s.peer = peer;
   ++s.handshakes;
+  if (std::exchange(s.trained, true)) raise_fault(FaultCode::kLinkUp, p, 0);
 }
 
 void Chip::link_down(uint8_t p) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -65,6 +66,7 @@ struct PortState {
   bool bist_done = false;
   uint64_t bist_flits = 0;
   uint64_t bist_errors = 0;
+  bool trained = false;  // the link has been up since power-on
 
   // Retransmissions per million flits sent (RETRANS_RATE).
   uint64_t retrans_rate_ppm() const {
@@ -115,9 +117,16 @@ class Chip {
   // BOOT_STATUS and the returned status.
   Status power_on();
 
-  // Link-layer events from the engine.
+  // Link-layer events from the engine. A link coming up again after it was up is a fault
+  // report (kLinkUp); its first training after power-on is not.
   void link_up(uint8_t port, const PeerIdentity& peer, uint8_t lanes = 8);
   void link_down(uint8_t port);
+  // PORT_CTRL bit 1 holds a port's link down. The chip drops its own end when the bit is set;
+  // the engine takes the ports whose bit changed (a mask, bit p for port p) after a management
+  // write, takes the whole link down at both ends, and lets it train again once neither end
+  // holds it down.
+  bool port_forced_down(uint8_t p) const { return p < ports_.size() && (ports_[p].ctrl & 2); }
+  uint32_t take_link_control_changes() { return std::exchange(link_control_changes_, 0); }
   PortState& port(uint8_t p) { return ports_[p]; }
   const PortState& port(uint8_t p) const { return ports_[p]; }
   bool port_usable(uint8_t p) const {
@@ -166,6 +175,7 @@ class Chip {
   uint64_t boot_status_ = 0;
   uint64_t dirty_discards_ = 0;
   uint64_t scratch_ = 0;
+  uint32_t link_control_changes_ = 0;
   std::vector<PortState> ports_;
   Eeprom eeprom_;
   std::unique_ptr<Nma> nma_;

@@ -91,8 +91,7 @@ Result<uint16_t> parse_register(const std::string& text, const std::string& fiel
     auto port = parse_u64(field + " port", u.substr(4, dot - 4), 31);
     if (!port.ok()) return port.error();
     for (const auto& r : kPortRegisters)
-      if (u.substr(dot + 1) == r.name)
-        return static_cast<uint16_t>(reg::kPortBase + *port * reg::kPortStride + r.addr);
+      if (u.substr(dot + 1) == r.name) return reg::port_register(*port, r.addr);
     return make_error(
         Code::kNotFound, 9162,
         fmt::format("{} = '{}': no port register named '{}'", field, text, text.substr(dot + 1)));

@@ -70,6 +70,11 @@ inline constexpr uint16_t kLinkParams = 0x14;       // RW physical-layer paramet
 inline constexpr uint16_t kEnd = 0x15;
 }  // namespace port
 
+// The address of register `offset` (port::k*) of port `p`.
+constexpr uint16_t port_register(unsigned p, uint16_t offset) {
+  return static_cast<uint16_t>(kPortBase + p * kPortStride + offset);
+}
+
 // NIC virtual-port blocks: base + vp * stride, 40 VPs.
 inline constexpr uint16_t kVpBase = 0x200;
 inline constexpr uint16_t kVpStride = 0x10;

@@ -12,7 +12,7 @@ namespace {
 namespace reg = chip::reg;
 
 uint16_t port_reg(uint8_t port, uint16_t off) {
-  return static_cast<uint16_t>(reg::kPortBase + port * reg::kPortStride + off);
+  return reg::port_register(port, off);
 }
 
 }  // namespace

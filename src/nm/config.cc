@@ -129,9 +129,7 @@ std::vector<uint16_t> default_registers(const FabricMap& map, uint32_t node) {
                             reg::kScratch};
   if (node >= map.num_nodes()) return out;
   for (uint8_t p = 0; p < map.topology.num_ports(node); ++p)
-    if (map.topology.peer({node, p}))
-      out.push_back(
-          static_cast<uint16_t>(reg::kPortBase + p * reg::kPortStride + reg::port::kLinkParams));
+    if (map.topology.peer({node, p})) out.push_back(reg::port_register(p, reg::port::kLinkParams));
   return out;
 }
 

@@ -118,8 +118,8 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
   send = [&](const Read& rd) {
     const ChipStatus& c = r.chips[rd.chip];
     auto addr = [&](uint8_t pos) {
-      return static_cast<uint16_t>(chip::reg::kPortBase + rd.port * chip::reg::kPortStride +
-                                   kFirstStatusOffset + order[pos]);
+      return chip::reg::port_register(rd.port,
+                                      static_cast<uint16_t>(kFirstStatusOffset + order[pos]));
     };
     const MgmtTarget& t = map_.target[c.node];
     MgmtRequest q = rd.count == 2 ? MgmtRequest::read2(t, addr(rd.first), addr(rd.first + 1))

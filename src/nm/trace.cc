@@ -13,7 +13,7 @@ namespace {
 namespace reg = chip::reg;
 
 uint16_t link_state_addr(uint8_t port) {
-  return static_cast<uint16_t>(reg::kPortBase + port * reg::kPortStride + reg::port::kLinkState);
+  return reg::port_register(port, reg::port::kLinkState);
 }
 
 uint64_t rt_select(uint32_t mask, uint16_t first, uint16_t count) {

@@ -251,7 +251,7 @@ TEST(SimFabricTest, BistStartedThroughManagementCompletesWithResults) {
     if (peer && !f->topology().is_nic(peer->node)) port = p;
   }
   f->set_flit_error_rate({nrc0, port}, 1e-4);
-  uint16_t ctrl = chip::reg::kPortBase + port * chip::reg::kPortStride + chip::reg::port::kBistCtrl;
+  uint16_t ctrl = chip::reg::port_register(port, chip::reg::port::kBistCtrl);
   ProbeSpec ps;
   ps.server_nic = server;
   ps.target = nrc0;

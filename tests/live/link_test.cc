@@ -134,6 +134,27 @@ struct Stream {
   bool done() const { return next_expect == count; }
 };
 
+// Runs the stream from a to b until every payload arrived (false after max_ns).
+bool run_stream(Harness& h, Stream& s, uint64_t max_ns) {
+  return h.run_until(
+      [&] {
+        s.send(*h.a, h.now);
+        s.receive(*h.b);
+        return s.done();
+      },
+      max_ns);
+}
+
+// After one outage: both ends trained a second time with the same peers, and the payloads held
+// meanwhile all arrive, once and in order.
+void expect_resumed_after_one_outage(Harness& h, Stream& s) {
+  EXPECT_EQ(h.a->stats().handshakes, 2u);
+  EXPECT_EQ(h.b->stats().handshakes, 2u);
+  EXPECT_EQ(h.a->stats().peer_restarts, 0u);
+  ASSERT_TRUE(run_stream(h, s, 1'000'000'000));
+  EXPECT_EQ(s.errors, 0u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Codec
 
@@ -216,6 +237,19 @@ TEST(LinkFrame, DecodeRejectsEveryMalformedField) {
   expect_error(mutated(3, 4), Code::kMalformed, 4603, "type = 4");
   expect_error(mutated(5, 1), Code::kMalformed, 4604, "flags");  // reply flag on data
   expect_error(mutated(4, 0x80), Code::kMalformed, 4604, "flags");
+  expect_error(mutated(5, 2), Code::kMalformed, 4604, "flags");  // disabled on data
+  {
+    std::vector<uint8_t> ack = mutated(3, 2);  // an ack frame without payload
+    ack.erase(ack.begin() + kLinkHeaderBytes, ack.end() - kLinkCrcBytes);
+    ack[7] = 0;
+    ack[5] = 2;  // disabled: handshakes only
+    reseal(&ack);
+    expect_error(ack, Code::kMalformed, 4604, "flags");
+    ack[3] = 3;
+    ack[5] = 3;  // reply-requested | disabled on a handshake
+    reseal(&ack);
+    EXPECT_TRUE(decode_link_frame(ack).ok());
+  }
   expect_error(mutated(7, 5), Code::kMalformed, 4605, "payload_length = 5");
   expect_error(mutated(7, 3), Code::kMalformed, 4605, "payload_length = 3");
   expect_error(mutated(3, 2), Code::kMalformed, 4606, "payload_length = 4 in a ack");
@@ -488,13 +522,7 @@ TEST(Link, CreditsStopTheSenderUntilTheReceiverPops) {
   h.blackhole_ba = false;
   ASSERT_TRUE(h.run_until([&] { return h.a->can_send(); }, 200'000'000));
 
-  ASSERT_TRUE(h.run_until(
-      [&] {
-        s.send(*h.a, h.now);
-        s.receive(*h.b);
-        return s.done();
-      },
-      1'000'000'000));
+  ASSERT_TRUE(run_stream(h, s, 1'000'000'000));
   EXPECT_EQ(s.errors, 0u);
   EXPECT_EQ(h.b->stats().credit_overruns, 0u);
 }
@@ -506,13 +534,7 @@ TEST(Link, SequenceNumbersWrapAround) {
   ASSERT_TRUE(h.both_up());
   EXPECT_EQ(h.a->next_send_seq(), 0xFFFFFF00u);
   Stream s(3000);
-  ASSERT_TRUE(h.run_until(
-      [&] {
-        s.send(*h.a, h.now);
-        s.receive(*h.b);
-        return s.done();
-      },
-      5'000'000'000));
+  ASSERT_TRUE(run_stream(h, s, 5'000'000'000));
   EXPECT_EQ(s.errors, 0u);
   EXPECT_EQ(h.b->next_receive_seq(), 0xFFFFFF00u + 3000u);
   EXPECT_EQ(h.a->next_send_seq(), 3000u - 256u);
@@ -660,17 +682,48 @@ TEST(Link, GoesDownAfterSilenceAndUpAgainWithoutLosingFrames) {
 
   h.blackhole_ab = h.blackhole_ba = false;
   ASSERT_TRUE(h.both_up());
-  EXPECT_EQ(h.a->stats().handshakes, 2u);
-  EXPECT_EQ(h.b->stats().handshakes, 2u);
-  EXPECT_EQ(h.a->stats().peer_restarts, 0u);
-  ASSERT_TRUE(h.run_until(
-      [&] {
-        s.send(*h.a, h.now);
-        s.receive(*h.b);
-        return s.done();
-      },
-      1'000'000'000));
-  EXPECT_EQ(s.errors, 0u);
+  expect_resumed_after_one_outage(h, s);
+}
+
+TEST(Link, DisabledEndHoldsBothEndsDownUntilEnabledAndLosesNoFrame) {
+  Harness h(config(100), config(200));
+  ASSERT_TRUE(h.both_up());
+  h.b->set_disabled(true, h.now);
+  EXPECT_EQ(h.b->state(), LinkState::kDown);
+  EXPECT_TRUE(h.b->disabled());
+  // One handshake carries the news: the peer is Down within a latency, not a dead interval.
+  ASSERT_TRUE(h.run_until([&] { return h.a->state() == LinkState::kDown; }, 100'000));
+  EXPECT_TRUE(h.a->peer_disabled());
+  Stream s(300);
+  s.send(*h.a, h.now);
+  EXPECT_EQ(s.next_send, 256u);  // accepted, held while Down
+  uint64_t sent = h.a->stats().frames_sent;
+  // Both ends keep handshaking, neither trains, no data moves.
+  h.run_until([] { return false; }, 50'000'000);
+  EXPECT_EQ(h.a->state(), LinkState::kDown);
+  EXPECT_EQ(h.b->state(), LinkState::kDown);
+  EXPECT_EQ(h.a->stats().frames_sent, sent);
+  EXPECT_EQ(h.b->stats().payloads_delivered, 0u);
+  EXPECT_GT(h.a->stats().handshake_frames_sent, 5u);
+  EXPECT_EQ(h.a->stats().handshakes, 1u);
+
+  h.b->set_disabled(false, h.now);
+  ASSERT_TRUE(
+      h.run_until([&] { return h.a->state() == LinkState::kUp && h.b->state() == LinkState::kUp; },
+                  1'000'000));  // at once, not after a handshake interval
+  EXPECT_FALSE(h.a->peer_disabled());
+  expect_resumed_after_one_outage(h, s);
+}
+
+TEST(Link, DisabledBeforeTheFirstHandshakeNeverTrains) {
+  Harness h(config(100), config(200));
+  h.a->set_disabled(true, h.now);
+  h.run_until([] { return false; }, 30'000'000);
+  EXPECT_EQ(h.a->state(), LinkState::kDown);
+  EXPECT_EQ(h.b->state(), LinkState::kDown);
+  EXPECT_EQ(h.b->stats().handshakes, 0u);
+  h.a->set_disabled(false, h.now);
+  ASSERT_TRUE(h.both_up());
 }
 
 TEST(Link, PeerRestartResetsSequenceStateAndResendsUnacknowledgedFrames) {

@@ -8,11 +8,10 @@
 namespace galaxy::nm {
 namespace {
 
-using testing::SimServer;
 namespace reg = chip::reg;
 
 uint16_t port_reg(uint8_t p, uint16_t off) {
-  return static_cast<uint16_t>(reg::kPortBase + p * reg::kPortStride + off);
+  return reg::port_register(p, off);
 }
 
 uint64_t read_in_band(Requester& req, const FabricMap& map, uint32_t node, uint16_t addr) {

@@ -69,10 +69,15 @@ TEST(DiscoveryTimeTest, SerialTimeIsSixRequestsPerNrcAtItsHopCount) {
   EXPECT_NEAR(static_cast<double>(r->elapsed) / kUs, want, want * 0.001);
 }
 
-TEST(DiscoveryCablingTest, MissingLinkIsReportedWithBothEnds) {
-  auto s = SimServer::make("fattree:k=4,levels=3");
-  const auto& plan = s.fabric->topology();
-  // Unplug one NRC-NRC cable far from the server.
+class DiscoveryCablingTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DiscoveryCablingTest, MissingLinkIsReportedWithBothEnds) {
+  auto s = testing::Backend::make(GetParam(), "fattree:k=4,levels=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  const auto& plan = s->topology();
+  const FabricMap oracle = s->oracle();
+  Requester req(*s->port, {});
+  // Take down one NRC-NRC link far from the server.
   fabric::PortRef cut{UINT32_MAX, 0};
   for (uint32_t v = plan.num_nodes(); v-- > 0 && cut.node == UINT32_MAX;)
     for (uint8_t p = 0; p < plan.num_ports(v); ++p) {
@@ -82,8 +87,7 @@ TEST(DiscoveryCablingTest, MissingLinkIsReportedWithBothEnds) {
         break;
       }
     }
-  ASSERT_TRUE(s.fabric->set_link(cut, false).ok());
-  Requester req(*s.port, {});
+  ASSERT_TRUE(testing::force_link_down(req, oracle, cut).ok());
   auto r = discover(req, {});
   ASSERT_TRUE(r.ok());
   auto issues = check_cabling(r->map, plan);
@@ -91,8 +95,12 @@ TEST(DiscoveryCablingTest, MissingLinkIsReportedWithBothEnds) {
   EXPECT_EQ(issues[0].kind, CablingIssue::Kind::kMissing);
   std::string ends = issues[0].a + " " + issues[0].b;
   EXPECT_NE(ends.find(plan.name(cut.node)), std::string::npos) << ends;
+  EXPECT_NE(ends.find(plan.name(plan.peer(cut)->node)), std::string::npos) << ends;
   EXPECT_FALSE(same_fabric(r->map, plan));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, DiscoveryCablingTest, ::testing::ValuesIn(testing::kBackends),
+                         [](const auto& i) { return testing::param_name(i.param); });
 
 }  // namespace
 }  // namespace galaxy::nm

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "chip/registers.h"
 #include "nm/discovery.h"
 #include "nm_test_util.h"
@@ -9,11 +12,12 @@
 namespace galaxy::nm {
 namespace {
 
-using testing::SimServer;
+class FaultsBackends : public ::testing::TestWithParam<const char*> {};
 
-TEST(FaultsTest, LinkDownIsReportedStoredAndTheRegionRediscovered) {
-  auto s = SimServer::make("fattree:k=4,levels=3");
-  Requester req(*s.port, {64, 6, 100 * kUs, 2});
+TEST_P(FaultsBackends, LinkDownIsReportedStoredAndTheRegionRediscovered) {
+  auto s = testing::Backend::make(GetParam(), "fattree:k=4,levels=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  Requester req(*s->port, {64, 6, s->wait(100 * kUs), 2});
   DiscoveryOptions d;
   d.pipelined = true;
   auto found = discover(req, d);
@@ -26,9 +30,10 @@ TEST(FaultsTest, LinkDownIsReportedStoredAndTheRegionRediscovered) {
 
   std::vector<FaultRecord> faults;
   req.set_fault_handler(
-      [&](const wire::MgmtPacket& p) { faults.push_back(decode_fault(p, map, s.port->now())); });
-  // Cut a link between two NRCs that some source routes cross.
-  const auto& plan = s.fabric->topology();
+      [&](const wire::MgmtPacket& p) { faults.push_back(decode_fault(p, map, s->port->now())); });
+  // Take down a link between two NRCs that some source routes cross: one of the server's NRC's
+  // uplinks (chip ids are plan nodes).
+  const auto& plan = s->topology();
   fabric::PortRef cut{UINT32_MAX, 0};
   for (uint32_t v = 0; v < plan.num_nodes() && cut.node == UINT32_MAX; ++v) {
     if (plan.is_nic(v)) continue;
@@ -42,8 +47,10 @@ TEST(FaultsTest, LinkDownIsReportedStoredAndTheRegionRediscovered) {
     }
   }
   ASSERT_NE(cut.node, UINT32_MAX);
-  ASSERT_TRUE(s.fabric->set_link(cut, false).ok());
-  req.drain_faults(50 * kUs);
+  const uint32_t cut_at = map.node_of.at(static_cast<uint16_t>(cut.node));
+  ASSERT_TRUE(testing::force_link_down(req, map, {cut_at, cut.port}).ok());
+  req.drain_faults(s->wait(50 * kUs));
+  // The far end's report may have needed the link it reports.
   ASSERT_GE(faults.size(), 1u);
   bool from_cut_end = false;
   for (const auto& f : faults) {
@@ -69,24 +76,108 @@ TEST(FaultsTest, LinkDownIsReportedStoredAndTheRegionRediscovered) {
   }
   req.run();
   EXPECT_EQ(answered, static_cast<int>(map.num_nodes() - 1));
+
+  // Let the link train again: both ends report it, and a rediscovery finds it back.
+  faults.clear();
+  ASSERT_TRUE(testing::force_link_down(req, map, {cut_at, cut.port}, false).ok());
+  req.drain_faults(s->wait(50 * kUs));
+  ASSERT_GE(faults.size(), 1u);
+  from_cut_end = false;
+  for (const auto& u : faults) {
+    EXPECT_EQ(u.cause, "link_up");
+    from_cut_end = from_cut_end || (u.chip == cut.node && u.port == cut.port);
+  }
+  EXPECT_TRUE(from_cut_end);
+  auto again = discover(req, d);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(same_fabric(again->map, plan));
 }
 
-TEST(FaultsTest, MaskedFaultsAreNotReported) {
-  auto s = SimServer::make("line:n=3");
-  Requester req(*s.port, {});
-  auto map = s.oracle();
+TEST_P(FaultsBackends, MaskedFaultsAreNotReported) {
+  auto s = testing::Backend::make(GetParam(), "line:n=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  Requester req(*s->port, {});
+  auto map = s->oracle();
   ASSERT_TRUE(enable_fault_reporting(req, map, ~uint64_t{0}).ok());
   int reports = 0;
   req.set_fault_handler([&](const wire::MgmtPacket&) { ++reports; });
   uint32_t far = 0;
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
     if (!map.topology.is_nic(v) && map.hops[v] == 2) far = v;
-  ASSERT_TRUE(s.fabric->set_link({far, map.target[far].backward.hops[0]}, false).ok());
-  req.drain_faults(50 * kUs);
+  auto near = *map.topology.peer({far, map.target[far].backward.hops[0]});
+  ASSERT_TRUE(testing::force_link_down(req, map, near).ok());
+  req.drain_faults(s->wait(50 * kUs));
   EXPECT_EQ(reports, 0);
   // Latched all the same.
-  EXPECT_EQ(s.fabric->chip(far).read_register(chip::reg::kFaultStatus).value & 1, 1u);
+  uint64_t status = 0;
+  req.submit(MgmtRequest::read(map.target[near.node], chip::reg::kFaultStatus),
+             [&](const MgmtReply& r) {
+               ASSERT_TRUE(r.status.ok());
+               status = r.response.data.value[0];
+             });
+  req.run();
+  EXPECT_EQ(status & 1, 1u);
 }
+
+// LINK_STATE [1:0] of `end` (a plan node and port) through a map of the fabric, UINT64_MAX
+// if the chip does not answer.
+uint64_t link_state(Requester& req, const FabricMap& map, fabric::PortRef end) {
+  uint64_t v = UINT64_MAX;
+  req.submit(MgmtRequest::read(map.target[map.node_of.at(static_cast<uint16_t>(end.node))],
+                               chip::reg::port_register(end.port, chip::reg::port::kLinkState)),
+             [&](const MgmtReply& r) {
+               if (r.status.ok()) v = r.response.data.value[0] & 3;
+             });
+  req.run();
+  return v;
+}
+
+TEST_P(FaultsBackends, ForcedDownLinkIsDownAtBothEndsUntilEnabled) {
+  auto s = testing::Backend::make(GetParam(), "fattree:k=4,levels=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  const auto& plan = s->topology();
+  // Live: a link between two NRCs of different hosts, whose ends learn of each other only through
+  // the link layer's frames.
+  fabric::PortRef end{UINT32_MAX, 0};
+  for (uint32_t v = 0; v < plan.num_nodes() && end.node == UINT32_MAX; ++v)
+    for (uint8_t p = 0; p < plan.num_ports(v) && end.node == UINT32_MAX; ++p) {
+      auto peer = plan.peer({v, p});
+      if (plan.is_nic(v) || !peer || plan.is_nic(peer->node)) continue;
+      if (s->live_fabric() && !s->live->fabric().crosses_hosts({v, p})) continue;
+      end = {v, p};
+    }
+  ASSERT_NE(end.node, UINT32_MAX);
+  const fabric::PortRef peer = *plan.peer(end);
+  Requester req(*s->port, {64, 6, s->wait(100 * kUs), 2});
+  ASSERT_TRUE(testing::force_link_down(req, s->oracle(), end).ok());
+  auto found = discover(req, {});  // routes around the link to reach both ends
+  ASSERT_TRUE(found.ok());
+  const FabricMap& m = found->map;
+  EXPECT_EQ(m.topology.num_links(), plan.num_links() - 1);
+  auto both = [&](uint64_t state) {
+    for (int i = 0; i < 200; ++i) {  // live: the far end hears of it within a frame
+      if (link_state(req, m, end) == state && link_state(req, m, peer) == state) return true;
+      if (!s->live_fabric()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  };
+  constexpr auto kDown = static_cast<uint64_t>(chip::LinkState::kDown);
+  constexpr auto kUp = static_cast<uint64_t>(chip::LinkState::kUp);
+  EXPECT_TRUE(both(kDown));
+  // Nothing trains while it is held down.
+  if (s->live_fabric()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(both(kDown));
+
+  ASSERT_TRUE(testing::force_link_down(req, s->oracle(), end, false).ok());
+  EXPECT_TRUE(both(kUp));
+  auto again = discover(req, {});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(same_fabric(again->map, plan));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, FaultsBackends, ::testing::ValuesIn(testing::kBackends),
+                         [](const auto& i) { return testing::param_name(i.param); });
 
 }  // namespace
 }  // namespace galaxy::nm

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "../integration/live_fixture.h"
+#include "chip/registers.h"
 #include "engine/sim/sim_fabric.h"
 #include "fabric/builders.h"
 #include "glex/live_device.h"
@@ -74,7 +75,29 @@ struct Backend {
   }
   const fabric::Topology& topology() const { return plan; }
   FabricMap oracle() const { return map_from_topology(plan, server_node).value(); }
+  bool live_fabric() const { return kind == "live"; }
+  // A request timeout or a wait for fault reports: the simulator's figure, or the live fabric's
+  // (real processes and sockets, on a loaded 2-core machine under ctest -j).
+  Picoseconds wait(Picoseconds simulated) const { return live_fabric() ? 100 * kMs : simulated; }
 };
+
+// Takes the link at `end` (map node and port) down, or lets it train again, as an operator
+// would: PORT_CTRL "force link down" written through management, at whichever end answers over
+// a route that does not cross the link (an NRC whose route back to the server leaves by
+// another port). Both ends go down, in either back end.
+inline Status force_link_down(Requester& req, const FabricMap& map, fabric::PortRef end,
+                              bool down = true) {
+  const wire::SourceRoute& back = map.target[end.node].backward;
+  if (map.topology.is_nic(end.node) || (back.hop_num != 0 && back.hops[0] == end.port))
+    end = *map.topology.peer(end);
+  Status st = make_error(Code::kTimeout, 1, "no answer");
+  req.submit(MgmtRequest::write(map.target[end.node],
+                                chip::reg::port_register(end.port, chip::reg::port::kPortCtrl),
+                                down ? 3 : 1),
+             [&](const MgmtReply& r) { st = r.status; });
+  req.run();
+  return st;
+}
 
 inline const char* const kBackends[] = {"sim", "live"};
 

@@ -47,17 +47,20 @@ TEST(RequesterTest, PipelinedWindowsOverlapRequests) {
   EXPECT_EQ(req.stats().retries, 0u);
 }
 
-TEST(RequesterTest, LostRequestsTimeOutRetryThenFail) {
-  auto s = SimServer::make("line:n=3");
-  auto map = s.oracle();
-  // Cut the link behind the first NRC: requests to NRC 2 are dropped on the way.
+class RequesterBackends : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RequesterBackends, LostRequestsTimeOutRetryThenFail) {
+  auto s = testing::Backend::make(GetParam(), "line:n=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  auto map = s->oracle();
+  // Take the link behind the first NRC down: requests to NRC 2 are dropped on the way.
   uint32_t far = UINT32_MAX;
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
     if (!map.topology.is_nic(v) && map.hops[v] == 1) far = v;
   ASSERT_NE(far, UINT32_MAX);
   auto up = map.topology.peer({far, map.target[far].backward.hops[0]});
-  ASSERT_TRUE(s.fabric->set_link(*up, false).ok());
-  Requester req(*s.port, {1, 1, 10 * kUs, 2});
+  Requester req(*s->port, {1, 1, s->wait(10 * kUs), 2});
+  ASSERT_TRUE(testing::force_link_down(req, map, *up).ok());
   MgmtReply got;
   req.submit(MgmtRequest::read(map.target[far], chip::reg::kScratch),
              [&](const MgmtReply& r) { got = r; });
@@ -66,8 +69,6 @@ TEST(RequesterTest, LostRequestsTimeOutRetryThenFail) {
   EXPECT_EQ(got.attempts, 3u);
   EXPECT_EQ(req.stats().retries, 2u);
 }
-
-class RequesterBackends : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(RequesterBackends, ErrorResponsesAreReportedWithTheReason) {
   auto s = testing::Backend::make(GetParam(), "line:n=3");

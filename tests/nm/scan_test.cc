@@ -102,17 +102,18 @@ TEST(ScanTest, PipelinedScanIsMuchFasterThanSerial) {
   EXPECT_LT(b->elapsed * 4, a->elapsed);
 }
 
-TEST(ScanTest, ChipBehindACutLinkIsReportedAndTheScanGoesOn) {
-  auto s = SimServer::make("line:n=4");
-  auto map = s.oracle();
+TEST_P(ScanBackends, ChipBehindACutLinkIsReportedAndTheScanGoesOn) {
+  auto s = testing::Backend::make(GetParam(), "line:n=4");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  auto map = s->oracle();
   // Cut the link into the NRC two hops away: it and the NRC behind it stop answering.
   uint32_t cut = UINT32_MAX;
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
     if (!map.topology.is_nic(v) && map.hops[v] == 2) cut = v;
   ASSERT_NE(cut, UINT32_MAX);
   auto up = map.topology.peer({cut, map.target[cut].backward.hops[0]});
-  ASSERT_TRUE(s.fabric->set_link(*up, false).ok());
-  Requester req(*s.port, {256, 6, 20 * kUs, 2});
+  Requester req(*s->port, {256, 6, s->wait(20 * kUs), 2});
+  ASSERT_TRUE(testing::force_link_down(req, map, *up).ok());
   auto r = Scanner(req, map).scan_once({});
   ASSERT_TRUE(r.ok());
   std::vector<uint32_t> dead;

@@ -10,8 +10,6 @@
 namespace galaxy::nm {
 namespace {
 
-using testing::SimServer;
-
 unsigned popcount(uint32_t v) {
   return static_cast<unsigned>(__builtin_popcount(v));
 }
@@ -19,14 +17,6 @@ unsigned popcount(uint32_t v) {
 uint32_t all_inputs(const FabricMap& map, uint32_t node) {
   return (1u << map.topology.num_ports(node)) - 1;
 }
-
-struct Fixture {
-  SimServer s = SimServer::make("fattree:k=4,levels=3");
-  FabricMap map = s.oracle();
-  Requester req{*s.port, {}};
-  uint32_t src = map.topology.nic_node(2);
-  uint32_t dst = map.topology.nic_node(map.topology.num_nics() - 1);  // another pod
-};
 
 // Over both back ends: the loader's writes and the trace's reads are management requests.
 struct BackendFixture {
@@ -130,19 +120,21 @@ TEST_P(TraceBackends, FindsTheMinhopPathWithItsAlternatives) {
   }
 }
 
-TEST(TraceTest, CutUplinkLeavesTheAlternativeAndCutDownlinkFails) {
-  Fixture f;
-  ASSERT_TRUE(load_minhop_for(f.req, f.map, f.dst).ok());
-  auto before = trace(f.req, f.map, f.src, f.dst);
+TEST_P(TraceBackends, CutUplinkLeavesTheAlternativeAndCutDownlinkFails) {
+  BackendFixture f(GetParam());
+  ASSERT_TRUE(f.s) << GetParam() << " did not come up";
+  ASSERT_TRUE(load_minhop_for(*f.req, f.map, f.dst).ok());
+  auto before = trace(*f.req, f.map, f.src, f.dst);
   ASSERT_TRUE(before.ok() && before->reachable);
   const TraceHop& h0 = before->hops[0];
-  ASSERT_TRUE(f.s.fabric->set_link({h0.node, static_cast<uint8_t>(h0.chosen)}, false).ok());
-  // The cut link may carry the oracle's source routes: rediscover to route around it (map
-  // nodes are then discovery order; chip id = sim node).
-  auto found = discover(f.req, {});
+  ASSERT_TRUE(
+      testing::force_link_down(*f.req, f.map, {h0.node, static_cast<uint8_t>(h0.chosen)}).ok());
+  // The link may carry the oracle's source routes: rediscover to route around it (map nodes are
+  // then discovery order; chip id = plan node).
+  auto found = discover(*f.req, {});
   ASSERT_TRUE(found.ok());
   const FabricMap& m = found->map;
-  auto up_cut = trace(f.req, m, m.node_of.at(static_cast<uint16_t>(f.src)),
+  auto up_cut = trace(*f.req, m, m.node_of.at(static_cast<uint16_t>(f.src)),
                       m.node_of.at(static_cast<uint16_t>(f.dst)));
   ASSERT_TRUE(up_cut.ok());
   EXPECT_TRUE(up_cut->reachable) << up_cut->reason;
@@ -151,15 +143,18 @@ TEST(TraceTest, CutUplinkLeavesTheAlternativeAndCutDownlinkFails) {
   EXPECT_EQ(up_cut->hops[0].out_links[0].link_state & 3, 0u);
 
   // The last NRC's only way to the destination NIC.
-  ASSERT_TRUE(f.s.fabric->set_link({f.dst, 0}, false).ok());
-  auto down_cut = trace(f.req, m, m.node_of.at(static_cast<uint16_t>(f.src)),
+  const fabric::PortRef nrc_end = *f.map.topology.peer({f.dst, 0});
+  ASSERT_TRUE(testing::force_link_down(
+                  *f.req, m, {m.node_of.at(static_cast<uint16_t>(nrc_end.node)), nrc_end.port})
+                  .ok());
+  auto down_cut = trace(*f.req, m, m.node_of.at(static_cast<uint16_t>(f.src)),
                         m.node_of.at(static_cast<uint16_t>(f.dst)));
   ASSERT_TRUE(down_cut.ok());
   EXPECT_FALSE(down_cut->reachable);
   EXPECT_EQ(down_cut->failure, TraceFailure::kLinkDown);
   EXPECT_EQ(down_cut->failed_hop, 4);
-  const uint8_t nic_port = f.map.topology.peer({f.dst, 0})->port;  // same port in the sim
-  EXPECT_NE(down_cut->reason.find(fmt::format("link down on port {}", nic_port)), std::string::npos)
+  EXPECT_NE(down_cut->reason.find(fmt::format("link down on port {}", nrc_end.port)),
+            std::string::npos)
       << down_cut->reason;
 }
 

@@ -230,6 +230,7 @@ Status FabricDaemon::init() {
     img.registers.push_back({chip::reg::kChipId, n | (uint64_t{1} << 16)});
     chips_[n]->eeprom().write_block(0, chip::encode_boot_image(img));
     GALAXY_TRY(chips_[n]->power_on());
+    (void)chips_[n]->take_link_control_changes();  // the links start below
   }
   for (uint32_t n = 0; n < t.num_nodes(); ++n) {
     if (!chips_[n]) continue;
@@ -237,10 +238,7 @@ Status FabricDaemon::init() {
       auto peer = t.peer({n, p});
       if (!peer) continue;
       if (fabric_.host_of[peer->node] == host_) {
-        chips_[n]->link_up(
-            p, {true, t.is_nic(peer->node) ? wire::ChipType::kNic : wire::ChipType::kNrc,
-                static_cast<uint16_t>(peer->node), peer->port,
-                static_cast<uint8_t>(t.num_ports(peer->node))});
+        if (n < peer->node || (n == peer->node && p < peer->port)) update_local_link(n, p);
         continue;
       }
       HostLink hl;
@@ -259,6 +257,7 @@ Status FabricDaemon::init() {
       lc.link_id =
           static_cast<uint32_t>(std::min(port_key(n, p), port_key(peer->node, peer->port)));
       hl.link = std::make_unique<Link>(lc);
+      hl.link->set_disabled(chips_[n]->port_forced_down(p), monotonic_ns());
       link_by_port_[port_key(n, p)] = links_.size();
       link_by_id_[lc.link_id] = links_.size();
       if (options_.impaired) {
@@ -802,8 +801,10 @@ void FabricDaemon::run_nma(uint32_t chip, std::span<const uint8_t> packet) {
     return;
   }
   c.nma().push_response(out->response);
-  if (!fabric_.topology.is_nic(chip) && out->work.kind == chip::NmaWork::Kind::kRegWrite)
-    export_routes(chip);
+  if (out->work.kind == chip::NmaWork::Kind::kRegWrite) {
+    if (!fabric_.topology.is_nic(chip)) export_routes(chip);
+    apply_link_controls(chip);
+  }
   drain_nma(chip);
 }
 
@@ -1157,6 +1158,42 @@ void FabricDaemon::scan_liveness() {
     const OpKey k = OpKey::unpack(key);
     static_cast<chip::Nic&>(*chips_[k.nic]).abort_transfer(k.vp, k.sequence, kErrOpTimeout);
   }
+}
+
+// Ports whose PORT_CTRL "force link down" changed by a management write: a link between hosts
+// tells the peer through its handshakes (Link::set_disabled) and update_link_states follows its
+// state; a link inside this host changes at both ends at once.
+void FabricDaemon::apply_link_controls(uint32_t chip) {
+  uint32_t changed = chips_[chip]->take_link_control_changes();
+  for (uint8_t p = 0; changed != 0; ++p, changed >>= 1) {
+    if (!(changed & 1)) continue;
+    auto it = link_by_port_.find(port_key(chip, p));
+    if (it != link_by_port_.end())
+      links_[it->second].link->set_disabled(chips_[chip]->port_forced_down(p), monotonic_ns());
+    else if (fabric_.topology.peer({chip, p}))
+      update_local_link(chip, p);
+  }
+}
+
+// A link inside this host is up while neither end holds it down (there is no cable to cut).
+void FabricDaemon::update_local_link(uint32_t chip, uint8_t port) {
+  const fabric::Topology& t = fabric_.topology;
+  const fabric::PortRef peer = *t.peer({chip, port});
+  const bool up =
+      !chips_[chip]->port_forced_down(port) && !chips_[peer.node]->port_forced_down(peer.port);
+  for (const fabric::PortRef e : {fabric::PortRef{chip, port}, peer}) {
+    const fabric::PortRef other = e == peer ? fabric::PortRef{chip, port} : peer;
+    chip::Chip& c = *chips_[e.node];
+    seg_->peer(e.node, e.port).up.store(up ? 1 : 0, std::memory_order_release);
+    if (up)
+      c.link_up(e.port, {true, t.is_nic(other.node) ? wire::ChipType::kNic : wire::ChipType::kNrc,
+                         static_cast<uint16_t>(other.node), other.port,
+                         static_cast<uint8_t>(t.num_ports(other.node))});
+    else
+      c.link_down(e.port);
+    drain_nma(e.node);
+  }
+  seg_->header().route_generation.fetch_add(1, std::memory_order_release);  // paths change
 }
 
 void FabricDaemon::update_link_states() {

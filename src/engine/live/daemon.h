@@ -194,6 +194,8 @@ class FabricDaemon {
   void timers(uint64_t now);
   void scan_liveness();
   void update_link_states();
+  void apply_link_controls(uint32_t chip);
+  void update_local_link(uint32_t chip, uint8_t port);
 
   LiveFabric fabric_;
   int host_;

@@ -122,7 +122,10 @@ Result<LinkFrame> decode_link_frame(std::span<const uint8_t> bytes) {
   LinkFrame f;
   f.type = static_cast<LinkFrameType>(type);
   f.flags = get16(p + 4);
-  uint16_t allowed = f.type == LinkFrameType::kData ? 0 : kLinkFlagReplyRequested;
+  uint16_t allowed = f.type == LinkFrameType::kData ? 0
+                     : f.type == LinkFrameType::kHandshake
+                         ? kLinkFlagReplyRequested | kLinkFlagDisabled
+                         : kLinkFlagReplyRequested;
   if (f.flags & ~allowed)
     return make_error(Code::kMalformed, 4604,
                       fmt::format("link frame flags = {:#06x} has bits outside {:#06x} in a {} "
@@ -542,8 +545,32 @@ void Link::go_down() {
   hs_deadline_ns_ = now_;
 }
 
+void Link::set_disabled(bool disabled, uint64_t now_ns) {
+  touch(now_ns);
+  if (disabled == disabled_) return;
+  disabled_ = disabled;
+  if (disabled && state_ != LinkState::kDown) go_down();
+  if (!disabled && state_ == LinkState::kDown) state_ = LinkState::kTraining;
+  hs_pending_ = true;  // tell the peer now
+}
+
 void Link::handle_handshake(const LinkFrame& f) {
   ++stats_.handshake_frames_received;
+  if (disabled_) {
+    // Held down here: every handshake is answered with ours, which says so.
+    last_rx_ns_ = now_;
+    hs_pending_ = true;
+    return;
+  }
+  if (f.flags & kLinkFlagDisabled) {
+    // The peer holds the link down: Down until its handshakes stop saying so. Its epoch is
+    // learnt by the handshake that enables the link again.
+    last_rx_ns_ = now_;
+    peer_disabled_ = true;
+    if (state_ != LinkState::kDown) go_down();
+    return;
+  }
+  peer_disabled_ = false;
   bool new_peer = false;
   if (f.epoch != peer_epoch_) {
     if (peer_epoch_ != 0 && f.epoch < peer_epoch_ && state_ != LinkState::kDown) {
@@ -592,7 +619,8 @@ void Link::on_datagram(std::span<const uint8_t> bytes, uint64_t now_ns) {
     handle_handshake(f);
     return;
   }
-  if (peer_epoch_ == 0 || f.epoch != peer_epoch_ || f.peer_epoch != epoch_) {
+  if (disabled_ || peer_disabled_ || peer_epoch_ == 0 || f.epoch != peer_epoch_ ||
+      f.peer_epoch != epoch_) {
     ++stats_.stale_frames;
     return;
   }
@@ -692,7 +720,9 @@ bool Link::pop_outgoing(std::vector<uint8_t>* out) {
   if (hs_pending_) {
     hs_pending_ = false;
     hs_deadline_ns_ = now_ + cfg_.handshake_interval_ns;
-    uint16_t flags = state_ != LinkState::kUp ? kLinkFlagReplyRequested : 0;
+    uint16_t flags = disabled_                  ? kLinkFlagDisabled
+                     : state_ != LinkState::kUp ? kLinkFlagReplyRequested
+                                                : 0;
     encode_control(LinkFrameType::kHandshake, flags, out);
     ++stats_.handshake_frames_sent;
     return true;

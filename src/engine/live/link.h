@@ -9,7 +9,8 @@
 //
 // Frame (network byte order), 50 bytes of overhead:
 //   0 magic u16 0x474C ("GL")      2 version u8 (1)        3 type u8 (1 data, 2 ack, 3 handshake)
-//   4 flags u16 (bit 0 reply-requested: handshake and ack only; other bits zero)
+//   4 flags u16 (bit 0 reply-requested: handshake and ack only; bit 1 disabled: handshake
+//     only; other bits zero)
 //   6 payload_length u16           8 link_id u32           12 seq u32
 //   16 ack u32: every frame below it was received       20 credits u32: frames from ack on
 //   24 sack u64: bit i set = frame ack+1+i received     32 epoch u64 (sender's incarnation)
@@ -47,6 +48,12 @@
 //   resent. No congestion control: the window is the only limit.
 // * Down (dead_after_ns of silence) stops data and acks and resumes handshakes; all frames are
 //   kept and resent once the link is Up again.
+// * Disabled (set_disabled, the port's PORT_CTRL "force link down"): the link goes Down at
+//   once, refuses data and acks, and answers every handshake, and sends one every
+//   handshake_interval_ns, with the disabled flag. A peer that receives a disabled handshake goes
+//   Down too and stays there (it keeps its handshakes going) until a handshake without the flag
+//   arrives, so both ends of the cable agree within one frame, and training resumes as soon as
+//   the disabling end is enabled again. Frames are kept as for any Down.
 // * One credit pool per Link: SYSTEM.md's per-VC credits are had with one Link per VC.
 #pragma once
 
@@ -70,6 +77,7 @@ inline constexpr size_t kMaxLinkPayload = 65507 - kLinkFrameOverhead;
 // Bounds window and rx_credits so that every live sequence number is within 2^31 of another.
 inline constexpr uint32_t kMaxLinkWindow = 1u << 20;
 inline constexpr uint16_t kLinkFlagReplyRequested = 1;
+inline constexpr uint16_t kLinkFlagDisabled = 2;
 
 enum class LinkFrameType : uint8_t { kData = 1, kAck = 2, kHandshake = 3 };
 std::string_view link_frame_type_name(LinkFrameType t);
@@ -182,6 +190,10 @@ class Link {
   uint64_t next_deadline_ns() const;  // UINT64_MAX if nothing is pending
 
   LinkState state() const { return state_; }
+  // This end holds the link down (and tells the peer) while disabled.
+  void set_disabled(bool disabled, uint64_t now_ns);
+  bool disabled() const { return disabled_; }
+  bool peer_disabled() const { return peer_disabled_; }  // the peer's last handshake said so
   const LinkStats& stats() const { return stats_; }
   const LinkConfig& config() const { return cfg_; }
   size_t in_flight() const { return snd_nxt_ - snd_una_; }  // accepted, not yet acknowledged
@@ -281,6 +293,8 @@ class Link {
   bool probe_now_ = false;
   bool hs_pending_ = false;
   bool credit_starved_ = false;  // a send was refused for lack of credits
+  bool disabled_ = false;
+  bool peer_disabled_ = false;
   uint64_t ack_deadline_ns_ = UINT64_MAX;
   uint64_t probe_deadline_ns_ = UINT64_MAX;
   uint64_t probe_interval_ns_ = 0;

@@ -65,12 +65,16 @@ Status SimFabric::power_on(const SimOptions& options) {
       chips_[v]->eeprom().write_block(0, bytes);
     }
     GALAXY_TRY(chips_[v]->power_on());
+    (void)chips_[v]->take_link_control_changes();  // the links train below
   }
-  // Links train and each port learns who is at the other end (SYSTEM.md 1.4).
+  // Links train and each port learns who is at the other end (SYSTEM.md 1.4), unless a boot
+  // image holds either end down.
   for (uint32_t v = 0; v < topo_.num_nodes(); ++v) {
     for (uint8_t p = 0; p < topo_.num_ports(v); ++p) {
       auto peer = topo_.peer({v, p});
-      if (!peer) continue;
+      if (!peer || chips_[v]->port_forced_down(p) ||
+          chips_[peer->node]->port_forced_down(peer->port))
+        continue;
       const chip::Chip& other = *chips_[peer->node];
       chips_[v]->link_up(p, {other.configured(), other.type(), other.chip_id(), peer->port,
                              static_cast<uint8_t>(other.num_ports())});
@@ -454,7 +458,10 @@ void SimFabric::run_nma(uint32_t slot, uint32_t node) {
     default:
       break;
   }
-  if (outcome->work.kind == chip::NmaWork::Kind::kRegWrite) schedule_bists(node);
+  if (outcome->work.kind == chip::NmaWork::Kind::kRegWrite) {
+    schedule_bists(node);
+    apply_link_controls(node);
+  }
   Packet& p = packets_[slot];
   p.bytes = outcome->response.bytes;
   p.vp = outcome->response.port;  // the output port, until the NMA hands the packet out
@@ -598,19 +605,37 @@ Status SimFabric::set_link(PortRef end, bool up) {
   if (!peer)
     return make_error(Code::kNotFound, 4205,
                       fmt::format("node {} port {} has no link", end.node, end.port));
-  for (PortRef e : {end, *peer}) {
-    PortRef other = e == end ? *peer : end;
+  outputs_[port_base_[end.node] + end.port].cable_cut = !up;
+  outputs_[port_base_[peer->node] + peer->port].cable_cut = !up;
+  update_link(end);
+  return {};
+}
+
+// Ports whose PORT_CTRL "force link down" changed by a management write.
+void SimFabric::apply_link_controls(uint32_t node) {
+  uint32_t changed = chips_[node]->take_link_control_changes();
+  for (uint8_t p = 0; changed != 0; ++p, changed >>= 1)
+    if ((changed & 1) && topo_.peer({node, p})) update_link({node, p});
+}
+
+// A link is up when its cable carries signal and neither end holds it down; both ends learn a
+// change at once (the training and the loss of signal take no simulated time).
+void SimFabric::update_link(PortRef end) {
+  PortRef peer = *topo_.peer(end);
+  bool up = !outputs_[port_base_[end.node] + end.port].cable_cut &&
+            !chips_[end.node]->port_forced_down(end.port) &&
+            !chips_[peer.node]->port_forced_down(peer.port);
+  for (PortRef e : {end, peer}) {
+    PortRef other = e == end ? peer : end;
     if (up) {
       const chip::Chip& o = *chips_[other.node];
       chips_[e.node]->link_up(e.port, {o.configured(), o.type(), o.chip_id(), other.port,
                                        static_cast<uint8_t>(o.num_ports())});
-      chips_[e.node]->raise_fault(chip::FaultCode::kLinkUp, e.port, 0);
     } else {
       chips_[e.node]->link_down(e.port);
     }
     drain_nma(e.node);
   }
-  return {};
 }
 
 void SimFabric::set_utilisation(std::vector<float> per_output) {

@@ -77,7 +77,9 @@ class SimFabric final : private EventHandler {
   using MpqListener = std::function<void(uint32_t nic_node, uint8_t vp)>;
   void set_mpq_listener(MpqListener l) { mpq_listener_ = std::move(l); }
 
-  // Takes both ends of a link down or up; chips raise their fault reports.
+  // Cuts (false) or mends (true) the cable of a link. The link is up while its cable carries
+  // signal and neither port holds it down (PORT_CTRL bit 1, written by management); both ends
+  // change together and the chips raise their fault reports.
   Status set_link(fabric::PortRef end, bool up);
 
   // Link errors: each flit sent on `out` is corrupted with this probability; the receiver
@@ -123,6 +125,7 @@ class SimFabric final : private EventHandler {
     float util = 0;
     double flit_error_rate = 0;
     bool bist_scheduled = false;
+    bool cable_cut = false;  // set_link(false): no signal whatever the ports want
     Fifo<uint32_t> mgmt_queue;
     Fifo<uint32_t> data_queue;
   };
@@ -150,6 +153,8 @@ class SimFabric final : private EventHandler {
   void run_nma(uint32_t slot, uint32_t node);
   void drain_nma(uint32_t node);
   void schedule_bists(uint32_t node);
+  void apply_link_controls(uint32_t node);
+  void update_link(fabric::PortRef end);
   void finish_bist(uint32_t node, uint8_t port);
   void kick_nic(uint32_t node);
   void on_nic_kick(uint32_t node);
