@@ -115,20 +115,29 @@ Result<BootImage> decode_boot_image(std::span<const uint8_t> in) {
   return img;
 }
 
-Result<BootImage> read_boot_image(const Eeprom& e) {
-  // Read the header first so a blank EEPROM costs 8 byte reads, then exactly the image.
-  auto head = e.read_block(0, 8);
-  if (!std::equal(kMagic, kMagic + 4, head.begin())) return decode_boot_image(head);
+Result<BootImage> read_boot_image(const EepromReader& read) {
+  std::vector<uint8_t> head;
+  GALAXY_TRY(read(0, 8, &head));
+  if (head.size() < 8 || !std::equal(kMagic, kMagic + 4, head.begin()))
+    return decode_boot_image(head);
   uint64_t count = get_le(head, 4, 2);
   size_t max_len = 8 + count * 13 + 2;
   if (max_len > kEepromBytes) max_len = kEepromBytes;
-  auto all = e.read_block(0, max_len);
+  std::vector<uint8_t> all;
+  GALAXY_TRY(read(0, max_len, &all));
   // Records are variable length; decode the prefix that parses (trailing bytes are ignored).
   size_t off = 8;
   for (uint64_t i = 0; i < count && off < all.size(); ++i)
     off += all[off] == kRecRegister ? 11 : all[off] == kRecRoute ? 13 : all.size();
   if (off + 2 <= all.size()) all.resize(off + 2);
   return decode_boot_image(all);
+}
+
+Result<BootImage> read_boot_image(const Eeprom& e) {
+  return read_boot_image([&](uint16_t addr, size_t count, std::vector<uint8_t>* out) -> Status {
+    *out = e.read_block(addr, count);
+    return {};
+  });
 }
 
 }  // namespace galaxy::chip

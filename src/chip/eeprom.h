@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -58,6 +59,11 @@ std::vector<uint8_t> encode_boot_image(const BootImage& image);
 // Total decoder: a blank EEPROM (no magic) is reported as kNotFound; anything else that does
 // not parse (unknown record type, truncation, CRC) as kMalformed naming the offset.
 Result<BootImage> decode_boot_image(std::span<const uint8_t> bytes);
+// Reads the image through `read(addr, count, out)` (the EEPROM itself, or management's in-band
+// EEPROM reads): the 8-byte header first, so a blank EEPROM costs 8 bytes, then the records the
+// header counts (trailing bytes ignored).
+using EepromReader = std::function<Status(uint16_t addr, size_t count, std::vector<uint8_t>* out)>;
+Result<BootImage> read_boot_image(const EepromReader& read);
 Result<BootImage> read_boot_image(const Eeprom& e);
 
 }  // namespace galaxy::chip

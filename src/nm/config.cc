@@ -200,6 +200,16 @@ Result<std::vector<uint8_t>> read_eeprom(Requester& requester, const FabricMap& 
   return out;
 }
 
+Result<chip::BootImage> read_boot_image(Requester& requester, const FabricMap& map, uint32_t node) {
+  return chip::read_boot_image(
+      [&](uint16_t addr, size_t count, std::vector<uint8_t>* out) -> Status {
+        auto bytes = read_eeprom(requester, map, node, addr, count);
+        if (!bytes.ok()) return bytes.error();
+        *out = std::move(*bytes);
+        return {};
+      });
+}
+
 Result<EepromDefaultsResult> write_eeprom_defaults(Requester& requester, const FabricMap& map,
                                                    uint32_t node) {
   auto image = read_defaults(requester, map, node);

@@ -56,6 +56,9 @@ Status write_eeprom(Requester& requester, const FabricMap& map, uint32_t node, u
                     std::span<const uint8_t> bytes);
 Result<std::vector<uint8_t>> read_eeprom(Requester& requester, const FabricMap& map, uint32_t node,
                                          uint16_t addr, size_t count);
+// The boot image in a chip's EEPROM, read in-band (chip::read_boot_image's errors: kNotFound
+// for a blank EEPROM, kMalformed for one that does not parse).
+Result<chip::BootImage> read_boot_image(Requester& requester, const FabricMap& map, uint32_t node);
 
 struct EepromDefaultsResult {
   chip::BootImage image;

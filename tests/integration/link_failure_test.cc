@@ -1,8 +1,7 @@
-// Issue 3 acceptance: a link fails on a small fat tree; a fault report arrives, the affected
-// region is re-discovered and re-routed, and traffic between every NIC pair still flows.
+// A link fails on a small fat tree (taken down through management, in either back end); a fault
+// report arrives, the affected region is re-discovered and re-routed, and traffic between every NIC
+// pair still flows.
 #include <gtest/gtest.h>
-
-#include <set>
 
 #include "../nm/nm_test_util.h"
 #include "nm/discovery.h"
@@ -15,32 +14,12 @@
 namespace galaxy::nm {
 namespace {
 
-using testing::SimServer;
+class LinkFailureTest : public ::testing::TestWithParam<const char*> {};
 
-// Sends one MP between every ordered NIC pair (VP 0 -> VP 1) and counts deliveries.
-int all_pairs_mp(sim::SimFabric& f, int* sent) {
-  const auto& t = f.topology();
-  std::set<std::pair<uint32_t, uint32_t>> got;
-  f.set_mpq_listener([&](uint32_t nic, uint8_t vp) {
-    if (vp != 1) return;
-    while (auto e = f.nic(nic).poll_mpq(1)) got.insert({e->src_node, nic});
-  });
-  *sent = 0;
-  uint8_t msg[16] = {1};
-  for (uint32_t i = 0; i < t.num_nics(); ++i)
-    for (uint32_t j = 0; j < t.num_nics(); ++j) {
-      if (i == j) continue;
-      uint32_t a = t.nic_node(i), b = t.nic_node(j);
-      if (f.post_mp(a, 0, static_cast<uint16_t>(b), 1, msg).ok()) ++*sent;
-    }
-  f.sim().run(f.sim().now() + 10 * kMs);
-  f.set_mpq_listener(nullptr);
-  return static_cast<int>(got.size());
-}
-
-TEST(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
-  auto s = SimServer::make("fattree:k=4,levels=3");
-  Requester req(*s.port, {64, 6, 100 * kUs, 2});
+TEST_P(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
+  auto s = testing::Backend::make(GetParam(), "fattree:k=4,levels=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  Requester req(*s->port, {64, 6, s->wait(100 * kUs), 2});
   DiscoveryOptions dopt;
   dopt.pipelined = true;
   auto found = discover(req, dopt);
@@ -53,12 +32,13 @@ TEST(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
   ASSERT_TRUE(load.ok());
   ASSERT_EQ(load->failed, 0u);
   ASSERT_TRUE(enable_fault_reporting(req, map).ok());
-  int sent = 0;
-  EXPECT_EQ(all_pairs_mp(*s.fabric, &sent), sent);
+  testing::AllPairs first = s->all_pairs_mp();
+  EXPECT_EQ(first.sent, first.pairs);
+  EXPECT_EQ(first.delivered, first.pairs);
 
   // Fail a link between an aggregation and an edge switch away from the server: below it,
   // only that link leads down to the edge, so traffic through it has no alternative.
-  const auto& plan = s.fabric->topology();
+  const auto& plan = s->topology();
   fabric::PortRef cut{UINT32_MAX, 0};
   for (uint32_t v = 0; v < plan.num_nodes() && cut.node == UINT32_MAX; ++v) {
     if (plan.is_nic(v) || plan.level(v) != 2) continue;  // aggregation
@@ -68,7 +48,7 @@ TEST(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
       bool serves_server = false;
       for (uint8_t q = 0; q < plan.num_ports(peer->node); ++q) {
         auto n = plan.peer({peer->node, q});
-        serves_server = serves_server || (n && n->node == s.server_node);
+        serves_server = serves_server || (n && n->node == s->server_node);
       }
       if (!serves_server) {
         cut = {v, p};
@@ -79,9 +59,11 @@ TEST(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
   ASSERT_NE(cut.node, UINT32_MAX);
   std::vector<FaultRecord> faults;
   req.set_fault_handler(
-      [&](const wire::MgmtPacket& p) { faults.push_back(decode_fault(p, map, s.port->now())); });
-  ASSERT_TRUE(s.fabric->set_link(cut, false).ok());
-  req.drain_faults(50 * kUs);
+      [&](const wire::MgmtPacket& p) { faults.push_back(decode_fault(p, map, s->port->now())); });
+  ASSERT_TRUE(testing::force_link_down(req, map,
+                                       {map.node_of.at(static_cast<uint16_t>(cut.node)), cut.port})
+                  .ok());
+  req.drain_faults(s->wait(50 * kUs));
   ASSERT_FALSE(faults.empty());
   EXPECT_EQ(faults[0].cause, "link_down");
 
@@ -113,8 +95,9 @@ TEST(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
   EXPECT_GT(failing, 0);
 
   // Before re-routing, traffic that must cross the dead link is lost.
-  int before = all_pairs_mp(*s.fabric, &sent);
-  EXPECT_LT(before, sent);
+  testing::AllPairs before = s->all_pairs_mp();
+  EXPECT_LT(before.delivered, before.pairs);
+  EXPECT_EQ(before.wrong, 0u);
 
   auto region = rediscover_region(req, map, faults[0].chip, faults[0].port);
   ASSERT_TRUE(region.ok()) << region.error().to_string();
@@ -126,10 +109,15 @@ TEST(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
   EXPECT_GT(rr->nrcs_reloaded, 0u);
   EXPECT_LT(rr->nrcs_reloaded, map.topology.num_nrcs());  // only the changed ones
 
-  int after = all_pairs_mp(*s.fabric, &sent);
-  EXPECT_EQ(after, sent);
-  EXPECT_EQ(sent, static_cast<int>(plan.num_nics() * (plan.num_nics() - 1)));
+  testing::AllPairs after = s->all_pairs_mp();
+  EXPECT_EQ(after.sent, after.pairs);
+  EXPECT_EQ(after.delivered, after.pairs);
+  EXPECT_EQ(after.wrong, 0u);
+  EXPECT_EQ(after.pairs, plan.num_nics() * (plan.num_nics() - 1));
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, LinkFailureTest, ::testing::ValuesIn(testing::kBackends),
+                         [](const auto& i) { return testing::param_name(i.param); });
 
 }  // namespace
 }  // namespace galaxy::nm

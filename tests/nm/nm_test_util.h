@@ -1,8 +1,10 @@
 #pragma once
 
 #include <cctype>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "../integration/live_fixture.h"
 #include "chip/registers.h"
@@ -13,6 +15,7 @@
 #include "nm/fabric_map.h"
 #include "nm/glex_port.h"
 #include "nm/requester.h"
+#include "nm/route_load.h"
 
 namespace galaxy::nm::testing {
 
@@ -34,6 +37,13 @@ struct SimServer {
     return s;
   }
   FabricMap oracle() const { return map_from_topology(fabric->topology(), server_node).value(); }
+};
+
+// One MP between every ordered pair of NICs, each from an endpoint of its own device, carrying
+// (source, destination) chip ids. `sent` counts the sends the devices accepted; `delivered` the
+// MPs that arrived at the right NIC with their sender; `wrong` any other arrival.
+struct AllPairs {
+  uint64_t pairs = 0, sent = 0, delivered = 0, wrong = 0;
 };
 
 // A management server on NIC 0 of a fabric of either back end, so that one test runs over both
@@ -76,6 +86,15 @@ struct Backend {
   const fabric::Topology& topology() const { return plan; }
   FabricMap oracle() const { return map_from_topology(plan, server_node).value(); }
   bool live_fabric() const { return kind == "live"; }
+  // A device on NIC `node` (a plan node) of this fabric, as an application on its host opens it.
+  std::unique_ptr<glex_device> open_nic(uint32_t node) const {
+    if (!live_fabric()) return glex::open_sim_device(*sim_fabric, node);
+    const live::LiveFabric& f = live->fabric();
+    auto d = glex::open_live_device(f.name, f.hosts[static_cast<size_t>(f.host_of[node])].name,
+                                    static_cast<int32_t>(node));
+    return d.ok() ? std::move(*d) : nullptr;
+  }
+  AllPairs all_pairs_mp() const;
   // A request timeout or a wait for fault reports: the simulator's figure, or the live fabric's
   // (real processes and sockets, on a loaded 2-core machine under ctest -j).
   Picoseconds wait(Picoseconds simulated) const { return live_fabric() ? 100 * kMs : simulated; }
@@ -99,6 +118,21 @@ inline Status force_link_down(Requester& req, const FabricMap& map, fabric::Port
   return st;
 }
 
+// The allowed output ports of NRC `v` for input port `in` and destination `dst` (map nodes),
+// read through management (RT_SELECT, RT_DATA); UINT32_MAX if the chip does not answer.
+inline uint32_t read_route(Requester& req, const FabricMap& map, uint32_t v, uint8_t in,
+                           uint32_t dst) {
+  uint32_t ports = UINT32_MAX;
+  req.submit(MgmtRequest::write(map.target[v], chip::reg::kRtSelect,
+                                rt_select_value(1u << in, map.chip_id[dst], 1)),
+             [](const MgmtReply&) {});
+  req.submit(MgmtRequest::read(map.target[v], chip::reg::kRtData), [&](const MgmtReply& r) {
+    if (r.status.ok()) ports = static_cast<uint32_t>(r.response.data.value[0]) & 0xFFFFFF;
+  });
+  req.run();
+  return ports;
+}
+
 inline const char* const kBackends[] = {"sim", "live"};
 
 // A test name from a parameter: letters and digits kept, everything else '_'.
@@ -106,6 +140,47 @@ inline std::string param_name(std::string s) {
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return s;
+}
+
+inline AllPairs Backend::all_pairs_mp() const {
+  AllPairs r;
+  const fabric::Topology& t = plan;
+  const uint32_t n = t.num_nics();
+  std::vector<std::unique_ptr<glex_device>> dev(n);
+  std::vector<glex_ep_handle_t> ep(n, nullptr);
+  std::vector<glex_ep_addr_t> addr(n);
+  std::vector<uint64_t> expected(n, 0);
+  for (uint32_t i = 0; i < n; ++i) {
+    dev[i] = open_nic(t.nic_node(i));
+    if (!dev[i] || glex_create_ep(dev[i].get(), nullptr, &ep[i]) != GLEX_SUCCESS) return r;
+    addr[i] = glex_ep_addr(ep[i]);
+  }
+  for (uint32_t a = 0; a < n; ++a)
+    for (uint32_t b = 0; b < n; ++b) {
+      if (a == b) continue;
+      ++r.pairs;
+      const uint32_t data[2] = {t.nic_node(a), t.nic_node(b)};
+      if (glex_send_mp(ep[a], addr[b], data, sizeof data, 0) != GLEX_SUCCESS) continue;
+      ++r.sent;
+      ++expected[b];
+    }
+  // A NIC waits until what was sent to it arrived, or its queue stays empty for the wait; then
+  // anything more is counted too.
+  const int32_t wait_ms = live_fabric() ? 200 : 10;
+  for (uint32_t b = 0; b < n; ++b) {
+    glex_mp mp{};
+    for (uint64_t got = 0;
+         glex_recv_mp(ep[b], got < expected[b] ? wait_ms : 0, &mp) == GLEX_SUCCESS; ++got) {
+      uint32_t data[2] = {0, 0};
+      std::memcpy(data, mp.data, sizeof data);
+      if (mp.len == sizeof data && data[1] == t.nic_node(b) && (mp.src >> 8) == data[0])
+        ++r.delivered;
+      else
+        ++r.wrong;
+    }
+  }
+  for (uint32_t i = 0; i < n; ++i) glex_destroy_ep(ep[i]);
+  return r;
 }
 
 }  // namespace galaxy::nm::testing

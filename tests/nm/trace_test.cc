@@ -47,17 +47,6 @@ Status write_route(Requester& req, const FabricMap& map, uint32_t v, uint32_t ds
   req.run();
   return st;
 }
-uint32_t read_route(Requester& req, const FabricMap& map, uint32_t v, uint8_t in, uint32_t dst) {
-  uint32_t ports = UINT32_MAX;
-  req.submit(MgmtRequest::write(map.target[v], chip::reg::kRtSelect,
-                                rt_select_value(1u << in, map.chip_id[dst], 1)),
-             [](const MgmtReply&) {});
-  req.submit(MgmtRequest::read(map.target[v], chip::reg::kRtData), [&](const MgmtReply& r) {
-    if (r.status.ok()) ports = static_cast<uint32_t>(r.response.data.value[0]) & 0xFFFFFF;
-  });
-  req.run();
-  return ports;
-}
 
 TEST_P(TraceBackends, MinhopLoaderProgramsTheShortestPathSets) {
   BackendFixture f(GetParam());
@@ -68,7 +57,7 @@ TEST_P(TraceBackends, MinhopLoaderProgramsTheShortestPathSets) {
   for (uint32_t v = 0; v < f.map.num_nodes(); ++v) {
     if (f.map.topology.is_nic(v)) continue;
     for (uint8_t p = 0; p < f.map.topology.num_ports(v); ++p)
-      EXPECT_EQ(read_route(*f.req, f.map, v, p, f.dst), sets[v]) << v << ":" << p;
+      EXPECT_EQ(testing::read_route(*f.req, f.map, v, p, f.dst), sets[v]) << v << ":" << p;
     programmed += sets[v] != 0;
   }
   EXPECT_EQ(programmed, f.map.topology.num_nrcs());
