@@ -212,6 +212,9 @@ class Nic : public Chip {
   bool abort_transfer_tag(uint16_t tag, uint16_t error_id);
 
   uint64_t interrupts() const { return interrupts_; }
+  // Payload bytes of RDMA writes, immediates and read responses this NIC wrote into host memory
+  // (events and MPs not included).
+  uint64_t rdma_bytes_written() const { return rdma_bytes_written_; }
   // The error buffer: the last dirty packet and why (SYSTEM.md 1.1).
   struct ErrorBuffer {
     bool valid = false;
@@ -342,6 +345,7 @@ class Nic : public Chip {
   uint64_t eq_busy_ = 0;  // bit v: VP v's EQ is not empty  // bit v: VP v has a descriptor queued
                           // (next_work skips the others)
   uint64_t interrupts_ = 0;
+  uint64_t rdma_bytes_written_ = 0;
   ErrorBuffer error_buffer_;
   std::array<uint64_t, 7> dirty_{};
 };

@@ -511,7 +511,10 @@ NicRx Nic::rx_write(const DataPacket& p, std::span<const wire::Flit> flits) {
   }
   if (t.error_id == 0)
     t.error_id = write_host(p.ext.key, p.ext.address + p.ext.offset, p.data(), kAccessWrite);
-  if (t.error_id == 0) t.bytes += h.bytes;
+  if (t.error_id == 0) {
+    t.bytes += h.bytes;
+    rdma_bytes_written_ += h.bytes;
+  }
   return rx_count(key, t);
 }
 
@@ -537,6 +540,7 @@ void Nic::rx_finish(uint32_t key, RxTransfer& t) {
       case PacketKind::kImmediate:
         err = write_host(n.ext.key, n.ext.address, n.data(), kAccessWrite);
         if (err == 0) err = flush_host();
+        if (err == 0) rdma_bytes_written_ += n.data().size();
         break;
       default: {  // the trailing MP, into the target VP's MPQ
         wire::DataHead mh = n.head;
@@ -598,9 +602,11 @@ NicRx Nic::rx_response(const DataPacket& p, std::span<const wire::Flit> flits) {
             wire::DataDefect::kMalformed);
     return NicRx::kDiscarded;
   }
-  if (t->error_id == 0)
+  if (t->error_id == 0) {
     t->error_id =
         write_host(t->d.local_key, t->d.local_address + p.ext.offset, p.data(), kAccessNone);
+    if (t->error_id == 0) rdma_bytes_written_ += h.bytes;
+  }
   if (++t->received == wire::packets_for(t->d.local_address, t->d.length))
     finish_tx(static_cast<uint16_t>(h.tag & (kMaxTransfers - 1)), t->error_id);
   return NicRx::kDelivered;

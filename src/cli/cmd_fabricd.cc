@@ -80,7 +80,7 @@ void run_fabricd(const FabricdOptions& o) {
   std::printf("%s\n", ready.dump().c_str());
   std::fflush(stdout);
   (*daemon)->run(g_stop);
-  const live::DaemonStats& st = (*daemon)->stats();
+  const live::DaemonStats st = (*daemon)->stats();
   nlohmann::json bye{{"event", "stopped"},
                      {"host", o.host},
                      {"egress_cells", st.egress_cells},

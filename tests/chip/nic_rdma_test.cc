@@ -131,6 +131,7 @@ RdmaDescriptor put(uint64_t from, uint32_t lkey, uint64_t to, uint32_t rkey, uin
 TEST_F(RdmaTest, PutAnyAlignmentCutAtDestinationBoundaries) {
   const uint32_t lk = a.reg(0x1000, 3 * kAttPageBytes, kAccessNone);
   const uint32_t rk = b.reg(0x8000, 3 * kAttPageBytes, kAccessWrite);
+  uint64_t written = 0;
   for (uint64_t src_off : {0u, 3u, 127u})
     for (uint64_t dst_off : {0u, 1u, 125u, 4095u})
       for (uint32_t len : {1u, 127u, 128u, 129u, 1000u, 5000u}) {
@@ -144,6 +145,7 @@ TEST_F(RdmaTest, PutAnyAlignmentCutAtDestinationBoundaries) {
               << src_off << "/" << dst_off << "/" << len << " byte " << i;
         EXPECT_EQ(b.mem.at(0x8000 + dst_off), 0xEE);  // nothing before or after
         EXPECT_EQ(b.mem.at(0x8001 + dst_off + len), 0xEE);
+        EXPECT_EQ(b.nic.rdma_bytes_written(), written += len);
         size_t data = 0;
         for (const NicPacket& p : wire_log) {
           if (p.head.kind != wire::PacketKind::kRdmaWrite) continue;
@@ -353,6 +355,8 @@ TEST_F(RdmaTest, GetAnyAlignmentWithEventAtTheTarget) {
     ASSERT_EQ(a.mem.at(0x1003 + i), b.mem.at(0x8077 + i)) << "byte " << i;
   EXPECT_EQ(b.mem.at(d.notify_address), 0x11);
   EXPECT_EQ(b.mem.at(d.notify_address + 15), 0x22);
+  EXPECT_EQ(a.nic.rdma_bytes_written(), d.length);  // the responses; the event is not counted
+  EXPECT_EQ(b.nic.rdma_bytes_written(), 0u);
   auto ev = events(a, 8);
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].kind, EventKind::kDescriptorDone);
@@ -398,6 +402,7 @@ TEST_F(RdmaTest, EventIsWrittenAfterAllDataWhateverTheArrivalOrder) {
 
 TEST_F(RdmaTest, ImmediateWithEachNotice) {
   const uint32_t rk = b.reg(0x8000, kAttPageBytes, kAccessWrite);
+  uint64_t written = 0;
   for (Completion c : {Completion::kNone, Completion::kEvent, Completion::kTrailingMp,
                        Completion::kTrailingImmediate})
     for (uint32_t len : {1u, 64u, 100u, 128u}) {
@@ -420,6 +425,8 @@ TEST_F(RdmaTest, ImmediateWithEachNotice) {
       pump(len);
       EXPECT_EQ(a.mem.reads, reads);  // the data came with the descriptor, no DMA read
       for (uint32_t i = 0; i < len; ++i) ASSERT_EQ(b.mem.at(0x8050 + i), d.immediate_data[i]);
+      written += len + (c == Completion::kTrailingImmediate ? wire::kNotifyDataBytes : 0);
+      EXPECT_EQ(b.nic.rdma_bytes_written(), written);
       if (c == Completion::kEvent || c == Completion::kTrailingImmediate) {
         EXPECT_EQ(b.mem.at(0x8800 + 15), 0x40 + len);
       }
@@ -461,6 +468,7 @@ TEST_F(RdmaTest, RefusedAccessWritesNothingAndFailsTheDescriptor) {
     EXPECT_EQ(ev[0].error_id, c.id);
   }
   EXPECT_EQ(b.mem.at(0x8000), 0xEE);
+  EXPECT_EQ(b.nic.rdma_bytes_written(), 0u);
   // The local side is checked before anything leaves.
   wire_log.clear();
   ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8000, rk_w, kAttPageBytes + 1)).ok());

@@ -198,6 +198,14 @@ Result<std::unique_ptr<FabricDaemon>> FabricDaemon::start(const LiveFabric& f, i
   return d;
 }
 
+DaemonStats FabricDaemon::stats() const {
+  DaemonStats s = stats_;
+  for (uint32_t n = 0; n < chips_.size(); ++n)
+    if (chips_[n] && fabric_.topology.is_nic(n))
+      s.rdma_bytes_written += static_cast<const chip::Nic&>(*chips_[n]).rdma_bytes_written();
+  return s;
+}
+
 Status FabricDaemon::init() {
   auto seg = Segment::create(fabric_, host_);
   if (!seg.ok()) return seg.error();
@@ -658,12 +666,7 @@ bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
     return true;
   }
   // Its acks and read responses go out when pump_nics next runs the NIC.
-  const chip::NicRx rx = nic.receive_checked(*p, flits.view());
-  const wire::PacketKind k = p->head.kind;
-  if (rx == chip::NicRx::kDelivered &&
-      (k == wire::PacketKind::kRdmaWrite || k == wire::PacketKind::kImmediate ||
-       k == wire::PacketKind::kRdmaReadResponse))
-    stats_.rdma_bytes_written += p->head.bytes;
+  nic.receive_checked(*p, flits.view());
   drain_eq(chip);  // an ack or the last read response completed a descriptor
   if (nic.mpq_count(p->head.dest_vp) > 0 && !mgmt_to_host(chip)) mgmt_waiting_.insert(chip);
   return true;

@@ -65,7 +65,7 @@ struct DaemonStats {
   uint64_t udp_errors = 0;
   uint64_t mps_delivered = 0;
   uint64_t mps_refused = 0;
-  uint64_t rdma_bytes_written = 0;
+  uint64_t rdma_bytes_written = 0;  // by this host's NICs (chip::Nic::rdma_bytes_written)
   uint64_t ops_timed_out = 0;
   uint64_t dead_processes = 0;
   uint64_t dropped = 0;
@@ -97,7 +97,7 @@ class FabricDaemon {
   bool poll_once();
 
   Segment& segment() { return *seg_; }
-  const DaemonStats& stats() const { return stats_; }
+  DaemonStats stats() const;
   // Cross-host links of this host: (local chip, port) and their link-layer state.
   struct LinkView {
     uint32_t chip;
