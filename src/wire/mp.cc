@@ -4,16 +4,12 @@
 
 #include <algorithm>
 
+#include "base/bits.h"
+
 namespace galaxy::wire {
 namespace {
 
 using namespace mp_word;
-
-uint64_t load_le64(std::span<const uint8_t> b) {
-  uint64_t w = 0;
-  for (unsigned i = 0; i < 8; ++i) w |= uint64_t{b[i]} << (8 * i);
-  return w;
-}
 
 }  // namespace
 
@@ -36,7 +32,7 @@ Result<MpBytes> encode_mp(const Mp& m) {
   }
   MpBytes b{};
   const uint64_t w = make(m.kind, m.flags, m.target_vp, m.src_vp, m.src_node, m.length, m.tag);
-  for (unsigned i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(w >> (8 * i));
+  put_bits(b, 0, 64, w);
   std::copy(m.payload.begin(), m.payload.end(), b.begin() + kMpHeaderBytes);
   return b;
 }
@@ -47,7 +43,7 @@ Result<Mp> decode_mp(std::span<const uint8_t> b) {
                       fmt::format("mp: length = {} bytes, expected {}", b.size(), kMpBytes));
   }
   Mp m;
-  const uint64_t w = load_le64(b);
+  const uint64_t w = get_bits(b, 0, 64);
   if (kind(w) > kMaxMpKind) {
     return make_error(Code::kMalformed, 1311,
                       fmt::format("mp: kind = {} exceeds {}", kind(w), kMaxMpKind));

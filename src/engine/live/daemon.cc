@@ -1180,44 +1180,39 @@ void FabricDaemon::apply_link_controls(uint32_t chip) {
 
 // A link inside this host is up while neither end holds it down (there is no cable to cut).
 void FabricDaemon::update_local_link(uint32_t chip, uint8_t port) {
-  const fabric::Topology& t = fabric_.topology;
-  const fabric::PortRef peer = *t.peer({chip, port});
+  const fabric::PortRef peer = *fabric_.topology.peer({chip, port});
   const bool up =
       !chips_[chip]->port_forced_down(port) && !chips_[peer.node]->port_forced_down(peer.port);
-  for (const fabric::PortRef e : {fabric::PortRef{chip, port}, peer}) {
-    const fabric::PortRef other = e == peer ? fabric::PortRef{chip, port} : peer;
-    chip::Chip& c = *chips_[e.node];
-    seg_->peer(e.node, e.port).up.store(up ? 1 : 0, std::memory_order_release);
-    if (up)
-      c.link_up(e.port, {true, t.is_nic(other.node) ? wire::ChipType::kNic : wire::ChipType::kNrc,
-                         static_cast<uint16_t>(other.node), other.port,
-                         static_cast<uint8_t>(t.num_ports(other.node))});
-    else
-      c.link_down(e.port);
-    drain_nma(e.node);
-  }
+  set_port_link({chip, port}, up);
+  set_port_link(peer, up);
   seg_->header().route_generation.fetch_add(1, std::memory_order_release);  // paths change
 }
 
-void FabricDaemon::update_link_states() {
+// One end of a link of this host changes state: the segment's senders see it, the chip model
+// learns the identity at the other end (chip id = plan node, as its EEPROM programs it) or
+// raises the link-down fault, and its reports leave.
+void FabricDaemon::set_port_link(fabric::PortRef end, bool up) {
   const fabric::Topology& t = fabric_.topology;
+  chip::Chip& c = *chips_[end.node];
+  seg_->peer(end.node, end.port).up.store(up ? 1 : 0, std::memory_order_release);
+  if (up) {
+    const fabric::PortRef other = *t.peer(end);
+    c.link_up(end.port, {true, t.is_nic(other.node) ? wire::ChipType::kNic : wire::ChipType::kNrc,
+                         static_cast<uint16_t>(other.node), other.port,
+                         static_cast<uint8_t>(t.num_ports(other.node))});
+  } else {
+    c.link_down(end.port);
+  }
+  drain_nma(end.node);
+}
+
+void FabricDaemon::update_link_states() {
   for (HostLink& l : links_) {
     LinkState st = l.link->state();
     if (st == l.last_state) continue;
     l.last_state = st;
-    PeerInfo& pi = seg_->peer(l.chip, l.port);
-    chip::Chip& c = *chips_[l.chip];
-    if (st == LinkState::kUp) {
-      pi.up.store(1, std::memory_order_release);
-      c.link_up(l.port, {true, t.is_nic(l.peer_chip) ? wire::ChipType::kNic : wire::ChipType::kNrc,
-                         static_cast<uint16_t>(l.peer_chip), l.peer_port,
-                         static_cast<uint8_t>(t.num_ports(l.peer_chip))});
-    } else {
-      pi.up.store(0, std::memory_order_release);
-      c.link_down(l.port);
-    }
+    set_port_link({l.chip, l.port}, st == LinkState::kUp);
     seg_->header().route_generation.fetch_add(1, std::memory_order_release);  // paths change
-    drain_nma(l.chip);
   }
 }
 

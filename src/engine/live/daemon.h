@@ -196,6 +196,7 @@ class FabricDaemon {
   void update_link_states();
   void apply_link_controls(uint32_t chip);
   void update_local_link(uint32_t chip, uint8_t port);
+  void set_port_link(fabric::PortRef end, bool up);
 
   LiveFabric fabric_;
   int host_;
