@@ -61,6 +61,12 @@ std::optional<std::string> env_string(std::string_view name) {
   return std::string(s);
 }
 
+std::string env_string_or_default(std::string_view name) {
+  if (auto s = env_string(name)) return *s;
+  const EnvVar* v = find_env(name);
+  return v ? std::string(v->default_value) : std::string();
+}
+
 Result<std::optional<int64_t>> env_int(std::string_view name) {
   const EnvVar* v = find_env(name);
   auto s = env_string(name);

@@ -30,6 +30,8 @@ const EnvVar* find_env(std::string_view name);
 // The value of a variable of the table; std::nullopt when it is unset, empty, or not a
 // variable of the table.
 std::optional<std::string> env_string(std::string_view name);
+// The same with the table's default when unset.
+std::string env_string_or_default(std::string_view name);
 // An integer variable: its value, std::nullopt when unset, or an error naming the variable and
 // the value when it is not an integer within the table's range.
 Result<std::optional<int64_t>> env_int(std::string_view name);

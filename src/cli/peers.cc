@@ -98,7 +98,7 @@ std::string tail(const std::string& out, size_t n = 240) {
 }
 
 std::string find_in_path(const std::string& name) {
-  std::stringstream ss(env_string("PATH").value_or(std::string(find_env("PATH")->default_value)));
+  std::stringstream ss(env_string_or_default("PATH"));
   std::string dir;
   while (std::getline(ss, dir, ':')) {
     std::string p = (dir.empty() ? "." : dir) + "/" + name;

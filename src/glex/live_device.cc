@@ -654,10 +654,7 @@ Result<std::unique_ptr<glex_device>> open_live_device(const std::string& fabric_
   auto spin_us = env_int_or_default("GLEX_SPIN_US");
   if (!spin_us.ok()) return spin_us.error();
   if (auto engines = env_int("GLEX_COPY_ENGINES"); !engines.ok()) return engines.error();
-  std::string fabric =
-      fabric_in.empty()
-          ? env_string("GLEX_FABRIC").value_or(std::string(find_env("GLEX_FABRIC")->default_value))
-          : fabric_in;
+  std::string fabric = fabric_in.empty() ? env_string_or_default("GLEX_FABRIC") : fabric_in;
   if (live::is_live_spec(fabric)) {
     auto f = live::parse_live_fabric(fabric);
     if (!f.ok()) return f.error();

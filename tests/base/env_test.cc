@@ -43,6 +43,18 @@ TEST(Env, TheTableDescribesEachVariableOnceWithItsDefaultInRange) {
   EXPECT_FALSE(env_string("NOT_A_GALAXY_VARIABLE"));
 }
 
+TEST(Env, StringsFallBackToTheTablesDefaultWhenUnsetOrEmpty) {
+  {
+    ScopedEnv e("GLEX_FABRIC", "sim:line:n=2");
+    EXPECT_EQ(env_string_or_default("GLEX_FABRIC"), "sim:line:n=2");
+  }
+  {
+    ScopedEnv e("GLEX_FABRIC", "");
+    EXPECT_EQ(env_string_or_default("GLEX_FABRIC"), "galaxy");
+  }
+  EXPECT_EQ(env_string_or_default("NOT_A_GALAXY_VARIABLE"), "");
+}
+
 TEST(Env, IntegersAreCheckedAgainstTheirRangeAndTheErrorNamesTheVariable) {
   {
     ScopedEnv e("GLEX_SPIN_US", "120");
