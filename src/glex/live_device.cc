@@ -276,7 +276,7 @@ class LiveDevice final : public glex_device {
   glex_ret_t send_mp(uint8_t vp, glex_ep_addr_t dest, const void* data, uint32_t len,
                      uint32_t flags) override {
     const uint32_t dn = GLEX_EP_ADDR_NODE(dest), dv = GLEX_EP_ADDR_VP(dest);
-    if (!dest_ok(dn, dv)) return check_dest(dest);
+    if (dest_problem(dest) != 0) return check_dest(dest);
     if ((flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
     const uint8_t mp_flags = (flags & GLEX_FLAG_INTERRUPT) ? wire::kMpFlagInterrupt : 0;
     // A target on another host, or on this one by a path through another: the daemon's.
@@ -513,21 +513,29 @@ class LiveDevice final : public glex_device {
     return q.wait(0, deadline);
   }
 
-  bool dest_ok(uint32_t dn, uint32_t dv) const {
-    return dn < seg_->num_chips() &&
-           seg_->chip(dn).type == static_cast<uint8_t>(wire::ChipType::kNic) && dv < live::kVps;
-  }
-  glex_ret_t check_dest(glex_ep_addr_t dest) {
-    const uint64_t dn = dest >> 8, dv = dest & 0xFF;
+  // What is wrong with a target address, by its error id: 0 when it names a VP of a NIC of this
+  // fabric (all 64 bits: nothing above the node), 6127 when its node is not a NIC, 6128 when its
+  // VP is out of range. Cheap, for the hot path; check_dest says it in words.
+  uint16_t dest_problem(glex_ep_addr_t dest) const {
+    const uint64_t dn = dest >> 8;
     if (dn >= seg_->num_chips() ||
         seg_->chip(static_cast<uint32_t>(dn)).type != static_cast<uint8_t>(wire::ChipType::kNic))
-      return set_error(GLEX_INVALID_PARAM,
-                       fmt::format("E6127 target node {} is not a NIC of this fabric", dn));
-    if (dv >= live::kVps)
-      return set_error(
-          GLEX_INVALID_PARAM,
-          fmt::format("E6128 target vp {} exceeds the NIC's VPs 0-{}", dv, live::kVps - 1));
-    return GLEX_SUCCESS;
+      return 6127;
+    return (dest & 0xFF) < live::kVps ? 0 : 6128;
+  }
+  glex_ret_t check_dest(glex_ep_addr_t dest) {
+    switch (dest_problem(dest)) {
+      case 0:
+        return GLEX_SUCCESS;
+      case 6127:
+        return set_error(GLEX_INVALID_PARAM, fmt::format("E6127 target node {} is not a NIC of "
+                                                         "this fabric",
+                                                         dest >> 8));
+      default:
+        return set_error(GLEX_INVALID_PARAM,
+                         fmt::format("E6128 target vp {} exceeds the NIC's VPs 0-{}", dest & 0xFF,
+                                     live::kVps - 1));
+    }
   }
 
   bool egress(live::EgressKind kind, const void* body, size_t len) {

@@ -691,6 +691,9 @@ TEST_F(LiveApiMp, ParametersAreCheckedInTheCall) {
   EXPECT_EQ(glex_send_mp(a.ep, GLEX_EP_ADDR(nrc, 8), data, 1, 0), GLEX_INVALID_PARAM);
   EXPECT_TRUE(last_error_has(fmt::format("target node {} is not a NIC", nrc)));
   EXPECT_EQ(glex_send_mp(a.ep, GLEX_EP_ADDR(0xFFFFFF, 8), data, 1, 0), GLEX_INVALID_PARAM);
+  // Bits above a 32-bit node are part of the address, not dropped: no such NIC.
+  EXPECT_EQ(glex_send_mp(a.ep, b.addr() | (uint64_t{1} << 40), data, 1, 0), GLEX_INVALID_PARAM);
+  EXPECT_TRUE(last_error_has("is not a NIC"));
   for (uint32_t vp : {40u, 255u}) {
     EXPECT_EQ(glex_send_mp(a.ep, GLEX_EP_ADDR(f().nic(0, 1), vp), data, 1, 0), GLEX_INVALID_PARAM);
     EXPECT_TRUE(last_error_has(fmt::format("target vp {}", vp)));
