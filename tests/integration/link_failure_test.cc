@@ -116,8 +116,7 @@ TEST_P(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
   EXPECT_EQ(after.pairs, plan.num_nics() * (plan.num_nics() - 1));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, LinkFailureTest, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return testing::param_name(i.param); });
+GALAXY_OVER_BACKENDS(LinkFailureTest);
 
 }  // namespace
 }  // namespace galaxy::nm

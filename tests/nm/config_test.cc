@@ -105,8 +105,7 @@ TEST_P(ConfigBackends, EepromDefaultsAreWrittenAndVerified) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ConfigBackends, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return std::string(i.param); });
+GALAXY_OVER_BACKENDS(ConfigBackends);
 
 }  // namespace
 }  // namespace galaxy::nm

@@ -99,8 +99,7 @@ TEST_P(DiscoveryCablingTest, MissingLinkIsReportedWithBothEnds) {
   EXPECT_FALSE(same_fabric(r->map, plan));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, DiscoveryCablingTest, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return testing::param_name(i.param); });
+GALAXY_OVER_BACKENDS(DiscoveryCablingTest);
 
 }  // namespace
 }  // namespace galaxy::nm

@@ -176,8 +176,7 @@ TEST_P(FaultsBackends, ForcedDownLinkIsDownAtBothEndsUntilEnabled) {
   EXPECT_TRUE(same_fabric(again->map, plan));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, FaultsBackends, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return testing::param_name(i.param); });
+GALAXY_OVER_BACKENDS(FaultsBackends);
 
 }  // namespace
 }  // namespace galaxy::nm

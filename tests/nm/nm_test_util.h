@@ -150,15 +150,22 @@ inline AllPairs Backend::all_pairs_mp() const {
   std::vector<glex_ep_handle_t> ep(n, nullptr);
   std::vector<glex_ep_addr_t> addr(n);
   std::vector<uint64_t> expected(n, 0);
+  r.pairs = uint64_t{n} * (n - 1);
+  auto close_all = [&] {
+    for (glex_ep_handle_t e : ep)
+      if (e) glex_destroy_ep(e);
+  };
   for (uint32_t i = 0; i < n; ++i) {
     dev[i] = open_nic(t.nic_node(i));
-    if (!dev[i] || glex_create_ep(dev[i].get(), nullptr, &ep[i]) != GLEX_SUCCESS) return r;
+    if (!dev[i] || glex_create_ep(dev[i].get(), nullptr, &ep[i]) != GLEX_SUCCESS) {
+      close_all();
+      return r;  // nothing sent
+    }
     addr[i] = glex_ep_addr(ep[i]);
   }
   for (uint32_t a = 0; a < n; ++a)
     for (uint32_t b = 0; b < n; ++b) {
       if (a == b) continue;
-      ++r.pairs;
       const uint32_t data[2] = {t.nic_node(a), t.nic_node(b)};
       if (glex_send_mp(ep[a], addr[b], data, sizeof data, 0) != GLEX_SUCCESS) continue;
       ++r.sent;
@@ -179,8 +186,15 @@ inline AllPairs Backend::all_pairs_mp() const {
         ++r.wrong;
     }
   }
-  for (uint32_t i = 0; i < n; ++i) glex_destroy_ep(ep[i]);
+  close_all();
   return r;
 }
 
 }  // namespace galaxy::nm::testing
+
+// Runs every TEST_P of `suite` (a ::testing::TestWithParam<const char*>) over each back end,
+// the back end's name ending the test's name.
+#define GALAXY_OVER_BACKENDS(suite)                                           \
+  INSTANTIATE_TEST_SUITE_P(                                                   \
+      Backends, suite, ::testing::ValuesIn(::galaxy::nm::testing::kBackends), \
+      [](const auto& i) { return ::galaxy::nm::testing::param_name(i.param); })

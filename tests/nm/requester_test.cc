@@ -100,8 +100,7 @@ TEST_P(RequesterBackends, TransactionIdsWrapWithoutConfusion) {
   EXPECT_EQ(req.stats().stale, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, RequesterBackends, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return std::string(i.param); });
+GALAXY_OVER_BACKENDS(RequesterBackends);
 
 }  // namespace
 }  // namespace galaxy::nm

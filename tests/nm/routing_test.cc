@@ -263,8 +263,7 @@ TEST(RoutingTest, Th2SmallComputesAndVerifiesQuickly) {
   EXPECT_LT(ms, 2000);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, RoutingBackends, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return testing::param_name(i.param); });
+GALAXY_OVER_BACKENDS(RoutingBackends);
 
 }  // namespace
 }  // namespace galaxy::nm

@@ -247,8 +247,7 @@ TEST(ScanTest, DiffListsStateChangesFirstThenCountersByDelta) {
   EXPECT_EQ(diff(a, b).stopped_answering, std::vector<uint32_t>{7});
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ScanBackends, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return std::string(i.param); });
+GALAXY_OVER_BACKENDS(ScanBackends);
 
 }  // namespace
 }  // namespace galaxy::nm

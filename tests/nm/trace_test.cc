@@ -196,8 +196,7 @@ TEST_P(TraceBackends, RejectsEndpointsThatAreNotTwoNics) {
   EXPECT_FALSE(load_minhop_for(*f.req, f.map, nrc).ok());
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, TraceBackends, ::testing::ValuesIn(testing::kBackends),
-                         [](const auto& i) { return std::string(i.param); });
+GALAXY_OVER_BACKENDS(TraceBackends);
 
 }  // namespace
 }  // namespace galaxy::nm
