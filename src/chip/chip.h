@@ -181,4 +181,11 @@ class Chip {
   std::unique_ptr<Nma> nma_;
 };
 
+// Whether the ports let a link between port `pa` of `a` and port `pb` of `b` be up: neither end
+// holds it down (PORT_CTRL bit 1). The engine adds what ports cannot know: a cut cable, the link
+// layer's training (between live hosts each end's Link carries its own end's answer).
+inline bool link_allowed(const Chip& a, uint8_t pa, const Chip& b, uint8_t pb) {
+  return !a.port_forced_down(pa) && !b.port_forced_down(pb);
+}
+
 }  // namespace galaxy::chip

@@ -1181,8 +1181,7 @@ void FabricDaemon::apply_link_controls(uint32_t chip) {
 // A link inside this host is up while neither end holds it down (there is no cable to cut).
 void FabricDaemon::update_local_link(uint32_t chip, uint8_t port) {
   const fabric::PortRef peer = *fabric_.topology.peer({chip, port});
-  const bool up =
-      !chips_[chip]->port_forced_down(port) && !chips_[peer.node]->port_forced_down(peer.port);
+  const bool up = chip::link_allowed(*chips_[chip], port, *chips_[peer.node], peer.port);
   set_port_link({chip, port}, up);
   set_port_link(peer, up);
   seg_->header().route_generation.fetch_add(1, std::memory_order_release);  // paths change

@@ -72,9 +72,7 @@ Status SimFabric::power_on(const SimOptions& options) {
   for (uint32_t v = 0; v < topo_.num_nodes(); ++v) {
     for (uint8_t p = 0; p < topo_.num_ports(v); ++p) {
       auto peer = topo_.peer({v, p});
-      if (!peer || chips_[v]->port_forced_down(p) ||
-          chips_[peer->node]->port_forced_down(peer->port))
-        continue;
+      if (!peer || !chip::link_allowed(*chips_[v], p, *chips_[peer->node], peer->port)) continue;
       const chip::Chip& other = *chips_[peer->node];
       chips_[v]->link_up(p, {other.configured(), other.type(), other.chip_id(), peer->port,
                              static_cast<uint8_t>(other.num_ports())});
@@ -623,8 +621,7 @@ void SimFabric::apply_link_controls(uint32_t node) {
 void SimFabric::update_link(PortRef end) {
   PortRef peer = *topo_.peer(end);
   bool up = !outputs_[port_base_[end.node] + end.port].cable_cut &&
-            !chips_[end.node]->port_forced_down(end.port) &&
-            !chips_[peer.node]->port_forced_down(peer.port);
+            chip::link_allowed(*chips_[end.node], end.port, *chips_[peer.node], peer.port);
   for (PortRef e : {end, peer}) {
     PortRef other = e == end ? peer : end;
     if (up) {
