@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <vector>
 
+#include "base/function_ref.h"
 #include "base/status.h"
 
 namespace galaxy::chip {
@@ -44,7 +44,7 @@ class AttTable {
   virtual ~AttTable() = default;
   virtual Status check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const = 0;
   // Checks, then calls fn(phys, offset, bytes) for each physically contiguous piece in order.
-  using PieceFn = std::function<Status(uint64_t phys, uint64_t offset, uint64_t bytes)>;
+  using PieceFn = FunctionRef<Status(uint64_t phys, uint64_t offset, uint64_t bytes)>;
   virtual Status translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access,
                                   const PieceFn& fn) const = 0;
 };

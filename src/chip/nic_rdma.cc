@@ -12,6 +12,7 @@
 #include "base/bits.h"
 #include "chip/event.h"
 #include "chip/nic.h"
+#include "chip/rdma_rules.h"
 
 namespace galaxy::chip {
 
@@ -88,26 +89,8 @@ std::optional<NicWork> Nic::start_rdma(uint8_t vp, VpState& v, QueuedDescriptor&
     return w;
   };
   if (!d.ok()) return reject(d.error());
-  if (d->cp_count != 0)
-    return reject(make_error(Code::kUnsupported, 2055,
-                             fmt::format("RDMA descriptor: cp_count = {}: CP-triggered "
-                                         "descriptors are not started by this NIC model",
-                                         d->cp_count)));
-  if (d->remote_vp >= kNumVps)
-    return reject(make_error(Code::kOutOfRange, 2056,
-                             fmt::format("RDMA descriptor: remote_vp = {} exceeds the {} "
-                                         "virtual ports",
-                                         d->remote_vp, kNumVps)));
-  if (d->op == RdmaOp::kRead &&
-      (d->completion == Completion::kTrailingMp || d->completion == Completion::kTrailingImmediate))
-    return reject(make_error(Code::kInvalidArgument, 2057,
-                             "RDMA descriptor: a get completes at the target by an event only, "
-                             "not by a trailing MP or immediate"));
   if (!host_) return reject(make_error(Code::kUnsupported, 2058, "NIC: no host memory attached"));
-  if (d->op != RdmaOp::kImmediate) {
-    Status st = att_table_->check(d->local_key, d->local_address, d->length, kAccessNone);
-    if (!st.ok()) return reject(st.error());
-  }
+  if (Status st = check_rdma_start(*d, *att_table_); !st.ok()) return reject(st.error());
   // The tag table grows as transfers overlap (16, 32, ... kMaxTransfers entries): a NIC of a
   // large model that has a few transfers in flight holds a few entries, not thousands.
   if (tx_free_.empty() && tx_.size() < kMaxTransfers) {
@@ -323,7 +306,7 @@ void Nic::finish_tx(uint16_t slot, uint16_t error_id) {
   if (error_id != 0) {
     ++v.desc_errors;
     push_event(v, {EventKind::kDescriptorError, t.sequence, error_id, op, 0});
-  } else if (t.d.local_cq) {
+  } else if (completes_locally(t.d, error_id)) {
     push_event(v, {EventKind::kDescriptorDone, t.sequence, 0, op, t.d.length});
   }
   t.phase = TxTransfer::Phase::kFree;
@@ -370,18 +353,11 @@ uint16_t Nic::flush_host() {
 
 uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
                              const std::array<uint8_t, wire::kNotifyDataBytes>& data) {
-  Status st = att_table_->check(key, addr, kEventBytes, kAccessWrite);
-  if (!st.ok()) return st.error().id;
-  uint16_t err = 0;
-  write_event(addr, get_bits(data, 0, 64), get_bits(data, 64, 64), true,
-              [&](uint64_t a, uint64_t word) {
-                std::array<uint8_t, 8> b{};
-                put_bits(b, 0, 64, word);
-                err = write_host(key, a, b, kAccessWrite);
-                if (err == 0) err = flush_host();  // word 0 is visible before word 1
-                return err == 0;
-              });
-  return err;
+  return write_event_checked(*att_table_, key, addr, data,
+                             [&](uint32_t k, uint64_t a, std::span<const uint8_t> word) {
+                               uint16_t err = write_host(k, a, word, kAccessWrite);
+                               return err != 0 ? err : flush_host();  // word 0 before word 1
+                             });
 }
 
 NicRx Nic::receive_packet_bytes(std::span<const uint8_t> bytes) {
@@ -503,7 +479,8 @@ NicRx Nic::rx_write(const DataPacket& p, std::span<const wire::Flit> flits) {
   if (t.total == 0) {
     t.total = total;
     // The whole transfer is checked before any of it is written (SYSTEM.md 1.1).
-    Status st = att_table_->check(p.ext.key, p.ext.address, p.ext.length, kAccessWrite);
+    Status st =
+        check_rdma_target(*att_table_, RdmaOp::kWrite, p.ext.key, p.ext.address, p.ext.length);
     if (!st.ok()) t.error_id = st.error().id;
   } else if (t.total != total) {
     return bad(2074, fmt::format("packet of tag {} says {} packets, the transfer {}", h.tag, total,
@@ -577,9 +554,9 @@ NicRx Nic::rx_read_request(const DataPacket& p, std::span<const wire::Flit> flit
   j.notify_key = static_cast<uint32_t>(get_bits(p.payload, kRqNotifyKey, 32));
   j.notify_address = get_bits(p.payload, kRqNotifyAddress, 64);
   std::copy_n(&p.payload[kRqNotifyData], wire::kNotifyDataBytes, j.notify_data.begin());
-  Status st = att_table_->check(j.source_key, j.source, j.length, kAccessRead);
-  if (st.ok() && j.event)
-    st = att_table_->check(j.notify_key, j.notify_address, kEventBytes, kAccessWrite);
+  const RdmaNotify event{j.notify_key, j.notify_address};
+  Status st = check_rdma_target(*att_table_, RdmaOp::kRead, j.source_key, j.source, j.length,
+                                j.event ? &event : nullptr);
   if (!st.ok()) {
     send_ack(j.requester, j.requester_vp, j.tag, st.error().id, 0);
     return NicRx::kRefused;

@@ -25,6 +25,7 @@
 
 #include "chip/event.h"
 #include "chip/nic.h"
+#include "chip/rdma_rules.h"
 #include "chip/registers.h"
 #include "engine/live/daemon.h"
 #include "engine/live/forward.h"
@@ -351,8 +352,9 @@ class LiveDevice final : public glex_device {
     const uint32_t dn = GLEX_EP_ADDR_NODE(r.target);
     GALAXY_GLEX_TRY(check_dest(r.target));
     const bool imm = r.op == GLEX_OP_IMM;
+    live::AttEntry local{};
     if (!imm) {
-      live::AttEntry e{};
+      live::AttEntry& e = local;
       const char* why = "";
       if (check_att(*nic_, r.local_mh, reinterpret_cast<uint64_t>(r.local_addr), r.len, 0, &e,
                     &why) != OpStatus::kSuccess ||
@@ -365,27 +367,29 @@ class LiveDevice final : public glex_device {
     }
     if ((r.flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
     const OpCode op = static_cast<OpCode>(r.op);
+    // Every field is set; the 128 bytes of immediate data only when they are used.
+    live::EgressRdma d;
+    d.op = static_cast<uint8_t>(r.op);
+    d.flags = static_cast<uint8_t>(r.flags);
+    d.src_vp = vp;
+    d.dest_vp = static_cast<uint8_t>(GLEX_EP_ADDR_VP(r.target));
+    d.src_node = node_;
+    d.dest_node = dn;
+    d.pid = pid_;
+    d.local_addr = reinterpret_cast<uint64_t>(r.local_addr);
+    d.local_mh = r.local_mh;
+    d.length = r.len;
+    d.remote_addr = r.remote_addr;
+    d.remote_mh = r.remote_mh;
+    d.event_addr = r.event_addr;
+    d.event_mh = r.event_mh;
+    d.event[0] = r.event.data[0];
+    d.event[1] = r.event.data[1];
+    d.cookie = r.cookie;
+    if (imm) std::memcpy(d.imm, r.local_addr, r.len);
     if (!seg_->is_local(dn) || path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost ||
         (op == OpCode::kGet && path_from(dn).result.kind == live::Forwarded::Kind::kLeavesHost)) {
-      live::EgressRdma d{};
-      d.op = static_cast<uint8_t>(r.op);
-      d.flags = static_cast<uint8_t>(r.flags);
-      d.src_vp = vp;
-      d.dest_vp = static_cast<uint8_t>(GLEX_EP_ADDR_VP(r.target));
-      d.src_node = node_;
-      d.dest_node = dn;
-      d.pid = pid_;
-      d.local_addr = reinterpret_cast<uint64_t>(r.local_addr);
-      d.local_mh = r.local_mh;
-      d.length = r.len;
-      d.remote_addr = r.remote_addr;
-      d.remote_mh = r.remote_mh;
-      d.event_addr = r.event_addr;
-      d.event_mh = r.event_mh;
-      d.event[0] = r.event.data[0];
-      d.event[1] = r.event.data[1];
-      d.cookie = r.cookie;
-      if (imm) std::memcpy(d.imm, r.local_addr, r.len);
+      if (!imm) std::memset(d.imm, 0, sizeof d.imm);  // nothing of this stack goes out
       nic_->vps[vp].outstanding.fetch_add(1);
       if (!egress(live::EgressKind::kRdma, &d, sizeof d)) {
         nic_->vps[vp].outstanding.fetch_sub(1);
@@ -393,8 +397,10 @@ class LiveDevice final : public glex_device {
       }
       return GLEX_SUCCESS;
     }
-    // On this host: the target NIC's checks and one copy, done here. Its completion needs room
-    // in the CQ (errors always, successes when asked for): a full CQ is the caller's to drain.
+    // On this host: the NIC's rules of a transfer (chip::direct_rdma: the checks, the order of
+    // data, event and completion) over the two NICs' tables in the segment, the copy done here.
+    // Its completion needs room in the CQ (errors always, successes when asked for): a full CQ
+    // is the caller's to drain.
     if (nic_->vps[vp].cq.size() + live::CqRing::kRelease >= live::kCqDepth)
       return set_error(GLEX_BUSY, fmt::format("E6134 the CQ of vp {} is full; poll it", vp));
     live::PathCounters& path = path_to(dn);
@@ -408,27 +414,21 @@ class LiveDevice final : public glex_device {
         return complete(vp, r, GLEX_UNREACHABLE, 6133, "no route back from the target NIC");
       back.add(wire::transfer_traffic(reinterpret_cast<uint64_t>(r.local_addr), r.len));
     }
-    live::NicSlot& t = *seg_->nic_of(dn);
-    live::AttEntry e{};
-    const char* why = "";
-    OpStatus st = check_att(t, r.remote_mh, r.remote_addr, r.len,
-                            op == OpCode::kGet ? live::kAccessRead : live::kAccessWrite, &e, &why);
-    if (st != OpStatus::kSuccess) return complete(vp, r, static_cast<glex_ret_t>(st), 6121, why);
-    st = copy(e, r.remote_mh, op != OpCode::kGet, r.local_addr, r.remote_addr, r.len);
-    if (st != OpStatus::kSuccess)
-      return complete(
-          vp, r, static_cast<glex_ret_t>(st), 6122,
-          st == OpStatus::kPeerDead ? "target process is gone" : "target memory not mapped");
-    if (r.flags & GLEX_FLAG_REMOTE_EVT) {
-      st = check_att(t, r.event_mh, r.event_addr, chip::kEventBytes, live::kAccessWrite, &e, &why);
-      if (st != OpStatus::kSuccess) return complete(vp, r, static_cast<glex_ret_t>(st), 6123, why);
-      st = chip::write_event(
-          r.event_addr, r.event.data[0], r.event.data[1], OpStatus::kSuccess,
-          [&](uint64_t a, uint64_t v) { return copy(e, r.event_mh, true, &v, a, 8); });
-      if (st != OpStatus::kSuccess)
-        return complete(vp, r, static_cast<glex_ret_t>(st), 6124, "event write failed");
+    wire::RdmaDescriptor& w = scratch_;
+    uint16_t err = 0;
+    if (Status st = live::rdma_descriptor(d, seg_->num_chips(), &w); !st.ok()) {
+      err = st.error().id;
+    } else {
+      live::NicSlot& t = *seg_->nic_of(dn);
+      const live::SegmentAtt theirs(t);
+      SegmentDirect memory(*this, t, theirs);
+      err = imm ? chip::direct_rdma(w, live::SegmentAtt(*nic_), theirs, memory)
+                : chip::direct_rdma(w, live::SegmentAtt(*nic_, w.local_key, local), theirs, memory);
     }
-    return complete(vp, r, GLEX_SUCCESS, 0, "");
+    if (!chip::completes_locally(w, err)) return GLEX_SUCCESS;
+    if (err == 0) return complete(vp, r, GLEX_SUCCESS, 0, "");
+    const live::RdmaFailure f = live::rdma_failure(err, op);
+    return complete(vp, r, static_cast<glex_ret_t>(f.status), err, f.reason);
   }
 
   glex_ret_t poll_cq(uint8_t vp, int32_t timeout_ms, glex_cq_entry* out) override {
@@ -556,15 +556,51 @@ class LiveDevice final : public glex_device {
       live::push_completion(nic_->vps[vp], op, OpStatus::kSuccess, 0, bytes, 0, "");
   }
 
-  // Same-host RDMA finishes in the call: its completion (always on error) goes to the CQ, as a
-  // remote one does, so the caller handles both alike.
+  // Same-host RDMA finishes in the call: a completion the rule sends to the CQ (every error, a
+  // success when asked: chip::completes_locally) goes there as a remote one does, so the caller
+  // handles both alike.
   glex_ret_t complete(uint8_t vp, const glex_rdma_req& r, glex_ret_t st, uint16_t id,
                       const char* why) {
-    if (st != GLEX_SUCCESS || (r.flags & GLEX_FLAG_LOCAL_CQ))
-      live::push_completion(nic_->vps[vp], static_cast<OpCode>(r.op), static_cast<OpStatus>(st),
-                            r.cookie, st == GLEX_SUCCESS ? r.len : 0, id, why);
+    live::push_completion(nic_->vps[vp], static_cast<OpCode>(r.op), static_cast<OpStatus>(st),
+                          r.cookie, st == GLEX_SUCCESS ? r.len : 0, id, why);
     return GLEX_SUCCESS;
   }
+
+  // The memory of a same-host transfer as chip::direct_rdma moves it. The initiator's side is a
+  // registration of this process on its NIC (its owner was checked when the request came), the
+  // target's a registration of any process on the target NIC, reached by copy().
+  class SegmentDirect final : public chip::DirectMemory {
+   public:
+    SegmentDirect(LiveDevice& dev, live::NicSlot& target, const live::SegmentAtt& att)
+        : dev_(dev), target_(target), att_(att) {}
+    Status copy(bool into_target, uint64_t dst, uint64_t src, uint64_t n) override {
+      // The initiator's registration was this process's when the request was checked (E6118):
+      // its address is one of ours whoever holds the entry now.
+      const uint64_t mine = into_target ? src : dst;
+      auto* local = reinterpret_cast<uint8_t*>(mine & live::kPhysAddressMask);
+      return move(into_target ? dst : src, local, n, into_target);
+    }
+    Status write_target(uint64_t phys, std::span<const uint8_t> in) override {
+      return move(phys, const_cast<uint8_t*>(in.data()), in.size(), true);
+    }
+
+   private:
+    Status move(uint64_t phys, uint8_t* local, uint64_t n, bool write) {
+      live::AttEntry read{};
+      const uint64_t index = phys >> live::kPhysEntryShift;
+      const live::AttEntry* e = att_.last_entry(index);
+      if (!e) {
+        if (!live::read_att_entry(target_, index, &read)) return live::deregistered_error(phys);
+        e = &read;
+      }
+      const uint64_t vaddr = phys & live::kPhysAddressMask;
+      return live::memory_access_status(dev_.copy(*e, index << 32, write, local, vaddr, n), e->pid,
+                                        vaddr, n);
+    }
+    LiveDevice& dev_;
+    live::NicSlot& target_;
+    const live::SegmentAtt& att_;
+  };
 
   // One copy to or from a registration of a process on this host: a memcpy when the memory is
   // shared (glex_alloc_mem), else cross-memory attach.
@@ -637,6 +673,7 @@ class LiveDevice final : public glex_device {
   uint64_t last_alive_check_ = 0;
   int32_t last_alive_pid_ = 0;
   std::vector<live::PathCounters> paths_back_;  // get responses, by target NIC
+  wire::RdmaDescriptor scratch_;                // the same-host path's descriptor
 };
 
 // The hosts of `fabric` that have a segment on this machine.

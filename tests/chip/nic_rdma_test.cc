@@ -6,6 +6,7 @@
 #include <random>
 
 #include "chip/nic.h"
+#include "chip/rdma_rules.h"
 
 namespace galaxy::chip {
 namespace {
@@ -581,6 +582,149 @@ TEST_F(RdmaTest, DirtyPacketsAreDiscardedIntoTheErrorBuffer) {
   }
   // The good packet still goes through afterwards.
   EXPECT_EQ(b.nic.receive_packet(good), NicRx::kDelivered);
+}
+
+// chip::direct_rdma (a transfer between two NICs that reach one memory system, with no packets)
+// and the packet path apply one set of rules: for each descriptor, both end with the same error
+// id, the same bytes in both memories, and the same completion.
+class TwoMemories final : public DirectMemory {
+ public:
+  TwoMemories(Memory& initiator, Memory& target) : initiator_(initiator), target_(target) {}
+  Status copy(bool into_target, uint64_t dst, uint64_t src, uint64_t n) override {
+    std::vector<uint8_t> buf(n);
+    GALAXY_TRY((into_target ? initiator_ : target_).read(src, buf));
+    return (into_target ? target_ : initiator_).write(dst, buf);
+  }
+  Status write_target(uint64_t phys, std::span<const uint8_t> in) override {
+    return target_.write(phys, in);
+  }
+
+ private:
+  Memory& initiator_;
+  Memory& target_;
+};
+
+// Starts every descriptor and carries every packet, in order, until both NICs are idle.
+void carry(Node& a, Node& b) {
+  for (int round = 0; round < 100000; ++round) {
+    for (Node* n : {&a, &b})
+      while (auto w = n->nic.next_work())
+        if (w->kind == NicWork::Kind::kRejected) n->nic.complete(w->vp, false, w->error.id);
+    bool any = false;
+    for (Node* n : {&a, &b})
+      for (uint8_t e = 0; e < kDmaEngines; ++e)
+        while (auto p = n->nic.next_packet(static_cast<DmaEngine>(e))) {
+          (p->head.dest_node == 1 ? a : b).nic.receive_packet(p->flits);
+          any = true;
+        }
+    if (!any) return;
+  }
+  FAIL() << "the NICs never went idle";
+}
+
+TEST(DirectRdma, AppliesThePacketPathsRulesToEveryDescriptor) {
+  struct Case {
+    const char* name;
+    RdmaDescriptor d;
+  };
+  // Both pairs of nodes register the same regions, so the keys are the same in both.
+  auto setup = [](Node& x, Node& y) {
+    std::array<uint32_t, 5> k{};
+    k[0] = x.reg(0x1000, 3 * kAttPageBytes, kAccessNone);  // the initiator's buffer
+    k[1] = y.reg(0x8000, 3 * kAttPageBytes, kAccessWrite | kAccessRead);
+    k[2] = y.reg(0xC000, kAttPageBytes, kAccessRead);   // read only
+    k[3] = y.reg(0xE000, kAttPageBytes, kAccessWrite);  // write only: events
+    k[4] = x.reg(0x5000, 64, kAccessNone);
+    x.fill(0x1000, 3 * kAttPageBytes, 3);
+    y.fill(0x8000, 3 * kAttPageBytes, 5);
+    y.fill(0xC000, kAttPageBytes, 9);
+    return k;
+  };
+  Node probe_a{1}, probe_b{2};
+  const auto k = setup(probe_a, probe_b);
+  auto with_event = [&](RdmaDescriptor d, uint64_t at, uint32_t key) {
+    d.completion = Completion::kEvent;
+    d.notify_address = at;
+    d.notify_key = key;
+    for (size_t i = 0; i < d.notify_data.size(); ++i)
+      d.notify_data[i] = static_cast<uint8_t>(0xA0 + i);
+    return d;
+  };
+  auto get = [](RdmaDescriptor d) {
+    d.op = RdmaOp::kRead;
+    return d;
+  };
+  RdmaDescriptor imm = put(0, 0, 0x8FF0, k[1], 100);
+  imm.op = RdmaOp::kImmediate;
+  imm.local_address = 0;
+  imm.local_key = 0;
+  for (uint32_t i = 0; i < 100; ++i) imm.immediate_data[i] = static_cast<uint8_t>(i * 3);
+  RdmaDescriptor trailing = imm;
+  trailing.completion = Completion::kTrailingImmediate;
+  trailing.notify_address = 0xE100;
+  trailing.notify_key = k[3];
+  trailing.notify_data.fill(0x5A);
+  RdmaDescriptor quiet = put(0x1003, k[0], 0x8005, k[1], 700);
+  quiet.local_cq = false;
+  RdmaDescriptor cp = put(0x1000, k[0], 0x8000, k[1], 8);
+  cp.cp_count = 1;
+  RdmaDescriptor vp = put(0x1000, k[0], 0x8000, k[1], 8);
+  vp.remote_vp = 45;
+  RdmaDescriptor get_trailing = get(put(0x1000, k[0], 0xC000, k[2], 8));
+  get_trailing.completion = Completion::kTrailingImmediate;
+  const std::vector<Case> cases = {
+      {"put across scattered pages", put(0x1003, k[0], 0x8FF1, k[1], 2 * kAttPageBytes + 10)},
+      {"put with event", with_event(put(0x1000, k[0], 0x8000, k[1], 300), 0xE010, k[3])},
+      {"put, no completion asked", quiet},
+      {"get with event", with_event(get(put(0x1FFF, k[0], 0xC001, k[2], 1500)), 0xE020, k[3])},
+      {"get of whole pages", get(put(0x1000, k[0], 0x8000, k[1], 2 * kAttPageBytes))},
+      {"immediate", imm},
+      {"immediate, trailing immediate", trailing},
+      {"put past the region", put(0x1000, k[0], 0x8000 + 100, k[1], 3 * kAttPageBytes)},
+      {"put, wrong key", put(0x1000, k[0], 0x8000, k[1] ^ 0x100000, 64)},
+      {"put to read-only", put(0x1000, k[0], 0xC000, k[2], 64)},
+      {"get from write-only", get(put(0x1000, k[0], 0xE000, k[3], 64))},
+      {"put, event key refused (data written)",
+       with_event(put(0x1000, k[0], 0x8000, k[1], 64), 0xC000, k[2])},
+      {"get, event key refused (nothing read)",
+       with_event(get(put(0x1000, k[0], 0xC000, k[2], 64)), 0xC100, k[2])},
+      {"local range past its region", put(0x5000, k[4], 0x8000, k[1], 65)},
+      {"CP-triggered", cp},
+      {"remote VP out of range", vp},
+      {"get with a trailing immediate", get_trailing},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    // The packet path.
+    Node pa{1}, pb{2};
+    setup(pa, pb);
+    auto bytes = wire::encode_rdma_descriptor(c.d);
+    ASSERT_TRUE(bytes.ok());
+    ASSERT_TRUE(pa.nic.post_rdma(8, *bytes).ok());
+    carry(pa, pb);
+    std::optional<EqEntry> packet_done = pa.nic.poll_eq(8);
+    const uint16_t packet_error = packet_done ? packet_done->error_id : 0;
+    // The direct path.
+    Node da{1}, db{2};
+    setup(da, db);
+    TwoMemories memory(da.mem, db.mem);
+    const uint16_t direct_error = direct_rdma(c.d, da.nic.att(), db.nic.att(), memory);
+    EXPECT_EQ(direct_error, packet_error);
+    EXPECT_EQ(completes_locally(c.d, direct_error), packet_done.has_value());
+    for (uint64_t va = 0; va < Memory::kPages * kAttPageBytes; ++va) {
+      ASSERT_EQ(da.mem.at(va), pa.mem.at(va)) << "initiator byte " << va;
+      ASSERT_EQ(db.mem.at(va), pb.mem.at(va)) << "target byte " << va;
+    }
+  }
+  // The cases reach each kind of outcome: success, a refusal at each side, a bad descriptor.
+  Node pa{1}, pb{2};
+  setup(pa, pb);
+  TwoMemories memory(pa.mem, pb.mem);
+  EXPECT_EQ(direct_rdma(cases[0].d, pa.nic.att(), pb.nic.att(), memory), 0);
+  EXPECT_EQ(pb.mem.at(0x8FF1), pa.mem.at(0x1003));
+  EXPECT_EQ(direct_rdma(cases[7].d, pa.nic.att(), pb.nic.att(), memory), 2068);
+  EXPECT_EQ(direct_rdma(cases[13].d, pa.nic.att(), pb.nic.att(), memory), 2068);
+  EXPECT_EQ(direct_rdma(cases[14].d, pa.nic.att(), pb.nic.att(), memory), 2055);
 }
 
 }  // namespace

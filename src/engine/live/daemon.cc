@@ -44,6 +44,10 @@ constexpr uint16_t kErrNoRoute = 4741;
 constexpr uint16_t kErrMpNoVp = 4742;
 constexpr uint16_t kErrMpNotOpen = 4743;
 constexpr uint16_t kErrMpOwnerGone = 4744;
+constexpr uint16_t kErrRdmaMalformed = 4753;
+constexpr uint16_t kErrHandleIndex = 4738;
+constexpr uint16_t kErrHandleKey = 4739;
+constexpr uint16_t kErrLocalNotOwned = 4754;
 // Packets a NIC's DMA engines put out per round of the daemon's loop (the others wait).
 constexpr int kPacketsPerRound = 256;
 
@@ -61,43 +65,6 @@ struct OpKey {
     return {static_cast<uint32_t>(k >> 48), static_cast<uint8_t>(k >> 40), k & kSequenceMask};
   }
 };
-
-// What an error id of a NIC's completion tells its owner (chip::failure_of, and the ids of
-// this engine's memory port and timeouts), with the reason the CQ entry carries.
-struct Failure {
-  OpStatus status;
-  const char* reason;
-};
-Failure failure(uint16_t id, OpCode op) {
-  switch (id) {
-    case kErrOpTimeout:
-      return {OpStatus::kTimeout, "no answer from the target within the timeout"};
-    case kErrMemoryOwnerGone:
-    case kErrMpOwnerGone:
-      return {OpStatus::kPeerDead, "target process is gone"};
-    case kErrMemoryUnmapped:
-      return {OpStatus::kAccessError, "memory not mapped"};
-    case kErrMemoryDeregistered:
-      return {OpStatus::kAccessError, "memory deregistered during the access"};
-    case kErrNoRoute:
-      return {OpStatus::kUnreachable, "no route to the target over the links"};
-    case kErrMpNoVp:
-      return {OpStatus::kUnreachable, "no such VP"};
-    case kErrMpNotOpen:
-      return {OpStatus::kUnreachable, "target VP is not open"};
-    default:
-      break;
-  }
-  switch (chip::failure_of(id)) {
-    case chip::Failure::kAccess:
-      return {OpStatus::kAccessError, att_refusal(id, op != OpCode::kGet)};
-    case chip::Failure::kUnreachable:
-      return {OpStatus::kUnreachable, "no such VP at the target"};
-    case chip::Failure::kDescriptor:
-      break;
-  }
-  return {OpStatus::kDescriptorError, "RDMA descriptor refused by the NIC"};
-}
 
 // The bytes of a packet's flits as they cross a link.
 void flit_bytes(std::span<const wire::Flit> flits, std::vector<uint8_t>* out) {
@@ -124,6 +91,102 @@ void set_reason(char* dst, size_t n, const char* src) {
 }
 
 }  // namespace
+
+// What an error id of a NIC's completion tells its owner (chip::failure_of, and the ids of
+// this engine's memory port and timeouts), with the reason the CQ entry carries.
+RdmaFailure rdma_failure(uint16_t id, OpCode op) {
+  switch (id) {
+    case kErrOpTimeout:
+      return {OpStatus::kTimeout, "no answer from the target within the timeout"};
+    case kErrMemoryOwnerGone:
+    case kErrMpOwnerGone:
+      return {OpStatus::kPeerDead, "target process is gone"};
+    case kErrMemoryUnmapped:
+      return {OpStatus::kAccessError, "memory not mapped"};
+    case kErrMemoryDeregistered:
+      return {OpStatus::kAccessError, "memory deregistered during the access"};
+    case kErrNoRoute:
+      return {OpStatus::kUnreachable, "no route to the target over the links"};
+    case kErrRdmaMalformed:
+      return {OpStatus::kDescriptorError, "malformed RDMA descriptor"};
+    case kErrHandleIndex:
+      return {OpStatus::kAccessError, "memory handle: ATT index out of range"};
+    case kErrHandleKey:
+      return {OpStatus::kAccessError, "wrong memory key"};
+    case kErrLocalNotOwned:
+      return {OpStatus::kAccessError, "local memory not registered by the VP's owner"};
+    case kErrMpNoVp:
+      return {OpStatus::kUnreachable, "no such VP"};
+    case kErrMpNotOpen:
+      return {OpStatus::kUnreachable, "target VP is not open"};
+    default:
+      break;
+  }
+  switch (chip::failure_of(id)) {
+    case chip::Failure::kAccess:
+      return {OpStatus::kAccessError, att_refusal(id, op != OpCode::kGet)};
+    case chip::Failure::kUnreachable:
+      return {OpStatus::kUnreachable, "no such VP at the target"};
+    case chip::Failure::kDescriptor:
+      break;
+  }
+  return {OpStatus::kDescriptorError, "RDMA descriptor refused by the NIC"};
+}
+
+Status rdma_descriptor(const EgressRdma& d, uint32_t num_chips, wire::RdmaDescriptor* out) {
+  const OpCode op = static_cast<OpCode>(d.op);
+  auto malformed = [] {
+    return make_error(Code::kMalformed, kErrRdmaMalformed, "malformed RDMA descriptor");
+  };
+  if ((op != OpCode::kPut && op != OpCode::kGet && op != OpCode::kImm) ||
+      (op == OpCode::kImm && (d.length == 0 || d.length > sizeof d.imm)) || d.length > UINT32_MAX ||
+      d.dest_node >= num_chips || d.dest_node > UINT16_MAX || d.dest_vp >= kVps ||
+      d.remote_addr + d.length < d.remote_addr)
+    return malformed();
+  // A handle the wire cannot carry names no registration at the target.
+  for (uint64_t mh : {d.remote_mh, (d.flags & kFlagRemoteEvent) ? d.event_mh : 0}) {
+    if ((mh >> 32) >= kAttEntries)
+      return make_error(Code::kPermissionDenied, kErrHandleIndex,
+                        "memory handle: ATT index out of range");
+    if (!valid_handle(mh))
+      return make_error(Code::kPermissionDenied, kErrHandleKey, "wrong memory key");
+  }
+  if (op != OpCode::kImm && !valid_handle(d.local_mh))
+    return make_error(Code::kPermissionDenied, kErrLocalNotOwned,
+                      "local memory not registered by the VP's owner");
+  // Every field is set (no reset of the whole descriptor: the same-host path calls this for
+  // every transfer, and its immediate data alone are 128 bytes).
+  wire::RdmaDescriptor& w = *out;
+  w.op = op == OpCode::kGet   ? wire::RdmaOp::kRead
+         : op == OpCode::kImm ? wire::RdmaOp::kImmediate
+                              : wire::RdmaOp::kWrite;
+  w.fen = (d.flags & kFlagFence) != 0;
+  w.completion = (d.flags & kFlagRemoteEvent) ? wire::Completion::kEvent : wire::Completion::kNone;
+  w.local_cq = (d.flags & kFlagLocalCq) != 0;
+  w.remote_vp = d.dest_vp;
+  w.remote_node = static_cast<uint16_t>(d.dest_node);
+  w.length = static_cast<uint32_t>(d.length);
+  w.remote_address = d.remote_addr;
+  w.remote_key = wire_key(d.remote_mh);
+  w.cp_count = 0;
+  w.local_address = 0;
+  w.local_key = 0;
+  if (op == OpCode::kImm) {
+    std::memcpy(w.immediate_data.data(), d.imm, d.length);
+  } else {
+    w.local_address = d.local_addr;
+    w.local_key = wire_key(d.local_mh);
+  }
+  w.notify_address = 0;
+  w.notify_key = 0;
+  w.notify_data = {};
+  if (w.completion == wire::Completion::kEvent) {
+    w.notify_address = d.event_addr;
+    w.notify_key = wire_key(d.event_mh);
+    std::memcpy(w.notify_data.data(), d.event, sizeof d.event);  // little-endian words
+  }
+  return {};
+}
 
 bool push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, uint64_t bytes,
                      uint16_t error_id, const char* reason) {
@@ -474,52 +537,26 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
     vp.outstanding.fetch_sub(1);
   };
   // A descriptor from a process is checked like one from the network: a bad one fails.
-  if ((op != OpCode::kPut && op != OpCode::kGet && op != OpCode::kImm) ||
-      (op == OpCode::kImm && (d.length == 0 || d.length > sizeof d.imm)) || d.length > UINT32_MAX ||
-      d.dest_node >= seg_->num_chips() || d.dest_node > UINT16_MAX || d.dest_vp >= kVps ||
-      d.remote_addr + d.length < d.remote_addr)
-    return fail(OpStatus::kDescriptorError, 4753, "malformed RDMA descriptor");
-  // A handle the wire cannot carry names no registration at the target.
-  for (uint64_t mh : {d.remote_mh, (d.flags & kFlagRemoteEvent) ? d.event_mh : 0}) {
-    if ((mh >> 32) >= kAttEntries)
-      return fail(OpStatus::kAccessError, 4738, "memory handle: ATT index out of range");
-    if (!valid_handle(mh)) return fail(OpStatus::kAccessError, 4739, "wrong memory key");
+  wire::RdmaDescriptor w;
+  if (Status st = rdma_descriptor(d, seg_->num_chips(), &w); !st.ok()) {
+    const RdmaFailure f = rdma_failure(st.error().id, op);
+    return fail(f.status, st.error().id, f.reason);
   }
   // The NIC reads and writes the initiator's memory for it: only memory that the VP's owner
   // registered, so no process can make the daemon touch another's memory.
   if (op != OpCode::kImm) {
     AttEntry e{};
     const char* why = "";
-    if (vp.owner_pid.load() != d.pid || !valid_handle(d.local_mh) ||
+    if (vp.owner_pid.load() != d.pid ||
         check_att(*slot, d.local_mh, d.local_addr, d.length, 0, &e, &why) != OpStatus::kSuccess ||
         e.pid != d.pid)
-      return fail(OpStatus::kAccessError, 4754, "local memory not registered by the VP's owner");
+      return fail(OpStatus::kAccessError, kErrLocalNotOwned,
+                  "local memory not registered by the VP's owner");
   }
-  wire::RdmaDescriptor w;
-  w.op = op == OpCode::kGet   ? wire::RdmaOp::kRead
-         : op == OpCode::kImm ? wire::RdmaOp::kImmediate
-                              : wire::RdmaOp::kWrite;
-  w.fen = (d.flags & kFlagFence) != 0;
-  w.completion = (d.flags & kFlagRemoteEvent) ? wire::Completion::kEvent : wire::Completion::kNone;
   w.local_cq = true;  // every completion reaches the daemon: it keeps the VP's count for fences
-  w.remote_vp = d.dest_vp;
-  w.remote_node = static_cast<uint16_t>(d.dest_node);
-  w.length = static_cast<uint32_t>(d.length);
-  w.remote_address = d.remote_addr;
-  w.remote_key = wire_key(d.remote_mh);
-  if (op == OpCode::kImm) {
-    std::memcpy(w.immediate_data.data(), d.imm, d.length);
-  } else {
-    w.local_address = d.local_addr;
-    w.local_key = wire_key(d.local_mh);
-  }
-  if (w.completion == wire::Completion::kEvent) {
-    w.notify_address = d.event_addr;
-    w.notify_key = wire_key(d.event_mh);
-    std::memcpy(w.notify_data.data(), d.event, sizeof d.event);  // little-endian words
-  }
   auto bytes = wire::encode_rdma_descriptor(w);
-  if (!bytes.ok()) return fail(OpStatus::kDescriptorError, 4753, "malformed RDMA descriptor");
+  if (!bytes.ok())
+    return fail(OpStatus::kDescriptorError, kErrRdmaMalformed, "malformed RDMA descriptor");
   auto& nic = static_cast<chip::Nic&>(*chips_[d.src_node]);
   const uint64_t sequence = nic.next_sequence(d.src_vp);
   if (Status st = nic.post_rdma(d.src_vp, *bytes); !st.ok())
@@ -605,7 +642,7 @@ void FabricDaemon::drain_eq(uint32_t chip) {
         if (op.flags & kFlagLocalCq)
           complete(chip, v, op.op, OpStatus::kSuccess, op.cookie, op.length, 0, "");
       } else {
-        const Failure f = failure(e->error_id, op.op);
+        const RdmaFailure f = rdma_failure(e->error_id, op.op);
         if (e->error_id == kErrOpTimeout) ++stats_.ops_timed_out;
         complete(chip, v, op.op, f.status, op.cookie, 0, e->error_id, f.reason);
       }
@@ -898,7 +935,7 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
 
 void FabricDaemon::mp_refused(uint32_t nic, const wire::DataPacket& ack) {
   const uint16_t id = static_cast<uint16_t>(ack.ext.offset);
-  const Failure f = failure(id, OpCode::kMp);
+  const RdmaFailure f = rdma_failure(id, OpCode::kMp);
   complete(nic, ack.head.dest_vp, OpCode::kMp, f.status, 0, 0, id, f.reason);
 }
 

@@ -26,26 +26,9 @@
 #include "engine/live/nic_host.h"
 #include "engine/live/segment.h"
 #include "wire/data_packet.h"
+#include "wire/rdma_descriptor.h"
 
 namespace galaxy::live {
-
-// Status codes of completions and link items; the same numbers as glex_ret_t (include/glex.h,
-// checked there by static_assert) without the engine depending on the layer above.
-enum class OpStatus : uint8_t {
-  kSuccess = 0,
-  kInvalidParam = 1,
-  kNoResource = 2,
-  kTimeout = 3,
-  kDescriptorError = 4,
-  kBusy = 5,
-  kAccessError = 7,
-  kUnreachable = 8,
-  kPeerDead = 9,
-};
-enum class OpCode : uint8_t { kPut = 1, kGet = 2, kImm = 3, kMp = 4 };
-inline constexpr uint8_t kFlagFence = 0x1;
-inline constexpr uint8_t kFlagLocalCq = 0x4;
-inline constexpr uint8_t kFlagRemoteEvent = 0x8;
 
 struct DaemonOptions {
   bool impaired = false;
@@ -84,6 +67,19 @@ OpStatus check_att(NicSlot& nic, uint64_t mh, uint64_t addr, uint64_t length, ui
 // One copy between this process and `pid` (cross-memory attach; a plain copy for ourselves).
 // write: local -> remote; otherwise remote -> local. Returns kPeerDead if the process is gone.
 OpStatus copy_with(int32_t pid, bool write, void* local, uint64_t remote, uint64_t length);
+
+// What an error id of a NIC's completion tells its owner (chip::failure_of, and the ids of this
+// engine's memory port and timeouts), with the reason the CQ entry carries: one mapping for the
+// daemon's NICs and the same-host path.
+struct RdmaFailure {
+  OpStatus status;
+  const char* reason;
+};
+RdmaFailure rdma_failure(uint16_t id, OpCode op);
+// A process's RDMA request as a NIC descriptor (wire/rdma_descriptor.h), its fields checked as
+// the network's would be: E4753 malformed, E4738/E4739 a handle the wire cannot carry, E4754 a
+// local handle that names no registration.
+Status rdma_descriptor(const EgressRdma& d, uint32_t num_chips, wire::RdmaDescriptor* out);
 
 class FabricDaemon {
  public:

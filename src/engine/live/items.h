@@ -34,6 +34,24 @@ struct EgressMp {
   uint8_t data[120];
 };
 
+// Status codes of completions and link items; the same numbers as glex_ret_t (include/glex.h,
+// checked there by static_assert) without the engine depending on the layer above.
+enum class OpStatus : uint8_t {
+  kSuccess = 0,
+  kInvalidParam = 1,
+  kNoResource = 2,
+  kTimeout = 3,
+  kDescriptorError = 4,
+  kBusy = 5,
+  kAccessError = 7,
+  kUnreachable = 8,
+  kPeerDead = 9,
+};
+enum class OpCode : uint8_t { kPut = 1, kGet = 2, kImm = 3, kMp = 4 };
+inline constexpr uint8_t kFlagFence = 0x1;
+inline constexpr uint8_t kFlagLocalCq = 0x4;
+inline constexpr uint8_t kFlagRemoteEvent = 0x8;
+
 // An RDMA descriptor the daemon executes (SYSTEM.md 1.1): the daemon's DMA engine reads the
 // initiator's memory by cross-memory attach.
 struct EgressRdma {

@@ -33,11 +33,16 @@ Status lookup_att(const NicSlot& nic, uint32_t key, uint64_t vaddr, uint64_t len
   if (!read_att_entry(nic, key >> kWireKeyBits, e) ||
       (e->key & kWireKeyMask) != (key & kWireKeyMask))
     return chip::unknown_key(key);
-  if (e->base + e->length > kPhysAddressMask)
+  return check_att_entry(*e, key, vaddr, length, access);
+}
+
+Status check_att_entry(const AttEntry& e, uint32_t key, uint64_t vaddr, uint64_t length,
+                       uint32_t access) {
+  if (e.base + e.length > kPhysAddressMask)
     return make_error(
         Code::kOutOfRange, 4758,
-        fmt::format("ATT: region {:#x} at {:#x} lies above the NIC's reach", key, e->base));
-  return chip::check_region(key, e->base, e->length, e->access, vaddr, length, access);
+        fmt::format("ATT: region {:#x} at {:#x} lies above the NIC's reach", key, e.base));
+  return chip::check_region(key, e.base, e.length, e.access, vaddr, length, access);
 }
 
 const char* att_refusal(uint16_t error_id, bool write) {
@@ -54,8 +59,13 @@ const char* att_refusal(uint16_t error_id, bool write) {
 }
 
 Status SegmentAtt::check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const {
-  AttEntry e{};
-  return lookup_att(nic_, key, vaddr, length, access, &e);
+  if (known_ && key == last_key_) return check_att_entry(*known_, key, vaddr, length, access);
+  known_ = nullptr;
+  has_last_ = false;
+  GALAXY_TRY(lookup_att(nic_, key, vaddr, length, access, &last_));
+  last_key_ = key;
+  has_last_ = true;
+  return {};
 }
 
 Status SegmentAtt::translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access,
@@ -65,18 +75,8 @@ Status SegmentAtt::translate_pieces(uint32_t key, uint64_t vaddr, uint64_t lengt
   return fn((uint64_t{key >> kWireKeyBits} << kPhysEntryShift) | vaddr, 0, length);
 }
 
-Result<int32_t> SegmentHostMemory::owner(uint64_t phys) const {
-  AttEntry e{};
-  if (!read_att_entry(nic_, phys >> kPhysEntryShift, &e))
-    return make_error(
-        Code::kPermissionDenied, kErrMemoryDeregistered,
-        fmt::format("memory at {:#x} was deregistered during the access", phys & kPhysAddressMask));
-  return e.pid;
-}
-
-Status SegmentHostMemory::io(int32_t pid, uint64_t vaddr, uint8_t* local, uint64_t length,
-                             bool write) {
-  switch (copy_with(pid, write, local, vaddr, length)) {
+Status memory_access_status(OpStatus st, int32_t pid, uint64_t vaddr, uint64_t length) {
+  switch (st) {
     case OpStatus::kSuccess:
       return {};
     case OpStatus::kPeerDead:
@@ -87,6 +87,23 @@ Status SegmentHostMemory::io(int32_t pid, uint64_t vaddr, uint8_t* local, uint64
   }
   return make_error(Code::kPermissionDenied, kErrMemoryUnmapped,
                     fmt::format("[{:#x}, +{}) of process {} is not mapped", vaddr, length, pid));
+}
+
+Error deregistered_error(uint64_t phys) {
+  return make_error(
+      Code::kPermissionDenied, kErrMemoryDeregistered,
+      fmt::format("memory at {:#x} was deregistered during the access", phys & kPhysAddressMask));
+}
+
+Result<int32_t> SegmentHostMemory::owner(uint64_t phys) const {
+  AttEntry e{};
+  if (!read_att_entry(nic_, phys >> kPhysEntryShift, &e)) return deregistered_error(phys);
+  return e.pid;
+}
+
+Status SegmentHostMemory::io(int32_t pid, uint64_t vaddr, uint8_t* local, uint64_t length,
+                             bool write) {
+  return memory_access_status(copy_with(pid, write, local, vaddr, length), pid, vaddr, length);
 }
 
 Status SegmentHostMemory::read(uint64_t phys, std::span<uint8_t> out) {

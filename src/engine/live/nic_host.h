@@ -12,6 +12,7 @@
 
 #include "chip/att.h"
 #include "chip/host_memory.h"
+#include "engine/live/items.h"
 #include "engine/live/segment.h"
 
 namespace galaxy::live {
@@ -37,6 +38,11 @@ inline constexpr uint16_t kErrMemoryOwnerGone = 4756;
 inline constexpr uint16_t kErrMemoryUnmapped = 4757;
 inline constexpr uint16_t kErrMemoryDeregistered = 4759;
 
+// The errors of an access through the NIC's memory port: `st` of copy_with (or a copy like it)
+// as a status with this engine's ids, and a registration that vanished during the access.
+Status memory_access_status(OpStatus st, int32_t pid, uint64_t vaddr, uint64_t length);
+Error deregistered_error(uint64_t phys);
+
 // A consistent copy of ATT entry `index` (written by its process while others read it): false
 // when the entry is not a valid registration, or changed while it was read.
 bool read_att_entry(const NicSlot& nic, uint64_t index, AttEntry* out);
@@ -46,6 +52,9 @@ bool read_att_entry(const NicSlot& nic, uint64_t index, AttEntry* out);
 // copy of the entry. Both the daemon's NICs (SegmentAtt) and the same-host path (check_att) use it.
 Status lookup_att(const NicSlot& nic, uint32_t key, uint64_t vaddr, uint64_t length,
                   uint32_t access, AttEntry* entry);
+// Its second half: the checks of an access against an entry already read for `key`.
+Status check_att_entry(const AttEntry& e, uint32_t key, uint64_t vaddr, uint64_t length,
+                       uint32_t access);
 // What an ATT refusal (chip/att.cc error ids) tells the owner of the descriptor, in the words of
 // its CQ entry; `write` is whether the refused access was a write.
 const char* att_refusal(uint16_t error_id, bool write);
@@ -53,12 +62,26 @@ const char* att_refusal(uint16_t error_id, bool write);
 class SegmentAtt final : public chip::AttTable {
  public:
   explicit SegmentAtt(NicSlot& nic) : nic_(nic) {}
+  // For one transfer: `known` is the entry of `known_key` that a check in the same call has just
+  // read (the owner check of a request); the table checks against it instead of reading it again.
+  SegmentAtt(NicSlot& nic, uint32_t known_key, const AttEntry& known)
+      : nic_(nic), known_(&known), has_last_(true), last_key_(known_key) {}
   Status check(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access) const override;
   Status translate_pieces(uint32_t key, uint64_t vaddr, uint64_t length, uint32_t access,
                           const PieceFn& fn) const override;
+  // The entry of ATT index `index` as the last passed check read it, or nullptr (the same-host
+  // path finds the owner's memory through it without reading the entry again).
+  const AttEntry* last_entry(uint64_t index) const {
+    if (!has_last_ || (last_key_ >> kWireKeyBits) != index) return nullptr;
+    return known_ ? known_ : &last_;
+  }
 
  private:
   NicSlot& nic_;
+  mutable const AttEntry* known_ = nullptr;
+  mutable bool has_last_ = false;
+  mutable uint32_t last_key_ = 0;
+  mutable AttEntry last_{};
 };
 
 // The NIC's port to the processes' memory. Cross-memory attach costs a system call, so, as the
