@@ -4,9 +4,11 @@
 // GALAXY_LIVE_STRESS_MPS / GALAXY_LIVE_STRESS_MIB scale it (the sanitizer build uses less).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "chip/registers.h"
 #include "live_fixture.h"
@@ -49,13 +51,25 @@ Job join(LiveFabricUnderTest& f, int host, uint32_t rank, const std::string& dir
   return j;
 }
 
+// Retries while the way is busy, for up to 60 s: on a loaded machine the daemon that drains the
+// egress ring may not run for a good part of a second (a count of tries ran out in ~0.1 s).
 bool send(Job& j, const void* d, uint32_t n) {
-  for (int tries = 0; tries < 1000000; ++tries) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (uint64_t tries = 0;; ++tries) {
     glex_ret_t r = glex_send_mp(j.ep, j.peer, d, n, 0);
     if (r == GLEX_SUCCESS) return true;
-    if (r != GLEX_BUSY) return false;
+    if (r != GLEX_BUSY) {
+      std::fprintf(stderr, "send: %s\n", glex_last_error());
+      return false;
+    }
+    if (tries % 1024 == 1023) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "send: busy for 60 s: %s\n", glex_last_error());
+        return false;
+      }
+      std::this_thread::yield();
+    }
   }
-  return false;
 }
 
 // The two hosts on loopback, or in two network namespaces joined by veth.
