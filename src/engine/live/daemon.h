@@ -226,7 +226,6 @@ class FabricDaemon {
   uint64_t next_liveness_ = 0;
   uint64_t next_impair_flush_ = 0;
   uint64_t next_op_scan_ = 0;
-  bool routes_dirty_ = false;
   DaemonStats stats_;
 };
 
