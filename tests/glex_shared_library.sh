@@ -16,7 +16,9 @@ fi
 # Every function declared in glex.h is exported.
 declared=$(grep -oE '\bglex_[a-z_0-9]+\(' "$include/glex.h" | tr -d '(' | sort -u)
 for f in $declared; do
-  echo "$exported" | grep -qx "$f" || { echo "glex.h declares $f, libglex.so does not export it" >&2; exit 1; }
+  # A here-string, not a pipe: with pipefail, `echo | grep -q` fails when grep's early exit
+  # makes echo die of SIGPIPE.
+  grep -qx "$f" <<<"$exported" || { echo "glex.h declares $f, libglex.so does not export it" >&2; exit 1; }
 done
 # A C program, compiled and linked by cc with -lglex alone, opens a fabric that is not there
 # and reads the error libglex gives.
@@ -39,7 +41,7 @@ dir=$(dirname "$lib")
 "$cc" -std=c11 -Wall -Wextra -Werror $sanitize -I"$include" "$work/prog.c" -L"$dir" -lglex \
   -Wl,-rpath,"$dir" -o "$work/prog"
 needed=$(readelf -d "$work/prog" | grep NEEDED || true)
-if echo "$needed" | grep -q 'galaxy\|libstdc'; then
+if grep -q 'galaxy\|libstdc' <<<"$needed"; then
   echo "the C program needs more than libglex and libc: $needed" >&2
   exit 1
 fi
