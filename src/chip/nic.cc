@@ -205,12 +205,12 @@ void Nic::complete(uint8_t vp, bool ok, uint16_t error_id) {
   auto f = v.in_flight.front();
   v.in_flight.pop_front();
   ++v.desc_done;
-  if (!ok) {
-    ++v.desc_errors;
+  if (!ok) ++v.desc_errors;
+  if (!completes_locally(f.notify, !ok)) return;
+  if (!ok)
     push_event(v, {EventKind::kDescriptorError, f.sequence, error_id, f.op, 0});
-  } else if (f.notify) {
+  else
     push_event(v, {EventKind::kDescriptorDone, f.sequence, 0, f.op, 0});
-  }
 }
 
 void Nic::discard(std::span<const wire::Flit> flits, const Error& why, wire::DataDefect defect) {

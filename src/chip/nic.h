@@ -101,6 +101,12 @@ struct EqEntry {
   uint64_t bytes = 0;  // RDMA: bytes transferred
 };
 
+// Whether a finished descriptor writes a completion into its owner's CQ (EQ): always when it
+// failed, on success only when it asked (an RDMA descriptor's local_cq, an MP's notify).
+constexpr bool completes_locally(bool asked, bool failed) {
+  return failed || asked;
+}
+
 // What a failed descriptor's error id means to its owner (the status of its completion): the
 // ATT's refusals (chip/att.cc, E2060-E2069) are access errors, an absent target VP is
 // unreachable, anything else is an error of the descriptor. Engines add their own ids.

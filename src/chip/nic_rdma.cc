@@ -303,11 +303,12 @@ void Nic::finish_tx(uint16_t slot, uint16_t error_id) {
   ++v.desc_done;
   const DescriptorOp op = op_of(t.d.op);
   if (error_id == 0 && t.d.op == RdmaOp::kRead) error_id = flush_host();  // the data, then the CQ
-  if (error_id != 0) {
-    ++v.desc_errors;
-    push_event(v, {EventKind::kDescriptorError, t.sequence, error_id, op, 0});
-  } else if (completes_locally(t.d, error_id)) {
-    push_event(v, {EventKind::kDescriptorDone, t.sequence, 0, op, t.d.length});
+  if (error_id != 0) ++v.desc_errors;
+  if (completes_locally(t.d.local_cq, error_id != 0)) {
+    if (error_id != 0)
+      push_event(v, {EventKind::kDescriptorError, t.sequence, error_id, op, 0});
+    else
+      push_event(v, {EventKind::kDescriptorDone, t.sequence, 0, op, t.d.length});
   }
   t.phase = TxTransfer::Phase::kFree;
   ++t.generation;

@@ -143,11 +143,7 @@ uint16_t direct_rdma(const wire::RdmaDescriptor& d, const AttTable& initiator,
   switch (d.completion) {
     case Completion::kEvent:
       return write_event_checked(target, d.notify_key, d.notify_address, d.notify_data, write_word);
-    case Completion::kTrailingImmediate:
-      if (Status st =
-              target.check(d.notify_key, d.notify_address, wire::kNotifyDataBytes, kAccessWrite);
-          !st.ok())
-        return st.error().id;
+    case Completion::kTrailingImmediate:  // write_word's translation is the ATT's check
       return write_word(d.notify_key, d.notify_address, d.notify_data);
     case Completion::kTrailingMp:
     case Completion::kNone:

@@ -1,6 +1,7 @@
 // The rules of an RDMA transfer (SYSTEM.md 1.1), written once: what a NIC checks when a
 // descriptor starts, what the target's NIC checks before any byte moves, how the completion
-// event is written, and which completions reach the initiator's CQ. chip::Nic applies them to
+// event is written (which completions reach the CQ is chip::completes_locally, chip/nic.h, the
+// rule of every descriptor). chip::Nic applies them to
 // the packets it sends and receives; direct_rdma applies them to a transfer whose two NICs reach
 // one memory system (the live engine's NICs of one host), with no packets between them.
 #pragma once
@@ -37,12 +38,6 @@ struct RdmaNotify {
 Status check_rdma_target(const AttTable& target, wire::RdmaOp op, uint32_t key, uint64_t address,
                          uint64_t length, const RdmaNotify* get_event = nullptr,
                          const AttTable::PieceFn* pieces = nullptr);
-
-// Whether a finished descriptor writes a completion into its initiator's CQ: always on error,
-// on success when it asked (local_cq).
-constexpr bool completes_locally(const wire::RdmaDescriptor& d, uint16_t error_id) {
-  return error_id != 0 || d.local_cq;
-}
 
 // The 16-byte completion event at `address` of region `key`: checked by the ATT, then written
 // by chip::write_event, each word through write_word(key, address, bytes) (which makes the word

@@ -425,7 +425,8 @@ class LiveDevice final : public glex_device {
       err = imm ? chip::direct_rdma(w, live::SegmentAtt(*nic_), theirs, memory)
                 : chip::direct_rdma(w, live::SegmentAtt(*nic_, w.local_key, local), theirs, memory);
     }
-    if (!chip::completes_locally(w, err)) return GLEX_SUCCESS;
+    if (!chip::completes_locally((r.flags & GLEX_FLAG_LOCAL_CQ) != 0, err != 0))
+      return GLEX_SUCCESS;
     if (err == 0) return complete(vp, r, GLEX_SUCCESS, 0, "");
     const live::RdmaFailure f = live::rdma_failure(err, op);
     return complete(vp, r, static_cast<glex_ret_t>(f.status), err, f.reason);
@@ -552,7 +553,7 @@ class LiveDevice final : public glex_device {
   }
 
   void complete_local(uint8_t vp, uint32_t flags, OpCode op, uint64_t bytes) {
-    if (flags & GLEX_FLAG_LOCAL_CQ)
+    if (chip::completes_locally((flags & GLEX_FLAG_LOCAL_CQ) != 0, false))
       live::push_completion(nic_->vps[vp], op, OpStatus::kSuccess, 0, bytes, 0, "");
   }
 

@@ -638,13 +638,17 @@ void FabricDaemon::drain_eq(uint32_t chip) {
       if (e->op == chip::DescriptorOp::kMgmt || it == nic_ops_.end()) continue;
       const NicOp op = it->second;
       nic_ops_.erase(it);
-      if (e->kind == chip::EventKind::kDescriptorDone) {
-        if (op.flags & kFlagLocalCq)
+      // The NIC wrote every completion (the daemon counts them for fences); the owner's CQ gets
+      // those the rule gives it.
+      const bool failed = e->kind != chip::EventKind::kDescriptorDone;
+      if (failed && e->error_id == kErrOpTimeout) ++stats_.ops_timed_out;
+      if (chip::completes_locally((op.flags & kFlagLocalCq) != 0, failed)) {
+        if (failed) {
+          const RdmaFailure f = rdma_failure(e->error_id, op.op);
+          complete(chip, v, op.op, f.status, op.cookie, 0, e->error_id, f.reason);
+        } else {
           complete(chip, v, op.op, OpStatus::kSuccess, op.cookie, op.length, 0, "");
-      } else {
-        const RdmaFailure f = rdma_failure(e->error_id, op.op);
-        if (e->error_id == kErrOpTimeout) ++stats_.ops_timed_out;
-        complete(chip, v, op.op, f.status, op.cookie, 0, e->error_id, f.reason);
+        }
       }
       VpSlot& vp = slot->vps[v];
       vp.outstanding.fetch_sub(1, std::memory_order_release);
