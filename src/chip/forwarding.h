@@ -51,6 +51,29 @@ inline int choose_data_output(PortSet allowed, uint32_t dest, Usable&& usable, L
   return best;
 }
 
+// The output for a data packet an NRC sends itself (a refusal, chip/refusal.h). A port whose
+// link leads straight to `dest` goes first (ports learn their peer's identity, SYSTEM.md 1.4),
+// so that a sender next to the NRC hears even where no table is loaded. Otherwise the tables:
+// the packet entered on no port, and the table of the port it answers through may not lead back
+// (a fat tree's table for a port from above routes only downwards), so they are tried in port
+// order from `first` and the first that gives a usable output decides. `allowed(p)`: input port
+// p's allowed set for `dest`; `leads_to_dest(p)`: port p's peer is `dest`.
+template <class Allowed, class Usable, class Load, class LeadsToDest>
+inline int choose_own_output(unsigned num_ports, uint8_t first, uint32_t dest, Allowed&& allowed,
+                             Usable&& usable, Load&& load, LeadsToDest&& leads_to_dest) {
+  for (unsigned p = 0; p < num_ports; ++p)
+    if (leads_to_dest(static_cast<uint8_t>(p)) && usable(static_cast<uint8_t>(p)))
+      return static_cast<int>(p);
+  int out = kNoDataRoute;
+  for (unsigned i = 0; i < num_ports; ++i) {
+    const auto in = static_cast<uint8_t>((first + i) % num_ports);
+    const int o = choose_data_output(allowed(in), dest, usable, load);
+    if (o >= 0) return o;
+    if (o == kNoUsableRoute) out = o;
+  }
+  return out;
+}
+
 // What an NRC routes a data packet by: its head flit alone (SYSTEM.md 1.2). A packet whose first
 // flit is not a head that decodes cannot be routed: the NRC discards it and counts it dirty on
 // the input port (DIRTY_DISCARDS). Both engines ask this; the live engine has the flit as the

@@ -14,7 +14,9 @@ using wire::NmpError;
 
 Failure failure_of(uint16_t error_id) {
   if (error_id >= 2060 && error_id <= 2069) return Failure::kAccess;
-  if (error_id == 2051 || error_id == 2056) return Failure::kUnreachable;
+  if (error_id == 2051 || error_id == 2056 || error_id == kErrNoUsableRoute ||
+      error_id == kErrNicPortDown)
+    return Failure::kUnreachable;
   return Failure::kDescriptor;
 }
 
@@ -348,6 +350,8 @@ RegAccess Nic::read_specific(uint16_t addr) {
         return {NmpError::kNone, v.mpq_full};
       case reg::vp::kDescErrors:
         return {NmpError::kNone, v.desc_errors};
+      case reg::vp::kMpRefused:
+        return {NmpError::kNone, v.mps_refused};
       default:
         return {NmpError::kAddressOutOfRange, 0};
     }

@@ -16,7 +16,9 @@
 #include "base/fifo.h"
 #include "chip/att.h"
 #include "chip/chip.h"
+#include "chip/data_vc.h"
 #include "chip/host_memory.h"
+#include "chip/refusal.h"
 #include "wire/data_packet.h"
 #include "wire/mgmt.h"
 #include "wire/mp.h"
@@ -53,24 +55,6 @@ enum class DmaEngine : uint8_t {
 };
 inline constexpr uint8_t kDmaEngines = 3;
 
-// Which virtual channel a data packet takes: write data and read responses never share one
-// (SYSTEM.md 1.1), and acks have their own so that a target can always answer.
-constexpr uint8_t data_vc(wire::PacketKind k) {
-  switch (k) {
-    case wire::PacketKind::kRdmaReadResponse:
-      return 1;
-    case wire::PacketKind::kAck:
-      return 2;
-    default:
-      return 0;
-  }
-}
-
-// The extension address of an ack that answers an MP refused at its target (a VP not open, or
-// whose owner is gone, in an engine that knows endpoints), its error id in ext.offset; the
-// acks of transfers carry address 0.
-inline constexpr uint64_t kMpRefusedAckAddress = UINT64_MAX;
-
 // A packet the NIC puts on its network port, encoded (wire/data_packet.h).
 struct NicPacket {
   std::vector<wire::Flit> flits;
@@ -91,7 +75,9 @@ struct MpqEntry {
   std::array<uint8_t, kMpPayloadBytes> data{};
 };
 
-enum class EventKind : uint8_t { kDescriptorDone = 0, kDescriptorError = 1 };
+// kMpRefused: an MP this VP sent was refused on its way or at its target (chip/refusal.h); it
+// names no descriptor (sequence 0): its descriptor completed when the MP left.
+enum class EventKind : uint8_t { kDescriptorDone = 0, kDescriptorError = 1, kMpRefused = 2 };
 enum class DescriptorOp : uint8_t { kMgmt, kMp, kPut, kGet, kImmediate };
 struct EqEntry {
   EventKind kind = EventKind::kDescriptorDone;
@@ -268,6 +254,7 @@ class Nic : public Chip {
     uint64_t mp_received = 0;
     uint64_t mpq_full = 0;  // MPs that found the MPQ full and waited (MPQ_FULL register)
     uint64_t desc_errors = 0;
+    uint64_t mps_refused = 0;  // refusals of this VP's MPs (chip/refusal.h; MP_REFUSED register)
     uint64_t cp_counter = 0;
   };
   // A transfer this NIC started (source side), by tag.

@@ -592,6 +592,21 @@ NicRx Nic::rx_response(const DataPacket& p, std::span<const wire::Flit> flits) {
 
 NicRx Nic::rx_ack(const DataPacket& p, std::span<const wire::Flit> flits) {
   const wire::DataHead& h = p.head;
+  if (p.ext.address == kMpRefusedAckAddress) {  // an MP of ours was refused (chip/refusal.h)
+    if (h.dest_vp >= kNumVps || p.ext.offset == 0 || p.ext.offset > 0xFFFF) {
+      discard(flits,
+              make_error(Code::kMalformed, 2079,
+                         fmt::format("MP refusal from node {} names VP {} and error id {}",
+                                     h.src_node, h.dest_vp, p.ext.offset)),
+              wire::DataDefect::kMalformed);
+      return NicRx::kDiscarded;
+    }
+    VpState& v = vps_[h.dest_vp];
+    ++v.mps_refused;
+    push_event(
+        v, {EventKind::kMpRefused, 0, static_cast<uint16_t>(p.ext.offset), DescriptorOp::kMp, 0});
+    return NicRx::kDelivered;
+  }
   TxTransfer* t = tx_by_tag(h.tag);
   const uint16_t err = static_cast<uint16_t>(p.ext.offset);
   const bool expected = t && h.src_node == t->d.remote_node &&

@@ -7,6 +7,7 @@
 
 #include "chip/forwarding.h"
 #include "chip/nma.h"
+#include "chip/refusal.h"
 
 namespace galaxy::chip {
 
@@ -36,6 +37,9 @@ MgmtRouting Nrc::route_mgmt(uint8_t in_port, std::span<uint8_t> packet) {
   return {};
 }
 
+// A discarded MP's refusal carries this id (chip/refusal.h).
+static_assert(kErrNoUsableRoute == 2031);
+
 Result<uint8_t> Nrc::route_data(uint8_t in_port, uint32_t dest) {
   if (in_port >= num_ports())
     return make_error(Code::kOutOfRange, 2030,
@@ -51,6 +55,17 @@ Result<uint8_t> Nrc::route_data(uint8_t in_port, uint32_t dest) {
                                   "(allowed set 0x{:06x})",
                                   in_port, dest, allowed));
   }
+  return static_cast<uint8_t>(best);
+}
+
+Result<uint8_t> Nrc::route_own(uint8_t in_port, uint32_t dest) {
+  int best = choose_own_output(
+      num_ports(), in_port, dest, [&](uint8_t p) { return tables_[p]->get(dest); },
+      [&](uint8_t p) { return port_usable(p); }, [&](uint8_t p) { return port(p).output_load; },
+      [&](uint8_t p) { return port(p).peer.valid && port(p).peer.chip_id == dest; });
+  if (best < 0)
+    return make_error(Code::kNotFound, 2036,
+                      fmt::format("no usable route from this NRC to destination {}", dest));
   return static_cast<uint8_t>(best);
 }
 

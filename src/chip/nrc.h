@@ -34,6 +34,9 @@ class Nrc : public Chip {
   // table, then chip::choose_data_output (chip/forwarding.h): the least-loaded usable output,
   // equal loads broken by the destination. kNotFound if no usable route.
   Result<uint8_t> route_data(uint8_t in_port, uint32_t dest);
+  // A data packet this NRC sends itself (a refusal), answering through `in_port`:
+  // chip::choose_own_output. kNotFound if no usable route.
+  Result<uint8_t> route_own(uint8_t in_port, uint32_t dest);
   PortSet allowed_ports(uint8_t in_port, uint32_t dest) const {
     return tables_[in_port]->get(dest);
   }

@@ -88,8 +88,15 @@ inline constexpr uint16_t kDescDone = 0x05;    // RO descriptors completed
 inline constexpr uint16_t kMpReceived = 0x06;  // RO MPs delivered to the MPQ
 inline constexpr uint16_t kMpqFull = 0x07;     // RO MPs that found the MPQ full and waited
 inline constexpr uint16_t kDescErrors = 0x08;  // RO descriptors rejected as malformed
-inline constexpr uint16_t kEnd = 0x09;
+inline constexpr uint16_t kMpRefused =
+    0x09;  // RO MPs of this VP refused on the way or at the target
+inline constexpr uint16_t kEnd = 0x0A;
 }  // namespace vp
+
+// The address of register `offset` (vp::k*) of VP `v`.
+constexpr uint16_t vp_register(unsigned v, uint16_t offset) {
+  return static_cast<uint16_t>(kVpBase + v * kVpStride + offset);
+}
 
 // NIC error buffer: the last dirty packet (SYSTEM.md 1.1).
 inline constexpr uint16_t kErrBufStatus =

@@ -280,9 +280,11 @@ class LiveDevice final : public glex_device {
     if (dest_problem(dest) != 0) return check_dest(dest);
     if ((flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
     const uint8_t mp_flags = (flags & GLEX_FLAG_INTERRUPT) ? wire::kMpFlagInterrupt : 0;
-    // A target on another host, or on this one by a path through another: the daemon's.
+    // A target on another host, on this one by a path through another, or on a path that
+    // stops on the way: the daemon's (its NICs and NRCs discard what they cannot pass on and
+    // refuse such an MP to its sender: chip/refusal.h).
     live::PathCounters* path = seg_->is_local(dn) ? &path_to(dn) : nullptr;
-    if (!path || path->result.kind == live::Forwarded::Kind::kLeavesHost) {
+    if (!path || path->result.kind != live::Forwarded::Kind::kDelivered) {
       live::EgressMp m{};
       m.src_node = node_;
       m.dest_node = dn;
@@ -296,11 +298,6 @@ class LiveDevice final : public glex_device {
       complete_local(vp, flags, OpCode::kMp, len);
       return GLEX_SUCCESS;
     }
-    if (const live::Forwarded& f = path->result; f.kind != live::Forwarded::Kind::kDelivered)
-      return set_error(GLEX_UNREACHABLE,
-                       fmt::format("E6116 no route from NIC {} to NIC {} (stopped at chip {} "
-                                   "port {})",
-                                   node_, dn, f.chip, f.port));
     live::VpSlot& t = seg_->nic_of(dn)->vps[dv];
     uint64_t pos;
     live::MpqCell* c;

@@ -264,7 +264,9 @@ glex_ret_t SimHost::try_poll_cq(uint8_t vp, glex_cq_entry* out) {
     if (!e || e->op == chip::DescriptorOp::kMgmt) continue;
     Posted p;
     auto& m = posted_[vp];
-    if (auto it = m.find(e->sequence); it != m.end()) {
+    if (e->kind == chip::EventKind::kMpRefused) {
+      // names no descriptor: the MP's own completed when it left
+    } else if (auto it = m.find(e->sequence); it != m.end()) {
       p = it->second;
       m.erase(it);
     }

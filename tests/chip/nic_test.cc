@@ -187,3 +187,63 @@ TEST(NicTest, MpSendAndReceive) {
 
 }  // namespace
 }  // namespace galaxy::chip
+
+namespace galaxy::chip {
+namespace {
+
+// The refusal of a discarded MP (chip/refusal.h): only an MP on its own is answered; the
+// refusal, as it crosses the wire, becomes an error event of the sender's VP and is counted; a
+// refusal that names no VP or no error is a dirty packet and reaches nobody.
+TEST(NicRefusalTest, AnMpsRefusalBecomesAnErrorEventOfItsVp) {
+  wire::DataHead mp;
+  mp.kind = wire::PacketKind::kMp;
+  mp.src_node = 4;
+  mp.src_vp = 9;
+  mp.dest_node = 7;
+  mp.dest_vp = 2;
+  for (wire::PacketKind k : {wire::PacketKind::kRdmaWrite, wire::PacketKind::kRdmaReadRequest,
+                             wire::PacketKind::kRdmaReadResponse, wire::PacketKind::kAck}) {
+    wire::DataHead other = mp;
+    other.kind = k;
+    EXPECT_FALSE(refusal_of(other, 12, kErrNoUsableRoute)) << static_cast<int>(k);
+  }
+  wire::DataHead trailing = mp;
+  trailing.flags = wire::kDataFlagInTransfer;
+  EXPECT_FALSE(refusal_of(trailing, 12, kErrNoUsableRoute));
+  auto r = refusal_of(mp, 12, kErrNoUsableRoute);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->head.dest_node, 4);
+  EXPECT_EQ(r->head.dest_vp, 9);
+  EXPECT_EQ(r->head.src_node, 12);
+  EXPECT_EQ(r->head.vc, data_vc(wire::PacketKind::kAck));
+
+  Nic n;
+  n.set_chip_id(4);
+  auto flits = wire::encode_data_packet(*r);
+  ASSERT_TRUE(flits.ok());
+  EXPECT_EQ(n.receive_packet(*flits), NicRx::kDelivered);
+  auto e = n.poll_eq(9);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind, EventKind::kMpRefused);
+  EXPECT_EQ(e->op, DescriptorOp::kMp);
+  EXPECT_EQ(e->error_id, kErrNoUsableRoute);
+  EXPECT_EQ(failure_of(e->error_id), Failure::kUnreachable);
+  EXPECT_EQ(failure_of(kErrNicPortDown), Failure::kUnreachable);
+  EXPECT_EQ(n.read_register(reg::vp_register(9, reg::vp::kMpRefused)).value, 1u);
+  EXPECT_EQ(n.read_register(reg::vp_register(9, reg::vp::kDescErrors)).value, 0u);
+
+  for (auto bad : {std::pair<uint8_t, uint32_t>{kNumVps, kErrNoUsableRoute},
+                   std::pair<uint8_t, uint32_t>{9, 0}}) {
+    wire::DataPacket p = *r;
+    p.head.dest_vp = bad.first;
+    p.ext.offset = bad.second;
+    auto f = wire::encode_data_packet(p);
+    ASSERT_TRUE(f.ok());
+    EXPECT_EQ(n.receive_packet(*f), NicRx::kDiscarded);
+  }
+  EXPECT_FALSE(n.poll_eq(9));
+  EXPECT_EQ(n.read_register(reg::kErrBufStatus).value >> 16 & 0xFFFF, 2079u);
+}
+
+}  // namespace
+}  // namespace galaxy::chip

@@ -105,6 +105,29 @@ TEST(NrcTest, AdaptiveChoiceByOutputLoad) {
   EXPECT_EQ(n.read_register(reg::kDirtyDiscards).value, 2u);
 }
 
+// What an NRC sends itself (a refusal) goes straight to a neighbour it names, else by the first
+// input port's table, from the port it answers through, that leads somewhere usable.
+TEST(NrcTest, ItsOwnPacketsGoToANeighbourOrByTheFirstTableThatLeadsOn) {
+  Nrc n;
+  for (uint8_t p = 0; p < 24; ++p)
+    n.link_up(p, p == 6 ? PeerIdentity{true, wire::ChipType::kNic, 300, 0}
+                        : PeerIdentity{true, wire::ChipType::kNrc, p, 0});
+  EXPECT_EQ(n.route_own(2, 300).value(), 6);  // no table, but the link leads there
+  EXPECT_FALSE(n.route_own(2, 301).ok());
+  // Port 2's table has nothing for 301 (a port from above, say); port 5's leads by port 11.
+  ASSERT_TRUE(n.set_routes(1u << 5, 301, 1, 1u << 11).ok());
+  ASSERT_TRUE(n.set_routes(1u << 20, 301, 1, 1u << 13).ok());
+  EXPECT_EQ(n.route_own(2, 301).value(), 11);
+  EXPECT_EQ(n.route_own(15, 301).value(), 13);  // from 15 on, port 20's table comes first
+  n.link_down(11);
+  EXPECT_EQ(n.route_own(2, 301).value(), 13);
+  n.link_down(13);
+  EXPECT_FALSE(n.route_own(2, 301).ok());
+  n.link_down(6);
+  EXPECT_FALSE(n.route_own(2, 300).ok());
+  EXPECT_EQ(n.read_register(reg::kDirtyDiscards).value, 0u);  // nothing it received was lost
+}
+
 TEST(NrcTest, SourceRoutedForwardAbsorbDrop) {
   Nrc n;
   n.set_chip_id(7);

@@ -181,15 +181,25 @@ TEST(SimFabricTest, TableRoutedMpsReachTheirVpAndLinkDownRaisesFault) {
     EXPECT_EQ(m->data[0], i);
   }
   EXPECT_FALSE(f->nic(dst).poll_mpq(5));
-  // A link down: chips on both ends latch the fault; packets no longer pass.
+  // A link down: chips on both ends latch the fault; packets no longer pass. The sender's NIC
+  // discards the MP and refuses it to its VP (chip/refusal.h): an error in the EQ, counted.
   uint32_t nrc0 = topo.peer({src, 0})->node;
   const int delivered_before = delivered;
   ASSERT_TRUE(f->set_link({src, 0}, false).ok());
   EXPECT_EQ(f->chip(nrc0).read_register(chip::reg::kFaultStatus).value & 1, 1u);
+  while (f->nic(src).poll_eq(0)) {
+  }
   ASSERT_TRUE(f->post_mp(src, 0, static_cast<uint16_t>(dst), 5, msg).ok());
   f->sim().run();
   EXPECT_EQ(delivered, delivered_before);
-  EXPECT_GT(f->stats().packets_dropped, 0u);
+  EXPECT_EQ(f->stats().data_discarded, 1u);
+  EXPECT_EQ(f->stats().mp_refusals, 1u);
+  auto refused = f->nic(src).poll_eq(0);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->kind, chip::EventKind::kMpRefused);
+  EXPECT_EQ(refused->error_id, chip::kErrNicPortDown);
+  EXPECT_EQ(f->nic(src).read_register(chip::reg::vp_register(0, chip::reg::vp::kMpRefused)).value,
+            1u);
 }
 
 TEST(SimFabricTest, Th2InstantiatesAtFullScale) {

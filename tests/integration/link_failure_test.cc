@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "../nm/nm_test_util.h"
+#include "chip/refusal.h"
 #include "nm/discovery.h"
 #include "nm/faults.h"
 #include "nm/reroute.h"
@@ -94,9 +95,14 @@ TEST_P(LinkFailureTest, ReportRediscoverRerouteAndAllPairsStillFlow) {
   EXPECT_GT(traced, 0);
   EXPECT_GT(failing, 0);
 
-  // Before re-routing, traffic that must cross the dead link is lost.
+  // Before re-routing, traffic that must cross the dead link does not arrive, and each sender
+  // is told (chip/refusal.h): the same in both engines.
   testing::AllPairs before = s->all_pairs_mp();
+  EXPECT_EQ(before.sent, before.pairs);
   EXPECT_LT(before.delivered, before.pairs);
+  EXPECT_GT(before.refused, 0u);
+  EXPECT_EQ(before.delivered + before.refused, before.pairs);
+  EXPECT_EQ(before.refusal_id, chip::kErrNoUsableRoute) << before.refusal;
   EXPECT_EQ(before.wrong, 0u);
 
   auto region = rediscover_region(req, map, faults[0].chip, faults[0].port);

@@ -44,6 +44,11 @@ struct SimServer {
 // MPs that arrived at the right NIC with their sender; `wrong` any other arrival.
 struct AllPairs {
   uint64_t pairs = 0, sent = 0, delivered = 0, wrong = 0;
+  // MPs whose senders were told they did not arrive (an error CQ entry, chip/refusal.h) and
+  // the error id and text of the first.
+  uint64_t refused = 0;
+  uint16_t refusal_id = 0;
+  std::string refusal;
 };
 
 // A management server on NIC 0 of a fabric of either back end, so that one test runs over both
@@ -184,6 +189,22 @@ inline AllPairs Backend::all_pairs_mp() const {
         ++r.delivered;
       else
         ++r.wrong;
+    }
+  }
+  // Every MP that did not arrive is refused to its sender; refusals come back after the MPs
+  // that were delivered, so a sender waits for them while some are still unaccounted for.
+  for (uint32_t a = 0; a < n; ++a) {
+    glex_cq_entry e{};
+    while (glex_wait_cq(ep[a], r.delivered + r.refused < r.sent ? wait_ms : 0, &e) ==
+           GLEX_SUCCESS) {
+      if (e.op != GLEX_OP_MP || e.status != GLEX_UNREACHABLE) {
+        ++r.wrong;
+        continue;
+      }
+      if (r.refused++ == 0) {
+        r.refusal_id = e.error_id;
+        r.refusal = e.reason;
+      }
     }
   }
   close_all();

@@ -119,6 +119,10 @@ RdmaFailure rdma_failure(uint16_t id, OpCode op) {
       return {OpStatus::kUnreachable, "no such VP"};
     case kErrMpNotOpen:
       return {OpStatus::kUnreachable, "target VP is not open"};
+    case chip::kErrNoUsableRoute:
+      return {OpStatus::kUnreachable, "no usable route on the way"};
+    case chip::kErrNicPortDown:
+      return {OpStatus::kUnreachable, "the sending NIC's port is down"};
     default:
       break;
   }
@@ -506,9 +510,7 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       p.head.bytes = m.length;
       p.head.flags = (m.kind_flags & wire::kMpFlagInterrupt) ? wire::kDataFlagInterrupt : 0;
       std::memcpy(p.payload.data(), m.data, m.length);
-      if (!send_packet(m.src_node, p))
-        complete(m.src_node, m.src_vp, OpCode::kMp, OpStatus::kUnreachable, 0, m.length, 4740,
-                 "no route to the destination");
+      send_packet(m.src_node, p);  // one that finds no way on is refused (chip/refusal.h)
       return;
     }
     case EgressKind::kRdma: {
@@ -634,6 +636,11 @@ void FabricDaemon::drain_eq(uint32_t chip) {
     while (nic.eq_count(v) > 0) {
       auto e = nic.poll_eq(v);
       if (!e) break;
+      if (e->kind == chip::EventKind::kMpRefused) {  // names no descriptor (chip/refusal.h)
+        const RdmaFailure f = rdma_failure(e->error_id, OpCode::kMp);
+        complete(chip, v, OpCode::kMp, f.status, 0, 0, e->error_id, f.reason);
+        continue;
+      }
       auto it = nic_ops_.find(OpKey{chip, v, e->sequence}.pack());
       if (e->op == chip::DescriptorOp::kMgmt || it == nic_ops_.end()) continue;
       const NicOp op = it->second;
@@ -679,8 +686,51 @@ bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::
     default:
       break;
   }
-  ++stats_.dropped;  // the transfer it belongs to times out
+  discard_data(f, flits[0]);  // a transfer's own packet: the transfer fails or times out
   return false;
+}
+
+void FabricDaemon::discard_data(const Forwarded& f, const wire::Flit& head_flit) {
+  ++stats_.dropped;
+  auto head = chip::routable_head(head_flit);
+  if (!head) return;
+  // Stopped at the sender's own NIC: its port is down; anywhere else an NRC had no usable output.
+  const bool at_nic = seg_->nic_of(f.chip) != nullptr;
+  auto refusal = chip::refusal_of(*head, static_cast<uint16_t>(f.chip),
+                                  at_nic ? chip::kErrNicPortDown : chip::kErrNoUsableRoute);
+  if (refusal) send_from(f.chip, f.port, *refusal);
+}
+
+void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPacket& p) {
+  auto flits = wire::encode_data_packet(p);
+  if (!flits.ok()) {
+    ++stats_.dropped;
+    return;
+  }
+  flit_bytes(*flits, &packet_bytes_);
+  std::vector<uint8_t> bytes = packet_bytes_;
+  if (seg_->nic_of(chip)) {
+    data_at_nic(chip, bytes);
+    return;
+  }
+  const wire::Traffic t{1, 0, flits->size()};
+  Forwarded f = originate(*seg_, chip, in_port, p.head.dest_node, t);
+  switch (f.kind) {
+    case Forwarded::Kind::kLeavesHost:
+      queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, bytes.data(),
+                 bytes.size());
+      return;
+    case Forwarded::Kind::kDelivered:
+    case Forwarded::Kind::kMisrouted:
+      if (seg_->nic_of(f.chip)) {
+        data_at_nic(f.chip, bytes);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  ++stats_.dropped;  // a refusal that finds no way is not answered (chip/refusal.h)
 }
 
 bool FabricDaemon::send_packet(uint32_t nic, const wire::DataPacket& p) {
@@ -702,10 +752,6 @@ bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
   if (!p) return true;
   const bool in_transfer = p->head.flags & wire::kDataFlagInTransfer;
   if (p->head.kind == wire::PacketKind::kMp && !in_transfer) return deliver_mp(chip, *p);
-  if (p->head.kind == wire::PacketKind::kAck && p->ext.address == chip::kMpRefusedAckAddress) {
-    mp_refused(chip, *p);
-    return true;
-  }
   // Its acks and read responses go out when pump_nics next runs the NIC.
   nic.receive_checked(*p, flits.view());
   drain_eq(chip);  // an ack or the last read response completed a descriptor
@@ -898,19 +944,10 @@ void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, ui
 bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
   NicSlot* slot = seg_->nic_of(nic);
   const wire::DataHead& h = mp.head;
-  // A refused MP is answered by an ack that names no transfer and carries the error id.
+  // A refused MP is answered by a refusal (chip/refusal.h).
   auto refuse = [&](uint16_t id) {
-    wire::DataPacket a;
-    a.head.kind = wire::PacketKind::kAck;
-    a.head.vc = chip::data_vc(a.head.kind);
-    a.head.dest_node = h.src_node;
-    a.head.src_node = static_cast<uint16_t>(nic);
-    a.head.dest_vp = h.src_vp;
-    a.head.src_vp = h.dest_vp;
-    a.ext.address = chip::kMpRefusedAckAddress;
-    a.ext.offset = id;
     ++stats_.mps_refused;
-    send_packet(nic, a);
+    send_packet(nic, chip::mp_refusal(h, static_cast<uint16_t>(nic), id));
     return true;
   };
   if (!slot || h.dest_vp >= kVps) return refuse(kErrMpNoVp);
@@ -935,12 +972,6 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
   vp.mps_received.fetch_add(1, std::memory_order_relaxed);
   ++stats_.mps_delivered;
   return true;
-}
-
-void FabricDaemon::mp_refused(uint32_t nic, const wire::DataPacket& ack) {
-  const uint16_t id = static_cast<uint16_t>(ack.ext.offset);
-  const RdmaFailure f = rdma_failure(id, OpCode::kMp);
-  complete(nic, ack.head.dest_vp, OpCode::kMp, f.status, 0, 0, id, f.reason);
 }
 
 bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
@@ -1001,7 +1032,10 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
     default:
       break;
   }
-  ++stats_.dropped;
+  if (auto flit = wire::decode_flit(bytes.first(wire::kFlitBytes)); flit.ok())
+    discard_data(f, *flit);
+  else
+    ++stats_.dropped;
   return true;
 }
 

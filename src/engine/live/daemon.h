@@ -20,6 +20,7 @@
 
 #include "base/status.h"
 #include "chip/chip.h"
+#include "engine/live/forward.h"
 #include "engine/live/items.h"
 #include "engine/live/link.h"
 #include "engine/live/live_spec.h"
@@ -171,7 +172,12 @@ class FabricDaemon {
   bool arrive_data(uint32_t chip, uint8_t in_port, std::span<const uint8_t> bytes);
   bool data_at_nic(uint32_t chip, std::span<const uint8_t> bytes);
   bool deliver_mp(uint32_t nic, const wire::DataPacket& mp);
-  void mp_refused(uint32_t nic, const wire::DataPacket& ack);
+  // A data packet that stopped where `f` says (no usable output, a link down) is discarded
+  // there; an MP is answered with a refusal sent back from that chip (chip/refusal.h).
+  void discard_data(const Forwarded& f, const wire::Flit& head_flit);
+  // A packet local chip `chip` sends itself, answering through `in_port`: a NIC takes it at
+  // once, an NRC routes it (originate) onto its way.
+  void send_from(uint32_t chip, uint8_t in_port, const wire::DataPacket& p);
   // The NICs: descriptors, DMA engines, completions.
   void pump_nic(uint32_t chip);
   bool pump_nics();

@@ -12,11 +12,16 @@ constexpr uint8_t kMaxHops = 64;
 // The live engine queues nothing at an output (same-host forwarding is synchronous, a link's
 // frames wait in its window, not per port), so it measures no load: the choice falls to the
 // destination's tie-break, which keeps one VP pair's packets on one path and in order.
+bool port_up(Segment& seg, uint32_t chip, uint8_t p) {
+  return seg.peer(chip, p).up.load(std::memory_order_relaxed) != 0;
+}
+uint64_t no_load(uint8_t) {
+  return 0;
+}
+
 int choose_port(Segment& seg, uint32_t chip, uint32_t mask, uint32_t dest) {
   return chip::choose_data_output(
-      mask, dest,
-      [&](uint8_t p) { return seg.peer(chip, p).up.load(std::memory_order_relaxed) != 0; },
-      [](uint8_t) { return uint64_t{0}; });
+      mask, dest, [&](uint8_t p) { return port_up(seg, chip, p); }, no_load);
 }
 
 }  // namespace
@@ -67,6 +72,32 @@ Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest,
   return forward_arrived(seg, link.chip, link.port, dest, t, record);
 }
 
+namespace {
+
+// NRC `chip` routes a packet that entered on `in_port` (chip/forwarding.h). The chosen port, or
+// -1 with `r` saying why not; a packet it cannot route is discarded there and counted
+// (DIRTY_DISCARDS; chip/refusal.h says who is told).
+int route_at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest, const wire::Traffic& t,
+             bool counting, Forwarded& r) {
+  r.chip = chip;
+  r.port = in_port;
+  const ChipInfo& info = seg.chip(chip);
+  if (dest >= seg.num_chips() || info.local == kNoLocal) {
+    r.kind = Forwarded::Kind::kNoRoute;
+    return -1;
+  }
+  uint32_t mask = seg.route_row(info.local, in_port)[dest].load(std::memory_order_relaxed);
+  int out = choose_port(seg, chip, mask, dest);
+  if (out < 0) {
+    r.kind = out == chip::kNoDataRoute ? Forwarded::Kind::kNoRoute : Forwarded::Kind::kLinkDown;
+    if (counting)
+      seg.counters(info.local, in_port).rx.discards.fetch_add(t.packets, std::memory_order_relaxed);
+  }
+  return out;
+}
+
+}  // namespace
+
 Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
                           const wire::Traffic& t, std::vector<CounterLine*>* record) {
   Forwarded r;
@@ -75,24 +106,12 @@ Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t
     r.chip = chip;
     r.port = in_port;
     r.hops = hop;
-    const ChipInfo& info = seg.chip(chip);
-    if (info.type == static_cast<uint8_t>(wire::ChipType::kNic)) {
+    if (seg.chip(chip).type == static_cast<uint8_t>(wire::ChipType::kNic)) {
       r.kind = chip == dest ? Forwarded::Kind::kDelivered : Forwarded::Kind::kMisrouted;
       return r;
     }
-    if (dest >= seg.num_chips() || info.local == kNoLocal) {
-      r.kind = Forwarded::Kind::kNoRoute;
-      return r;
-    }
-    uint32_t mask = seg.route_row(info.local, in_port)[dest].load(std::memory_order_relaxed);
-    int out = choose_port(seg, chip, mask, dest);
-    if (out < 0) {
-      r.kind = out == chip::kNoDataRoute ? Forwarded::Kind::kNoRoute : Forwarded::Kind::kLinkDown;
-      if (!record)  // the NRC discards what it cannot route (DIRTY_DISCARDS)
-        seg.counters(info.local, in_port)
-            .rx.discards.fetch_add(t.packets, std::memory_order_relaxed);
-      return r;
-    }
+    const int out = route_at(seg, chip, in_port, dest, t, record == nullptr, r);
+    if (out < 0) return r;
     PeerInfo& link = seg.peer(chip, static_cast<uint32_t>(out));
     count_tx(seg, chip, static_cast<uint8_t>(out), t, record);
     if (link.crosses_hosts) {
@@ -105,6 +124,25 @@ Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t
   }
   r.kind = Forwarded::Kind::kMisrouted;
   return r;
+}
+
+Forwarded originate(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
+                    const wire::Traffic& t) {
+  Forwarded r;
+  r.chip = chip;
+  r.port = in_port;
+  const ChipInfo& info = seg.chip(chip);
+  if (dest >= seg.num_chips() || info.local == kNoLocal) return r;  // kNoRoute
+  const int out = chip::choose_own_output(
+      info.num_ports, in_port, dest,
+      [&](uint8_t p) { return seg.route_row(info.local, p)[dest].load(std::memory_order_relaxed); },
+      [&](uint8_t p) { return port_up(seg, chip, p); }, no_load,
+      [&](uint8_t p) { return seg.peer(chip, p).chip == dest; });
+  if (out < 0) {
+    r.kind = out == chip::kNoDataRoute ? Forwarded::Kind::kNoRoute : Forwarded::Kind::kLinkDown;
+    return r;
+  }
+  return forward(seg, chip, static_cast<uint8_t>(out), dest, t);
 }
 
 }  // namespace galaxy::live

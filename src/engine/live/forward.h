@@ -34,6 +34,10 @@ Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest,
 // A packet that came in over a link from another host at local chip `chip`, port `in_port`.
 Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
                           const wire::Traffic& t, std::vector<CounterLine*>* record = nullptr);
+// A packet local NRC `chip` itself sends (a refusal, chip/refusal.h), routed by the table of
+// `in_port`, the port through which it answers.
+Forwarded originate(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
+                    const wire::Traffic& t);
 // Adds traffic to a port's counters (local chips only).
 void count_tx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
               std::vector<CounterLine*>* record = nullptr);

@@ -8,6 +8,7 @@
 #include "chip/forwarding.h"
 #include "chip/mgmt_step.h"
 #include "chip/nma.h"
+#include "chip/refusal.h"
 
 namespace galaxy::sim {
 
@@ -253,6 +254,36 @@ void SimFabric::deliver_data(uint32_t slot, uint32_t node) {
   kick_nic(node);
 }
 
+void SimFabric::discard_data(uint32_t slot, uint32_t node, uint16_t error_id) {
+  ++stats_.data_discarded;
+  const uint8_t in_port = packets_[slot].in_port;
+  auto head = chip::routable_head(packets_[slot].flits[0]);
+  free_packet(slot);
+  if (!head) return;
+  auto refusal = chip::refusal_of(*head, static_cast<uint16_t>(node), error_id);
+  if (!refusal) return;
+  auto flits = wire::encode_data_packet(*refusal);
+  if (!flits.ok()) return;
+  ++stats_.mp_refusals;
+  const uint32_t r = alloc_packet();
+  Packet& p = packets_[r];
+  p.mgmt = false;
+  p.in_port = in_port;
+  p.nflits = static_cast<uint8_t>(flits->size());
+  std::copy(flits->begin(), flits->end(), p.flits.begin());
+  if (topo_.is_nic(node)) {  // the sender's own NIC: the refusal goes straight to its EQ
+    deliver_data(r, node);
+    return;
+  }
+  auto out = nrc(node).route_own(in_port, refusal->head.dest_node);
+  if (!out.ok()) {  // a refusal is not answered (chip/refusal.h)
+    ++stats_.data_discarded;
+    free_packet(r);
+    return;
+  }
+  transmit(node, *out, r);
+}
+
 void SimFabric::kick_nic(uint32_t node) {
   if (nic_busy_[node]) return;
   nic_busy_[node] = 1;
@@ -348,8 +379,17 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, uint32_t slot) {
   ++ps.tx_packets;
   (p.mgmt ? stats_.mgmt_packets_sent : stats_.data_packets_sent) += 1;
   if (!peer || !chips_[node]->port_usable(port)) {
-    ++stats_.packets_dropped;
-    free_packet(slot);
+    // The link went down while the packet waited for it (an NRC chose the port when it was up),
+    // or the sender's own NIC port is down.
+    if (p.mgmt) {
+      ++stats_.packets_dropped;
+      free_packet(slot);
+    } else if (topo_.is_nic(node)) {
+      discard_data(slot, node, chip::kErrNicPortDown);
+    } else {
+      chips_[node]->count_dirty(p.in_port);
+      discard_data(slot, node, chip::kErrNoUsableRoute);
+    }
   } else {
     schedule(end + timing_.link_latency + timing_.chip_input_pipeline, kArrive, slot, peer->node,
              peer->port);
@@ -362,6 +402,7 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, uint32_t slot) {
 
 void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
   Packet& p = packets_[slot];
+  p.in_port = in_port;
   chip::Chip& c = *chips_[node];
   chip::PortState& ps = c.port(in_port);
   ps.rx_flits += flits_of(p);
@@ -395,10 +436,9 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
       free_packet(slot);
       return;
     }
-    auto out = nrc(node).route_data(in_port, head->dest_node);
+    auto out = nrc(node).route_data(in_port, head->dest_node);  // counts a discard itself
     if (!out.ok()) {
-      ++stats_.packets_dropped;
-      free_packet(slot);
+      discard_data(slot, node, out.error().id);
       return;
     }
     transmit(node, *out, slot);

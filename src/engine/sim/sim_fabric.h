@@ -35,6 +35,10 @@ struct SimStats {
   uint64_t data_packets_sent = 0;
   uint64_t data_packets_received = 0;  // data packets a NIC took in (not discarded)
   uint64_t packets_dropped = 0;        // no peer, link down, misrouted, dirty
+  // Data packets a chip could not pass on (chip/refusal.h): no usable output at an NRC, or the
+  // sending NIC's port down; an MP's sender was sent a refusal.
+  uint64_t data_discarded = 0;
+  uint64_t mp_refusals = 0;
   uint64_t mgmt_waits_behind_data = 0;
   Time mgmt_wait_time = 0;  // total residual waiting of management packets behind data
   uint64_t mpq_deliveries = 0;
@@ -109,7 +113,8 @@ class SimFabric final : private EventHandler {
   struct Packet {
     bool mgmt = true;
     uint8_t vp = 0;
-    uint8_t nflits = 0;  // data: flits in use
+    uint8_t nflits = 0;   // data: flits in use
+    uint8_t in_port = 0;  // the port it last arrived on (an NRC answers a discard through it)
     wire::MgmtPacketBytes bytes{};
     std::array<wire::Flit, wire::kMaxDataPacketFlits> flits{};  // data, as on the link
   };
@@ -160,6 +165,9 @@ class SimFabric final : private EventHandler {
   void on_nic_kick(uint32_t node);
   void pump_engine(uint32_t node, chip::DmaEngine e, bool streaming);
   void deliver_data(uint32_t slot, uint32_t node);
+  // A data packet chip `node` cannot pass on, refused with `error_id`: discarded, and an MP
+  // answered with a refusal (chip/refusal.h) that the chip sends back towards the MP's sender.
+  void discard_data(uint32_t slot, uint32_t node, uint16_t error_id);
   uint32_t packet_of(const chip::NicPacket& p);
   Status check_nic(uint32_t node, uint16_t id) const;
   Result<SimHostMemory*> host_memory(uint32_t nic_node);
