@@ -46,20 +46,22 @@ struct PeerIdentity {
   bool operator==(const PeerIdentity&) const = default;
 };
 
+// The fields every forwarded packet reads (link, ctrl, output_load, the counters) come first,
+// so that an NRC's choice among its allowed outputs touches one cache line per port.
 struct PortState {
   LinkState link = LinkState::kDown;
   uint8_t lanes = 0;
-  PeerIdentity peer;  // learnt when the link comes up (SYSTEM.md 1.4)
+  PeerIdentity peer;         // learnt when the link comes up (SYSTEM.md 1.4)
+  uint64_t ctrl = 1;         // PORT_CTRL: [0] enable, [1] force down
+  uint64_t output_load = 0;  // flits waiting for this output; the adaptive choice reads it
+  uint64_t tx_flits = 0;
+  uint64_t rx_flits = 0;
+  uint64_t tx_packets = 0;
+  uint64_t rx_packets = 0;
   uint64_t handshakes = 0;
   uint64_t retransmissions = 0;
   uint64_t crc_errors = 0;
-  uint64_t tx_flits = 0;
-  uint64_t rx_flits = 0;
   uint64_t dirty_discards = 0;
-  uint64_t tx_packets = 0;
-  uint64_t rx_packets = 0;
-  uint64_t output_load = 0;  // flits waiting for this output; the adaptive choice reads it
-  uint64_t ctrl = 1;         // PORT_CTRL: [0] enable, [1] force down
   uint64_t link_params = 0;
   uint64_t bist_ctrl = 0;
   bool bist_running = false;

@@ -2,7 +2,64 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+
 namespace galaxy::chip {
+
+Status RouteTable::set_range(uint32_t start, uint32_t count, PortSet ports) {
+  if (count == 0 || start >= kMaxRouteDestinations || count > kMaxRouteDestinations - start)
+    return make_error(Code::kOutOfRange, 2001,
+                      fmt::format("route range start = {} count = {} exceeds {} destinations",
+                                  start, count, kMaxRouteDestinations));
+  if (flat_) return set_flat(start, count, ports);
+  set_runs(start, start + count, ports);
+  if (runs_.size() > kMaxRouteRuns) make_flat();
+  return {};
+}
+
+// Replaces the runs that start inside [start, end) by one run of `ports`, keeps what the entries
+// from `end` on held (a run starting at `end`), fills a gap before `start` with unset entries,
+// and merges equal neighbours around the change.
+void RouteTable::set_runs(uint32_t start, uint32_t end, PortSet ports) {
+  const uint32_t old_size = size_;
+  const bool tail = end < old_size;
+  const PortSet after = tail ? run_at(end) : 0;
+  auto before = [](const Run& r, uint32_t d) { return r.first < d; };
+  auto lo = std::lower_bound(runs_.begin(), runs_.end(), start, before);
+  auto hi = std::lower_bound(lo, runs_.end(), end, before);
+  std::array<Run, 3> add{};
+  size_t k = 0;
+  if (start > old_size) add[k++] = {old_size, 0};
+  add[k++] = {start, ports};
+  if (tail && (hi == runs_.end() || hi->first != end)) add[k++] = {end, after};
+  const auto at = static_cast<size_t>(lo - runs_.begin());
+  runs_.insert(runs_.erase(lo, hi), add.begin(), add.begin() + static_cast<std::ptrdiff_t>(k));
+  size_ = std::max(size_, end);
+  // Only the inserted runs and the run after them can now equal their predecessor.
+  const size_t first_check = std::max<size_t>(at, 1);
+  const size_t last_check = std::min(at + k, runs_.size() - 1);
+  size_t w = first_check;
+  for (size_t i = first_check; i <= last_check; ++i) {
+    if (runs_[i].ports == runs_[w - 1].ports) continue;
+    runs_[w++] = runs_[i];
+  }
+  if (w <= last_check)
+    runs_.erase(runs_.begin() + static_cast<std::ptrdiff_t>(w),
+                runs_.begin() + static_cast<std::ptrdiff_t>(last_check + 1));
+}
+
+void RouteTable::make_flat() {
+  flat_ = true;
+  palette_ = {0};
+  resize_flat(size_);
+  for (size_t i = 0; i < runs_.size(); ++i) {
+    const uint32_t end = i + 1 < runs_.size() ? runs_[i + 1].first : size_;
+    fill_flat(runs_[i].first, end, palette_index(runs_[i].ports));
+  }
+  runs_.clear();
+  runs_.shrink_to_fit();
+}
 
 uint32_t RouteTable::palette_index(PortSet ports) {
   for (uint32_t i = 0; i < palette_.size(); ++i)
@@ -17,20 +74,15 @@ uint32_t RouteTable::palette_index(PortSet ports) {
   return static_cast<uint32_t>(palette_.size() - 1);
 }
 
-void RouteTable::resize(uint32_t n) {
-  if (n <= size_) return;
+void RouteTable::resize_flat(uint32_t n) {
   if (wide_)
-    wide_index_.resize(n, 0);
+    wide_index_.resize(std::max<size_t>(wide_index_.size(), n), 0);
   else
-    narrow_index_.resize(n, 0);
-  size_ = n;
+    narrow_index_.resize(std::max<size_t>(narrow_index_.size(), n), 0);
+  size_ = std::max(size_, n);
 }
 
-Status RouteTable::set_range(uint32_t start, uint32_t count, PortSet ports) {
-  if (count == 0 || start >= kMaxRouteDestinations || count > kMaxRouteDestinations - start)
-    return make_error(Code::kOutOfRange, 2001,
-                      fmt::format("route range start = {} count = {} exceeds {} destinations",
-                                  start, count, kMaxRouteDestinations));
+Status RouteTable::set_flat(uint32_t start, uint32_t count, PortSet ports) {
   // A palette can only run out after >65,535 distinct sets were written over time: drop the
   // sets no entry uses any more before adding another.
   if (palette_.size() >= 65536) compact();
@@ -38,14 +90,17 @@ Status RouteTable::set_range(uint32_t start, uint32_t count, PortSet ports) {
     return make_error(Code::kResourceExhausted, 2002,
                       "route table: 65,536 distinct port sets already in use");
   uint32_t idx = palette_index(ports);
-  resize(start + count);
-  for (uint32_t d = start; d < start + count; ++d) {
-    if (wide_)
-      wide_index_[d] = static_cast<uint16_t>(idx);
-    else
-      narrow_index_[d] = static_cast<uint8_t>(idx);
-  }
+  resize_flat(start + count);
+  fill_flat(start, start + count, idx);
   return {};
+}
+
+void RouteTable::fill_flat(uint32_t first, uint32_t end, uint32_t idx) {
+  if (wide_)
+    std::fill(wide_index_.begin() + first, wide_index_.begin() + end, static_cast<uint16_t>(idx));
+  else
+    std::fill(narrow_index_.begin() + first, narrow_index_.begin() + end,
+              static_cast<uint8_t>(idx));
 }
 
 void RouteTable::compact() {
@@ -66,9 +121,17 @@ void RouteTable::compact() {
   }
 }
 
+size_t RouteTable::palette_size() const {
+  if (flat_) return palette_.size();
+  std::vector<PortSet> sets{0};
+  for (const Run& r : runs_) sets.push_back(r.ports);
+  std::sort(sets.begin(), sets.end());
+  return static_cast<size_t>(std::unique(sets.begin(), sets.end()) - sets.begin());
+}
+
 size_t RouteTable::memory_bytes() const {
-  return sizeof(*this) + palette_.capacity() * sizeof(PortSet) + narrow_index_.capacity() +
-         wide_index_.capacity() * sizeof(uint16_t);
+  return sizeof(*this) + runs_.capacity() * sizeof(Run) + palette_.capacity() * sizeof(PortSet) +
+         narrow_index_.capacity() + wide_index_.capacity() * sizeof(uint16_t);
 }
 
 bool RouteTable::operator==(const RouteTable& o) const {

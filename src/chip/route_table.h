@@ -1,7 +1,13 @@
 // A route table of one NRC input port (SYSTEM.md 1.2): for each destination node, the set of
 // allowed output ports. Stored compactly because TH-2 has 5,832 NRCs x 24 input ports x 18,304
-// destinations: entries are indices into a small palette of distinct port sets, and input
-// ports with identical tables share one copy (copy on write, see Nrc).
+// destinations, and because the simulator reads one entry per packet per hop:
+// * as runs (the first destination of each run of equal entries, and its set), while a table
+//   has at most kMaxRouteRuns of them: tables loaded by range writes of a structured topology
+//   (a fat tree's "everything outside this switch goes up") hold a few runs, a lookup is a
+//   binary search over a few cache lines instead of a random read of a 18 KiB array;
+// * else as one index per destination into a small palette of distinct port sets (a byte while
+//   there are at most 256 sets, then two).
+// Input ports with identical tables share one copy (copy on write, see Nrc).
 #pragma once
 
 #include <cstdint>
@@ -13,31 +19,59 @@ namespace galaxy::chip {
 
 using PortSet = uint32_t;  // bit p = output port p allowed
 
+inline constexpr uint32_t kMaxRouteDestinations = 65536;
+// Above this many runs a table changes to one index per destination (and stays so).
+inline constexpr size_t kMaxRouteRuns = 1024;
+
 class RouteTable {
  public:
   PortSet get(uint32_t dest) const {
     if (dest >= size_) return 0;
+    if (!flat_) return run_at(dest);
     return palette_[wide_ ? wide_index_[dest] : narrow_index_[dest]];
   }
   // Sets `count` entries from `start`; the table grows as needed (at most 65,536 entries).
   Status set_range(uint32_t start, uint32_t count, PortSet ports);
   uint32_t size() const { return size_; }
-  size_t palette_size() const { return palette_.size(); }
+  // Distinct port sets, the empty set (no route) included; once the table is one index per
+  // destination, its palette's, which may hold sets no entry uses any more.
+  size_t palette_size() const;
+  // Runs of equal entries while the table is stored as runs; 0 once it is one index per entry.
+  size_t runs() const { return flat_ ? 0 : runs_.size(); }
   size_t memory_bytes() const;
   bool operator==(const RouteTable& o) const;
 
  private:
+  struct Run {
+    uint32_t first;  // runs_[i] covers [first, runs_[i + 1].first), the last one up to size_
+    PortSet ports;
+  };
+  // The run holding `dest` (< size_), by a branch-free binary search.
+  PortSet run_at(uint32_t dest) const {
+    const Run* base = runs_.data();
+    size_t n = runs_.size();
+    while (n > 1) {
+      const size_t half = n / 2;
+      base = base[half].first <= dest ? base + half : base;
+      n -= half;
+    }
+    return base->ports;
+  }
+  void set_runs(uint32_t start, uint32_t end, PortSet ports);
+  void make_flat();
+  Status set_flat(uint32_t start, uint32_t count, PortSet ports);
+  void fill_flat(uint32_t first, uint32_t end, uint32_t idx);
   uint32_t palette_index(PortSet ports);
-  void resize(uint32_t n);
+  void resize_flat(uint32_t n);
   void compact();
 
-  std::vector<PortSet> palette_{0};  // index 0: the empty set (no route)
+  bool flat_ = false;
+  uint32_t size_ = 0;
+  std::vector<Run> runs_;            // !flat_: sorted by first, runs_[0].first == 0
+  std::vector<PortSet> palette_{0};  // flat_: index 0 is the empty set (no route)
   std::vector<uint8_t> narrow_index_;
   std::vector<uint16_t> wide_index_;
   bool wide_ = false;
-  uint32_t size_ = 0;
 };
-
-inline constexpr uint32_t kMaxRouteDestinations = 65536;
 
 }  // namespace galaxy::chip

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
 #include "chip/forwarding.h"
 #include "chip_test_util.h"
 
@@ -22,9 +26,54 @@ TEST(RouteTableTest, RangesPaletteAndGrowth) {
   EXPECT_EQ(t.palette_size(), 3u);
   EXPECT_FALSE(t.set_range(65530, 10, 1).ok());
   EXPECT_FALSE(t.set_range(0, 0, 1).ok());
-  // More than 256 distinct sets switch to wide indices without changing any entry.
-  for (uint32_t d = 0; d < 300; ++d) ASSERT_TRUE(t.set_range(d, 1, d + 1).ok());
-  for (uint32_t d = 0; d < 300; ++d) ASSERT_EQ(t.get(d), d + 1);
+  EXPECT_EQ(t.runs(), 3u);
+  // More than kMaxRouteRuns runs change the table to one index per destination, and more than
+  // 256 distinct sets to wide indices, without changing any entry.
+  for (uint32_t d = 0; d < 2 * kMaxRouteRuns; ++d) ASSERT_TRUE(t.set_range(d, 1, d + 1).ok());
+  EXPECT_EQ(t.runs(), 0u);
+  for (uint32_t d = 0; d < 2 * kMaxRouteRuns; ++d) ASSERT_EQ(t.get(d), d + 1);
+  EXPECT_EQ(t.get(2 * kMaxRouteRuns), 0u);
+}
+
+// Random range writes against a plain array, through both forms of the table.
+TEST(RouteTableTest, MatchesAPlainArrayUnderRandomRangeWrites) {
+  std::mt19937 rng(7);
+  for (uint32_t span : {64u, 5000u, 65536u}) {
+    RouteTable t;
+    std::vector<PortSet> model;
+    bool saw_runs = false;
+    for (int w = 0; w < 4000; ++w) {
+      const uint32_t start = rng() % span;
+      const uint32_t count = 1 + rng() % std::min<uint32_t>(span - start, w % 3 ? 8 : 3000);
+      const PortSet ports = rng() % 5 ? (1u << (rng() % 24)) : rng() & 0xFFFFFF;
+      ASSERT_TRUE(t.set_range(start, count, ports).ok());
+      if (model.size() < start + count) model.resize(start + count, 0);
+      std::fill(model.begin() + start, model.begin() + start + count, ports);
+      saw_runs = saw_runs || t.runs() > 0;
+      if (w % 97 == 0 || w == 3999) {
+        ASSERT_EQ(t.size(), model.size());
+        for (uint32_t d = 0; d < model.size() + 3; ++d)
+          ASSERT_EQ(t.get(d), d < model.size() ? model[d] : 0u) << "write " << w << " dest " << d;
+      }
+    }
+    EXPECT_TRUE(saw_runs);
+  }
+}
+
+TEST(RouteTableTest, AStructuredTableStaysAFewRuns) {
+  // A fat-tree edge switch: its own 12 NICs down, every other destination up over 12 ports.
+  RouteTable t;
+  ASSERT_TRUE(t.set_range(0, 18304, 0xFFF000).ok());
+  for (uint32_t i = 0; i < 12; ++i) ASSERT_TRUE(t.set_range(600 + i, 1, 1u << i).ok());
+  EXPECT_EQ(t.runs(), 14u);
+  EXPECT_EQ(t.get(599), 0xFFF000u);
+  EXPECT_EQ(t.get(605), 1u << 5);
+  EXPECT_EQ(t.get(612), 0xFFF000u);
+  EXPECT_LT(t.memory_bytes(), 512u);
+  // Writing the same set again over a boundary merges the runs.
+  ASSERT_TRUE(t.set_range(600, 12, 0xFFF000).ok());
+  EXPECT_EQ(t.runs(), 1u);
+  EXPECT_EQ(t.palette_size(), 2u);
 }
 
 TEST(NrcTest, InputPortsShareTablesCopyOnWrite) {

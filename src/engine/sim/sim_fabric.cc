@@ -48,6 +48,13 @@ Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& top
     f->port_base_[v + 1] = f->port_base_[v] + ports;
   }
   f->outputs_.resize(f->port_base_[n]);
+  for (uint32_t v = 0; v < n; ++v)
+    for (uint8_t p = 0; p < topology.num_ports(v); ++p)
+      if (auto peer = topology.peer({v, p})) {
+        Output& o = f->outputs_[f->port_base_[v] + p];
+        o.peer_node = peer->node;
+        o.peer_port = peer->port;
+      }
   f->nic_busy_.assign(n, 0);
   f->engine_busy_.assign(n, {});
   f->nma_busy_until_.assign(n, 0);
@@ -98,8 +105,9 @@ uint32_t SimFabric::alloc_packet() {
     free_packets_.pop_back();
     return s;
   }
-  packets_.emplace_back();
-  return static_cast<uint32_t>(packets_.size() - 1);
+  if ((packets_allocated_ & kPacketChunkMask) == 0)
+    packet_chunks_.push_back(std::make_unique<Packet[]>(kPacketChunk));
+  return packets_allocated_++;
 }
 
 Status SimFabric::post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescriptor& d) {
@@ -193,7 +201,7 @@ Status SimFabric::inject_data(PortRef at, std::span<const wire::Flit> flits) {
                       fmt::format("inject_data: {} flits, a data packet has 1 to {}", flits.size(),
                                   wire::kMaxDataPacketFlits));
   uint32_t slot = alloc_packet();
-  Packet& p = packets_[slot];
+  Packet& p = packet(slot);
   p.mgmt = false;
   p.nflits = static_cast<uint8_t>(flits.size());
   std::copy(flits.begin(), flits.end(), p.flits.begin());
@@ -203,7 +211,7 @@ Status SimFabric::inject_data(PortRef at, std::span<const wire::Flit> flits) {
 
 uint32_t SimFabric::packet_of(const chip::NicPacket& np) {
   uint32_t slot = alloc_packet();
-  Packet& p = packets_[slot];
+  Packet& p = packet(slot);
   p.mgmt = false;
   p.nflits = static_cast<uint8_t>(np.flits.size());
   std::copy(np.flits.begin(), np.flits.end(), p.flits.begin());
@@ -229,7 +237,7 @@ void SimFabric::pump_engine(uint32_t node, chip::DmaEngine e, bool streaming) {
 
 // A data packet reaches its NIC: DMA engine 2 writes it (nic_rx_dma), the host sees it.
 void SimFabric::deliver_data(uint32_t slot, uint32_t node) {
-  Packet& p = packets_[slot];
+  Packet& p = packet(slot);
   chip::Nic& n = nic(node);
   auto head = wire::decode_data_head(p.flits[0]);
   const uint8_t vp = head.ok() && head->dest_vp < chip::kNumVps ? head->dest_vp : 0;
@@ -256,8 +264,8 @@ void SimFabric::deliver_data(uint32_t slot, uint32_t node) {
 
 void SimFabric::discard_data(uint32_t slot, uint32_t node, uint16_t error_id) {
   ++stats_.data_discarded;
-  const uint8_t in_port = packets_[slot].in_port;
-  auto head = chip::routable_head(packets_[slot].flits[0]);
+  const uint8_t in_port = packet(slot).in_port;
+  auto head = chip::routable_head(packet(slot).flits[0]);
   free_packet(slot);
   if (!head) return;
   auto refusal = chip::refusal_of(*head, static_cast<uint16_t>(node), error_id);
@@ -266,7 +274,7 @@ void SimFabric::discard_data(uint32_t slot, uint32_t node, uint16_t error_id) {
   if (!flits.ok()) return;
   ++stats_.mp_refusals;
   const uint32_t r = alloc_packet();
-  Packet& p = packets_[r];
+  Packet& p = packet(r);
   p.mgmt = false;
   p.in_port = in_port;
   p.nflits = static_cast<uint8_t>(flits->size());
@@ -319,7 +327,7 @@ void SimFabric::on_nic_kick(uint32_t node) {
     return;
   }
   uint32_t slot = w->kind == chip::NicWork::Kind::kMp ? packet_of(*w->packet) : alloc_packet();
-  Packet& p = packets_[slot];
+  Packet& p = packet(slot);
   p.vp = w->vp;
   p.mgmt = w->kind == chip::NicWork::Kind::kMgmtRequest;
   if (p.mgmt) p.bytes = w->mgmt;
@@ -329,38 +337,41 @@ void SimFabric::on_nic_kick(uint32_t node) {
 
 void SimFabric::transmit(uint32_t node, uint8_t port, uint32_t slot) {
   Output& o = outputs_[port_base_[node] + port];
+  const Packet& p = packet(slot);
+  const Waiting w{slot, p.mgmt, static_cast<uint8_t>(flits_of(p))};
   if (o.busy_until <= sim_.now() && o.mgmt_queue.empty() && o.data_queue.empty()) {
-    start_transmission(node, port, slot);
+    start_transmission(node, port, w);
     return;
   }
-  (packets_[slot].mgmt ? o.mgmt_queue : o.data_queue).push_back(slot);
-  if (!packets_[slot].mgmt) chips_[node]->port(port).output_load += packets_[slot].nflits;
+  (w.mgmt ? o.mgmt_queue : o.data_queue).push_back(w);
+  if (!w.mgmt) chips_[node]->port(port).output_load += w.flits;
   if (!o.free_event_pending) {
     o.free_event_pending = true;
     schedule(o.busy_until > sim_.now() ? o.busy_until : sim_.now(), kOutputFree, 0, node, port);
   }
 }
 
-void SimFabric::start_transmission(uint32_t node, uint8_t port, uint32_t slot) {
+// Reads the packet itself only if it cannot go: a packet that waited has left the caches.
+void SimFabric::start_transmission(uint32_t node, uint8_t port, Waiting w) {
   Output& o = outputs_[port_base_[node] + port];
-  Packet& p = packets_[slot];
+  const uint32_t slot = w.slot;
   Time start = sim_.now();
   // Management has priority (VC3) but does not preempt: under background load a data packet
   // may be on the wire; the residual of a packet in service seen at a random instant is
   // uniform over its transmission time.
-  if (p.mgmt && o.util > 0 && sim_.rng().bernoulli(o.util)) {
+  if (w.mgmt && o.util > 0 && sim_.rng().bernoulli(o.util)) {
     Time wait = static_cast<Time>(sim_.rng().uniform() * static_cast<double>(data_packet_time_));
     start += wait;
     stats_.mgmt_wait_time += wait;
     ++stats_.mgmt_waits_behind_data;
   }
-  unsigned flits = flits_of(p);
+  const unsigned flits = w.flits;
   Time end = start + timing_.serialisation(flits);
-  auto peer = topo_.peer({node, port});
-  if (o.flit_error_rate > 0 && peer) {
+  const bool linked = o.peer_node != fabric::kNoNode;
+  if (o.flit_error_rate > 0 && linked) {
     // Sliding-window retransmission (SYSTEM.md 1.3): every corrupted transmission is caught by
     // the receiver's CRC and resent after the NACK's round trip; the link loses nothing.
-    chip::PortState& rx = chips_[peer->node]->port(peer->port);
+    chip::PortState& rx = chips_[o.peer_node]->port(o.peer_port);
     chip::PortState& tx = chips_[node]->port(port);
     for (unsigned tries = 0; tries < 64; ++tries) {
       double p_ok = 1.0;
@@ -377,22 +388,22 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, uint32_t slot) {
   chip::PortState& ps = chips_[node]->port(port);
   ps.tx_flits += flits;
   ++ps.tx_packets;
-  (p.mgmt ? stats_.mgmt_packets_sent : stats_.data_packets_sent) += 1;
-  if (!peer || !chips_[node]->port_usable(port)) {
+  (w.mgmt ? stats_.mgmt_packets_sent : stats_.data_packets_sent) += 1;
+  if (!linked || !chips_[node]->port_usable(port)) {
     // The link went down while the packet waited for it (an NRC chose the port when it was up),
     // or the sender's own NIC port is down.
-    if (p.mgmt) {
+    if (w.mgmt) {
       ++stats_.packets_dropped;
       free_packet(slot);
     } else if (topo_.is_nic(node)) {
       discard_data(slot, node, chip::kErrNicPortDown);
     } else {
-      chips_[node]->count_dirty(p.in_port);
+      chips_[node]->count_dirty(packet(slot).in_port);
       discard_data(slot, node, chip::kErrNoUsableRoute);
     }
   } else {
-    schedule(end + timing_.link_latency + timing_.chip_input_pipeline, kArrive, slot, peer->node,
-             peer->port);
+    schedule(end + timing_.link_latency + timing_.chip_input_pipeline, kArrive, slot, o.peer_node,
+             o.peer_port);
   }
   if ((!o.mgmt_queue.empty() || !o.data_queue.empty()) && !o.free_event_pending) {
     o.free_event_pending = true;
@@ -401,7 +412,7 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, uint32_t slot) {
 }
 
 void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
-  Packet& p = packets_[slot];
+  Packet& p = packet(slot);
   p.in_port = in_port;
   chip::Chip& c = *chips_[node];
   chip::PortState& ps = c.port(in_port);
@@ -474,7 +485,7 @@ void SimFabric::account_background(uint32_t node) {
 void SimFabric::run_nma(uint32_t slot, uint32_t node) {
   chip::Chip& c = *chips_[node];
   account_background(node);
-  auto outcome = chip::serve_nma(c, packets_[slot].bytes);
+  auto outcome = chip::serve_nma(c, packet(slot).bytes);
   if (!outcome) {
     ++stats_.packets_dropped;
     free_packet(slot);
@@ -500,7 +511,7 @@ void SimFabric::run_nma(uint32_t slot, uint32_t node) {
     schedule_bists(node);
     apply_link_controls(node);
   }
-  Packet& p = packets_[slot];
+  Packet& p = packet(slot);
   p.bytes = outcome->response.bytes;
   p.vp = outcome->response.port;  // the output port, until the NMA hands the packet out
   Time start = std::max(sim_.now(), nma_busy_until_[node]);
@@ -544,8 +555,8 @@ void SimFabric::finish_bist(uint32_t node, uint8_t port) {
 void SimFabric::drain_nma(uint32_t node) {
   chip::drain_nma(*chips_[node], [&](uint8_t port, const wire::MgmtPacketBytes& bytes) {
     uint32_t s = alloc_packet();
-    packets_[s].mgmt = true;
-    packets_[s].bytes = bytes;
+    packet(s).mgmt = true;
+    packet(s).bytes = bytes;
     transmit(node, port, s);
   });
 }
@@ -562,8 +573,8 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       break;
     case kNmaDone: {
       chip::NmaOutput out;
-      out.port = packets_[slot].vp;
-      out.bytes = packets_[slot].bytes;
+      out.port = packet(slot).vp;
+      out.bytes = packet(slot).bytes;
       free_packet(slot);
       chips_[node]->nma().push_response(out);
       drain_nma(node);
@@ -573,7 +584,7 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       on_nic_kick(node);
       break;
     case kNicSent: {
-      uint8_t vp = packets_[slot].vp;
+      uint8_t vp = packet(slot).vp;
       transmit(node, 0, slot);
       nic(node).complete(vp, true);
       // A fenced descriptor may have been waiting for this completion.
@@ -581,7 +592,7 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       break;
     }
     case kMpqDeliver: {
-      Packet& p = packets_[slot];
+      Packet& p = packet(slot);
       if (!p.mgmt) {
         deliver_data(slot, node);
         break;
@@ -620,7 +631,7 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
         schedule(o.busy_until, kOutputFree, 0, node, port);
         break;
       }
-      uint32_t next;
+      Waiting next;
       if (!o.mgmt_queue.empty()) {
         next = o.mgmt_queue.front();
         o.mgmt_queue.pop_front();
@@ -628,7 +639,7 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
         next = o.data_queue.front();
         o.data_queue.pop_front();
         uint64_t& load = chips_[node]->port(port).output_load;
-        load -= std::min<uint64_t>(load, packets_[next].nflits);
+        load -= std::min<uint64_t>(load, next.flits);
       } else {
         break;
       }
@@ -744,7 +755,7 @@ Result<std::pair<wire::SourceRoute, wire::SourceRoute>> SimFabric::shortest_rout
 
 size_t SimFabric::memory_bytes_estimate() const {
   return chips_.size() * sizeof(chip::Nrc) + outputs_.size() * sizeof(Output) +
-         packets_.capacity() * sizeof(Packet);
+         size_t{packets_allocated_} * sizeof(Packet);
 }
 
 }  // namespace galaxy::sim

@@ -110,29 +110,45 @@ class SimFabric final : private EventHandler {
   SimFabric(const fabric::Topology& topology, const Timing& timing, const SimOptions& options);
   Status power_on(const SimOptions& options);
 
+  // The head flit, which every hop decodes, shares the first cache line with the fields
+  // every hop reads.
   struct Packet {
     bool mgmt = true;
     uint8_t vp = 0;
     uint8_t nflits = 0;   // data: flits in use
     uint8_t in_port = 0;  // the port it last arrived on (an NRC answers a discard through it)
-    wire::MgmtPacketBytes bytes{};
     std::array<wire::Flit, wire::kMaxDataPacketFlits> flits{};  // data, as on the link
+    wire::MgmtPacketBytes bytes{};
   };
+  // Packets live in fixed chunks, so that the pool grows without moving what it holds.
+  static constexpr uint32_t kPacketChunk = 4096;
+  static constexpr uint32_t kPacketChunkMask = kPacketChunk - 1;
+  Packet& packet(uint32_t slot) {
+    return packet_chunks_[slot / kPacketChunk][slot & kPacketChunkMask];
+  }
   unsigned flits_of(const Packet& p) const { return p.mgmt ? wire::kMgmtPacketFlits : p.nflits; }
   // The flow-level load's traffic in a chip's port counters (TX/RX_FLITS, TX/RX_PACKETS):
   // utilisation x link flit rate x time since the chip was last accounted, added just before
   // its NMA reads registers, so a status scan sees the load it is meant to model.
   void account_background(uint32_t node);
 
+  // A packet waiting for an output, with what sending it needs to know of it.
+  struct Waiting {
+    uint32_t slot = 0;
+    bool mgmt = false;
+    uint8_t flits = 0;
+  };
   struct Output {
     Time busy_until = 0;
+    uint32_t peer_node = fabric::kNoNode;  // the other end of the link (the topology's)
+    uint8_t peer_port = 0;
     bool free_event_pending = false;
     float util = 0;
     double flit_error_rate = 0;
     bool bist_scheduled = false;
     bool cable_cut = false;  // set_link(false): no signal whatever the ports want
-    Fifo<uint32_t> mgmt_queue;
-    Fifo<uint32_t> data_queue;
+    Fifo<Waiting> mgmt_queue;
+    Fifo<Waiting> data_queue;
   };
   enum EventKind : uint8_t {
     kArrive,
@@ -153,7 +169,7 @@ class SimFabric final : private EventHandler {
   uint32_t alloc_packet();
   void free_packet(uint32_t slot) { free_packets_.push_back(slot); }
   void transmit(uint32_t node, uint8_t port, uint32_t slot);
-  void start_transmission(uint32_t node, uint8_t port, uint32_t slot);
+  void start_transmission(uint32_t node, uint8_t port, Waiting w);
   void on_arrive(uint32_t slot, uint32_t node, uint8_t in_port);
   void run_nma(uint32_t slot, uint32_t node);
   void drain_nma(uint32_t node);
@@ -178,7 +194,8 @@ class SimFabric final : private EventHandler {
   std::vector<std::unique_ptr<chip::Chip>> chips_;
   std::vector<uint32_t> port_base_;
   std::vector<Output> outputs_;
-  std::vector<Packet> packets_;
+  std::vector<std::unique_ptr<Packet[]>> packet_chunks_;
+  uint32_t packets_allocated_ = 0;
   std::vector<uint32_t> free_packets_;
   std::vector<uint8_t> nic_busy_;
   std::vector<std::array<uint8_t, chip::kDmaEngines>> engine_busy_;
