@@ -71,6 +71,7 @@ void run_discover(DiscoverOptions& o) {
                    {"setup_ms", std::chrono::duration<double, std::milli>(t1 - t0).count()},
                    {"cabling_issues", issues.size()},
                    {"problems", r.problems.size()},
+                   {"problem_details", r.problems},
                    {"peak_rss_mb", peak_rss_mb()}};
   if (o.show_issues) {
     nlohmann::json list = nlohmann::json::array();
@@ -92,6 +93,7 @@ void run_discover(DiscoverOptions& o) {
     std::printf("simulated time %.1f us (paper, serial: 472,822 us); wall %.0f ms; %s\n",
                 static_cast<double>(r.elapsed) / nm::kUs, wall_ms,
                 verified ? "matches the built fabric" : "DIFFERS from the built fabric");
+    for (const auto& p : r.problems) std::printf("  %s\n", p.c_str());
     for (const auto& i : issues)
       std::printf("  %s <-> %s: %s\n", i.a.c_str(), i.b.c_str(), i.detail.c_str());
   }

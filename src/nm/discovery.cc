@@ -64,6 +64,9 @@ class Bfs {
     req_.set_options(ro);
     req_.run();
     result_.elapsed = port.now() - start;
+    // Reported unless another, shorter way reached them after all.
+    for (const auto& [chip, why] : beyond_)
+      if (!chips_.count(chip)) result_.problems.push_back(why);
     build_map();
     return std::move(result_);
   }
@@ -79,6 +82,17 @@ class Bfs {
   static LinkKey key(uint16_t a, uint8_t pa, uint16_t b, uint8_t pb) {
     return std::make_tuple(a, pa, b, pb) < std::make_tuple(b, pb, a, pa) ? LinkKey{a, pa, b, pb}
                                                                          : LinkKey{b, pb, a, pa};
+  }
+
+  // A chip found at `port` of chip `from` whose route from the server NIC, or back, would need
+  // more hops than a management packet's source route holds (SYSTEM.md 2.2): it is not reached
+  // by a truncated route (which would lead elsewhere) but reported, once.
+  void beyond_reach(uint16_t chip, uint16_t from, uint8_t port) {
+    beyond_.emplace(chip, fmt::format("E5031 chip {} (at port {} of chip {}) is not managed: its "
+                                      "route from the server NIC or back needs more than {} "
+                                      "NRC hops, the most a management packet's source route "
+                                      "holds",
+                                      chip, port, from, wire::kMaxRouteHops));
   }
 
   // A newly found NRC: read the peer identity of all its ports, two registers per packet.
@@ -116,8 +130,11 @@ class Bfs {
             n.chip_id = peer.chip;
             n.type = wire::ChipType::kNic;
             n.forward = t.forward;
-            (void)n.forward.push(port);
             n.backward = t.backward;
+            if (!n.forward.push(port).ok()) {
+              beyond_reach(peer.chip, t.chip_id, port);
+              continue;
+            }
             chips_[peer.chip] = {false, static_cast<uint8_t>(hops + 1), n, 0};
           }
           continue;
@@ -127,10 +144,14 @@ class Bfs {
         n.chip_id = peer.chip;
         n.type = wire::ChipType::kNrc;
         n.forward = t.forward;
-        (void)n.forward.push(port);
         // Back: out of the new NRC's port towards t, then t's way back.
-        (void)n.backward.push(peer.port);
-        for (uint8_t h = 0; h < t.backward.hop_num; ++h) (void)n.backward.push(t.backward.hops[h]);
+        bool fits = n.forward.push(port).ok() && n.backward.push(peer.port).ok();
+        for (uint8_t h = 0; fits && h < t.backward.hop_num; ++h)
+          fits = n.backward.push(t.backward.hops[h]).ok();
+        if (!fits) {
+          beyond_reach(peer.chip, t.chip_id, port);
+          continue;
+        }
         visit(n, static_cast<uint8_t>(hops + 1), peer.ports);
       }
     }
@@ -178,6 +199,7 @@ class Bfs {
   std::map<uint16_t, Chip> chips_;
   std::vector<uint16_t> order_;  // NRCs in discovery order
   std::set<LinkKey> links_;
+  std::map<uint16_t, std::string> beyond_;  // chips beyond the source routes' reach, and why
 };
 
 }  // namespace

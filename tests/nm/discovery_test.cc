@@ -10,6 +10,22 @@ namespace {
 using testing::SimServer;
 
 // (back end, topology): the live fabrics are the smaller ones (each host's daemon is a process).
+// Every route discovery built really reaches its chip (up to `limit` chips): read CHIP_ID
+// through it.
+void expect_routes_reach_their_chips(Requester& req, const FabricMap& map, int limit) {
+  int checked = 0;
+  for (uint32_t v = 0; v < map.num_nodes() && checked < limit; ++v) {
+    if (map.topology.is_nic(v) && v == map.server_node) continue;
+    MgmtReply got;
+    req.submit(MgmtRequest::read(map.target[v], chip::reg::kChipId),
+               [&](const MgmtReply& x) { got = x; });
+    req.run();
+    ASSERT_TRUE(got.status.ok()) << got.status.to_string();
+    EXPECT_EQ(got.response.data.value[0] & 0xFFFF, map.chip_id[v]);
+    ++checked;
+  }
+}
+
 class DiscoveryTest : public ::testing::TestWithParam<std::tuple<const char*, const char*>> {};
 
 TEST_P(DiscoveryTest, SerialAndPipelinedFindTheBuiltFabric) {
@@ -30,18 +46,7 @@ TEST_P(DiscoveryTest, SerialAndPipelinedFindTheBuiltFabric) {
     for (uint32_t v = 0; v < plan.num_nodes(); ++v)
       if (!plan.is_nic(v)) want += ((plan.num_ports(v) + 1) / 2 + 1) / 2;
     EXPECT_EQ(r->requests, want);
-    // Every route discovery built really reaches its chip: read CHIP_ID through it.
-    int checked = 0;
-    for (uint32_t v = 0; v < r->map.num_nodes() && checked < 12; ++v) {
-      if (r->map.topology.is_nic(v) && v == r->map.server_node) continue;
-      MgmtReply got;
-      req.submit(MgmtRequest::read(r->map.target[v], chip::reg::kChipId),
-                 [&](const MgmtReply& x) { got = x; });
-      req.run();
-      ASSERT_TRUE(got.status.ok()) << got.status.to_string();
-      EXPECT_EQ(got.response.data.value[0] & 0xFFFF, r->map.chip_id[v]);
-      ++checked;
-    }
+    expect_routes_reach_their_chips(req, r->map, 12);
   }
 }
 
@@ -56,6 +61,28 @@ INSTANTIATE_TEST_SUITE_P(Live, DiscoveryTest,
                                             ::testing::Values("fattree:k=4,levels=2",
                                                               "fattree:k=4,levels=3")),
                          [](const auto& i) { return testing::param_name(std::get<1>(i.param)); });
+
+// A chain of 30 NRCs: the 21st from the server NIC would need a 21-hop route back, more than a
+// management packet's source route holds. It is reported by name and nothing is sent to it by a
+// truncated route; everything nearer is found and answers through the routes discovery built.
+TEST(DiscoveryTest, ChipsBeyondTheSourceRoutesReachAreReportedNotMisrouted) {
+  for (bool pipelined : {false, true}) {
+    auto s = SimServer::make("mesh:30");
+    Requester req(*s.port, {});
+    DiscoveryOptions o;
+    o.pipelined = pipelined;
+    auto r = discover(req, o);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_EQ(r->failed_requests, 0u);
+    ASSERT_EQ(r->problems.size(), 1u);
+    EXPECT_NE(r->problems[0].find("E5031"), std::string::npos) << r->problems[0];
+    EXPECT_NE(r->problems[0].find("more than 20 NRC hops"), std::string::npos) << r->problems[0];
+    EXPECT_EQ(r->map.topology.num_nrcs(), 20u);
+    EXPECT_EQ(r->map.topology.num_nics(), 20u);
+    for (uint32_t v = 0; v < r->map.num_nodes(); ++v) EXPECT_LE(r->map.hops[v], 20);
+    expect_routes_reach_their_chips(req, r->map, 40);
+  }
+}
 
 TEST(DiscoveryTimeTest, SerialTimeIsSixRequestsPerNrcAtItsHopCount) {
   auto s = SimServer::make("th2:cabinets=1");
