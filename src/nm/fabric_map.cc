@@ -6,8 +6,10 @@
 
 namespace galaxy::nm {
 
-MgmtTarget target_along(const fabric::Topology& t, const std::vector<uint32_t>& parent,
-                        const std::vector<uint8_t>& port_to_parent, uint32_t to, uint16_t chip) {
+std::optional<MgmtTarget> target_along(const fabric::Topology& t,
+                                       const std::vector<uint32_t>& parent,
+                                       const std::vector<uint8_t>& port_to_parent, uint32_t to,
+                                       uint16_t chip) {
   // Walk from `to` back to the server: the forward route is the reverse of the output ports
   // taken by each NRC on the way down; the backward route is each chip's port to its parent.
   std::vector<uint32_t> path;
@@ -19,11 +21,11 @@ MgmtTarget target_along(const fabric::Topology& t, const std::vector<uint32_t>& 
   for (size_t i = 1; i + 1 < path.size(); ++i) {
     // path[i] is an NRC; its output towards path[i+1] is the peer port of path[i+1]'s link up.
     auto up = t.peer({path[i + 1], port_to_parent[path[i + 1]]});
-    (void)m.forward.push(up->port);
+    if (!m.forward.push(up->port).ok()) return std::nullopt;
   }
   for (size_t i = path.size() - 1; i >= 1; --i) {
     if (t.is_nic(path[i])) continue;  // a NIC has one way out and consumes no hop
-    (void)m.backward.push(port_to_parent[path[i]]);
+    if (!m.backward.push(port_to_parent[path[i]]).ok()) return std::nullopt;
   }
   return m;
 }
@@ -50,12 +52,14 @@ void recompute_routes(FabricMap& map) {
   }
   for (uint32_t v = 0; v < n; ++v) {
     if (v == map.server_node) continue;
-    if (!seen[v]) {
+    auto target =
+        seen[v] ? target_along(t, parent, port_to_parent, v, map.chip_id[v]) : std::nullopt;
+    if (!target) {
       map.target[v] = MgmtTarget{map.chip_id[v], map.target[v].type, {}, {}};
       map.hops[v] = UINT8_MAX;  // unreachable
       continue;
     }
-    map.target[v] = target_along(t, parent, port_to_parent, v, map.chip_id[v]);
+    map.target[v] = *target;
     map.hops[v] = static_cast<uint8_t>(depth[v] - 1);
   }
 }

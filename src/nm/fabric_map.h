@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -33,11 +34,15 @@ namespace galaxy::nm {
 Result<FabricMap> map_from_topology(const fabric::Topology& topology, uint32_t server_nic_node);
 
 // Rebuilds `map.target`/`map.hops` from `map.topology` by BFS from the server (chip ids kept);
-// a chip the server cannot reach gets hops = UINT8_MAX and empty routes.
+// a chip the server cannot reach, or reaches only by a route longer than a management packet's
+// source route holds (SYSTEM.md 2.2), gets hops = UINT8_MAX and empty routes.
 void recompute_routes(FabricMap& map);
 
-// Source routes to `to` along the BFS tree `parent`/`parent_port` (see map_from_topology).
-MgmtTarget target_along(const fabric::Topology& t, const std::vector<uint32_t>& parent,
-                        const std::vector<uint8_t>& port_to_parent, uint32_t to, uint16_t chip);
+// Source routes to `to` along the BFS tree `parent`/`parent_port` (see map_from_topology);
+// nullopt when either would need more hops than a source route holds.
+std::optional<MgmtTarget> target_along(const fabric::Topology& t,
+                                       const std::vector<uint32_t>& parent,
+                                       const std::vector<uint8_t>& port_to_parent, uint32_t to,
+                                       uint16_t chip);
 
 }  // namespace galaxy::nm

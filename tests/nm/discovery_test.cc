@@ -82,6 +82,20 @@ TEST(DiscoveryTest, ChipsBeyondTheSourceRoutesReachAreReportedNotMisrouted) {
     for (uint32_t v = 0; v < r->map.num_nodes(); ++v) EXPECT_LE(r->map.hops[v], 20);
     expect_routes_reach_their_chips(req, r->map, 40);
   }
+  // Routes recomputed from a map (as after a fault) follow the same limit: the chips past it are
+  // unreachable, not given truncated routes.
+  auto s = SimServer::make("mesh:30");
+  const FabricMap m = s.oracle();
+  uint32_t reachable_nrcs = 0;
+  for (uint32_t v = 0; v < m.num_nodes(); ++v) {
+    if (m.hops[v] == UINT8_MAX) {
+      EXPECT_EQ(m.target[v].forward.hop_num, 0u);
+      continue;
+    }
+    EXPECT_LE(m.hops[v], 20);
+    reachable_nrcs += !m.topology.is_nic(v);
+  }
+  EXPECT_EQ(reachable_nrcs, 20u);
 }
 
 TEST(DiscoveryTimeTest, SerialTimeIsSixRequestsPerNrcAtItsHopCount) {
