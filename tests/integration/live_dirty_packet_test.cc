@@ -27,11 +27,16 @@ using wire::DataDefect;
 class LiveDirtyPacket : public ::testing::Test {
  protected:
   void SetUp() override {
+    // h2 never runs: its socket is held so that no other test's daemon takes its port.
+    const LiveFabricUnderTest::BoundUdp h1 = LiveFabricUnderTest::bound_udp();
+    h2_ = LiveFabricUnderTest::bound_udp();
     const std::string spec =
         fmt::format("live:fattree:k=4,levels=2,name=dirty{},hosts=h1:127.0.0.1:{},h2:127.0.0.1:{}",
-                    getpid(), LiveFabricUnderTest::free_port(), LiveFabricUnderTest::free_port());
+                    getpid(), h1.port, h2_.port);
     fabric_ = parse_live_fabric(spec).value();
-    auto d = FabricDaemon::start(fabric_, 0, {});
+    DaemonOptions o;
+    o.socket_fd = h1.fd;
+    auto d = FabricDaemon::start(fabric_, 0, o);
     ASSERT_TRUE(d.ok()) << d.error().to_string();
     daemon_ = std::move(*d);
     // A link into this host and the NIC of this host that packets through it are sent to.
@@ -88,6 +93,7 @@ class LiveDirtyPacket : public ::testing::Test {
   void TearDown() override {
     daemon_.reset();
     shm_unlink(Segment::shm_name(fabric_.name, fabric_.hosts[0].name).c_str());
+    if (h2_.fd >= 0) close(h2_.fd);
   }
 
   const chip::Nic& nic() const { return static_cast<const chip::Nic&>(*daemon_->chip_model(nic_)); }
@@ -128,6 +134,7 @@ class LiveDirtyPacket : public ::testing::Test {
   }
 
   LiveFabric fabric_;
+  LiveFabricUnderTest::BoundUdp h2_;
   std::unique_ptr<FabricDaemon> daemon_;
   FabricDaemon::LinkView link_{};
   uint32_t nic_ = 0;
@@ -198,6 +205,67 @@ TEST_F(LiveDirtyPacket, APacketMissingItsHeadIsDiscardedByTheFirstSwitch) {
   EXPECT_TRUE(untouched());
   for (uint8_t d = 0; d <= static_cast<uint8_t>(DataDefect::kMalformed); ++d)
     EXPECT_EQ(nic().dirty_packets(static_cast<DataDefect>(d)), 0u);
+}
+
+// Link ids follow from the topology, so the daemon of another fabric of the same shape, given
+// this host's port by mistake, sends frames whose ids this host knows: only frames from the
+// link's peer daemon reach the link; the others are counted and discarded.
+TEST_F(LiveDirtyPacket, LinkFramesFromAnAddressThatIsNotThePeerAreCountedAndDiscarded) {
+  LinkConfig lc;
+  lc.link_id = link_.link_id;
+  lc.epoch = 1;
+  Link far(lc);
+  far.on_timer(1);  // its first handshake
+  std::vector<uint8_t> handshake;
+  ASSERT_TRUE(far.pop_outgoing(&handshake));
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(fabric_.hosts[0].port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  auto send_from = [&](int fd) {
+    return sendto(fd, handshake.data(), handshake.size(), 0, reinterpret_cast<sockaddr*>(&to),
+                  sizeof to) == static_cast<ssize_t>(handshake.size());
+  };
+  auto poll_until = [&](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (!done() && std::chrono::steady_clock::now() < deadline) daemon_->poll_once();
+    return done();
+  };
+  auto received = [&] { return daemon_->links()[0].stats.handshake_frames_received; };
+  const LiveFabricUnderTest::BoundUdp stranger = LiveFabricUnderTest::bound_udp();
+  ASSERT_TRUE(send_from(stranger.fd));
+  EXPECT_TRUE(poll_until([&] { return daemon_->stats().foreign_datagrams == 1; }));
+  EXPECT_EQ(received(), 0u);
+  close(stranger.fd);
+  // The same frame from the peer's own address is the link's.
+  ASSERT_TRUE(send_from(h2_.fd));
+  EXPECT_TRUE(poll_until([&] { return received() == 1; }));
+  EXPECT_EQ(daemon_->stats().foreign_datagrams, 1u);
+}
+
+// A socket handed to the daemon must be the host's: UDP, bound to its address and port.
+TEST_F(LiveDirtyPacket, AHandedOverSocketThatIsNotTheHostsIsRefused) {
+  const int tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const LiveFabricUnderTest::BoundUdp elsewhere = LiveFabricUnderTest::bound_udp();
+  struct Case {
+    int fd;
+    uint16_t id;
+    std::string says;
+  };
+  for (const Case& c :
+       {Case{tcp, 4760, "is not a UDP/IPv4 socket"},
+        Case{elsewhere.fd, 4761,
+             fmt::format("bound to 127.0.0.1:{}, not 127.0.0.1:{}", elsewhere.port, h2_.port)}}) {
+    DaemonOptions o;
+    o.socket_fd = dup(c.fd);
+    auto d = FabricDaemon::start(fabric_, 1, o);
+    shm_unlink(Segment::shm_name(fabric_.name, fabric_.hosts[1].name).c_str());
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.error().id, c.id) << d.error().to_string();
+    EXPECT_NE(d.error().to_string().find(c.says), std::string::npos) << d.error().to_string();
+  }
+  close(tcp);
+  close(elsewhere.fd);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -39,7 +40,7 @@ inline std::atomic<bool> g_daemon_stop{false};
 
 class LiveFabricUnderTest {
  public:
-  // hosts: 1 or 2 (all on 127.0.0.1 with ports picked from the pid).
+  // hosts: 1 or 2 (all on 127.0.0.1, each on a port the kernel chose and held for its daemon).
   // netns: each host in its own network namespace, joined by a veth pair (two real "hosts"
   // with their own addresses and stacks); check namespaces_ok() after construction.
   explicit LiveFabricUnderTest(int hosts = 2, std::string topology = "fattree:k=4,levels=2",
@@ -47,13 +48,18 @@ class LiveFabricUnderTest {
     static int instance = 0;
     ++instance;
     name_ = fmt::format("t{}x{}", getpid(), instance);
+    std::vector<BoundUdp> sockets;  // loopback fabrics: one per host, each for its daemon
     if (netns) {
       if (!make_namespaces()) return;
       spec_ = fmt::format("live:{},name={},hosts=h1:{}:7400,h2:{}:7400", topology, name_, ns_ip(0),
                           ns_ip(1));
     } else {
-      spec_ = fmt::format("live:{},name={},hosts=h1:127.0.0.1:{}", topology, name_, free_port());
-      if (hosts > 1) spec_ += fmt::format(",h2:127.0.0.1:{}", free_port());
+      std::vector<std::string> hs;
+      for (int h = 0; h < hosts; ++h) {
+        sockets.push_back(bound_udp());
+        hs.push_back(fmt::format("h{}:127.0.0.1:{}", h + 1, sockets.back().port));
+      }
+      spec_ = fmt::format("live:{},name={},hosts={}", topology, name_, fmt::join(hs, ","));
     }
     fabric_ = parse_live_fabric(spec_).value();
     for (size_t h = 0; h < fabric_.hosts.size(); ++h) {
@@ -63,6 +69,9 @@ class LiveFabricUnderTest {
         struct sigaction sa {};
         sa.sa_handler = [](int) { g_daemon_stop.store(true); };
         sigaction(SIGTERM, &sa, nullptr);
+        for (size_t o = 0; o < sockets.size(); ++o)
+          if (o != h) close(sockets[o].fd);
+        if (h < sockets.size()) options.socket_fd = sockets[h].fd;
         auto d = FabricDaemon::start(fabric_, static_cast<int>(h), options);
         if (!d.ok()) {
           std::fprintf(stderr, "daemon: %s\n", d.error().to_string().c_str());
@@ -73,6 +82,7 @@ class LiveFabricUnderTest {
       }
       daemons_.push_back(pid);
     }
+    for (const BoundUdp& b : sockets) close(b.fd);
   }
   ~LiveFabricUnderTest() {
     for (pid_t p : daemons_) kill(p, SIGTERM);
@@ -225,21 +235,25 @@ class LiveFabricUnderTest {
     return true;
   }
 
-  // A UDP port the kernel says is free now (tests run in parallel under ctest).
+  // A UDP socket bound to a port of loopback the kernel chose, held from here until the daemon
+  // takes it over (DaemonOptions::socket_fd): tests run in parallel under ctest, and a port
+  // merely seen free could be taken by another fabric's daemon before this one binds it.
  public:
-  // A UDP port on loopback that nothing holds at the moment.
-  static int free_port() {
-    int s = socket(AF_INET, SOCK_DGRAM, 0);
+  struct BoundUdp {
+    int fd = -1;
+    int port = 0;
+  };
+  static BoundUdp bound_udp() {
+    BoundUdp b;
+    b.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof a;
-    int port = 0;
-    if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      port = ntohs(a.sin_port);
-    close(s);
-    return port;
+    if (bind(b.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+        getsockname(b.fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+      b.port = ntohs(a.sin_port);
+    return b;
   }
 
  private:

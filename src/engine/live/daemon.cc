@@ -331,6 +331,7 @@ Status FabricDaemon::init() {
       LinkConfig lc;
       lc.link_id =
           static_cast<uint32_t>(std::min(port_key(n, p), port_key(peer->node, peer->port)));
+      hl.link_id = lc.link_id;
       hl.link = std::make_unique<Link>(lc);
       hl.link->set_disabled(chips_[n]->port_forced_down(p), monotonic_ns());
       link_by_port_[port_key(n, p)] = links_.size();
@@ -377,32 +378,68 @@ Status FabricDaemon::init() {
 
 Status FabricDaemon::open_socket() {
   const LiveHost& me = fabric_.hosts[static_cast<size_t>(host_)];
-  sock_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (sock_ < 0)
-    return make_error(Code::kIoError, 4731, fmt::format("socket: {}", std::strerror(errno)));
-  // Room for a whole window of frames; FORCE passes net.core.rmem_max when we may.
-  int buf = 8 << 20;
-  if (setsockopt(sock_, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
-    setsockopt(sock_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  if (setsockopt(sock_, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
-    setsockopt(sock_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(me.port);
   if (inet_pton(AF_INET, me.ip.c_str(), &a.sin_addr) != 1)
     return make_error(Code::kInvalidArgument, 4732,
                       fmt::format("host {}: ip = '{}' is not an IPv4 address", me.name, me.ip));
-  if (bind(sock_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-    return make_error(
-        Code::kIoError, 4733,
-        fmt::format("host {}: bind {}:{}: {}", me.name, me.ip, me.port, std::strerror(errno)));
+  if (options_.socket_fd >= 0) {
+    GALAXY_TRY(adopt_socket(a));
+  } else {
+    sock_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (sock_ < 0)
+      return make_error(Code::kIoError, 4731, fmt::format("socket: {}", std::strerror(errno)));
+    if (bind(sock_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      return make_error(
+          Code::kIoError, 4733,
+          fmt::format("host {}: bind {}:{}: {}", me.name, me.ip, me.port, std::strerror(errno)));
+  }
+  // Room for a whole window of frames; FORCE passes net.core.rmem_max when we may.
+  int buf = 8 << 20;
+  if (setsockopt(sock_, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(sock_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (setsockopt(sock_, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(sock_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  return {};
+}
+
+// A socket handed over must be a UDP socket bound to exactly this host's address and port: the
+// peers send there, and a socket bound elsewhere would leave the links down without a word.
+// The daemon owns it from here on (closes it when it ends).
+Status FabricDaemon::adopt_socket(const sockaddr_in& want) {
+  const LiveHost& me = fabric_.hosts[static_cast<size_t>(host_)];
+  sock_ = options_.socket_fd;
+  int type = 0;
+  socklen_t tl = sizeof type;
+  sockaddr_in got{};
+  socklen_t al = sizeof got;
+  if (getsockopt(sock_, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_DGRAM ||
+      getsockname(sock_, reinterpret_cast<sockaddr*>(&got), &al) != 0 || got.sin_family != AF_INET)
+    return make_error(Code::kInvalidArgument, 4760,
+                      fmt::format("host {}: socket_fd = {} is not a UDP/IPv4 socket", me.name,
+                                  options_.socket_fd));
+  if (got.sin_port != want.sin_port || got.sin_addr.s_addr != want.sin_addr.s_addr) {
+    char ip[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &got.sin_addr, ip, sizeof ip);
+    return make_error(Code::kInvalidArgument, 4761,
+                      fmt::format("host {}: socket_fd = {} is bound to {}:{}, not {}:{}", me.name,
+                                  options_.socket_fd, ip, ntohs(got.sin_port), me.ip, me.port));
+  }
+  const int fl = fcntl(sock_, F_GETFL);
+  if (fl < 0 || fcntl(sock_, F_SETFL, fl | O_NONBLOCK) != 0 ||
+      fcntl(sock_, F_SETFD, FD_CLOEXEC) != 0)
+    return make_error(Code::kIoError, 4762,
+                      fmt::format("host {}: socket_fd = {}: {}", me.name, options_.socket_fd,
+                                  std::strerror(errno)));
   return {};
 }
 
 std::vector<FabricDaemon::LinkView> FabricDaemon::links() const {
   std::vector<LinkView> v;
   for (const HostLink& l : links_)
-    v.push_back({l.chip, l.port, l.peer_chip, l.peer_port, l.link->state(), l.link->stats()});
+    v.push_back(
+        {l.chip, l.port, l.peer_chip, l.peer_port, l.link->state(), l.link->stats(), l.link_id});
   return v;
 }
 
@@ -1157,7 +1194,10 @@ bool FabricDaemon::receive_udp(uint64_t now) {
   bool any = false;
   scratch_.resize(65536);
   for (int i = 0; i < 256; ++i) {
-    ssize_t n = recv(sock_, scratch_.data(), scratch_.size(), 0);
+    sockaddr_in from{};
+    socklen_t from_len = sizeof from;
+    ssize_t n = recvfrom(sock_, scratch_.data(), scratch_.size(), 0,
+                         reinterpret_cast<sockaddr*>(&from), &from_len);
     if (n <= 0) break;
     std::span<const uint8_t> d(scratch_.data(), static_cast<size_t>(n));
     auto id = peek_link_id(d);
@@ -1166,10 +1206,23 @@ bool FabricDaemon::receive_udp(uint64_t now) {
       ++stats_.dropped;
       continue;
     }
+    // Link ids follow from the topology, so another fabric of the same shape (a daemon given
+    // a wrong port, say) sends frames with ids this host knows; only the peer's own socket
+    // speaks for a link.
+    if (!from_peer(links_[it->second], from)) {
+      ++stats_.foreign_datagrams;
+      continue;
+    }
     links_[it->second].link->on_datagram(d, now);
     any = true;
   }
   return any;
+}
+
+bool FabricDaemon::from_peer(const HostLink& l, const sockaddr_in& from) {
+  const sockaddr_in& p = l.peer_address;
+  return from.sin_family == AF_INET && from.sin_port == p.sin_port &&
+         (from.sin_addr.s_addr == p.sin_addr.s_addr || p.sin_addr.s_addr == htonl(INADDR_ANY));
 }
 
 void FabricDaemon::timers(uint64_t now) {

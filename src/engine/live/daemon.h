@@ -37,6 +37,10 @@ struct DaemonOptions {
   uint64_t op_timeout_ns = 5'000'000'000;       // a remote operation with no answer fails then
   uint64_t spin_ns = 50'000;                    // poll this long before sleeping
   uint64_t liveness_interval_ns = 100'000'000;  // scan for processes that died
+  // A UDP socket already bound to this host's address and port, handed over by whoever started
+  // the daemon (as systemd's socket activation does), so no other program can take the port
+  // between choosing it and binding it. -1: the daemon binds the address itself.
+  int socket_fd = -1;
 };
 
 struct DaemonStats {
@@ -47,6 +51,7 @@ struct DaemonStats {
   uint64_t items_received = 0;
   uint64_t frames_sent = 0;
   uint64_t udp_errors = 0;
+  uint64_t foreign_datagrams = 0;  // from an address that is no link's peer daemon: discarded
   uint64_t mps_delivered = 0;
   uint64_t mps_refused = 0;
   uint64_t rdma_bytes_written = 0;  // by this host's NICs (chip::Nic::rdma_bytes_written)
@@ -103,6 +108,7 @@ class FabricDaemon {
     uint8_t peer_port;
     LinkState state;
     LinkStats stats;
+    uint32_t link_id;  // carried by every frame of the link (engine/live/link.h)
   };
   std::vector<LinkView> links() const;
 
@@ -124,6 +130,7 @@ class FabricDaemon {
     uint8_t peer_port = 0;
     int peer_host = 0;
     sockaddr_in peer_address{};  // the peer host's daemon
+    uint32_t link_id = 0;
     std::unique_ptr<Link> link;
     std::vector<uint8_t> batch;                   // items waiting for the next frame
     std::deque<std::vector<uint8_t>> out_frames;  // full frames waiting for the window
@@ -149,6 +156,7 @@ class FabricDaemon {
   FabricDaemon(const LiveFabric& f, int host, const DaemonOptions& o);
   Status init();
   Status open_socket();
+  Status adopt_socket(const sockaddr_in& want);
 
   bool drain_egress();
   void on_egress(const EgressCell& cell);
@@ -193,6 +201,7 @@ class FabricDaemon {
   bool flush_links(uint64_t now);
   void send_datagram(const HostLink& l, std::span<const uint8_t> datagram);
   bool receive_udp(uint64_t now);
+  static bool from_peer(const HostLink& l, const sockaddr_in& from);
   void timers(uint64_t now);
   void scan_liveness();
   void update_link_states();
