@@ -7,11 +7,13 @@ constexpr size_t kFnSlotsPerChunk = 1024;
 constexpr size_t kInitialQueueCapacity = 4096;
 }  // namespace
 
-Simulator::Simulator(uint64_t seed) : rng_(seed) {
+template <class Queue>
+BasicSimulator<Queue>::BasicSimulator(uint64_t seed) : rng_(seed) {
   queue_.reserve(kInitialQueueCapacity);
 }
 
-Simulator::~Simulator() {
+template <class Queue>
+BasicSimulator<Queue>::~BasicSimulator() {
   // Pending callables may own resources (captured shared_ptrs, buffers); release them.
   while (!queue_.empty()) {
     const Event e = queue_.pop();
@@ -22,19 +24,22 @@ Simulator::~Simulator() {
   }
 }
 
-void Simulator::FnRunner::handle(Time now, uint64_t a, uint64_t /*b*/) {
+template <class Queue>
+void BasicSimulator<Queue>::FnRunner::handle(Time now, uint64_t a, uint64_t /*b*/) {
   auto* slot = reinterpret_cast<FnSlot*>(static_cast<uintptr_t>(a));
   slot->invoke(slot, now);
   sim_->free_fn_slot(slot);
 }
 
-void Simulator::grow_fn_slots() {
+template <class Queue>
+void BasicSimulator<Queue>::grow_fn_slots() {
   fn_slot_chunks_.push_back(std::make_unique<FnSlot[]>(kFnSlotsPerChunk));
   FnSlot* chunk = fn_slot_chunks_.back().get();
   for (size_t i = kFnSlotsPerChunk; i-- > 0;) free_fn_slot(&chunk[i]);
 }
 
-inline void Simulator::handle_top() {
+template <class Queue>
+inline void BasicSimulator<Queue>::handle_top() {
   const Event& e = queue_.top();
   EventHandler* const handler = e.handler;
   const uint64_t a = e.a;
@@ -46,7 +51,8 @@ inline void Simulator::handle_top() {
   ++events_processed_;
 }
 
-uint64_t Simulator::run(Time until) {
+template <class Queue>
+uint64_t BasicSimulator<Queue>::run(Time until) {
   assert(!running_ && "Simulator::run is not reentrant");
   running_ = true;
   stop_requested_ = false;
@@ -61,7 +67,8 @@ uint64_t Simulator::run(Time until) {
   return events_processed_ - start;
 }
 
-bool Simulator::step() {
+template <class Queue>
+bool BasicSimulator<Queue>::step() {
   assert(!running_ && "Simulator::step is not reentrant");
   if (queue_.empty()) return false;
   running_ = true;
@@ -70,9 +77,13 @@ bool Simulator::step() {
   return true;
 }
 
-Time Simulator::next_event_time() const {
+template <class Queue>
+Time BasicSimulator<Queue>::next_event_time() const {
   settle();
   return queue_.top_time();
 }
+
+template class BasicSimulator<LadderQueue>;
+template class BasicSimulator<EventQueue>;
 
 }  // namespace galaxy::sim

@@ -1,6 +1,10 @@
 // The discrete-event simulator: simulated time, the event queue and the run's random numbers
 // (ARCHITECTURE.md "Simulated"). Single-threaded and deterministic: the same seed and the same
 // schedule calls give the same trace, bit for bit.
+//
+// The future-event list is a template parameter: LadderQueue by default (Simulator), the 4-ary
+// heap EventQueue as HeapSimulator. Both pop in (time, push order), so both give the same trace;
+// the ladder is faster from 10^3 pending events up (bench/RESULTS.md, bench_event_engine).
 #pragma once
 
 #include <cassert>
@@ -13,17 +17,19 @@
 #include <vector>
 
 #include "engine/sim/event_queue.h"
+#include "engine/sim/ladder_queue.h"
 #include "engine/sim/rng.h"
 #include "engine/sim/time.h"
 
 namespace galaxy::sim {
 
-class Simulator {
+template <class Queue>
+class BasicSimulator {
  public:
-  explicit Simulator(uint64_t seed = 1);
-  ~Simulator();
-  Simulator(const Simulator&) = delete;
-  Simulator& operator=(const Simulator&) = delete;
+  explicit BasicSimulator(uint64_t seed = 1);
+  ~BasicSimulator();
+  BasicSimulator(const BasicSimulator&) = delete;
+  BasicSimulator& operator=(const BasicSimulator&) = delete;
 
   Time now() const { return now_; }
 
@@ -32,7 +38,7 @@ class Simulator {
   void schedule_at(Time t, EventHandler* handler, uint64_t a = 0, uint64_t b = 0) {
     assert(t >= now_ && "schedule_at: time is in the past");
     if (top_fired_) {
-      // The event being handled is still at the heap root; overwrite it instead of pop + push.
+      // The event being handled is still the queue's top; replace it instead of pop + push.
       top_fired_ = false;
       queue_.replace_top(t, handler, a, b);
     } else {
@@ -88,11 +94,11 @@ class Simulator {
   // Runs callables scheduled with schedule_fn_*; `a` carries the FnSlot.
   class FnRunner final : public EventHandler {
    public:
-    explicit FnRunner(Simulator* sim) : sim_(sim) {}
+    explicit FnRunner(BasicSimulator* sim) : sim_(sim) {}
     void handle(Time now, uint64_t a, uint64_t b) override;
 
    private:
-    Simulator* sim_;
+    BasicSimulator* sim_;
   };
 
   template <class F>
@@ -145,7 +151,7 @@ class Simulator {
   void grow_fn_slots();
   void handle_top();
 
-  // Removes the fired event still at the root (see top_fired_).
+  // Removes the fired event still at the top of the queue (see top_fired_).
   void settle() const {
     if (top_fired_) {
       top_fired_ = false;
@@ -154,12 +160,12 @@ class Simulator {
   }
 
   // Mutable so that const queries from inside a handler can settle() the fired top first.
-  mutable EventQueue queue_;
+  mutable Queue queue_;
   Rng rng_;
   Time now_ = 0;
   uint64_t events_processed_ = 0;
-  // The event at the heap root has been handed to its handler but not yet removed; the next
-  // schedule call replaces it (see schedule_at), otherwise it is dropped after the handler.
+  // The queue's top event has been handed to its handler but not yet removed; the next schedule
+  // call replaces it (see schedule_at), otherwise it is dropped after the handler.
   mutable bool top_fired_ = false;
   bool stop_requested_ = false;
   bool running_ = false;
@@ -167,5 +173,11 @@ class Simulator {
   FnSlot* free_fn_slots_ = nullptr;
   std::vector<std::unique_ptr<FnSlot[]>> fn_slot_chunks_;
 };
+
+using Simulator = BasicSimulator<LadderQueue>;
+using HeapSimulator = BasicSimulator<EventQueue>;
+
+extern template class BasicSimulator<LadderQueue>;
+extern template class BasicSimulator<EventQueue>;
 
 }  // namespace galaxy::sim
