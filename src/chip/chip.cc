@@ -351,15 +351,14 @@ Status Chip::power_on() {
     }
   }
   for (const auto& r : image->routes) {
-    uint32_t port_mask = num_ports() >= 32 ? ~0u : ((1u << num_ports()) - 1);
     if (type_ != wire::ChipType::kNrc || r.count == 0 ||
-        uint32_t{r.first} + r.count > kMaxRouteDestinations || (r.input_mask & ~port_mask) ||
-        (r.ports & ~port_mask)) {
+        uint32_t{r.first} + r.count > kMaxRouteDestinations || r.inputs.beyond(num_ports()) ||
+        r.ports.beyond(num_ports())) {
       boot_status_ = uint64_t{0x31} << 8;
       return make_error(Code::kMalformed, 2022,
-                        fmt::format("boot image: route record first={} count={} mask=0x{:x} "
-                                    "ports=0x{:x} is invalid for this chip",
-                                    r.first, r.count, r.input_mask, r.ports));
+                        fmt::format("boot image: route record first={} count={} inputs={} "
+                                    "ports={} is invalid for this chip",
+                                    r.first, r.count, to_hex(r.inputs), to_hex(r.ports)));
     }
   }
   for (const auto& r : image->registers) write_register(r.address, r.value);

@@ -35,7 +35,13 @@ size_t Eeprom::allocated_bytes() const {
 namespace {
 constexpr uint8_t kMagic[4] = {'G', 'X', 'E', '1'};
 constexpr uint8_t kRecRegister = 0x01;
-constexpr uint8_t kRecRoute = 0x02;
+constexpr uint8_t kRecRoute = 0x02;      // ports 0-31: 32-bit input mask and port set
+constexpr uint8_t kRecWideRoute = 0x03;  // ports 0-127: 128-bit input mask and port set
+constexpr size_t kMaxRecordBytes = 37;
+
+size_t record_bytes(uint8_t type) {
+  return type == kRecRegister ? 11 : type == kRecRoute ? 13 : type == kRecWideRoute ? 37 : 0;
+}
 
 void put_le(std::vector<uint8_t>& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
@@ -57,11 +63,17 @@ std::vector<uint8_t> encode_boot_image(const BootImage& image) {
     put_le(out, r.value, 8);
   }
   for (const auto& r : image.routes) {
-    out.push_back(kRecRoute);
-    put_le(out, r.input_mask, 4);
+    const bool wide = r.inputs.beyond(32) || r.ports.beyond(32);
+    out.push_back(wide ? kRecWideRoute : kRecRoute);
+    auto put_set = [&](const PortSet& p) {
+      if (!wide) return put_le(out, p.word(0), 4);
+      put_le(out, p.word(0), 8);
+      put_le(out, p.word(1), 8);
+    };
+    put_set(r.inputs);
     put_le(out, r.first, 2);
     put_le(out, r.count, 2);
-    put_le(out, r.ports, 4);
+    put_set(r.ports);
   }
   put_le(out, wire::crc16(out), 2);
   return out;
@@ -85,7 +97,7 @@ Result<BootImage> decode_boot_image(std::span<const uint8_t> in) {
           Code::kMalformed, 2013,
           fmt::format("boot image: record {} of {} missing at offset {}", i, count, off));
     uint8_t type = in[off];
-    size_t need = type == kRecRegister ? 11 : type == kRecRoute ? 13 : 0;
+    size_t need = record_bytes(type);
     if (need == 0)
       return make_error(
           Code::kMalformed, 2014,
@@ -96,11 +108,16 @@ Result<BootImage> decode_boot_image(std::span<const uint8_t> in) {
     if (type == kRecRegister) {
       img.registers.push_back(
           {static_cast<uint16_t>(get_le(in, off + 1, 2)), get_le(in, off + 3, 8)});
-    } else {
-      img.routes.push_back({static_cast<uint32_t>(get_le(in, off + 1, 4)),
+    } else if (type == kRecRoute) {
+      img.routes.push_back({PortSet::from_words(get_le(in, off + 1, 4)),
                             static_cast<uint16_t>(get_le(in, off + 5, 2)),
                             static_cast<uint16_t>(get_le(in, off + 7, 2)),
-                            static_cast<uint32_t>(get_le(in, off + 9, 4))});
+                            PortSet::from_words(get_le(in, off + 9, 4))});
+    } else {
+      img.routes.push_back({PortSet::from_words(get_le(in, off + 1, 8), get_le(in, off + 9, 8)),
+                            static_cast<uint16_t>(get_le(in, off + 17, 2)),
+                            static_cast<uint16_t>(get_le(in, off + 19, 2)),
+                            PortSet::from_words(get_le(in, off + 21, 8), get_le(in, off + 29, 8))});
     }
     off += need;
   }
@@ -121,14 +138,14 @@ Result<BootImage> read_boot_image(const EepromReader& read) {
   if (head.size() < 8 || !std::equal(kMagic, kMagic + 4, head.begin()))
     return decode_boot_image(head);
   uint64_t count = get_le(head, 4, 2);
-  size_t max_len = 8 + count * 13 + 2;
+  size_t max_len = 8 + count * kMaxRecordBytes + 2;
   if (max_len > kEepromBytes) max_len = kEepromBytes;
   std::vector<uint8_t> all;
   GALAXY_TRY(read(0, max_len, &all));
   // Records are variable length; decode the prefix that parses (trailing bytes are ignored).
   size_t off = 8;
   for (uint64_t i = 0; i < count && off < all.size(); ++i)
-    off += all[off] == kRecRegister ? 11 : all[off] == kRecRoute ? 13 : all.size();
+    off += record_bytes(all[off]) ? record_bytes(all[off]) : all.size();
   if (off + 2 <= all.size()) all.resize(off + 2);
   return decode_boot_image(all);
 }

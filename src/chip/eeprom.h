@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "chip/port_set.h"
 
 namespace galaxy::chip {
 
@@ -43,10 +44,10 @@ struct BootRegister {
   bool operator==(const BootRegister&) const = default;
 };
 struct BootRoute {
-  uint32_t input_mask = 0;
+  PortSet inputs;
   uint16_t first = 0;
   uint16_t count = 0;
-  uint32_t ports = 0;
+  PortSet ports;
   bool operator==(const BootRoute&) const = default;
 };
 struct BootImage {

@@ -30,12 +30,11 @@ inline constexpr int kNoUsableRoute = -2;  // allowed outputs exist but none is 
 // kNoDataRoute / kNoUsableRoute.
 template <class Usable, class Load>
 inline int choose_data_output(PortSet allowed, uint32_t dest, Usable&& usable, Load&& load) {
-  const int n = std::popcount(allowed);
+  const int n = allowed.count();
   if (n == 0) return kNoDataRoute;
-  std::array<uint8_t, 32> ports{};
+  std::array<uint8_t, kMaxSwitchPorts> ports{};
   int k = 0;
-  for (PortSet m = allowed; m != 0; m &= m - 1)
-    ports[static_cast<size_t>(k++)] = static_cast<uint8_t>(std::countr_zero(m));
+  allowed.for_each([&](unsigned p) { ports[static_cast<size_t>(k++)] = static_cast<uint8_t>(p); });
   const int start = static_cast<int>(dest % static_cast<uint32_t>(n));
   int best = kNoUsableRoute;
   uint64_t best_load = 0;

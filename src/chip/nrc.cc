@@ -8,6 +8,7 @@
 #include "chip/forwarding.h"
 #include "chip/nma.h"
 #include "chip/refusal.h"
+#include "chip/rt_select.h"
 
 namespace galaxy::chip {
 
@@ -52,8 +53,8 @@ Result<uint8_t> Nrc::route_data(uint8_t in_port, uint32_t dest) {
     count_dirty(in_port);
     return make_error(Code::kNotFound, 2031,
                       fmt::format("no usable route from input port {} to destination {} "
-                                  "(allowed set 0x{:06x})",
-                                  in_port, dest, allowed));
+                                  "(allowed set {})",
+                                  in_port, dest, to_hex(allowed)));
   }
   return static_cast<uint8_t>(best);
 }
@@ -69,31 +70,36 @@ Result<uint8_t> Nrc::route_own(uint8_t in_port, uint32_t dest) {
   return static_cast<uint8_t>(best);
 }
 
-Status Nrc::set_routes(uint32_t input_mask, uint32_t first, uint32_t count, PortSet ports) {
-  if ((input_mask & ~port_mask()) || (ports & ~port_mask()))
+Status Nrc::set_routes(PortSet inputs, uint32_t first, uint32_t count, PortSet ports,
+                       PortSet mask) {
+  if (inputs.beyond(num_ports()) || ports.beyond(num_ports()))
     return make_error(Code::kOutOfRange, 2032,
-                      fmt::format("route: input mask 0x{:x} or port set 0x{:x} names a port "
-                                  "beyond {}",
-                                  input_mask, ports, num_ports()));
+                      fmt::format("route: input ports {} or port set {} names a port beyond {}",
+                                  to_hex(inputs), to_hex(ports), num_ports()));
   if (count == 0 || first + count > kMaxRouteDestinations)
     return make_error(
         Code::kOutOfRange, 2033,
         fmt::format("route: first = {} count = {} outside 65,536 destinations", first, count));
+  mask &= port_mask();
+  const bool whole = mask == port_mask();
   // Group the masked ports by the table they share now; a group that covers every user of
   // its table edits it in place, otherwise it gets its own copy.
   std::map<RouteTable*, std::vector<uint8_t>> masked, all_users;
   for (uint8_t p = 0; p < num_ports(); ++p) {
     all_users[tables_[p].get()].push_back(p);
-    if ((input_mask >> p) & 1) masked[tables_[p].get()].push_back(p);
+    if (inputs.test(p)) masked[tables_[p].get()].push_back(p);
   }
   for (auto& [table, ports_here] : masked) {
     std::shared_ptr<RouteTable> target = tables_[ports_here[0]];
     if (ports_here.size() != all_users[table].size())
       target = std::make_shared<RouteTable>(*target);
-    GALAXY_TRY(target->set_range(first, count, ports));
+    if (whole)
+      GALAXY_TRY(target->set_range(first, count, ports));
+    else
+      GALAXY_TRY(target->assign_range(first, count, ports, mask));
     for (uint8_t p : ports_here) tables_[p] = target;
   }
-  rt_entries_written_ += uint64_t{count} * static_cast<uint64_t>(__builtin_popcount(input_mask));
+  rt_entries_written_ += uint64_t{count} * static_cast<uint64_t>(inputs.count());
   return {};
 }
 
@@ -116,11 +122,10 @@ RegAccess Nrc::read_specific(uint16_t addr) {
     case reg::kRtSelect:
       return {NmpError::kNone, rt_select_};
     case reg::kRtData: {
-      uint32_t mask = static_cast<uint32_t>(rt_select_ & 0xFFFFFF);
-      if (mask == 0) return {NmpError::kBadValue, 0};
-      uint8_t p = static_cast<uint8_t>(__builtin_ctz(mask));
-      if (p >= num_ports()) return {NmpError::kBadValue, 0};
-      return {NmpError::kNone, tables_[p]->get(static_cast<uint32_t>((rt_select_ >> 24) & 0xFFFF))};
+      const RtSelect sel = RtSelect::decode(rt_select_);
+      const int p = sel.inputs(num_ports()).lowest();
+      if (p < 0) return {NmpError::kBadValue, 0};
+      return {NmpError::kNone, sel.data_value(tables_[static_cast<size_t>(p)]->get(sel.first))};
     }
     case reg::kRtEntriesWritten:
       return {NmpError::kNone, rt_entries_written_};
@@ -133,17 +138,13 @@ RegAccess Nrc::read_specific(uint16_t addr) {
 
 NmpError Nrc::check_specific(uint16_t addr, uint64_t value) const {
   switch (addr) {
-    case reg::kRtSelect: {
-      uint64_t mask = value & 0xFFFFFF;
-      uint64_t first = (value >> 24) & 0xFFFF;
-      uint64_t count = (value >> 40) & 0xFFFF;
-      if ((value >> 56) || (mask & ~uint64_t{port_mask()}) || count == 0 ||
-          first + count > kMaxRouteDestinations)
-        return NmpError::kBadValue;
-      return NmpError::kNone;
-    }
+    case reg::kRtSelect:
+      return RtSelect::valid(value, num_ports()) ? NmpError::kNone : NmpError::kBadValue;
     case reg::kRtData:
-      return (value & ~uint64_t{port_mask()}) ? NmpError::kBadValue : NmpError::kNone;
+      // The value alone is checked (the NMA checks a packet's registers before writing any):
+      // no bit beyond the ports a half can name. A set naming a missing port of the upper half
+      // is refused when written (RT_STATUS).
+      return (value & ~port_mask().word(0)) ? NmpError::kBadValue : NmpError::kNone;
     case reg::kRtEntriesWritten:
     case reg::kRtStatus:
       return NmpError::kReadOnly;
@@ -156,19 +157,18 @@ void Nrc::write_specific(uint16_t addr, uint64_t value) {
   if (addr == reg::kRtSelect) {
     rt_select_ = value;
   } else if (addr == reg::kRtData) {
-    uint32_t count = static_cast<uint32_t>((rt_select_ >> 40) & 0xFFFF);
+    const RtSelect sel = RtSelect::decode(rt_select_);
     Status s =
         rt_select_ == 0
             ? Status(make_error(Code::kInvalidArgument, 2034, "RT_DATA written before RT_SELECT"))
-            : set_routes(static_cast<uint32_t>(rt_select_ & 0xFFFFFF),
-                         static_cast<uint32_t>((rt_select_ >> 24) & 0xFFFF), count,
-                         static_cast<PortSet>(value));
+            : set_routes(sel.inputs(num_ports()), sel.first, sel.count, sel.data_ports(value),
+                         sel.data_mask(num_ports()));
     rt_status_ = s.ok() ? 0 : 1;
   }
 }
 
 Status Nrc::apply_boot_route(const BootRoute& r) {
-  return set_routes(r.input_mask, r.first, r.count, r.ports);
+  return set_routes(r.inputs, r.first, r.count, r.ports);
 }
 
 }  // namespace galaxy::chip

@@ -41,8 +41,11 @@ class Nrc : public Chip {
     return tables_[in_port]->get(dest);
   }
 
-  // The same operation as an RT_SELECT + RT_DATA register write (and as a boot route record).
-  Status set_routes(uint32_t input_mask, uint32_t first, uint32_t count, PortSet ports);
+  // The same operation as an RT_SELECT + RT_DATA register write (and as a boot route record):
+  // the ports in `mask` of every entry in the range, on every input port in `inputs`, become
+  // those of `ports`; the entries' other ports keep their value.
+  Status set_routes(PortSet inputs, uint32_t first, uint32_t count, PortSet ports,
+                    PortSet mask = PortSet::first(kMaxSwitchPorts));
   const RouteTable& route_table(uint8_t in_port) const { return *tables_[in_port]; }
   size_t distinct_tables() const;
   size_t route_memory_bytes() const;
@@ -54,7 +57,7 @@ class Nrc : public Chip {
   Status apply_boot_route(const BootRoute& r) override;
 
  private:
-  uint32_t port_mask() const { return num_ports() >= 32 ? ~0u : (1u << num_ports()) - 1; }
+  PortSet port_mask() const { return PortSet::first(num_ports()); }
 
   // Input ports with identical tables share one (copy on write in set_routes).
   std::vector<std::shared_ptr<RouteTable>> tables_;

@@ -18,19 +18,40 @@ Status RouteTable::set_range(uint32_t start, uint32_t count, PortSet ports) {
   return {};
 }
 
+Status RouteTable::assign_range(uint32_t start, uint32_t count, PortSet ports, PortSet mask) {
+  if (count == 0 || start >= kMaxRouteDestinations || count > kMaxRouteDestinations - start)
+    return make_error(Code::kOutOfRange, 2003,
+                      fmt::format("route range start = {} count = {} exceeds {} destinations",
+                                  start, count, kMaxRouteDestinations));
+  ports &= mask;
+  // Piece by piece over the stretches of equal entries the range holds now, each written with
+  // its own ports outside the mask kept.
+  const uint32_t end = start + count;
+  uint32_t d = start;
+  while (d < end) {
+    const PortSet old = get(d);
+    uint32_t e = d + 1;
+    while (e < end && e < size_ && get(e) == old) ++e;
+    if (d >= size_) e = end;  // beyond the table every entry is empty
+    GALAXY_TRY(set_range(d, e - d, (old & ~mask) | ports));
+    d = e;
+  }
+  return {};
+}
+
 // Replaces the runs that start inside [start, end) by one run of `ports`, keeps what the entries
 // from `end` on held (a run starting at `end`), fills a gap before `start` with unset entries,
 // and merges equal neighbours around the change.
 void RouteTable::set_runs(uint32_t start, uint32_t end, PortSet ports) {
   const uint32_t old_size = size_;
   const bool tail = end < old_size;
-  const PortSet after = tail ? run_at(end) : 0;
+  const PortSet after = tail ? run_at(end) : PortSet{};
   auto before = [](const Run& r, uint32_t d) { return r.first < d; };
   auto lo = std::lower_bound(runs_.begin(), runs_.end(), start, before);
   auto hi = std::lower_bound(lo, runs_.end(), end, before);
   std::array<Run, 3> add{};
   size_t k = 0;
-  if (start > old_size) add[k++] = {old_size, 0};
+  if (start > old_size) add[k++] = {old_size, PortSet{}};
   add[k++] = {start, ports};
   if (tail && (hi == runs_.end() || hi->first != end)) add[k++] = {end, after};
   const auto at = static_cast<size_t>(lo - runs_.begin());
@@ -51,7 +72,7 @@ void RouteTable::set_runs(uint32_t start, uint32_t end, PortSet ports) {
 
 void RouteTable::make_flat() {
   flat_ = true;
-  palette_ = {0};
+  palette_ = {PortSet{}};
   resize_flat(size_);
   for (size_t i = 0; i < runs_.size(); ++i) {
     const uint32_t end = i + 1 < runs_.size() ? runs_[i + 1].first : size_;
@@ -106,7 +127,7 @@ void RouteTable::fill_flat(uint32_t first, uint32_t end, uint32_t idx) {
 void RouteTable::compact() {
   std::vector<PortSet> old = std::move(palette_);
   std::vector<uint32_t> remap(old.size(), UINT32_MAX);
-  palette_ = {0};
+  palette_ = {PortSet{}};
   remap[0] = 0;
   for (uint32_t d = 0; d < size_; ++d) {
     uint32_t i = wide_ ? wide_index_[d] : narrow_index_[d];
@@ -123,7 +144,7 @@ void RouteTable::compact() {
 
 size_t RouteTable::palette_size() const {
   if (flat_) return palette_.size();
-  std::vector<PortSet> sets{0};
+  std::vector<PortSet> sets{PortSet{}};
   for (const Run& r : runs_) sets.push_back(r.ports);
   std::sort(sets.begin(), sets.end());
   return static_cast<size_t>(std::unique(sets.begin(), sets.end()) - sets.begin());

@@ -14,10 +14,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "chip/port_set.h"
 
 namespace galaxy::chip {
-
-using PortSet = uint32_t;  // bit p = output port p allowed
 
 inline constexpr uint32_t kMaxRouteDestinations = 65536;
 // Above this many runs a table changes to one index per destination (and stays so).
@@ -26,12 +25,15 @@ inline constexpr size_t kMaxRouteRuns = 1024;
 class RouteTable {
  public:
   PortSet get(uint32_t dest) const {
-    if (dest >= size_) return 0;
+    if (dest >= size_) return {};
     if (!flat_) return run_at(dest);
     return palette_[wide_ ? wide_index_[dest] : narrow_index_[dest]];
   }
   // Sets `count` entries from `start`; the table grows as needed (at most 65,536 entries).
   Status set_range(uint32_t start, uint32_t count, PortSet ports);
+  // As set_range for the ports in `mask` only: each entry keeps its ports outside the mask
+  // (RT_DATA written for one half of a 128-port switch, docs/registers.md).
+  Status assign_range(uint32_t start, uint32_t count, PortSet ports, PortSet mask);
   uint32_t size() const { return size_; }
   // Distinct port sets, the empty set (no route) included; once the table is one index per
   // destination, its palette's, which may hold sets no entry uses any more.
@@ -67,8 +69,8 @@ class RouteTable {
 
   bool flat_ = false;
   uint32_t size_ = 0;
-  std::vector<Run> runs_;            // !flat_: sorted by first, runs_[0].first == 0
-  std::vector<PortSet> palette_{0};  // flat_: index 0 is the empty set (no route)
+  std::vector<Run> runs_;                    // !flat_: sorted by first, runs_[0].first == 0
+  std::vector<PortSet> palette_{PortSet{}};  // flat_: index 0 is the empty set (no route)
   std::vector<uint8_t> narrow_index_;
   std::vector<uint16_t> wide_index_;
   bool wide_ = false;

@@ -7,12 +7,9 @@
 #include "base/bits.h"
 #include "chip/eeprom.h"
 #include "chip/registers.h"
+#include "chip/rt_select.h"
 
 namespace galaxy::nm {
-
-uint64_t rt_select_value(uint32_t input_mask, uint16_t first, uint16_t count) {
-  return (uint64_t{input_mask} & 0xFFFFFF) | (uint64_t{first} << 24) | (uint64_t{count} << 40);
-}
 
 namespace {
 
@@ -37,38 +34,44 @@ Result<LoadResult> load_routes(Requester& req, const FabricMap& map, const Route
       return make_error(Code::kNotFound, 5201,
                         fmt::format("NRC node {} has no management route in the map", v));
     ++out.nrcs;
-    for (const RangeWrite& w : routes.writes[v]) {
-      req.submit(MgmtRequest::write2(map.target[v], chip::reg::kRtSelect,
-                                     rt_select_value(w.input_mask, w.first_dest, w.count),
-                                     chip::reg::kRtData, w.ports),
-                 [&out](const MgmtReply& r) { tally(r, out.failed); });
-      ++out.packets;
-    }
+    const unsigned ports = map.topology.num_ports(v);
+    for (const RangeWrite& w : routes.writes[v])
+      for (const chip::RtWrite& rw :
+           chip::rt_writes(w.inputs, w.first_dest, w.count, w.ports, ports)) {
+        req.submit(MgmtRequest::write2(map.target[v], chip::reg::kRtSelect, rw.select,
+                                       chip::reg::kRtData, rw.data),
+                   [&out](const MgmtReply& r) { tally(r, out.failed); });
+        ++out.packets;
+      }
   }
   req.run();
 
   if (options.verify_per_nrc > 0) {
     // Per NRC one chain select -> read -> select -> read, so no other write moves RT_SELECT in
     // between; the NRCs run in parallel.
+    // Each read: the first entry of a write on its lowest input port, one output half at a
+    // time (RT_SELECT count 1, then RT_DATA).
+    struct Read {
+      uint64_t select;
+      uint64_t expect;
+    };
     struct Chain {
       uint32_t node;
+      std::vector<Read> reads;
       size_t next = 0;
-      size_t end = 0;
     };
     std::vector<std::unique_ptr<Chain>> chains;
     std::function<void(Chain*)> step = [&](Chain* c) {
-      if (c->next >= c->end) return;
-      const RangeWrite& w = routes.writes[c->node][c->next];
-      uint32_t lowest = w.input_mask & (~w.input_mask + 1);
+      if (c->next >= c->reads.size()) return;
+      const Read& rd = c->reads[c->next];
       out.verify_packets += 2;
-      req.submit(MgmtRequest::write(map.target[c->node], chip::reg::kRtSelect,
-                                    rt_select_value(lowest, w.first_dest, 1)),
+      req.submit(MgmtRequest::write(map.target[c->node], chip::reg::kRtSelect, rd.select),
                  [&, c](const MgmtReply& r) {
                    tally(r, out.failed);
                    req.submit(MgmtRequest::read(map.target[c->node], chip::reg::kRtData),
-                              [&, c, ports = w.ports](const MgmtReply& rr) {
+                              [&, c, expect = rd.expect](const MgmtReply& rr) {
                                 tally(rr, out.failed);
-                                if (rr.status.ok() && rr.response.data.value[0] != ports)
+                                if (rr.status.ok() && rr.response.data.value[0] != expect)
                                   ++out.verify_mismatches;
                                 ++c->next;
                                 step(c);
@@ -79,7 +82,16 @@ Result<LoadResult> load_routes(Requester& req, const FabricMap& map, const Route
       if (map.topology.is_nic(v) || routes.writes[v].empty()) continue;
       auto c = std::make_unique<Chain>();
       c->node = v;
-      c->end = std::min<size_t>(routes.writes[v].size(), options.verify_per_nrc);
+      const unsigned halves = map.topology.num_ports(v) > chip::kRtDataPorts ? 2 : 1;
+      const size_t n = std::min<size_t>(routes.writes[v].size(), options.verify_per_nrc);
+      for (size_t i = 0; i < n; ++i) {
+        const RangeWrite& w = routes.writes[v][i];
+        if (w.inputs.none()) continue;
+        for (unsigned h = 0; h < halves; ++h)
+          c->reads.push_back(
+              {chip::rt_select_entry(static_cast<unsigned>(w.inputs.lowest()), w.first_dest, h),
+               w.ports.word(h)});
+      }
       chains.push_back(std::move(c));
     }
     for (auto& c : chains) step(c.get());
@@ -92,7 +104,7 @@ Result<LoadResult> load_routes(Requester& req, const FabricMap& map, const Route
       if (map.topology.is_nic(v) || routes.writes[v].empty()) continue;
       chip::BootImage image;
       for (const RangeWrite& w : routes.writes[v])
-        image.routes.push_back({w.input_mask, w.first_dest, w.count, w.ports});
+        image.routes.push_back({w.inputs, w.first_dest, w.count, w.ports});
       std::vector<uint8_t> bytes = chip::encode_boot_image(image);
       if (bytes.size() > chip::kEepromBytes)
         return make_error(Code::kResourceExhausted, 5202,

@@ -1,5 +1,6 @@
 // Loading route tables into the NRCs through in-band management (SYSTEM.md 2.5.1
-// "Configuration"): one two-register write packet (RT_SELECT, RT_DATA) per range write, through
+// "Configuration"): one two-register write packet (RT_SELECT, RT_DATA) per range write (on
+// switches wider than TH-2's, one per input group and output half: chip::rt_writes), through
 // the Requester, whose windows the caller sets (1 = serial, the paper's mode; larger =
 // pipelined). Optionally the same tables go into each NRC's EEPROM as its boot image, so the
 // chip routes from power-on (docs/registers.md "EEPROM boot image").
@@ -30,9 +31,6 @@ struct LoadResult {
   Picoseconds elapsed = 0;         // on the port's clock, all phases
   Picoseconds eeprom_elapsed = 0;
 };
-
-// Encodes RT_SELECT for one range write (docs/registers.md).
-uint64_t rt_select_value(uint32_t input_mask, uint16_t first, uint16_t count);
 
 Result<LoadResult> load_routes(Requester& requester, const FabricMap& map, const RouteSet& routes,
                                const LoadOptions& options = {});

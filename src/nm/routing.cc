@@ -21,7 +21,7 @@ uint64_t RouteSet::num_writes() const {
 }
 
 void RangeCompressor::add(uint16_t dest, PortSet ports, std::vector<RangeWrite>& out) {
-  if (ports == 0) return;  // no route: a state no packet enters, so any set will do
+  if (ports.none()) return;  // no route: a state no packet enters, so any set will do
   // RT_SELECT's count is 16 bits: a range holds at most 65,535 entries.
   if (open_ && ports == ports_ && dest > last_ && uint32_t{dest} - first_ < 65535) {
     last_ = dest;
@@ -34,20 +34,20 @@ void RangeCompressor::add(uint16_t dest, PortSet ports, std::vector<RangeWrite>&
 }
 
 void RangeCompressor::finish(std::vector<RangeWrite>& out) {
-  if (open_) out.push_back({mask_, first_, static_cast<uint16_t>(last_ - first_ + 1), ports_});
+  if (open_) out.push_back({inputs_, first_, static_cast<uint16_t>(last_ - first_ + 1), ports_});
   open_ = false;
 }
 
 void merge_input_masks(std::vector<RangeWrite>& writes) {
   std::sort(writes.begin(), writes.end(), [](const RangeWrite& a, const RangeWrite& b) {
-    return std::tie(a.first_dest, a.count, a.ports, a.input_mask) <
-           std::tie(b.first_dest, b.count, b.ports, b.input_mask);
+    return std::tie(a.first_dest, a.count, a.ports, a.inputs) <
+           std::tie(b.first_dest, b.count, b.ports, b.inputs);
   });
   size_t out = 0;
   for (size_t i = 0; i < writes.size(); ++i) {
     if (out > 0 && writes[out - 1].first_dest == writes[i].first_dest &&
         writes[out - 1].count == writes[i].count && writes[out - 1].ports == writes[i].ports) {
-      writes[out - 1].input_mask |= writes[i].input_mask;
+      writes[out - 1].inputs |= writes[i].inputs;
     } else {
       writes[out++] = writes[i];
     }
@@ -112,14 +112,14 @@ RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t clas
   std::vector<RangeCompressor> comp(static_cast<size_t>(n) * classes);
   std::vector<uint8_t> used(static_cast<size_t>(n) * classes, 0);
   for (uint32_t v : g.nrcs) {
-    std::vector<uint32_t> mask(classes, 0);
+    std::vector<PortSet> mask(classes);
     // Only linked ports: a discovered NRC is given 24 ports, the chip may have fewer and
     // refuses a mask naming ports it does not have.
     for (uint32_t p = 0; p < g.ports(v); ++p)
-      if (g.peer[g.base[v] + p] != fabric::kNoNode) mask[port_class[g.base[v] + p]] |= 1u << p;
+      if (g.peer[g.base[v] + p] != fabric::kNoNode) mask[port_class[g.base[v] + p]].set(p);
     for (uint32_t k = 0; k < classes; ++k) {
       comp[v * classes + k] = RangeCompressor(mask[k]);
-      used[v * classes + k] = mask[k] != 0;
+      used[v * classes + k] = mask[k].any();
     }
   }
   std::vector<std::pair<uint16_t, uint32_t>> nics;  // (chip id, NIC node)
@@ -127,14 +127,14 @@ RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t clas
     if (map.topology.is_nic(v) && g.nic_nrc[v] != fabric::kNoNode)
       nics.emplace_back(map.chip_id[v], v);
   std::sort(nics.begin(), nics.end());
-  std::vector<PortSet> sets(static_cast<size_t>(n) * classes, 0);
+  std::vector<PortSet> sets(static_cast<size_t>(n) * classes);
   // Runs of NICs (in chip id order) on one NRC see the same sets everywhere but there, so the
   // other NRCs are fed the run's first and last chip id only: the same ranges, less work.
   for (size_t i = 0; i < nics.size();) {
     uint32_t dest_switch = g.nic_nrc[nics[i].second];
     size_t j = i;
     while (j + 1 < nics.size() && g.nic_nrc[nics[j + 1].second] == dest_switch) ++j;
-    std::fill(sets.begin(), sets.end(), 0);
+    std::fill(sets.begin(), sets.end(), PortSet{});
     fn(dest_switch, sets);
     for (uint32_t v : g.nrcs)
       for (uint32_t k = 0; k < classes; ++k) {
@@ -142,7 +142,7 @@ RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t clas
         if (!used[c]) continue;
         if (v == dest_switch) {
           for (size_t x = i; x <= j; ++x)
-            comp[c].add(nics[x].first, PortSet{1} << g.nic_port[nics[x].second], rs.writes[v]);
+            comp[c].add(nics[x].first, PortSet::of(g.nic_port[nics[x].second]), rs.writes[v]);
         } else {
           comp[c].add(nics[i].first, sets[c], rs.writes[v]);
           if (j > i) comp[c].add(nics[j].first, sets[c], rs.writes[v]);
@@ -171,9 +171,9 @@ Result<RouteSet> route_minhop(const FabricMap& map, const Spec& spec) {
     auto dist = g.bfs({d});
     for (uint32_t v : g.nrcs) {
       if (dist[v] == kInf || v == d) continue;
-      PortSet s = 0;
+      PortSet s;
       for (uint32_t p = 0; p < g.ports(v); ++p)
-        if (g.nrc_peer(g.base[v] + p) && dist[g.peer[g.base[v] + p]] + 1 == dist[v]) s |= 1u << p;
+        if (g.nrc_peer(g.base[v] + p) && dist[g.peer[g.base[v] + p]] + 1 == dist[v]) s.set(p);
       sets[v] = s;
     }
   });
@@ -220,10 +220,10 @@ RouteSet route_updown_with(const FabricMap& map, const PortGraph& g, const UpDow
   std::sort(by_order.begin(), by_order.end(),
             [&](uint32_t a, uint32_t b) { return ord[a] > ord[b]; });
   std::vector<uint32_t> dd(n), ud(n), queue, siblings;
-  std::vector<PortSet> detour_ports(n, 0);  // sibling -> its ports to the shared middles
+  std::vector<PortSet> detour_ports(n);  // sibling -> its ports to the shared middles
   queue.reserve(g.nrcs.size());
   auto fn = [&](uint32_t d, std::vector<PortSet>& sets) {
-    for (uint32_t x : siblings) detour_ports[x] = 0;
+    for (uint32_t x : siblings) detour_ports[x] = {};
     siblings.clear();
     if (detour)
       for (uint32_t s = g.base[d]; s < g.base[d + 1]; ++s) {
@@ -233,7 +233,7 @@ RouteSet route_updown_with(const FabricMap& map, const PortGraph& g, const UpDow
           uint32_t x = g.peer[t];
           if (!g.nrc_peer(t) || x == d) continue;
           if (!detour_ports[x]) siblings.push_back(x);
-          detour_ports[x] |= PortSet{1} << g.peer_port[t];
+          detour_ports[x].set(g.peer_port[t]);
         }
       }
     // dd: shortest strictly descending path to d (or to a sibling, which adds its 2-hop
@@ -273,16 +273,16 @@ RouteSet route_updown_with(const FabricMap& map, const PortGraph& g, const UpDow
     }
     for (uint32_t v : g.nrcs) {
       if (v == d) continue;
-      PortSet up = 0, down = 0;
+      PortSet up, down;
       if (dd[v] == 2 && detour_ports[v]) down = detour_ports[v];
       for (uint32_t p = 0; p < g.ports(v); ++p) {
         uint32_t s = g.base[v] + p;
         if (!g.nrc_peer(s)) continue;
         uint32_t w = g.peer[s];
         if (ord[w] < ord[v]) {
-          if (dd[v] != kInf && dd[w] + 1 == dd[v]) down |= PortSet{1} << p;
+          if (dd[v] != kInf && dd[w] + 1 == dd[v]) down.set(p);
         } else if (ud[v] != kInf && ud[w] != kInf && ud[w] + 1 == ud[v]) {
-          up |= PortSet{1} << p;
+          up.set(p);
         }
       }
       if (dd[v] != kInf && ud[v] == dd[v]) up |= down;

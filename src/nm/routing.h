@@ -27,15 +27,16 @@
 
 namespace galaxy::nm {
 
-// One RT_SELECT + RT_DATA write: `ports` for destinations [first_dest, first_dest + count) on
-// every input port in `input_mask`. Ranges run over destination chip ids; ids between two NICs
+// One range write: `ports` for destinations [first_dest, first_dest + count) on every input
+// port in `inputs` (one RT_SELECT + RT_DATA packet on a TH-2 NRC; chip::rt_writes says how many
+// on a wider switch). Ranges run over destination chip ids; ids between two NICs
 // that are not NICs may be covered by a range to merge it with its neighbours: nothing is ever
 // addressed to them, so their entries are harmless.
 struct RangeWrite {
-  uint32_t input_mask = 0;
+  chip::PortSet inputs;
   uint16_t first_dest = 0;
   uint16_t count = 0;  // 1..65535
-  chip::PortSet ports = 0;
+  chip::PortSet ports;
   bool operator==(const RangeWrite&) const = default;
 };
 
@@ -60,16 +61,16 @@ Result<RouteSet> compute_routes(const FabricMap& map, const std::string& spec);
 // cover them (verify_routes checks every state a packet can reach, with the loaded tables).
 class RangeCompressor {
  public:
-  explicit RangeCompressor(uint32_t input_mask = 0) : mask_(input_mask) {}
+  explicit RangeCompressor(chip::PortSet inputs = {}) : inputs_(inputs) {}
   void add(uint16_t dest, chip::PortSet ports, std::vector<RangeWrite>& out);
   void finish(std::vector<RangeWrite>& out);
 
  private:
-  uint32_t mask_;
+  chip::PortSet inputs_;
   bool open_ = false;
   uint16_t first_ = 0;
   uint16_t last_ = 0;
-  chip::PortSet ports_ = 0;
+  chip::PortSet ports_;
 };
 
 // Writes of one node that differ only in the input mask become one write with the masks joined.

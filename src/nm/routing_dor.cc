@@ -136,7 +136,7 @@ Result<RouteSet> route_dor(const FabricMap& map, const Spec& spec) {
               plus = fwd <= gr.size[k] - fwd;
             }
             uint32_t port = gr.nics + 2 * k + (plus ? 1 : 0);
-            if (step(g, v, port) != fabric::kNoNode) sets[v] = chip::PortSet{1} << port;
+            if (step(g, v, port) != fabric::kNoNode) sets[v] = chip::PortSet::of(port);
             break;
           }
         }

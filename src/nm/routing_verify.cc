@@ -23,7 +23,7 @@ constexpr size_t kMaxProblems = 8;
 struct Range {
   uint32_t first = 0;
   uint32_t end = 0;  // exclusive
-  PortSet ports = 0;
+  PortSet ports;
 };
 
 struct Tables {
@@ -43,7 +43,7 @@ Tables build_tables(const FabricMap& map, const PortGraph& g, const RouteSet& rs
     std::vector<std::vector<uint32_t>> sig(g.ports(v));
     for (uint32_t i = 0; i < w.size(); ++i)
       for (uint32_t p = 0; p < g.ports(v); ++p)
-        if ((w[i].input_mask >> p) & 1) sig[p].push_back(i);
+        if (w[i].inputs.test(p)) sig[p].push_back(i);
     std::vector<uint32_t> rep;  // representative port per state of v
     for (uint32_t p = 0; p < g.ports(v); ++p) {
       uint32_t found = detail::kInf;
@@ -86,7 +86,7 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
   auto lookup = [&](uint32_t x, uint32_t d) -> PortSet {
     uint32_t& c = cursor[x];
     while (c < t.range_end[x] && t.ranges[c].end <= d) ++c;
-    return c < t.range_end[x] && t.ranges[c].first <= d ? t.ranges[c].ports : 0;
+    return c < t.range_end[x] && t.ranges[c].first <= d ? t.ranges[c].ports : PortSet{};
   };
   std::vector<std::pair<uint16_t, uint32_t>> nics;
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
@@ -100,7 +100,7 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
   std::vector<uint8_t> color(states), good(states);
   std::vector<PortSet> set(states);
   std::vector<uint32_t> height(states);
-  std::vector<PortSet> dep(g.peer.size(), 0);  // channel slot -> out ports at its far end
+  std::vector<PortSet> dep(g.peer.size());  // channel slot -> out ports at its far end
   std::vector<uint8_t> used(g.peer.size(), 0);
   struct Frame {
     uint32_t state;
@@ -145,7 +145,7 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
     bool delivers = dswitch != fabric::kNoNode;
     for (uint32_t x = delivers ? states_of_node_begin[dswitch] : 0;
          delivers && x < states_of_node_begin[dswitch + 1]; ++x)
-      delivers = lookup(x, dchip) == PortSet{1} << g.nic_port[dnode] ||
+      delivers = lookup(x, dchip) == PortSet::of(g.nic_port[dnode]) ||
                  t.range_begin[x] == t.range_end[x];  // a table-less port: same for all
     if (last.valid && delivers && only_own_changed && last.dest_switch == dswitch) {
       out.reachable_pairs += last.reachable;
@@ -160,7 +160,7 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
       epoch[x] = di;
       color[x] = kWhite;
       set[x] = lookup(x, dest_chip);
-      good[x] = set[x] != 0;
+      good[x] = set[x].any();
       height[x] = 1;
       if (!set[x] && !misrouted) {
         misrouted = true;
@@ -178,7 +178,7 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
         while (!stack.empty()) {
           Frame& f = stack.back();
           uint32_t x = f.state, v = t.node_of_state[x];
-          if (f.todo == 0) {
+          if (f.todo.none()) {
             color[x] = kBlack;
             stack.pop_back();
             if (!stack.empty()) {
@@ -188,8 +188,8 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
             }
             continue;
           }
-          uint32_t p = static_cast<uint32_t>(std::countr_zero(f.todo));
-          f.todo &= f.todo - 1;
+          uint32_t p = static_cast<uint32_t>(f.todo.lowest());
+          f.todo = f.todo.without_lowest();
           uint32_t slot = g.base[v] + p;
           uint32_t w = p < g.ports(v) ? g.peer[slot] : fabric::kNoNode;
           if (w == fabric::kNoNode || map.topology.is_nic(w)) {
@@ -237,8 +237,8 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
   std::vector<uint32_t> indeg(g.peer.size(), 0);
   auto for_each_dep = [&](uint32_t c, auto&& fn) {
     uint32_t w = g.peer[c];
-    for (PortSet s = dep[c]; s; s &= s - 1) {
-      uint32_t p = static_cast<uint32_t>(std::countr_zero(s));
+    for (PortSet s = dep[c]; s; s = s.without_lowest()) {
+      uint32_t p = static_cast<uint32_t>(s.lowest());
       uint32_t next = g.base[w] + p;
       if (p < g.ports(w) && g.nrc_peer(next)) fn(next);
     }

@@ -5,6 +5,7 @@
 #include <deque>
 
 #include "chip/registers.h"
+#include "chip/rt_select.h"
 
 namespace galaxy::nm {
 
@@ -14,10 +15,6 @@ namespace reg = chip::reg;
 
 uint16_t link_state_addr(uint8_t port) {
   return reg::port_register(port, reg::port::kLinkState);
-}
-
-uint64_t rt_select(uint32_t mask, uint16_t first, uint16_t count) {
-  return uint64_t{mask & 0xFFFFFF} | (uint64_t{first} << 24) | (uint64_t{count} << 40);
 }
 
 MgmtReply call(Requester& r, const MgmtRequest& q) {
@@ -102,22 +99,26 @@ Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src, ui
           fmt::format("more than {} hops without reaching the destination", kMaxTraceHops));
     visited[v] = true;
     const MgmtTarget& target = map.target[v];
-    // Select the one entry (input port, destination), then read it.
-    MgmtReply sel = call(requester, MgmtRequest::write(target, reg::kRtSelect,
-                                                       rt_select(1u << at.port, tr.dst_chip, 1)));
-    if (!sel.status.ok()) return no_answer(v, sel);
-    MgmtReply data = call(requester, MgmtRequest::read(target, reg::kRtData));
-    if (!data.status.ok()) return no_answer(v, data);
-
     TraceHop hop;
     hop.node = v;
     hop.chip_id = map.chip_id[v];
     hop.name = t.name(v);
     hop.in_port = at.port;
-    hop.allowed = static_cast<uint32_t>(data.response.data.value[0]) & 0xFFFFFF;
+    // Select the one entry (input port, destination), then read it, an output half at a time.
+    const unsigned halves = t.num_ports(v) > chip::kRtDataPorts ? 2 : 1;
+    for (unsigned h = 0; h < halves; ++h) {
+      MgmtReply sel =
+          call(requester, MgmtRequest::write(target, reg::kRtSelect,
+                                             chip::rt_select_entry(at.port, tr.dst_chip, h)));
+      if (!sel.status.ok()) return no_answer(v, sel);
+      MgmtReply data = call(requester, MgmtRequest::read(target, reg::kRtData));
+      if (!data.status.ok()) return no_answer(v, data);
+      chip::RtSelect s;
+      s.half = static_cast<uint8_t>(h);
+      hop.allowed |= s.data_ports(data.response.data.value[0]);
+    }
     std::vector<uint8_t> ports{at.port};
-    for (uint8_t p = 0; p < 24; ++p)
-      if (hop.allowed & (1u << p)) ports.push_back(p);
+    hop.allowed.for_each([&](unsigned p) { ports.push_back(static_cast<uint8_t>(p)); });
     std::vector<uint64_t> states(ports.size(), 0);
     for (size_t i = 0; i < ports.size(); i += 2) {
       MgmtRequest q = i + 1 < ports.size() ? MgmtRequest::read2(target, link_state_addr(ports[i]),
@@ -131,17 +132,17 @@ Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src, ui
     hop.in_link = {ports[0], states[0]};
     for (size_t i = 1; i < ports.size(); ++i) {
       hop.out_links.push_back({ports[i], states[i]});
-      if (hop.out_links.back().up()) hop.usable |= 1u << ports[i];
+      if (hop.out_links.back().up()) hop.usable.set(ports[i]);
     }
-    if (hop.usable) hop.chosen = __builtin_ctz(hop.usable);
+    hop.chosen = hop.usable.lowest();
     tr.hops.push_back(hop);
 
-    if (hop.allowed == 0)
+    if (hop.allowed.none())
       return finish(TraceFailure::kNoRoute,
                     fmt::format("no route to chip {} at hop {}: chip {} ({}) input port {} has an "
                                 "empty port set",
                                 tr.dst_chip, k, hop.chip_id, hop.name, hop.in_port));
-    if (hop.usable == 0) {
+    if (hop.usable.none()) {
       std::string list;
       for (const auto& l : hop.out_links)
         list += fmt::format("{}{}", list.empty() ? "" : ",", l.port);
@@ -166,10 +167,11 @@ Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src, ui
   }
 }
 
-std::vector<uint32_t> minhop_port_sets(const FabricMap& map, uint32_t dst) {
+std::vector<chip::PortSet> minhop_port_sets(const FabricMap& map, uint32_t dst) {
   const fabric::Topology& t = map.topology;
   const uint32_t n = map.num_nodes();
-  std::vector<uint32_t> dist(n, UINT32_MAX), sets(n, 0);
+  std::vector<uint32_t> dist(n, UINT32_MAX);
+  std::vector<chip::PortSet> sets(n);
   if (dst >= n) return sets;
   // Link-count BFS from the destination; paths never pass through another NIC.
   std::deque<uint32_t> queue{dst};
@@ -187,10 +189,10 @@ std::vector<uint32_t> minhop_port_sets(const FabricMap& map, uint32_t dst) {
   }
   for (uint32_t v = 0; v < n; ++v) {
     if (t.is_nic(v) || dist[v] == UINT32_MAX) continue;
-    for (uint8_t p = 0; p < t.num_ports(v) && p < 24; ++p) {
+    for (uint8_t p = 0; p < t.num_ports(v); ++p) {
       auto peer = t.peer({v, p});
       if (peer && dist[peer->node] + 1 == dist[v] && (!t.is_nic(peer->node) || peer->node == dst))
-        sets[v] |= 1u << p;
+        sets[v].set(p);
     }
   }
   return sets;
@@ -201,27 +203,28 @@ Status load_minhop_for(Requester& requester, const FabricMap& map, uint32_t dst)
   if (dst >= map.num_nodes() || !t.is_nic(dst))
     return make_error(Code::kInvalidArgument, 5403,
                       fmt::format("min-hop destination node {} is not a NIC of the map", dst));
-  std::vector<uint32_t> sets = minhop_port_sets(map, dst);
+  std::vector<chip::PortSet> sets = minhop_port_sets(map, dst);
   unsigned failed = 0;
   std::string first_error;
   Code first_code = Code::kTimeout;
   for (uint32_t v = 0; v < map.num_nodes(); ++v) {
-    if (t.is_nic(v) || sets[v] == 0) continue;
+    if (t.is_nic(v) || sets[v].none()) continue;
     // Linked input ports only: the map may give an NRC more ports than the chip has (discovery
     // assumes the full radix), and the NMA refuses a mask naming absent ports.
-    uint32_t inputs = 0;
-    for (uint8_t p = 0; p < t.num_ports(v) && p < 24; ++p)
-      if (t.peer({v, p})) inputs |= 1u << p;
-    requester.submit(
-        MgmtRequest::write2(map.target[v], reg::kRtSelect, rt_select(inputs, map.chip_id[dst], 1),
-                            reg::kRtData, sets[v]),
-        [&, v](const MgmtReply& r) {
-          if (r.status.ok()) return;
-          if (failed++ != 0) return;
-          first_code = r.status.error().code;
-          first_error =
-              fmt::format("chip {} ({}): {}", map.chip_id[v], t.name(v), r.status.error().message);
-        });
+    chip::PortSet inputs;
+    for (uint8_t p = 0; p < t.num_ports(v); ++p)
+      if (t.peer({v, p})) inputs.set(p);
+    for (const chip::RtWrite& w :
+         chip::rt_writes(inputs, map.chip_id[dst], 1, sets[v], t.num_ports(v)))
+      requester.submit(
+          MgmtRequest::write2(map.target[v], reg::kRtSelect, w.select, reg::kRtData, w.data),
+          [&, v](const MgmtReply& r) {
+            if (r.status.ok()) return;
+            if (failed++ != 0) return;
+            first_code = r.status.error().code;
+            first_error = fmt::format("chip {} ({}): {}", map.chip_id[v], t.name(v),
+                                      r.status.error().message);
+          });
   }
   requester.run();
   if (failed)

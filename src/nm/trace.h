@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "chip/port_set.h"
 #include "nm/fabric_map.h"
 #include "nm/requester.h"
 
@@ -29,9 +30,9 @@ struct TraceHop {
   uint16_t chip_id = 0;
   std::string name;
   uint8_t in_port = 0;
-  uint32_t allowed = 0;  // port set of the route-table entry
-  uint32_t usable = 0;   // allowed ports whose link is up
-  int chosen = -1;       // lowest usable port; -1 when none
+  chip::PortSet allowed;  // port set of the route-table entry
+  chip::PortSet usable;   // allowed ports whose link is up
+  int chosen = -1;        // lowest usable port; -1 when none
   PortLinkState in_link;
   std::vector<PortLinkState> out_links;  // every allowed port, ascending
 };
@@ -58,12 +59,12 @@ Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src_nic
                     uint32_t dst_nic_node);
 
 // Debugging aid: programs min-hop route tables towards one destination NIC on every NRC of the
-// map (all linked input ports; port set = every port on a shortest path), one RT_SELECT/RT_DATA write
-// packet per NRC, pipelined. Cheap enough to run before a trace on a fabric whose tables have
+// map (all linked input ports; port set = every port on a shortest path), one RT_SELECT/RT_DATA
+// write packet per NRC, pipelined. Cheap enough to run before a trace on a fabric whose tables have
 // not been loaded; the routing module (nm/routing.h) loads real tables.
 Status load_minhop_for(Requester& requester, const FabricMap& map, uint32_t dst_nic_node);
 
 // The min-hop port sets towards `dst_nic_node`, per map node (0 for NICs and unreachable NRCs).
-std::vector<uint32_t> minhop_port_sets(const FabricMap& map, uint32_t dst_nic_node);
+std::vector<chip::PortSet> minhop_port_sets(const FabricMap& map, uint32_t dst_nic_node);
 
 }  // namespace galaxy::nm

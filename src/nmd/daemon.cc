@@ -616,7 +616,7 @@ Result<nlohmann::json> Daemon::chip_routes(const std::string& chip) {
   nlohmann::json ranges = nlohmann::json::array();
   if (*node < routes_.writes.size())
     for (const nm::RangeWrite& w : routes_.writes[*node])
-      ranges.push_back({{"inputs", ports_of(w.input_mask)},
+      ranges.push_back({{"inputs", ports_of(w.inputs)},
                         {"first_dest", w.first_dest},
                         {"last_dest", w.first_dest + w.count - 1},
                         {"outputs", ports_of(w.ports)}});

@@ -11,10 +11,9 @@
 
 namespace galaxy::nmd {
 
-std::vector<unsigned> ports_of(uint32_t set) {
+std::vector<unsigned> ports_of(const chip::PortSet& set) {
   std::vector<unsigned> out;
-  for (unsigned p = 0; p < 32; ++p)
-    if (set & (1u << p)) out.push_back(p);
+  set.for_each([&](unsigned p) { out.push_back(p); });
   return out;
 }
 

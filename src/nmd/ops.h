@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "chip/port_set.h"
 #include "nm/bist.h"
 #include "nmd/session.h"
 
@@ -38,7 +39,7 @@ Result<nlohmann::json> bist_op(Session& s, const std::vector<nm::BistPort>& port
                                const nm::BistOptions& options);
 
 // The ports of a 32-bit port set, ascending (route-table entries, trace hops).
-std::vector<unsigned> ports_of(uint32_t set);
+std::vector<unsigned> ports_of(const chip::PortSet& set);
 
 // "node is the management server's own NIC" check shared by the in-band operations.
 Status require_remote(const Session& s, uint32_t node, const std::string& text);

@@ -83,9 +83,9 @@ class LiveDirtyPacket : public ::testing::Test {
     Segment& seg = daemon_->segment();
     for (uint32_t n = 0; n < t.num_nodes(); ++n) {
       if (t.is_nic(n) || !seg.is_local(n) || dist[n] <= 0) continue;
-      uint32_t mask = 0;
+      chip::PortSet mask;
       for (uint8_t p = 0; p < t.num_ports(n); ++p)
-        if (auto q = t.peer({n, p}); q && dist[q->node] == dist[n] - 1) mask |= 1u << p;
+        if (auto q = t.peer({n, p}); q && dist[q->node] == dist[n] - 1) mask.set(p);
       for (uint8_t p = 0; p < t.num_ports(n); ++p)
         seg.route_row(seg.chip(n).local, p)[dest].store(mask);
     }
@@ -169,7 +169,7 @@ TEST_F(LiveDirtyPacket, EachDirtyKindIsDiscardedIntoTheErrorBufferAndNothingIsWr
   Segment& seg = daemon_->segment();
   const uint32_t leaf = seg.chip(up.node).local;
   for (uint8_t p = 0; p < fabric_.topology.num_ports(up.node); ++p)
-    seg.route_row(leaf, p)[*other].store(1u << up.port);
+    seg.route_row(leaf, p)[*other].store(chip::PortSet::of(up.port));
   wire::DataPacket mis = wire::decode_data_packet(good).value();
   mis.head.dest_node = static_cast<uint16_t>(*other);
   cases.push_back({DataDefect::kMisrouted, wire::encode_data_packet(mis).value()});

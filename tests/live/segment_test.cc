@@ -176,7 +176,7 @@ TEST_F(SegmentTest, ForwardFollowsRouteTablesAndCountsEveryPort) {
   // b hangs on the same leaf: route b out of the leaf's port towards it.
   auto down = t.peer({b, 0}).value();
   ASSERT_EQ(down.node, up.node);
-  seg_->route_row(seg_->chip(up.node).local, up.port)[b].store(1u << down.port);
+  seg_->route_row(seg_->chip(up.node).local, up.port)[b].store(chip::PortSet::of(down.port));
   Forwarded f = forward(*seg_, a, 0, b, wire::transfer_traffic(0, 300));
   ASSERT_EQ(f.kind, Forwarded::Kind::kDelivered);
   EXPECT_EQ(f.chip, b);

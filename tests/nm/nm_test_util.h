@@ -3,11 +3,13 @@
 #include <cctype>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "../integration/live_fixture.h"
 #include "chip/registers.h"
+#include "chip/rt_select.h"
 #include "engine/sim/sim_fabric.h"
 #include "fabric/builders.h"
 #include "glex/live_device.h"
@@ -124,17 +126,26 @@ inline Status force_link_down(Requester& req, const FabricMap& map, fabric::Port
 }
 
 // The allowed output ports of NRC `v` for input port `in` and destination `dst` (map nodes),
-// read through management (RT_SELECT, RT_DATA); UINT32_MAX if the chip does not answer.
-inline uint32_t read_route(Requester& req, const FabricMap& map, uint32_t v, uint8_t in,
-                           uint32_t dst) {
-  uint32_t ports = UINT32_MAX;
-  req.submit(MgmtRequest::write(map.target[v], chip::reg::kRtSelect,
-                                rt_select_value(1u << in, map.chip_id[dst], 1)),
-             [](const MgmtReply&) {});
-  req.submit(MgmtRequest::read(map.target[v], chip::reg::kRtData), [&](const MgmtReply& r) {
-    if (r.status.ok()) ports = static_cast<uint32_t>(r.response.data.value[0]) & 0xFFFFFF;
-  });
-  req.run();
+// read through management (RT_SELECT, RT_DATA; an output half at a time on a switch of more
+// than 64 ports); nullopt if the chip does not answer.
+inline std::optional<chip::PortSet> read_route(Requester& req, const FabricMap& map, uint32_t v,
+                                               uint8_t in, uint32_t dst) {
+  chip::PortSet ports;
+  bool ok = true;
+  const unsigned halves = map.topology.num_ports(v) > chip::kRtDataPorts ? 2 : 1;
+  for (unsigned h = 0; h < halves; ++h) {
+    req.submit(MgmtRequest::write(map.target[v], chip::reg::kRtSelect,
+                                  chip::rt_select_entry(in, map.chip_id[dst], h)),
+               [&](const MgmtReply& r) { ok = ok && r.status.ok(); });
+    req.submit(MgmtRequest::read(map.target[v], chip::reg::kRtData), [&, h](const MgmtReply& r) {
+      ok = ok && r.status.ok();
+      if (r.status.ok())
+        ports |= h == 0 ? chip::PortSet::from_words(r.response.data.value[0])
+                        : chip::PortSet::from_words(0, r.response.data.value[0]);
+    });
+    req.run();
+  }
+  if (!ok) return std::nullopt;
   return ports;
 }
 

@@ -90,7 +90,7 @@ TEST(RoutingTest, FatTreeOnTh2IsMinimalAndBalanced) {
   uint32_t far_nic = map.topology.find_node("nic00100").value();  // another chassis
   chip::PortSet set = 0;
   for (const RangeWrite& w : rs.writes[edge])
-    if ((w.input_mask & 1) && far_nic >= w.first_dest && far_nic < w.first_dest + w.count)
+    if (w.inputs.test(0) && far_nic >= w.first_dest && far_nic < w.first_dest + w.count)
       set = w.ports;
   EXPECT_EQ(set, 0x1Fu << 8) << "ports 8-12 are the uplinks";
   // Few writes per NRC: the tables compress into ranges.
@@ -193,7 +193,7 @@ TEST_P(RoutingBackends, LoadedTablesDeliverMpsBetweenAllPairs) {
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
     for (const RangeWrite& w : rs.writes[v])
       for (uint8_t p = 0; p < 2; ++p)
-        if ((w.input_mask >> p) & 1) {
+        if (w.inputs.test(p)) {
           uint32_t dst = map.node_of.at(static_cast<uint16_t>(w.first_dest + w.count - 1));
           EXPECT_EQ(testing::read_route(req, map, v, p, dst), w.ports) << v << ":" << +p;
         }

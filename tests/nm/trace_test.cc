@@ -10,12 +10,12 @@
 namespace galaxy::nm {
 namespace {
 
-unsigned popcount(uint32_t v) {
-  return static_cast<unsigned>(__builtin_popcount(v));
+unsigned popcount(const chip::PortSet& s) {
+  return static_cast<unsigned>(s.count());
 }
 
-uint32_t all_inputs(const FabricMap& map, uint32_t node) {
-  return (1u << map.topology.num_ports(node)) - 1;
+chip::PortSet all_inputs(const FabricMap& map, uint32_t node) {
+  return chip::PortSet::first(map.topology.num_ports(node));
 }
 
 // Over both back ends: the loader's writes and the trace's reads are management requests.
@@ -38,12 +38,16 @@ class TraceBackends : public ::testing::TestWithParam<const char*> {};
 
 // One route-table entry of NRC `v` through management, as a server would (RT_SELECT, RT_DATA):
 // written for every linked input port, or read for one.
-Status write_route(Requester& req, const FabricMap& map, uint32_t v, uint32_t dst, uint32_t ports) {
+Status write_route(Requester& req, const FabricMap& map, uint32_t v, uint32_t dst,
+                   chip::PortSet ports) {
   Status st;
-  req.submit(MgmtRequest::write2(map.target[v], chip::reg::kRtSelect,
-                                 rt_select_value(all_inputs(map, v), map.chip_id[dst], 1),
-                                 chip::reg::kRtData, ports),
-             [&](const MgmtReply& r) { st = r.status; });
+  for (const chip::RtWrite& w :
+       chip::rt_writes(all_inputs(map, v), map.chip_id[dst], 1, ports, map.topology.num_ports(v)))
+    req.submit(MgmtRequest::write2(map.target[v], chip::reg::kRtSelect, w.select,
+                                   chip::reg::kRtData, w.data),
+               [&](const MgmtReply& r) {
+                 if (!r.status.ok()) st = r.status;
+               });
   req.run();
   return st;
 }
@@ -94,7 +98,7 @@ TEST_P(TraceBackends, FindsTheMinhopPathWithItsAlternatives) {
     const TraceHop& h = tr->hops[k];
     EXPECT_TRUE(h.in_link.up()) << k;
     EXPECT_EQ(h.usable, h.allowed) << k;
-    EXPECT_EQ(h.chosen, __builtin_ctz(h.allowed)) << k;
+    EXPECT_EQ(h.chosen, h.allowed.lowest()) << k;
     ASSERT_EQ(h.out_links.size(), popcount(h.allowed));
     for (const auto& l : h.out_links) EXPECT_EQ(l.lanes(), 8u);
     if (k + 1 < tr->hops.size()) {

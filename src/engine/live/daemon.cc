@@ -946,9 +946,8 @@ void FabricDaemon::export_routes(uint32_t chip) {
   const uint32_t local = seg_->chip(chip).local;
   const uint32_t n = seg_->num_chips();
   for (uint8_t p = 0; p < nrc.num_ports(); ++p) {
-    std::atomic<uint32_t>* row = seg_->route_row(local, p);
-    for (uint32_t d = 0; d < n; ++d)
-      row[d].store(static_cast<uint32_t>(nrc.allowed_ports(p, d)), std::memory_order_relaxed);
+    RouteCell* row = seg_->route_row(local, p);
+    for (uint32_t d = 0; d < n; ++d) row[d].store(nrc.allowed_ports(p, d));
   }
   seg_->header().route_generation.fetch_add(1, std::memory_order_release);
 }

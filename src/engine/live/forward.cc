@@ -19,7 +19,7 @@ uint64_t no_load(uint8_t) {
   return 0;
 }
 
-int choose_port(Segment& seg, uint32_t chip, uint32_t mask, uint32_t dest) {
+int choose_port(Segment& seg, uint32_t chip, chip::PortSet mask, uint32_t dest) {
   return chip::choose_data_output(
       mask, dest, [&](uint8_t p) { return port_up(seg, chip, p); }, no_load);
 }
@@ -86,7 +86,7 @@ int route_at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest, const 
     r.kind = Forwarded::Kind::kNoRoute;
     return -1;
   }
-  uint32_t mask = seg.route_row(info.local, in_port)[dest].load(std::memory_order_relaxed);
+  const chip::PortSet mask = seg.route_row(info.local, in_port)[dest].load();
   int out = choose_port(seg, chip, mask, dest);
   if (out < 0) {
     r.kind = out == chip::kNoDataRoute ? Forwarded::Kind::kNoRoute : Forwarded::Kind::kLinkDown;
@@ -135,7 +135,7 @@ Forwarded originate(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
   if (dest >= seg.num_chips() || info.local == kNoLocal) return r;  // kNoRoute
   const int out = chip::choose_own_output(
       info.num_ports, in_port, dest,
-      [&](uint8_t p) { return seg.route_row(info.local, p)[dest].load(std::memory_order_relaxed); },
+      [&](uint8_t p) { return seg.route_row(info.local, p)[dest].load(); },
       [&](uint8_t p) { return port_up(seg, chip, p); }, no_load,
       [&](uint8_t p) { return seg.peer(chip, p).chip == dest; });
   if (out < 0) {

@@ -88,7 +88,7 @@ Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) 
   h.off_peers = off;
   off = align_region(off + sizeof(PeerInfo) * t.num_nodes() * max_ports);
   h.off_routes = off;
-  off = align_region(off + 4ull * num_local * max_ports * t.num_nodes());
+  off = align_region(off + sizeof(RouteCell) * num_local * max_ports * t.num_nodes());
   h.off_counters = off;
   off = align_region(off + sizeof(PortCounters) * num_local * max_ports);
   h.off_nics = off;

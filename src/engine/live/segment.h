@@ -18,6 +18,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "chip/port_set.h"
 #include "engine/live/live_spec.h"
 #include "wire/mp.h"
 
@@ -274,6 +275,22 @@ struct NicSlot {
   VpSlot vps[kVps];
 };
 
+// One route table entry of the segment: the allowed output ports (chip::PortSet) as words
+// the daemon stores and senders load without a lock. On a switch of more than 64 ports a
+// sender that reads while the daemon rewrites the entry may see ports 0-63 of one table and
+// 64-127 of the other, as a packet may meet a switch whose table management is reloading.
+struct RouteCell {
+  std::atomic<uint64_t> w[chip::PortSet::kWords];
+  chip::PortSet load() const {
+    return chip::PortSet::from_words(w[0].load(std::memory_order_relaxed),
+                                     w[1].load(std::memory_order_relaxed));
+  }
+  void store(const chip::PortSet& s) {
+    for (unsigned i = 0; i < chip::PortSet::kWords; ++i)
+      w[i].store(s.word(i), std::memory_order_relaxed);
+  }
+};
+
 struct alignas(64) CounterLine {
   std::atomic<uint64_t> packets;
   std::atomic<uint64_t> bytes;
@@ -345,8 +362,8 @@ class Segment {
     return at<PeerInfo>(header().off_peers)[size_t{node} * max_ports() + port];
   }
   // Route table row of a local NRC's input port: per destination chip id, allowed output ports.
-  std::atomic<uint32_t>* route_row(uint32_t local, uint32_t in_port) {
-    return at<std::atomic<uint32_t>>(header().off_routes) +
+  RouteCell* route_row(uint32_t local, uint32_t in_port) {
+    return at<RouteCell>(header().off_routes) +
            (size_t{local} * max_ports() + in_port) * num_chips();
   }
   PortCounters& counters(uint32_t local, uint32_t port) {
