@@ -42,6 +42,25 @@ class RouteTable {
   size_t runs() const { return flat_ ? 0 : runs_.size(); }
   size_t memory_bytes() const;
   bool operator==(const RouteTable& o) const;
+  // f(first, end, ports) for every stretch [first, end) of equal entries, in order, covering
+  // [0, size()) (a table of one index per destination is read sequentially and coalesced).
+  template <class F>
+  void for_each_run(F&& f) const {
+    if (!flat_) {
+      for (size_t i = 0; i < runs_.size(); ++i) {
+        const uint32_t end = i + 1 < runs_.size() ? runs_[i + 1].first : size_;
+        if (runs_[i].first < end) f(runs_[i].first, end, runs_[i].ports);
+      }
+      return;
+    }
+    for (uint32_t first = 0; first < size_;) {
+      const uint32_t at = flat_index(first);
+      uint32_t end = first + 1;
+      while (end < size_ && flat_index(end) == at) ++end;
+      f(first, end, palette_[at]);
+      first = end;
+    }
+  }
 
  private:
   struct Run {
@@ -58,6 +77,9 @@ class RouteTable {
       n -= half;
     }
     return base->ports;
+  }
+  uint32_t flat_index(uint32_t dest) const {
+    return wide_ ? wide_index_[dest] : narrow_index_[dest];
   }
   void set_runs(uint32_t start, uint32_t end, PortSet ports);
   void make_flat();

@@ -77,6 +77,26 @@ TEST(RouteTableTest, AStructuredTableStaysAFewRuns) {
   EXPECT_EQ(t.palette_size(), 2u);
 }
 
+// for_each_run walks both representations in order, covering every entry exactly once.
+TEST(RouteTableTest, ForEachRunCoversEveryEntryInBothForms) {
+  for (uint32_t runs : {3u, 3000u}) {  // 3000 alternating runs: one index per destination
+    RouteTable t;
+    for (uint32_t i = 0; i < runs; ++i)
+      ASSERT_TRUE(t.set_range(2 * i, 2, PortSet::of(i % 2 ? 5 : 100)).ok());
+    EXPECT_EQ(t.runs() == 0, runs > kMaxRouteRuns);
+    uint32_t next = 0, seen = 0;
+    t.for_each_run([&](uint32_t first, uint32_t end, PortSet ports) {
+      EXPECT_EQ(first, next);
+      EXPECT_LT(first, end);
+      for (uint32_t d = first; d < end; ++d) EXPECT_EQ(t.get(d), ports) << d;
+      next = end;
+      ++seen;
+    });
+    EXPECT_EQ(next, t.size());
+    EXPECT_EQ(seen, runs);  // equal neighbours coalesced, none split
+  }
+}
+
 TEST(NrcTest, InputPortsShareTablesCopyOnWrite) {
   Nrc n;
   ASSERT_TRUE(n.set_routes(0xFFFFFF, 0, 64, 1u << 20).ok());

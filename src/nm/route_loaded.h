@@ -1,0 +1,37 @@
+// Route verification of what the chips hold (SYSTEM.md 2.5.1 "Configuration"): after loading,
+// the tables as the NRCs hold them are read through the chip models and compared, entry by entry
+// at every NIC destination and every linked input port, with the tables the writes were meant
+// to produce. verify_routes checked the computed tables (reachability, loops, deadlock freedom);
+// where every held entry equals its computed one, following the held tables visits exactly the
+// states that check followed, so the two together verify what packets will meet. A lost or
+// corrupted write, or a chip that stored a set other than the one sent, fails bring-up here
+// instead of as lost traffic later.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "chip/route_table.h"
+#include "nm/fabric_map.h"
+#include "nm/routing.h"
+
+namespace galaxy::nm {
+
+// The table an NRC of the map holds for one input port; nullptr when it cannot be read.
+using LoadedTableFn = std::function<const chip::RouteTable*(uint32_t node, uint8_t in_port)>;
+
+struct LoadedCheck {
+  uint64_t nrcs = 0;                  // NRCs whose tables were compared
+  uint64_t comparisons = 0;           // distinct (computed, held) table pairs compared
+  uint64_t entries_differ = 0;        // (NRC, input port, NIC destination) entries held otherwise
+  uint64_t unreadable = 0;            // NRCs whose tables could not be read
+  std::vector<std::string> problems;  // the first few, each with its error id
+  bool ok() const { return entries_differ == 0 && unreadable == 0; }
+};
+
+LoadedCheck check_loaded_tables(const FabricMap& map, const RouteSet& routes,
+                                const LoadedTableFn& loaded);
+
+}  // namespace galaxy::nm
