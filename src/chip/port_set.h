@@ -25,9 +25,10 @@ class PortSet {
   constexpr PortSet(uint64_t low) : w_{low, 0} {}  // NOLINT: a word is a port set
   // The set of one port (`port` < kMaxSwitchPorts).
   static constexpr PortSet of(unsigned port) {
-    PortSet s;
-    s.w_[port / 64] = uint64_t{1} << (port % 64);
-    return s;
+    // Both words written without indexing by the port, so a set built in a loop stays in
+    // registers (route computation builds billions of them on large fabrics).
+    const uint64_t bit = uint64_t{1} << (port % 64);
+    return from_words(port < 64 ? bit : 0, port < 64 ? 0 : bit);
   }
   static constexpr PortSet from_words(uint64_t low, uint64_t high = 0) {
     PortSet s;
@@ -47,7 +48,7 @@ class PortSet {
 
   constexpr uint64_t word(unsigned i) const { return w_[i]; }
   constexpr bool test(unsigned port) const {
-    return port < 64 * kWords && ((w_[port / 64] >> (port % 64)) & 1) != 0;
+    return port < 64 * kWords && (((port < 64 ? w_[0] : w_[1]) >> (port % 64)) & 1) != 0;
   }
   constexpr PortSet& set(unsigned port) { return *this |= of(port); }
   constexpr PortSet& reset(unsigned port) { return *this &= ~of(port); }
