@@ -74,8 +74,12 @@ bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j) {
     held_ms = ms_since(t4);
     for (const std::string& p : held->problems) check.problems.push_back(p);
   }
+  // Chips discovery found but could not manage (beyond a source route's reach, never
+  // answered): routes over the rest are no bring-up of the whole fabric.
+  const std::vector<std::string>& unmanaged = s.discovery.problems;
   bool routed = check.reachable_pairs == check.nic_pairs && check.loops == 0 &&
-                check.misrouted == 0 && (!held || held->ok());
+                check.misrouted == 0 && (!held || held->ok()) && unmanaged.empty() &&
+                s.discovery.failed_requests == 0;
   j = nlohmann::json{{"fabric", o.session.fabric},
                      {"engine", routes->engine},
                      {"mode", o.session.serial ? "serial" : "pipelined"},
@@ -84,6 +88,8 @@ bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j) {
                      {"discovery_sim_time_us", static_cast<double>(s.discovery.elapsed) / nm::kUs},
                      {"discovery_wall_ms", discovery_wall},
                      {"discovery_requests", s.discovery.requests},
+                     {"discovery_failed_requests", s.discovery.failed_requests},
+                     {"discovery_problems", unmanaged},
                      {"compute_ms", compute_ms},
                      {"range_writes", routes->num_writes()},
                      {"verify_ms", verify_ms},
@@ -141,6 +147,21 @@ std::unique_ptr<sim::SimFabric> routed_sim_fabric(RouteOptions& o, nlohmann::jso
 namespace {
 
 void print_text(const nlohmann::json& j) {
+  const auto& dp = j["discovery_problems"];
+  if (!dp.empty()) {
+    std::printf("discovery: %zu problem(s); the fabric is not wholly managed:\n", dp.size());
+    size_t shown = 0;
+    for (const auto& p : dp) {
+      if (shown++ == 8) {
+        std::printf("  ... and %zu more (--json lists them all)\n", dp.size() - 8);
+        break;
+      }
+      std::printf("  %s\n", p.get<std::string>().c_str());
+    }
+    std::printf(
+        "  (--server-nic places the management server; one nearer the middle of the "
+        "fabric reaches farther)\n");
+  }
   std::printf(
       "%s: %llu/%llu NIC pairs routed, loops %llu, deadlock free: %s, longest path %u NRCs\n",
       j["engine"].get<std::string>().c_str(),
@@ -246,7 +267,9 @@ void run_bringup(RouteOptions& o) {
                    {"discovery",
                     {{"sim_time_us", j["discovery_sim_time_us"]},
                      {"wall_ms", j["discovery_wall_ms"]},
-                     {"requests", j["discovery_requests"]}}},
+                     {"requests", j["discovery_requests"]},
+                     {"failed_requests", j["discovery_failed_requests"]},
+                     {"problems", j["discovery_problems"]}}},
                    {"routing",
                     {{"compute_ms", j["compute_ms"]},
                      {"verify_ms", j["verify_ms"]},

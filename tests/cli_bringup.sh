@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `galaxy bringup` as a user runs it: fat trees of switches wider than TH-2's 24 ports deliver
+# every one of 2,000 MPs; a mesh whose far chips are beyond a source route's 20 hops from the
+# management server fails with the chips named (E5031) and the way out (--server-nic), and
+# brought up from its middle it routes every pair. Argument: the galaxy binary.
+set -euo pipefail
+galaxy=$1
+fail() { echo "FAILED: $*" >&2; exit 1; }
+
+for spec in fattree:k=26,levels=2 fattree:k=32,levels=2; do
+  out=$("$galaxy" bringup --fabric "sim:$spec" --mps 2000 --json) || fail "$spec: exit $?"
+  grep -q '"mp_delivered": 2000,' <<<"$out" || fail "$spec: not every MP delivered: $out"
+  grep -q '"mp_sent": 2000,' <<<"$out" || fail "$spec: not every MP sent: $out"
+  grep -q '"verified": true' <<<"$out" || fail "$spec: not verified: $out"
+  echo "ok: $spec, 2000 of 2000 MPs"
+done
+
+set +e
+out=$("$galaxy" bringup --fabric sim:mesh:16x16 --engine dor 2>&1)
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "mesh 16x16 from a corner: exit $rc, expected 1: $out"
+grep -q 'E5031 chip .* is not managed: its route from the server NIC or back needs more than 20 NRC hops' <<<"$out" ||
+  fail "mesh 16x16 from a corner: the unmanaged chips are not named: $out"
+grep -q -- '--server-nic' <<<"$out" || fail "mesh 16x16 from a corner: no hint: $out"
+grep -q 'FAILED' <<<"$out" || fail "mesh 16x16 from a corner: not reported as failed: $out"
+echo "ok: mesh 16x16 from a corner fails and names the chips beyond reach"
+
+out=$("$galaxy" bringup --fabric sim:mesh:16x16 --engine dor --server-nic 136) ||
+  fail "mesh 16x16 from the middle: exit $?: $out"
+grep -q '^dor: 65280/65280 NIC pairs routed' <<<"$out" || fail "mesh 16x16 from the middle: $out"
+grep -q '64 of 64 MPs delivered.*verified' <<<"$out" || fail "mesh 16x16 from the middle: $out"
+echo "ok: mesh 16x16 from the middle routes every pair"
