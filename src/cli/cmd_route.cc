@@ -221,26 +221,31 @@ void run_route(RouteOptions& o) {
 }
 
 // Table-routed MPs from VP 0 to VP 1 (the management server's own VP is a DMA VP, untouched)
-// between random NIC pairs; counts those that reach VP 1 of the right NIC.
+// between random pairs of the NICs discovery found (the routes cover those; a destination
+// outside them has no computed route); counts those that reach VP 1 of the right NIC.
 std::pair<uint64_t, uint64_t> send_mps(Session& s, uint32_t count, uint64_t seed) {
   if (!s.fabric) return {0, 0};  // live fabrics: `galaxy bench pingpong` moves real data
   auto& f = *s.fabric;
-  const auto& t = f.topology();
+  const nm::FabricMap& map = s.discovery.map;
+  std::vector<uint32_t> nics;  // simulator nodes: the simulated engine's chip id is its node
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    if (map.topology.is_nic(v) && map.chip_id[v] < f.topology().num_nodes() &&
+        f.topology().is_nic(map.chip_id[v]))
+      nics.push_back(map.chip_id[v]);
   uint64_t sent = 0, delivered = 0;
-  if (t.num_nics() < 2) return {0, 0};
+  if (nics.size() < 2) return {0, 0};
   f.set_mpq_listener([&](uint32_t node, uint8_t vp) {
     if (vp != 1) return;
     auto e = f.nic(node).poll_mpq(vp);
     if (e) ++delivered;
   });
   std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<uint32_t> pick(0, t.num_nics() - 1);
+  std::uniform_int_distribution<size_t> pick(0, nics.size() - 1);
   const uint8_t data[8] = {'g', 'a', 'l', 'a', 'x', 'y', 0, 1};
   for (uint32_t i = 0; i < count; ++i) {
-    uint32_t a = pick(rng), b = pick(rng);
-    if (a == b) b = (b + 1) % t.num_nics();
-    uint32_t src = t.nic_node(a), dst = t.nic_node(b);
-    if (f.post_mp(src, 0, static_cast<uint16_t>(dst), 1, data).ok()) ++sent;
+    size_t a = pick(rng), b = pick(rng);
+    if (a == b) b = (b + 1) % nics.size();
+    if (f.post_mp(nics[a], 0, static_cast<uint16_t>(nics[b]), 1, data).ok()) ++sent;
   }
   f.sim().run();
   f.set_mpq_listener(nullptr);
