@@ -125,8 +125,13 @@ RegAccess Chip::read_register(uint16_t addr) {
       return {NmpError::kNone, nma_requests_};
     case reg::kBootStatus:
       return {NmpError::kNone, boot_status_};
-    case reg::kDirtyDiscards:
-      return {NmpError::kNone, dirty_discards_};
+    case reg::kDirtyDiscards: {
+      // Every port's count plus those of no port, so that an engine that keeps the per-port
+      // counts itself (the live daemon syncs them from the segment) reads the same total.
+      uint64_t all = dirty_discards_;
+      for (const PortState& ps : ports_) all += ps.dirty_discards;
+      return {NmpError::kNone, all};
+    }
     case reg::kScratch:
       return {NmpError::kNone, scratch_};
     default:
@@ -395,8 +400,10 @@ void Chip::complete_bist(uint8_t p, uint64_t flits, uint64_t errors) {
 }
 
 void Chip::count_dirty(uint8_t p) {
-  ++dirty_discards_;
-  if (p < ports_.size()) ++ports_[p].dirty_discards;
+  if (p < ports_.size())
+    ++ports_[p].dirty_discards;
+  else
+    ++dirty_discards_;
 }
 
 bool Chip::raise_fault(FaultCode code, uint8_t p, uint32_t detail) {

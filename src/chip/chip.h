@@ -175,7 +175,7 @@ class Chip {
   uint64_t nma_errors_ = 0;
   uint64_t nma_requests_ = 0;
   uint64_t boot_status_ = 0;
-  uint64_t dirty_discards_ = 0;
+  uint64_t dirty_discards_ = 0;  // of no port; DIRTY_DISCARDS adds the ports' counts
   uint64_t scratch_ = 0;
   uint32_t link_control_changes_ = 0;
   std::vector<PortState> ports_;

@@ -25,6 +25,16 @@ namespace galaxy::chip {
 inline constexpr int kNoDataRoute = -1;    // the allowed set is empty
 inline constexpr int kNoUsableRoute = -2;  // allowed outputs exist but none is usable
 
+// The most NRCs a data packet passes (its head's 8-bit hop count, docs/protocol.md). Tables
+// that loop for a destination (a fault, a half-loaded fabric, ranges that cover ids outside
+// the routed set) would otherwise keep a packet circling for ever; an NRC discards a packet
+// that has already passed this many instead of passing it on (E2037, chip/refusal.h), far above
+// any real path (TH-2: 9; a 16x16x16 mesh: 46).
+inline constexpr unsigned kMaxDataHops = 255;
+constexpr bool within_hop_limit(unsigned hops_passed) {
+  return hops_passed < kMaxDataHops;
+}
+
 // `usable(p)`: the link out of port p is up and enabled; `load(p)`: what the engine measures
 // as the output's load (flits queued for it; 0 where nothing queues). Returns the port, or
 // kNoDataRoute / kNoUsableRoute.

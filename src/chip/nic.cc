@@ -15,7 +15,7 @@ using wire::NmpError;
 Failure failure_of(uint16_t error_id) {
   if (error_id >= 2060 && error_id <= 2069) return Failure::kAccess;
   if (error_id == 2051 || error_id == 2056 || error_id == kErrNoUsableRoute ||
-      error_id == kErrNicPortDown)
+      error_id == kErrNicPortDown || error_id == kErrHopLimit)
     return Failure::kUnreachable;
   return Failure::kDescriptor;
 }

@@ -40,11 +40,19 @@ MgmtRouting Nrc::route_mgmt(uint8_t in_port, std::span<uint8_t> packet) {
 
 // A discarded MP's refusal carries this id (chip/refusal.h).
 static_assert(kErrNoUsableRoute == 2031);
+static_assert(kErrHopLimit == 2037);
 
-Result<uint8_t> Nrc::route_data(uint8_t in_port, uint32_t dest) {
+Result<uint8_t> Nrc::route_data(uint8_t in_port, uint32_t dest, uint8_t hops_passed) {
   if (in_port >= num_ports())
     return make_error(Code::kOutOfRange, 2030,
                       fmt::format("input port = {} exceeds {} ports", in_port, num_ports()));
+  if (!within_hop_limit(hops_passed)) {
+    count_dirty(in_port);
+    return make_error(Code::kNotFound, 2037,
+                      fmt::format("a packet to destination {} on input port {} has passed {} "
+                                  "NRCs, the most a data packet passes (a routing loop)",
+                                  dest, in_port, hops_passed));
+  }
   PortSet allowed = tables_[in_port]->get(dest);
   int best = choose_data_output(
       allowed, dest, [&](uint8_t p) { return port_usable(p); },

@@ -33,7 +33,7 @@ class Nrc : public Chip {
   // A data packet for NIC `dest` arrived on `in_port`: the allowed set from that port's route
   // table, then chip::choose_data_output (chip/forwarding.h): the least-loaded usable output,
   // equal loads broken by the destination. kNotFound if no usable route.
-  Result<uint8_t> route_data(uint8_t in_port, uint32_t dest);
+  Result<uint8_t> route_data(uint8_t in_port, uint32_t dest, uint8_t hops_passed = 0);
   // A data packet this NRC sends itself (a refusal), answering through `in_port`:
   // chip::choose_own_output. kNotFound if no usable route.
   Result<uint8_t> route_own(uint8_t in_port, uint32_t dest);

@@ -8,7 +8,8 @@
 // error id, which the sender's NIC turns into an error completion in the MP owner's CQ
 // (Nic::rx_ack). So no MP is lost without its owner told, whichever engine runs it and wherever
 // on the path it dies: at the sender's own NIC (its port is down, E2035), at an NRC (no usable
-// output, E2031), or at the target (its VP not open or its owner gone). Nothing else is
+// output, E2031; or the packet has passed kMaxDataHops NRCs, a routing loop, E2037), or at the
+// target (its VP not open or its owner gone). Nothing else is
 // answered: an RDMA transfer completes at its source by its ack or its timeout, and an ack or a
 // refusal that is itself discarded gets no answer, so a dead path cannot start a storm.
 #pragma once
@@ -29,6 +30,7 @@ inline constexpr uint64_t kMpRefusedAckAddress = UINT64_MAX;
 inline constexpr uint16_t kErrNoUsableRoute =
     2031;                                          // an NRC had no usable output (Nrc::route_data)
 inline constexpr uint16_t kErrNicPortDown = 2035;  // the sender's own NIC port is down
+inline constexpr uint16_t kErrHopLimit = 2037;     // passed kMaxDataHops NRCs (chip/forwarding.h)
 
 // Whether a discarded packet is answered: an MP on its own (not the trailing MP of a transfer).
 constexpr bool answers_discard(const wire::DataHead& h) {

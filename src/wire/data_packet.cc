@@ -12,17 +12,18 @@ namespace galaxy::wire {
 namespace {
 
 // Offsets in the head flit's 192-bit payload.
-constexpr size_t kKindBit = 0;       // 4 bits
-constexpr size_t kDestVpBit = 4;     // 6 bits
-constexpr size_t kSrcVpBit = 10;     // 6 bits
-constexpr size_t kDestNodeBit = 16;  // 16 bits
-constexpr size_t kSrcNodeBit = 32;   // 16 bits
-constexpr size_t kLengthBit = 48;    // 7 bits
-constexpr size_t kTagBit = 55;       // 16 bits
-constexpr size_t kBytesBit = 71;     // 8 bits
-constexpr size_t kFlagsBit = 79;     // 4 bits
-constexpr size_t kCrcBit = 83;       // 16 bits
-constexpr size_t kReservedBit = 99;  // 93 bits
+constexpr size_t kKindBit = 0;        // 4 bits
+constexpr size_t kDestVpBit = 4;      // 6 bits
+constexpr size_t kSrcVpBit = 10;      // 6 bits
+constexpr size_t kDestNodeBit = 16;   // 16 bits
+constexpr size_t kSrcNodeBit = 32;    // 16 bits
+constexpr size_t kLengthBit = 48;     // 7 bits
+constexpr size_t kTagBit = 55;        // 16 bits
+constexpr size_t kBytesBit = 71;      // 8 bits
+constexpr size_t kFlagsBit = 79;      // 4 bits
+constexpr size_t kCrcBit = 83;        // 16 bits
+constexpr size_t kHopsBit = 99;       // 8 bits, not covered by the CRC (each NRC rewrites it)
+constexpr size_t kReservedBit = 107;  // 85 bits
 // Offsets in the extension flit's payload.
 constexpr size_t kAddressBit = 0;  // 64 bits
 constexpr size_t kKeyBit = 64;     // 32 bits
@@ -76,6 +77,7 @@ void put_head(std::span<uint8_t> p, const DataHead& h, uint16_t length_flits, ui
   put_bits(p, kBytesBit, 8, h.bytes);
   put_bits(p, kFlagsBit, 4, h.flags);
   put_bits(p, kCrcBit, 16, crc);
+  put_bits(p, kHopsBit, 8, h.hops);
 }
 
 void put_ext(std::span<uint8_t> p, const DataExt& x) {
@@ -85,10 +87,12 @@ void put_ext(std::span<uint8_t> p, const DataExt& x) {
   put_bits(p, kXLengthBit, 32, x.length);
 }
 
-// CRC-16 over the head payload with its CRC field zero, the extension payload and the data.
+// CRC-16 over the head payload with its CRC and hop fields zero, the extension payload and the
+// data.
 uint16_t packet_crc(const Flit& head, const Flit& ext, std::span<const uint8_t> data) {
   std::array<uint8_t, kFlitPayloadBytes> h = head.payload;
   put_bits(h, kCrcBit, 16, 0);
+  put_bits(h, kHopsBit, 8, 0);
   uint16_t crc = crc16(h);
   crc = crc16(ext.payload, crc);
   return crc16(data, crc);
@@ -133,6 +137,7 @@ Result<DataHead> decode_data_head(const Flit& f) {
   h.bytes = static_cast<uint8_t>(get_bits(f.payload, kBytesBit, 8));
   h.flags = static_cast<uint8_t>(get_bits(f.payload, kFlagsBit, 4));
   h.crc = static_cast<uint16_t>(get_bits(f.payload, kCrcBit, 16));
+  h.hops = static_cast<uint8_t>(get_bits(f.payload, kHopsBit, 8));
   GALAXY_TRY(check_head(h, false));
   if (h.length_flits != data_packet_flits(h.bytes))
     return make_error(Code::kMalformed, kErrTooLong,
@@ -255,6 +260,16 @@ DataDefect data_defect_of(const Error& e) {
     default:
       return DataDefect::kMalformed;
   }
+}
+
+void set_data_hops(Flit& head, uint8_t hops) {
+  put_bits(head.payload, kHopsBit, 8, hops);
+}
+
+void set_data_hops(std::span<uint8_t> packet_bytes, uint8_t hops) {
+  // The head flit's payload starts after its 6 bits of kind, VC and reserved (wire/flit.h).
+  if (packet_bytes.size() < kFlitBytes) return;
+  put_bits(packet_bytes.first(kFlitBytes), 6 + kHopsBit, 8, hops);
 }
 
 }  // namespace galaxy::wire

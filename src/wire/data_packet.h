@@ -48,6 +48,10 @@ struct DataHead {
   uint8_t bytes = 0;          // payload bytes, 0..128
   uint8_t flags = 0;          // kDataFlag*
   uint16_t crc = 0;           // CRC-16 of the packet; computed by encode_data_packet
+  // NRCs the packet has passed: each NRC that passes it on adds one, and one that would pass it
+  // on after chip::kMaxDataHops discards it instead (a routing loop must not keep a packet for
+  // ever). Not covered by the CRC, so an NRC rewrites it alone (set_data_hops).
+  uint8_t hops = 0;
   bool operator==(const DataHead&) const = default;
 };
 
@@ -147,5 +151,9 @@ DataDefect data_defect_of(const Error& e);
 // The head flit alone (the NRC reads only this to route).
 Result<Flit> encode_data_head(const DataHead& h);
 Result<DataHead> decode_data_head(const Flit& f);
+// Rewrites the hop count of an encoded packet, in its head flit or in the flit-encoded bytes of
+// the whole packet (shorter buffers are left alone); the CRC stays valid.
+void set_data_hops(Flit& head, uint8_t hops);
+void set_data_hops(std::span<uint8_t> packet_bytes, uint8_t hops);
 
 }  // namespace galaxy::wire

@@ -158,7 +158,7 @@ TEST(DataPacket, DecodeClassifiesDirtyPackets) {
   EXPECT_TRUE(FailsWith(decode_data_packet(f), "flit 2 on vc 2, the head on vc 1"));
   f = good;
   put_bits(f[0].payload, 150, 1, 1);
-  EXPECT_TRUE(FailsWith(decode_data_packet(f), "reserved payload bits 99-191"));
+  EXPECT_TRUE(FailsWith(decode_data_packet(f), "reserved payload bits 107-191"));
   f = good;
   f[3].payload[20] = 1;
   EXPECT_TRUE(FailsWith(decode_data_packet(f), "tail padding"));
@@ -195,6 +195,39 @@ TEST(DataPacket, TransfersAreCutAtDestinationBoundaries) {
       EXPECT_EQ(sum, t.packets);
       EXPECT_LE(t.flits, t.packets * data_packet_flits(kDataPacketBytes));
     }
+}
+
+// The hop count (docs/protocol.md) round-trips, is rewritten in place by each NRC, and is
+// outside the CRC: a packet whose count changed on the way still decodes, its data intact.
+TEST(DataPacket, HopCountIsRewrittenInPlaceOutsideTheCrc) {
+  DataPacket p = sample();
+  p.head.hops = 7;
+  auto flits = encode_data_packet(p);
+  ASSERT_TRUE(flits.ok());
+  auto back = decode_data_packet(*flits);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->head.hops, 7);
+  set_data_hops((*flits)[0], 254);
+  back = decode_data_packet(*flits);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(back->head.hops, 254);
+  EXPECT_EQ(back->payload, p.payload);
+  EXPECT_EQ(decode_data_head((*flits)[0])->hops, 254);
+  // The same rewrite on the flit-encoded bytes that cross a live link.
+  std::vector<uint8_t> bytes;
+  for (const Flit& f : *flits) {
+    auto b = encode_flit(f);
+    bytes.insert(bytes.end(), b.begin(), b.end());
+  }
+  set_data_hops(bytes, 3);
+  auto head = decode_flit(std::span<const uint8_t>(bytes).first(kFlitBytes));
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(decode_data_head(*head)->hops, 3);
+  // Any other bit of the head is still covered: the CRC catches it.
+  put_bits((*flits)[0].payload, 40, 1, 1);  // src_node 0x0007 becomes 0x0107
+  back = decode_data_packet(*flits);
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(data_defect_of(back.error()), DataDefect::kDataError);
 }
 
 }  // namespace

@@ -123,6 +123,8 @@ RdmaFailure rdma_failure(uint16_t id, OpCode op) {
       return {OpStatus::kUnreachable, "no usable route on the way"};
     case chip::kErrNicPortDown:
       return {OpStatus::kUnreachable, "the sending NIC's port is down"};
+    case chip::kErrHopLimit:
+      return {OpStatus::kUnreachable, "passed the most NRCs a packet passes (a routing loop)"};
     default:
       break;
   }
@@ -709,6 +711,7 @@ bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::
   flit_bytes(flits, &packet_bytes_);
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:
+      wire::set_data_hops(packet_bytes_, f.hops_passed);
       queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, packet_bytes_.data(),
                  packet_bytes_.size());
       return true;
@@ -731,10 +734,13 @@ void FabricDaemon::discard_data(const Forwarded& f, const wire::Flit& head_flit)
   ++stats_.dropped;
   auto head = chip::routable_head(head_flit);
   if (!head) return;
-  // Stopped at the sender's own NIC: its port is down; anywhere else an NRC had no usable output.
+  // Stopped at the sender's own NIC: its port is down; anywhere else an NRC had no usable output
+  // or the packet had passed the hop limit.
   const bool at_nic = seg_->nic_of(f.chip) != nullptr;
-  auto refusal = chip::refusal_of(*head, static_cast<uint16_t>(f.chip),
-                                  at_nic ? chip::kErrNicPortDown : chip::kErrNoUsableRoute);
+  const uint16_t id = at_nic                                 ? chip::kErrNicPortDown
+                      : f.kind == Forwarded::Kind::kHopLimit ? chip::kErrHopLimit
+                                                             : chip::kErrNoUsableRoute;
+  auto refusal = chip::refusal_of(*head, static_cast<uint16_t>(f.chip), id);
   if (refusal) send_from(f.chip, f.port, *refusal);
 }
 
@@ -754,6 +760,7 @@ void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPac
   Forwarded f = originate(*seg_, chip, in_port, p.head.dest_node, t);
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:
+      wire::set_data_hops(bytes, f.hops_passed);
       queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, bytes.data(),
                  bytes.size());
       return;
@@ -1055,11 +1062,13 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
     ++stats_.dropped;
     return true;
   }
-  Forwarded f = forward_arrived(*seg_, chip, in_port, head->dest_node, t);
+  Forwarded f = forward_arrived(*seg_, chip, in_port, head->dest_node, t, nullptr, head->hops);
   switch (f.kind) {
-    case Forwarded::Kind::kLeavesHost:  // onwards to a third host
-      queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, bytes.data(),
-                 bytes.size());
+    case Forwarded::Kind::kLeavesHost:  // onwards to a third host, with the NRCs passed here
+      packet_bytes_.assign(bytes.begin(), bytes.end());
+      wire::set_data_hops(packet_bytes_, f.hops_passed);
+      queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, packet_bytes_.data(),
+                 packet_bytes_.size());
       return true;
     case Forwarded::Kind::kDelivered:
     case Forwarded::Kind::kMisrouted:

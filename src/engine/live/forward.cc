@@ -7,8 +7,6 @@ namespace galaxy::live {
 
 namespace {
 
-constexpr uint8_t kMaxHops = 64;
-
 // The live engine queues nothing at an output (same-host forwarding is synchronous, a link's
 // frames wait in its window, not per port), so it measures no load: the choice falls to the
 // destination's tie-break, which keeps one VP pair's packets on one path and in order.
@@ -99,15 +97,25 @@ int route_at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest, const 
 }  // namespace
 
 Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
-                          const wire::Traffic& t, std::vector<CounterLine*>* record) {
+                          const wire::Traffic& t, std::vector<CounterLine*>* record,
+                          uint8_t hops_passed) {
   Forwarded r;
-  for (uint8_t hop = 0; hop < kMaxHops; ++hop) {
+  for (unsigned hop = 0;; ++hop) {
     count_rx(seg, chip, in_port, t, record);
     r.chip = chip;
     r.port = in_port;
-    r.hops = hop;
+    r.hops = static_cast<uint8_t>(hop);
+    r.hops_passed = static_cast<uint8_t>(hops_passed + hop);
     if (seg.chip(chip).type == static_cast<uint8_t>(wire::ChipType::kNic)) {
       r.kind = chip == dest ? Forwarded::Kind::kDelivered : Forwarded::Kind::kMisrouted;
+      return r;
+    }
+    // The NRC's hop limit (chip/forwarding.h): a packet in a loop is discarded here.
+    if (!chip::within_hop_limit(hops_passed + hop)) {
+      r.kind = Forwarded::Kind::kHopLimit;
+      if (record == nullptr)
+        seg.counters(seg.chip(chip).local, in_port)
+            .rx.discards.fetch_add(t.packets, std::memory_order_relaxed);
       return r;
     }
     const int out = route_at(seg, chip, in_port, dest, t, record == nullptr, r);
@@ -117,13 +125,12 @@ Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t
     if (link.crosses_hosts) {
       r.kind = Forwarded::Kind::kLeavesHost;
       r.port = static_cast<uint8_t>(out);
+      r.hops_passed = static_cast<uint8_t>(hops_passed + hop + 1);
       return r;
     }
     chip = link.chip;
     in_port = link.port;
   }
-  r.kind = Forwarded::Kind::kMisrouted;
-  return r;
 }
 
 Forwarded originate(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,

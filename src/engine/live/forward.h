@@ -17,12 +17,16 @@ struct Forwarded {
     kLeavesHost,  // `chip` (local) sends out of `port` over a link to another host
     kNoRoute,     // the route table of `chip` has no usable port for the destination
     kLinkDown,    // the link out of `chip`/`port` is down
-    kMisrouted,   // reached a NIC that is not the destination, or looped
+    kMisrouted,   // reached a NIC that is not the destination
+    kHopLimit,    // NRC `chip` would pass on a packet that has passed chip::kMaxDataHops NRCs
   };
   Kind kind = Kind::kNoRoute;
   uint32_t chip = 0;
   uint8_t port = 0;
-  uint8_t hops = 0;
+  uint8_t hops = 0;  // NRCs passed on this host's part of the path
+  // NRCs passed in all, those before this host included: the head's hop count when the packet
+  // leaves the host (kLeavesHost), wire::set_data_hops.
+  uint8_t hops_passed = 0;
 };
 
 // From a local chip out of `out_port` (a NIC sends out of port 0) towards the NIC `dest`.
@@ -31,9 +35,11 @@ struct Forwarded {
 // `t` is what passes (wire::transfer_traffic, packet_traffic, kMgmtPacketTraffic).
 Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest,
                   const wire::Traffic& t, std::vector<CounterLine*>* record = nullptr);
-// A packet that came in over a link from another host at local chip `chip`, port `in_port`.
+// A packet that came in over a link from another host at local chip `chip`, port `in_port`,
+// having passed `hops_passed` NRCs (its head's hop count).
 Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
-                          const wire::Traffic& t, std::vector<CounterLine*>* record = nullptr);
+                          const wire::Traffic& t, std::vector<CounterLine*>* record = nullptr,
+                          uint8_t hops_passed = 0);
 // A packet local NRC `chip` itself sends (a refusal, chip/refusal.h), routed by the table of
 // `in_port`, the port through which it answers.
 Forwarded originate(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,

@@ -447,11 +447,13 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
       free_packet(slot);
       return;
     }
-    auto out = nrc(node).route_data(in_port, head->dest_node);  // counts a discard itself
+    // Counts a discard itself (no usable output, or the hop limit: chip/forwarding.h).
+    auto out = nrc(node).route_data(in_port, head->dest_node, head->hops);
     if (!out.ok()) {
       discard_data(slot, node, out.error().id);
       return;
     }
+    wire::set_data_hops(p.flits[0], static_cast<uint8_t>(head->hops + 1));
     transmit(node, *out, slot);
     return;
   }
