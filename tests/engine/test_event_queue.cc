@@ -158,15 +158,5 @@ TEST(EventQueue, MatchesReferenceThroughRenumbering) {
   EXPECT_GT(q.rebuilds(), 100u);
 }
 
-TEST(EventQueue, ReserveKeepsContents) {
-  EventQueue q;
-  NullHandler h;
-  for (uint64_t i = 0; i < 10; ++i) q.push(100 - i, &h, i);
-  q.reserve(100'000);
-  EXPECT_TRUE(q.valid());
-  EXPECT_EQ(q.pop().a, 9u);
-  EXPECT_EQ(q.size(), 9u);
-}
-
 }  // namespace
 }  // namespace galaxy::sim

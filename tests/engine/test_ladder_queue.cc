@@ -266,8 +266,14 @@ TEST(LadderQueue, TopIsUsableThroughConstReference) {
   EXPECT_EQ(view.size(), 1000u);
 }
 
-TEST(LadderQueue, ReserveKeepsContents) {
-  LadderQueue q;
+// Both future-event lists the simulator runs on.
+template <class Queue>
+class EitherQueue : public ::testing::Test {};
+using Queues = ::testing::Types<EventQueue, LadderQueue>;
+TYPED_TEST_SUITE(EitherQueue, Queues);
+
+TYPED_TEST(EitherQueue, ReserveKeepsContents) {
+  TypeParam q;
   NullHandler h;
   for (uint64_t i = 0; i < 10; ++i) q.push(100 - i, &h, i);
   q.reserve(100'000);
