@@ -386,7 +386,10 @@ Registry<RoutingEngineFn> make_registry() {
   r.add({"dor",
          "dimension order for mesh/torus (ports as the mesh/torus builders wire them); one VC: "
          "a torus is not deadlock free",
-         {{"nics", "int", "auto", "NICs per router (ports 0..nics-1)"}},
+         {{"nics", "int", "auto", "NICs per router (ports 0..nics-1)"},
+          {"order", "string", "auto",
+           "dimensions in routing order, e.g. xyz; auto: slowest-varying in chip-id order first "
+           "(fewest range writes)"}},
          {},
          detail::route_dor});
   return r;

@@ -4,10 +4,20 @@
 // origin comes back to it wraps (torus); the shorter way round is taken (ties: +d).
 // One data VC: a torus ring has a cyclic channel dependency that DOR cannot break without a
 // second (dateline) VC, so verify_routes reports tori as not deadlock free — honestly.
+//
+// The order of the dimensions is free (any fixed order is deadlock free on a mesh), and it
+// decides how many range writes the tables take: at an NRC, every destination whose coordinate
+// differs in the first dimension goes one of two ways by that coordinate alone. Routed first,
+// the dimension along which chip ids change least often (the slowest-varying one, where ids are
+// laid out by coordinate) makes those destinations a few long ranges; routed first, the fastest-
+// varying one splits them into a run per row. `order=auto` (the default) therefore takes the
+// dimensions from slowest- to fastest-varying in chip-id order; `order=xyz`, `zyx`, ... fixes it.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <string>
+#include <vector>
 
 #include "nm/routing_internal.h"
 
@@ -103,10 +113,48 @@ Result<Grid> recover_grid(const FabricMap& map, const PortGraph& g, uint32_t nic
   return grid;
 }
 
+// The dimensions in routing order (see the top of this file).
+Result<std::vector<uint32_t>> dimension_order(const FabricMap& map, const PortGraph& g,
+                                              const Grid& gr, const std::string& spec) {
+  static constexpr char kNames[kMaxDims] = {'x', 'y', 'z'};
+  std::vector<uint32_t> order;
+  if (spec != "auto") {
+    bool ok = spec.size() == gr.dims;
+    for (char c : spec) {
+      const char* at = std::find(kNames, kNames + gr.dims, c);
+      const auto k = static_cast<uint32_t>(at - kNames);
+      ok = ok && at != kNames + gr.dims && std::find(order.begin(), order.end(), k) == order.end();
+      order.push_back(k);
+    }
+    if (!ok)
+      return make_error(
+          Code::kInvalidArgument, 5113,
+          fmt::format("dor: order = '{}': expected auto or each of the {} "
+                      "dimension(s) {} once (e.g. {})",
+                      spec, gr.dims, std::string(kNames, gr.dims), std::string(kNames, gr.dims)));
+    return order;
+  }
+  // How often each coordinate changes between NICs taken in chip-id order.
+  std::vector<std::pair<uint16_t, uint32_t>> nics;  // (chip id, its NRC)
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    if (map.topology.is_nic(v) && g.nic_nrc[v] != fabric::kNoNode &&
+        gr.coord[g.nic_nrc[v]][0] != kInf)
+      nics.emplace_back(map.chip_id[v], g.nic_nrc[v]);
+  std::sort(nics.begin(), nics.end());
+  std::array<uint64_t, kMaxDims> changes{};
+  for (size_t i = 1; i < nics.size(); ++i)
+    for (uint32_t k = 0; k < gr.dims; ++k)
+      changes[k] += gr.coord[nics[i].second][k] != gr.coord[nics[i - 1].second][k];
+  for (uint32_t k = 0; k < gr.dims; ++k) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return changes[a] < changes[b]; });
+  return order;
+}
+
 }  // namespace
 
 Result<RouteSet> route_dor(const FabricMap& map, const Spec& spec) {
-  GALAXY_TRY(spec.check_known({"nics"}));
+  GALAXY_TRY(spec.check_known({"nics", "order"}));
   PortGraph g(map.topology);
   uint32_t auto_nics = 0;
   for (uint32_t v : g.nrcs) {
@@ -121,13 +169,15 @@ Result<RouteSet> route_dor(const FabricMap& map, const Spec& spec) {
   auto grid = recover_grid(map, g, static_cast<uint32_t>(*nics));
   GALAXY_TRY(grid);
   const Grid& gr = *grid;
+  auto order = dimension_order(map, g, gr, spec.get_string("order", "auto"));
+  GALAXY_TRY(order);
   std::vector<uint8_t> port_class(g.peer.size(), 0);
   auto rs =
       build_route_set(map, g, 1, port_class, [&](uint32_t d, std::vector<chip::PortSet>& sets) {
         const auto& target = gr.coord[d];
         for (uint32_t v : g.nrcs) {
           if (v == d || gr.coord[v][0] == kInf) continue;
-          for (uint32_t k = 0; k < gr.dims; ++k) {
+          for (uint32_t k : *order) {
             uint32_t here = gr.coord[v][k], there = target[k];
             if (here == there) continue;
             bool plus = there > here;
