@@ -201,7 +201,11 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
       return (value >> 17) == 0 && (value & 0xFFFF) != wire::kUnconfiguredId ? NmpError::kNone
                                                                              : NmpError::kBadValue;
     case reg::kChipCtrl:
-      return value <= 2 ? NmpError::kNone : NmpError::kBadValue;
+      // [1:0] M_Key level 0-2; [2] fixed output choice, an NRC's only.
+      return (value & 3) <= 2 && (value >> 3) == 0 &&
+                     ((value & reg::kCtrlFixedChoice) == 0 || type_ == wire::ChipType::kNrc)
+                 ? NmpError::kNone
+                 : NmpError::kBadValue;
     case reg::kMKey:
     case reg::kFaultMask:
     case reg::kFaultRouteLo:

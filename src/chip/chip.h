@@ -147,6 +147,7 @@ class Chip {
   Nma& nma() { return *nma_; }
 
  protected:
+  uint64_t chip_ctrl() const { return ctrl_; }  // CHIP_CTRL
   // Chip-specific register blocks (route tables, VPs, error buffer).
   virtual RegAccess read_specific(uint16_t addr);
   virtual wire::NmpError check_specific(uint16_t addr, uint64_t value) const;

@@ -54,9 +54,10 @@ Result<uint8_t> Nrc::route_data(uint8_t in_port, uint32_t dest, uint8_t hops_pas
                                   dest, in_port, hops_passed));
   }
   PortSet allowed = tables_[in_port]->get(dest);
+  const bool fixed = (chip_ctrl() & reg::kCtrlFixedChoice) != 0;
   int best = choose_data_output(
       allowed, dest, [&](uint8_t p) { return port_usable(p); },
-      [&](uint8_t p) { return port(p).output_load; });
+      [&](uint8_t p) { return fixed ? uint64_t{0} : port(p).output_load; });
   if (best < 0) {
     count_dirty(in_port);
     return make_error(Code::kNotFound, 2031,

@@ -12,7 +12,7 @@ inline constexpr uint32_t kNrcAddressSpace = 1u << 15;
 // Common block (both chips).
 inline constexpr uint16_t kChipIdent = 0x000;       // RO [1:0] type, [15:8] ports, [31:16] model
 inline constexpr uint16_t kChipId = 0x001;          // RW [15:0] id, [16] valid (configured)
-inline constexpr uint16_t kChipCtrl = 0x002;        // RW [1:0] M_Key protect level
+inline constexpr uint16_t kChipCtrl = 0x002;        // RW [1:0] M_Key protect level, [2] below
 inline constexpr uint16_t kMKey = 0x003;            // WO (reads 0): management key
 inline constexpr uint16_t kMKeyViolations = 0x004;  // RO counter
 inline constexpr uint16_t kTemperature = 0x005;     // RO milli-degrees Celsius
@@ -30,6 +30,10 @@ inline constexpr uint16_t kBootStatus = 0x010;      // RO [0] loaded, [15:8] err
 inline constexpr uint16_t kDirtyDiscards = 0x011;   // RO packets discarded as dirty (all ports)
 inline constexpr uint16_t kScratch = 0x012;         // RW free for software
 inline constexpr uint16_t kCommonEnd = 0x013;
+// CHIP_CTRL bit 2 (NRCs): route data by the fixed choice among the allowed ports (the
+// destination's tie-break alone, as a static d-mod-k switch would) instead of the least-loaded
+// one; for comparing adaptive routing with a fixed choice (docs/registers.md).
+inline constexpr uint64_t kCtrlFixedChoice = 1u << 2;
 
 // NRC route-table access through indirect registers (docs/registers.md "Route tables").
 inline constexpr uint16_t kRtSelect = 0x040;  // RW [23:0] input-port mask, [39:24] first dest,

@@ -2,11 +2,14 @@
 // cut into 128-byte packets by the NIC model, every packet routed by every NRC model on its
 // path) for a span of simulated time, after a bring-up by the management server. Reports the
 // simulator events run per wall second, beside what the traffic achieved.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "base/sysinfo.h"
+#include "chip/registers.h"
 #include "cli/bench_sim.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
@@ -19,6 +22,7 @@ namespace {
 struct SimBenchOptions {
   RouteOptions route;
   std::string pattern = "both";
+  std::string choice = "adaptive";
   double time_us = 100;
   double load = 0.3;
   uint32_t bytes = 1024;
@@ -29,11 +33,59 @@ constexpr uint64_t kSrcBase = 0x10000000;
 constexpr uint64_t kDstBase = 0x20000000;
 constexpr uint8_t kVp = chip::kPioVps;  // the first DMA VP
 
+// Where each NIC's puts go.
+enum class Pattern : uint8_t { kUniform, kAllToAll, kAdversarial };
+struct PatternInfo {
+  const char* name;
+  const char* title;
+  Pattern pattern;
+  const char* help;
+};
+constexpr PatternInfo kPatterns[] = {
+    {"uniform", "uniform random", Pattern::kUniform, "every put to a NIC drawn at random"},
+    {"alltoall", "all-to-all", Pattern::kAllToAll, "shifted exchange: every peer in turn"},
+    {"adversarial", "adversarial", Pattern::kAdversarial,
+     "a permutation that, under the fixed output choice, puts all of a leaf's traffic on one "
+     "up-link (fat trees): the j-th NIC of leaf L sends to leaf L+1+j, to the NIC whose chip id "
+     "is L modulo the leaf's up-links"}};
+
+// The adversarial permutation's destination (NIC index) for every NIC (see kPatterns).
+std::vector<uint32_t> adversarial_destinations(sim::SimFabric& f) {
+  const auto& topo = f.topology();
+  const uint32_t n = topo.num_nics();
+  std::map<uint32_t, std::vector<uint32_t>> by_leaf;  // NRC node -> its NIC indices
+  for (uint32_t i = 0; i < n; ++i)
+    if (auto peer = topo.peer({topo.nic_node(i), 0})) by_leaf[peer->node].push_back(i);
+  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> leaves(by_leaf.begin(), by_leaf.end());
+  std::vector<uint32_t> dest(n);
+  for (uint32_t i = 0; i < n; ++i) dest[i] = (i + 1) % n;  // NICs on no leaf: a shift
+  const auto nl = static_cast<uint32_t>(leaves.size());
+  for (uint32_t l = 0; l < nl; ++l) {
+    uint32_t up = 0;  // the leaf's links to other NRCs
+    const uint32_t leaf = leaves[l].first;
+    for (uint32_t p = 0; p < topo.num_ports(leaf); ++p)
+      if (auto q = topo.peer({leaf, static_cast<uint8_t>(p)}); q && !topo.is_nic(q->node)) ++up;
+    up = std::max(up, 1u);
+    const auto& mine = leaves[l].second;
+    for (uint32_t j = 0; j < mine.size(); ++j) {
+      uint32_t t = (l + 1 + j) % nl;
+      if (t == l) t = (t + 1) % nl;
+      const auto& theirs = leaves[t].second;
+      uint32_t pick = theirs[j % theirs.size()];
+      for (uint32_t x : theirs)
+        if (f.chip(topo.nic_node(x)).chip_id() % up == l % up) pick = x;
+      dest[mine[j]] = pick;
+    }
+  }
+  return dest;
+}
+
 // Open-loop traffic: every NIC posts puts at exponentially spaced times so that, on average,
 // it offers `load` of its link; the destination follows the pattern.
 struct Traffic {
   sim::SimFabric* f = nullptr;
-  bool alltoall = false;
+  Pattern pattern = Pattern::kUniform;
+  std::vector<uint32_t> fixed_dest;  // kAdversarial
   uint32_t bytes = 0;
   sim::Time mean_gap = 0;
   sim::Time end = 0;
@@ -48,16 +100,22 @@ struct Traffic {
     if (t >= end) return;
     f->sim().schedule_fn_at(t, [this, i] { fire(i); });
   }
+  uint32_t destination(uint32_t i) {
+    const uint32_t n = f->topology().num_nics();
+    switch (pattern) {
+      case Pattern::kAllToAll:
+        return (i + 1 + sent[i] % (n - 1)) % n;  // shifted exchange: every peer in turn
+      case Pattern::kAdversarial:
+        return fixed_dest[i];
+      case Pattern::kUniform:
+        break;
+    }
+    uint32_t d = static_cast<uint32_t>(rng() % (n - 1));
+    return d >= i ? d + 1 : d;
+  }
   void fire(uint32_t i) {
     const auto& topo = f->topology();
-    const uint32_t n = topo.num_nics();
-    uint32_t d;
-    if (alltoall) {
-      d = (i + 1 + sent[i] % (n - 1)) % n;  // shifted exchange: every peer in turn
-    } else {
-      d = static_cast<uint32_t>(rng() % (n - 1));
-      if (d >= i) ++d;
-    }
+    const uint32_t d = destination(i);
     ++sent[i];
     wire::RdmaDescriptor r;
     r.op = wire::RdmaOp::kWrite;
@@ -76,7 +134,7 @@ struct Traffic {
   }
 };
 
-nlohmann::json run_pattern(const SimBenchOptions& o, bool alltoall) {
+nlohmann::json run_pattern(const SimBenchOptions& o, const PatternInfo& pat, bool fixed) {
   nlohmann::json phases;
   RouteOptions ro = o.route;
   auto fabric = routed_sim_fabric(ro, phases);
@@ -84,9 +142,18 @@ nlohmann::json run_pattern(const SimBenchOptions& o, bool alltoall) {
   sim::SimFabric& f = *fabric;
   const auto& topo = f.topology();
   const uint32_t n = topo.num_nics();
+  // The NRCs' output choice (CHIP_CTRL bit 2), as management would set it.
+  for (uint32_t v = 0; v < topo.num_nodes(); ++v)
+    if (!topo.is_nic(v)) {
+      chip::Chip& c = f.chip(v);
+      const uint64_t ctrl = c.read_register(chip::reg::kChipCtrl).value;
+      c.write_register(chip::reg::kChipCtrl, fixed ? ctrl | chip::reg::kCtrlFixedChoice
+                                                   : ctrl & ~chip::reg::kCtrlFixedChoice);
+    }
   Traffic t;
   t.f = &f;
-  t.alltoall = alltoall;
+  t.pattern = pat.pattern;
+  if (pat.pattern == Pattern::kAdversarial) t.fixed_dest = adversarial_destinations(f);
   t.bytes = o.bytes;
   t.rng.seed(o.route.session.seed);
   t.key_src.resize(n);
@@ -116,7 +183,8 @@ nlohmann::json run_pattern(const SimBenchOptions& o, bool alltoall) {
   const uint64_t events = f.sim().events_processed() - ev0;
   const uint64_t packets = f.stats().data_packets_received - pk0;
   const double sim_s = o.time_us * 1e-6;
-  return {{"pattern", alltoall ? "all-to-all" : "uniform random"},
+  return {{"pattern", pat.title},
+          {"choice", fixed ? "fixed" : "adaptive"},
           {"nics", n},
           {"sim_time_us", o.time_us},
           {"offered_load", o.load},
@@ -134,10 +202,27 @@ nlohmann::json run_pattern(const SimBenchOptions& o, bool alltoall) {
 }
 
 void run_bench_sim(const SimBenchOptions& o) {
-  if (o.pattern != "uniform" && o.pattern != "alltoall" && o.pattern != "both")
+  // Patterns by name; "both" is uniform and all-to-all, "all" every pattern.
+  std::vector<const PatternInfo*> patterns;
+  std::string names;
+  for (const PatternInfo& p : kPatterns) {
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
+    if (o.pattern == p.name || o.pattern == "all" ||
+        (o.pattern == "both" && p.pattern != Pattern::kAdversarial))
+      patterns.push_back(&p);
+  }
+  if (patterns.empty())
     return report_error(
         make_error(Code::kInvalidArgument, 9632,
-                   fmt::format("--pattern = '{}' is not uniform, alltoall or both", o.pattern)),
+                   fmt::format("--pattern = '{}' is not one of {}, both or all", o.pattern, names)),
+        o.json);
+  std::vector<bool> choices;
+  if (o.choice == "adaptive" || o.choice == "both") choices.push_back(false);
+  if (o.choice == "fixed" || o.choice == "both") choices.push_back(true);
+  if (choices.empty())
+    return report_error(
+        make_error(Code::kInvalidArgument, 9637,
+                   fmt::format("--choice = '{}' is not adaptive, fixed or both", o.choice)),
         o.json);
   std::string bad;
   if (!(o.load > 0 && o.load <= 1))
@@ -148,27 +233,28 @@ void run_bench_sim(const SimBenchOptions& o) {
     bad = fmt::format("--bytes = {} (1-1048576)", o.bytes);
   if (!bad.empty()) return report_error(make_error(Code::kOutOfRange, 9633, bad), o.json);
   nlohmann::json rows = nlohmann::json::array();
-  for (bool a2a : {false, true}) {
-    if ((a2a && o.pattern == "uniform") || (!a2a && o.pattern == "alltoall")) continue;
-    if (!o.json)
-      std::fprintf(stderr, "bench sim: %s on %s ...\n", a2a ? "all-to-all" : "uniform random",
-                   o.route.session.fabric.c_str());
-    nlohmann::json r = run_pattern(o, a2a);
-    if (r.contains("error"))
-      return report_error(make_error(Code::kInvalidArgument, 9634, r["error"].get<std::string>()),
-                          o.json);
-    rows.push_back(r);
-  }
+  for (const PatternInfo* p : patterns)
+    for (bool fixed : choices) {
+      if (!o.json)
+        std::fprintf(stderr, "bench sim: %s, %s choice, on %s ...\n", p->title,
+                     fixed ? "fixed" : "adaptive", o.route.session.fabric.c_str());
+      nlohmann::json r = run_pattern(o, *p, fixed);
+      if (r.contains("error"))
+        return report_error(make_error(Code::kInvalidArgument, 9634, r["error"].get<std::string>()),
+                            o.json);
+      rows.push_back(r);
+    }
   if (o.json) {
     std::printf("%s\n",
                 nlohmann::json{{"fabric", o.route.session.fabric}, {"rows", rows}}.dump(2).c_str());
     return;
   }
-  std::printf("%-16s %6s %10s %12s %12s %14s %8s %14s %10s\n", "pattern", "NICs", "puts", "refused",
-              "packets", "GB/s per NIC", "wall s", "events", "events/s");
+  std::printf("%-16s %-9s %6s %10s %12s %12s %14s %8s %14s %10s\n", "pattern", "choice", "NICs",
+              "puts", "refused", "packets", "GB/s per NIC", "wall s", "events", "events/s");
   for (const auto& r : rows)
-    std::printf("%-16s %6u %10llu %12llu %12llu %14.3f %8.2f %14llu %9.2fM\n",
-                r["pattern"].get<std::string>().c_str(), r["nics"].get<uint32_t>(),
+    std::printf("%-16s %-9s %6u %10llu %12llu %12llu %14.3f %8.2f %14llu %9.2fM\n",
+                r["pattern"].get<std::string>().c_str(), r["choice"].get<std::string>().c_str(),
+                r["nics"].get<uint32_t>(),
                 static_cast<unsigned long long>(r["puts_posted"].get<uint64_t>()),
                 static_cast<unsigned long long>(r["puts_refused_sdq_full"].get<uint64_t>()),
                 static_cast<unsigned long long>(r["data_packets_received"].get<uint64_t>()),
@@ -186,7 +272,13 @@ void add_bench_sim_subcommand(CLI::App* bench) {
   auto* c = bench->add_subcommand(
       "sim", "The simulated engine's speed: packet-level data traffic, events per wall second");
   c->add_option("--fabric", o->route.session.fabric, "sim:<topology>")->capture_default_str();
-  c->add_option("--pattern", o->pattern, "uniform, alltoall or both")->capture_default_str();
+  c->add_option("--pattern", o->pattern,
+                "uniform, alltoall, adversarial (fat trees), both (uniform and alltoall) or all")
+      ->capture_default_str();
+  c->add_option("--choice", o->choice,
+                "the NRCs' output choice: adaptive (least-loaded allowed port), fixed (the "
+                "destination's, as static d-mod-k routing) or both")
+      ->capture_default_str();
   c->add_option("--time-us", o->time_us, "simulated time of traffic")->capture_default_str();
   c->add_option("--load", o->load, "offered load per NIC, a fraction of its link")
       ->capture_default_str();

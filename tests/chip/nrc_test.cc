@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "chip/forwarding.h"
+#include "chip/nic.h"
+#include "chip/registers.h"
 #include "chip_test_util.h"
 
 namespace galaxy::chip {
@@ -180,6 +182,27 @@ TEST(NrcTest, AdaptiveChoiceByOutputLoad) {
   EXPECT_FALSE(n.route_data(0, 0).ok());
   EXPECT_FALSE(n.route_data(0, 1).ok());  // no route at all
   EXPECT_EQ(n.read_register(reg::kDirtyDiscards).value, 2u);
+}
+
+// CHIP_CTRL bit 2: the fixed choice (the destination's tie-break, as static d-mod-k routing)
+// whatever the loads; an NRC's bit only; clearing it brings the adaptive choice back.
+TEST(NrcTest, FixedChoiceIgnoresTheLoad) {
+  Nrc n;
+  for (uint8_t p = 0; p < 24; ++p) n.link_up(p, {true, wire::ChipType::kNrc, p, 0});
+  ASSERT_TRUE(n.set_routes(0xFFFFFF, 0, 2, (1u << 4) | (1u << 9)).ok());
+  n.port(4).output_load = 50;  // destination 0 picks port 4 on a tie, destination 1 port 9
+  ASSERT_EQ(n.check_write(reg::kChipCtrl, reg::kCtrlFixedChoice), wire::NmpError::kNone);
+  n.write_register(reg::kChipCtrl, reg::kCtrlFixedChoice);
+  EXPECT_EQ(n.route_data(0, 0).value(), 4);
+  EXPECT_EQ(n.route_data(0, 1).value(), 9);
+  n.link_down(4);  // a usable port is still required
+  EXPECT_EQ(n.route_data(0, 0).value(), 9);
+  n.link_up(4, {true, wire::ChipType::kNrc, 4, 0});
+  n.write_register(reg::kChipCtrl, 0);
+  EXPECT_EQ(n.route_data(0, 0).value(), 9);  // adaptive: the idle one
+  Nic nic;
+  EXPECT_EQ(nic.check_write(reg::kChipCtrl, reg::kCtrlFixedChoice), wire::NmpError::kBadValue);
+  EXPECT_EQ(n.check_write(reg::kChipCtrl, 8), wire::NmpError::kBadValue);
 }
 
 // What an NRC sends itself (a refusal) goes straight to a neighbour it names, else by the first
