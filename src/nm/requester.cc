@@ -73,20 +73,52 @@ bool Requester::try_send(Pending& p) {
     return false;
   }
   ++per_chip_[p.request.target.chip_id];
+  deadlines_.push_back({p.deadline, p.tid});
   in_flight_.emplace(p.tid, std::move(p));
   return true;
 }
 
+void Requester::release(uint16_t chip) {
+  auto it = per_chip_.find(chip);
+  if (it != per_chip_.end() && --it->second == 0) per_chip_.erase(it);
+  if (parked_.count(chip)) ready_.push_back(chip);
+}
+
 void Requester::issue() {
   // Requests to a chip whose window is full wait in order behind it; others may pass them.
-  size_t n = queue_.size();
-  for (size_t i = 0; i < n && in_flight_.size() < options_.global_window; ++i) {
-    Pending p = std::move(queue_.front());
-    queue_.pop_front();
-    if (per_chip_[p.request.target.chip_id] >= options_.per_chip_window) {
-      queue_.push_back(std::move(p));
+  // Requests not yet looked at go first, as many chips working at once as the window allows;
+  // then the parked ones of chips that got room.
+  while (in_flight_.size() < options_.global_window) {
+    if (!queue_.empty()) {
+      Pending p = std::move(queue_.front());
+      queue_.pop_front();
+      const uint16_t chip = p.request.target.chip_id;
+      auto it = parked_.find(chip);
+      if (it != parked_.end()) {
+        it->second.push_back(std::move(p));  // behind its chip's earlier requests
+        continue;
+      }
+      auto room = per_chip_.find(chip);
+      if (room != per_chip_.end() && room->second >= options_.per_chip_window) {
+        parked_[chip].push_back(std::move(p));
+        continue;
+      }
+      try_send(p);
       continue;
     }
+    if (ready_.empty()) return;
+    const uint16_t chip = ready_.front();
+    ready_.pop_front();
+    auto it = parked_.find(chip);
+    if (it == parked_.end()) continue;
+    auto room = per_chip_.find(chip);
+    if (room != per_chip_.end() && room->second >= options_.per_chip_window) continue;
+    Pending p = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty())
+      parked_.erase(it);
+    else
+      ready_.push_back(chip);  // more behind it, if the window still has room
     try_send(p);
   }
 }
@@ -95,7 +127,7 @@ void Requester::complete(uint16_t tid, const MgmtReply& reply) {
   auto it = in_flight_.find(tid);
   Pending p = std::move(it->second);
   in_flight_.erase(it);
-  if (--per_chip_[p.request.target.chip_id] == 0) per_chip_.erase(p.request.target.chip_id);
+  release(p.request.target.chip_id);
   MgmtReply r = reply;
   r.attempts = p.attempts;
   r.latency = port_.now() - p.sent_at;
@@ -104,16 +136,19 @@ void Requester::complete(uint16_t tid, const MgmtReply& reply) {
 }
 
 void Requester::expire(Picoseconds now) {
-  std::vector<uint16_t> late;
-  for (const auto& [tid, p] : in_flight_)
-    if (p.deadline <= now) late.push_back(tid);
-  std::sort(late.begin(), late.end());
+  std::vector<uint16_t> late;  // in send order
+  while (!deadlines_.empty() && deadlines_.front().first <= now) {
+    const auto [deadline, tid] = deadlines_.front();
+    deadlines_.pop_front();
+    auto it = in_flight_.find(tid);
+    if (it != in_flight_.end() && it->second.deadline == deadline) late.push_back(tid);
+  }
   for (uint16_t tid : late) {
     auto it = in_flight_.find(tid);
     if (it->second.attempts <= options_.retries) {
       Pending p = std::move(it->second);
       in_flight_.erase(it);
-      if (--per_chip_[p.request.target.chip_id] == 0) per_chip_.erase(p.request.target.chip_id);
+      release(p.request.target.chip_id);
       ++stats_.retries;
       try_send(p);
     } else {
@@ -160,12 +195,20 @@ void Requester::run() {
   for (;;) {
     issue();
     if (in_flight_.empty()) {
-      if (queue_.empty()) return;
+      if (queue_.empty() && parked_.empty()) return;
+      // Nothing in flight, so every parked chip has room.
+      if (ready_.empty())
+        for (const auto& [chip, waiting] : parked_) ready_.push_back(chip);
       continue;
     }
     Picoseconds now = port_.now();
-    Picoseconds next_deadline = UINT64_MAX;
-    for (const auto& [tid, p] : in_flight_) next_deadline = std::min(next_deadline, p.deadline);
+    // The first deadline whose attempt is still in flight (answered ones are skipped here).
+    while (!deadlines_.empty()) {
+      auto it = in_flight_.find(deadlines_.front().second);
+      if (it != in_flight_.end() && it->second.deadline == deadlines_.front().first) break;
+      deadlines_.pop_front();
+    }
+    const Picoseconds next_deadline = deadlines_.empty() ? UINT64_MAX : deadlines_.front().first;
     if (next_deadline <= now) {
       expire(now);
       continue;

@@ -74,6 +74,8 @@ class Requester {
   };
   void issue();
   bool try_send(Pending& p);
+  // One fewer in flight to `chip`; its parked requests become ready when its window has room.
+  void release(uint16_t chip);
   void complete(uint16_t tid, const MgmtReply& reply);
   void expire(Picoseconds now);
   void dispatch(const wire::MgmtPacket& packet);
@@ -83,9 +85,18 @@ class Requester {
   RequesterOptions options_;
   RequesterStats stats_;
   std::function<void(const MgmtRequest&, const MgmtReply&)> observer_;
+  // Submitted requests not yet looked at. One whose chip's window is full is parked behind that
+  // chip's earlier ones (a chip's requests go out in order; others pass them), and its chip
+  // goes to `ready_` when an answer makes room, so that each request is moved once, not passed
+  // over again on every call (a load of a million range writes queues them all at once).
   Fifo<Pending> queue_;
+  std::unordered_map<uint16_t, Fifo<Pending>> parked_;  // by target chip, in submission order
+  Fifo<uint16_t> ready_;  // chips with parked requests that got room, in that order
   std::unordered_map<uint16_t, Pending> in_flight_;  // by transaction id
   std::unordered_map<uint16_t, unsigned> per_chip_;  // in flight per target chip
+  // (deadline, tid) of every attempt in send order: with one timeout for all, the earliest
+  // deadline in flight is the first entry whose request is still in flight with that deadline.
+  Fifo<std::pair<Picoseconds, uint16_t>> deadlines_;
   uint16_t next_tid_ = 0;
   std::function<void(const wire::MgmtPacket&)> fault_handler_;
 };
