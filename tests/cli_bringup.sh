@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `galaxy bringup` as a user runs it: fat trees of switches wider than TH-2's 24 ports deliver
-# every one of 2,000 MPs; a mesh whose far chips are beyond a source route's 20 hops from the
-# management server fails with the chips named (E5031) and the way out (--server-nic), and
-# brought up from its middle it routes every pair. Argument: the galaxy binary.
+# `galaxy bringup` and `galaxy bench scale` as a user runs them: fat trees of switches wider
+# than TH-2's 24 ports deliver every one of 2,000 MPs; a mesh whose far chips are beyond a source
+# route's 20 hops from the management server fails with the chips named (E5031) and the way out
+# (--server-nic), and brought up from its middle it routes every pair; the growth benchmark
+# measures every size of a family. Argument: the galaxy binary.
 set -euo pipefail
 galaxy=$1
 fail() { echo "FAILED: $*" >&2; exit 1; }
@@ -31,3 +32,17 @@ out=$("$galaxy" bringup --fabric sim:mesh:16x16 --engine dor --server-nic 136) |
 grep -q '^dor: 65280/65280 NIC pairs routed' <<<"$out" || fail "mesh 16x16 from the middle: $out"
 grep -q '64 of 64 MPs delivered.*verified' <<<"$out" || fail "mesh 16x16 from the middle: $out"
 echo "ok: mesh 16x16 from the middle routes every pair"
+
+# `galaxy bench scale`: every size of a family brought up in a process of its own, and the fitted
+# growth exponents (3-D meshes from a corner: each size verified, growth close to linear).
+out=$("$galaxy" bench scale --family mesh --json 2>/dev/null) || fail "bench scale: exit $?"
+[ "$(grep -c '"verified": true' <<<"$out")" -eq 4 ] || fail "bench scale: not 4 verified sizes: $out"
+grep -q '"wall_exponent": ' <<<"$out" || fail "bench scale: no wall exponent: $out"
+grep -q '"memory_exponent": ' <<<"$out" || fail "bench scale: no memory exponent: $out"
+set +e
+err=$("$galaxy" bench scale --family bogus 2>&1)
+rc=$?
+set -e
+[ "$rc" -ne 0 ] && grep -q "E9638 .*--family = 'bogus'" <<<"$err" ||
+  fail "bench scale --family bogus: exit $rc: $err"
+echo "ok: bench scale measures every size and refuses an unknown family"

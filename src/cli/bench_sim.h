@@ -8,5 +8,7 @@ namespace galaxy::cli {
 
 void add_bench_sim_subcommand(CLI::App* bench);
 void add_bench_nic_subcommand(CLI::App* bench);
+// `galaxy bench scale` (cmd_bench_scale.cc): how bring-up grows with the fabric.
+void add_bench_scale_subcommand(CLI::App* bench);
 
 }  // namespace galaxy::cli

@@ -342,22 +342,28 @@ Result<PairOutput> run_pair(const std::vector<std::string>& env,
   return last;
 }
 
-Result<std::string> run_single(const std::vector<std::string>& argv,
-                               const std::vector<std::string>& env, int timeout_s) {
+Result<CommandOutput> run_to_end(const std::vector<std::string>& argv,
+                                 const std::vector<std::string>& env, int timeout_s) {
   auto c = spawn(argv, env);
   if (!c) return c.error();
   wait_child(*c, Clock::now() + std::chrono::seconds(timeout_s));
-  std::string cmd = env_prefix(env) + join(argv);
-  if (c->timed_out) {
-    return make_error(Code::kTimeout, 9608,
-                      fmt::format("timed out after {} s; command: {}", timeout_s, cmd));
-  }
-  if (c->status != 0) {
+  if (c->timed_out)
     return make_error(
-        Code::kIoError, 9609,
-        fmt::format("exit status {}: {}; command: {}", c->status, tail(c->output), cmd));
+        Code::kTimeout, 9608,
+        fmt::format("timed out after {} s; command: {}", timeout_s, env_prefix(env) + join(argv)));
+  return CommandOutput{c->status, std::move(c->output)};
+}
+
+Result<std::string> run_single(const std::vector<std::string>& argv,
+                               const std::vector<std::string>& env, int timeout_s) {
+  auto r = run_to_end(argv, env, timeout_s);
+  if (!r) return r.error();
+  if (r->status != 0) {
+    return make_error(Code::kIoError, 9609,
+                      fmt::format("exit status {}: {}; command: {}", r->status, tail(r->output),
+                                  env_prefix(env) + join(argv)));
   }
-  return c->output;
+  return std::move(r->output);
 }
 
 // --- repetitions ---------------------------------------------------------------------------
@@ -435,6 +441,11 @@ std::string mpi_pingpong_path(const PeerOptions& opt) {
 }
 
 }  // namespace
+
+Result<CommandOutput> run_command(const std::vector<std::string>& argv,
+                                  const std::vector<std::string>& env, int timeout_s) {
+  return run_to_end(argv, env, timeout_s);
+}
 
 // --- names and parsers ---------------------------------------------------------------------
 

@@ -35,6 +35,16 @@ struct PeerOptions {
   std::string mpi_pingpong;  // path of the MPI peer; empty: next to /proc/self/exe
 };
 
+// Runs `argv` (with `env` added) to its end or `timeout_s`: its exit status (128 + signal when
+// killed) and what it printed (stdout and stderr together). Errors: it could not be started
+// (E9601) or ran out of time (E9608).
+struct CommandOutput {
+  int status = 0;
+  std::string output;
+};
+Result<CommandOutput> run_command(const std::vector<std::string>& argv,
+                                  const std::vector<std::string>& env, int timeout_s);
+
 // Each runs the peer's server and client on this host and parses its figure; a peer that is not
 // installed, cannot run the test or fails comes back with available = false and why.
 PeerSample run_ucx(const std::string& test, size_t bytes, const PeerOptions& opt);
