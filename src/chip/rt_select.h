@@ -22,6 +22,15 @@ namespace galaxy::chip {
 inline constexpr unsigned kRtInputGroupPorts = 24;
 inline constexpr unsigned kRtDataPorts = 64;
 
+// How many output halves RT_DATA takes on a switch of `num_ports`: one write (or read) each.
+constexpr unsigned rt_halves(unsigned num_ports) {
+  return num_ports > kRtDataPorts ? 2 : 1;
+}
+// The ports an RT_DATA value names for output half `half`.
+constexpr PortSet rt_data_ports(unsigned half, uint64_t value) {
+  return half == 0 ? PortSet::from_words(value, 0) : PortSet::from_words(0, value);
+}
+
 struct RtSelect {
   uint32_t mask = 0;        // [23:0] input ports 24 * group + i
   uint16_t first = 0;       // [39:24] first destination
@@ -72,9 +81,7 @@ struct RtSelect {
                                                   : PortSet::from_words(0, ~uint64_t{0}));
   }
   // RT_DATA's value as the ports it names.
-  PortSet data_ports(uint64_t value) const {
-    return half == 0 ? PortSet::from_words(value, 0) : PortSet::from_words(0, value);
-  }
+  PortSet data_ports(uint64_t value) const { return rt_data_ports(half, value); }
   // The RT_DATA value of `ports` for this selection's half.
   uint64_t data_value(PortSet ports) const { return ports.word(half); }
 };
@@ -90,7 +97,7 @@ struct RtWrite {
 inline std::vector<RtWrite> rt_writes(PortSet inputs, uint16_t first, uint16_t count, PortSet ports,
                                       unsigned num_ports) {
   std::vector<RtWrite> out;
-  const unsigned halves = num_ports > kRtDataPorts ? 2 : 1;
+  const unsigned halves = rt_halves(num_ports);
   std::vector<RtSelect> selects;
   if (inputs == PortSet::first(num_ports) && num_ports > kRtInputGroupPorts) {
     RtSelect s;

@@ -82,7 +82,7 @@ Result<LoadResult> load_routes(Requester& req, const FabricMap& map, const Route
       if (map.topology.is_nic(v) || routes.writes[v].empty()) continue;
       auto c = std::make_unique<Chain>();
       c->node = v;
-      const unsigned halves = map.topology.num_ports(v) > chip::kRtDataPorts ? 2 : 1;
+      const unsigned halves = chip::rt_halves(map.topology.num_ports(v));
       const size_t n = std::min<size_t>(routes.writes[v].size(), options.verify_per_nrc);
       for (size_t i = 0; i < n; ++i) {
         const RangeWrite& w = routes.writes[v][i];

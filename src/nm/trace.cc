@@ -26,6 +26,27 @@ MgmtReply call(Requester& r, const MgmtRequest& q) {
 
 }  // namespace
 
+RouteEntryRead read_route_entry(Requester& requester, const MgmtTarget& nrc, unsigned num_ports,
+                                uint8_t in_port, uint16_t dest_chip) {
+  RouteEntryRead out;
+  for (unsigned h = 0; h < chip::rt_halves(num_ports); ++h) {
+    MgmtReply sel =
+        call(requester,
+             MgmtRequest::write(nrc, reg::kRtSelect, chip::rt_select_entry(in_port, dest_chip, h)));
+    if (!sel.status.ok()) {
+      out.failed = sel;
+      return out;
+    }
+    MgmtReply data = call(requester, MgmtRequest::read(nrc, reg::kRtData));
+    if (!data.status.ok()) {
+      out.failed = data;
+      return out;
+    }
+    out.ports |= chip::rt_data_ports(h, data.response.data.value[0]);
+  }
+  return out;
+}
+
 const char* trace_failure_name(TraceFailure f) {
   switch (f) {
     case TraceFailure::kNone:
@@ -104,19 +125,10 @@ Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src, ui
     hop.chip_id = map.chip_id[v];
     hop.name = t.name(v);
     hop.in_port = at.port;
-    // Select the one entry (input port, destination), then read it, an output half at a time.
-    const unsigned halves = t.num_ports(v) > chip::kRtDataPorts ? 2 : 1;
-    for (unsigned h = 0; h < halves; ++h) {
-      MgmtReply sel =
-          call(requester, MgmtRequest::write(target, reg::kRtSelect,
-                                             chip::rt_select_entry(at.port, tr.dst_chip, h)));
-      if (!sel.status.ok()) return no_answer(v, sel);
-      MgmtReply data = call(requester, MgmtRequest::read(target, reg::kRtData));
-      if (!data.status.ok()) return no_answer(v, data);
-      chip::RtSelect s;
-      s.half = static_cast<uint8_t>(h);
-      hop.allowed |= s.data_ports(data.response.data.value[0]);
-    }
+    RouteEntryRead entry =
+        read_route_entry(requester, target, t.num_ports(v), at.port, tr.dst_chip);
+    if (entry.failed) return no_answer(v, *entry.failed);
+    hop.allowed = entry.ports;
     std::vector<uint8_t> ports{at.port};
     hop.allowed.for_each([&](unsigned p) { ports.push_back(static_cast<uint8_t>(p)); });
     std::vector<uint64_t> states(ports.size(), 0);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,16 @@ struct Trace {
 // destination is a Trace with reachable = false.
 Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src_nic_node,
                     uint32_t dst_nic_node);
+
+// One route-table entry of an NRC (input port, destination chip) as the chip holds it, read
+// through management: RT_SELECT the entry, then read RT_DATA, an output half at a time
+// (chip/rt_select.h). `failed` is the first reply that was not ok; then `ports` is incomplete.
+struct RouteEntryRead {
+  chip::PortSet ports;
+  std::optional<MgmtReply> failed;
+};
+RouteEntryRead read_route_entry(Requester& requester, const MgmtTarget& nrc, unsigned num_ports,
+                                uint8_t in_port, uint16_t dest_chip);
 
 // Debugging aid: programs min-hop route tables towards one destination NIC on every NRC of the
 // map (all linked input ports; port set = every port on a shortest path), one RT_SELECT/RT_DATA

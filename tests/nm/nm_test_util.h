@@ -18,6 +18,7 @@
 #include "nm/glex_port.h"
 #include "nm/requester.h"
 #include "nm/route_load.h"
+#include "nm/trace.h"
 
 namespace galaxy::nm::testing {
 
@@ -126,27 +127,13 @@ inline Status force_link_down(Requester& req, const FabricMap& map, fabric::Port
 }
 
 // The allowed output ports of NRC `v` for input port `in` and destination `dst` (map nodes),
-// read through management (RT_SELECT, RT_DATA; an output half at a time on a switch of more
-// than 64 ports); nullopt if the chip does not answer.
+// read through management (nm::read_route_entry); nullopt if the chip does not answer.
 inline std::optional<chip::PortSet> read_route(Requester& req, const FabricMap& map, uint32_t v,
                                                uint8_t in, uint32_t dst) {
-  chip::PortSet ports;
-  bool ok = true;
-  const unsigned halves = map.topology.num_ports(v) > chip::kRtDataPorts ? 2 : 1;
-  for (unsigned h = 0; h < halves; ++h) {
-    req.submit(MgmtRequest::write(map.target[v], chip::reg::kRtSelect,
-                                  chip::rt_select_entry(in, map.chip_id[dst], h)),
-               [&](const MgmtReply& r) { ok = ok && r.status.ok(); });
-    req.submit(MgmtRequest::read(map.target[v], chip::reg::kRtData), [&, h](const MgmtReply& r) {
-      ok = ok && r.status.ok();
-      if (r.status.ok())
-        ports |= h == 0 ? chip::PortSet::from_words(r.response.data.value[0])
-                        : chip::PortSet::from_words(0, r.response.data.value[0]);
-    });
-    req.run();
-  }
-  if (!ok) return std::nullopt;
-  return ports;
+  RouteEntryRead r =
+      read_route_entry(req, map.target[v], map.topology.num_ports(v), in, map.chip_id[dst]);
+  if (r.failed) return std::nullopt;
+  return r.ports;
 }
 
 inline const char* const kBackends[] = {"sim", "live"};
