@@ -1057,8 +1057,7 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
   const std::optional<wire::DataHead> head = chip::routable_head(bytes);
   if (!head) {
     count_rx(*seg_, chip, in_port, t);
-    seg_->counters(seg_->chip(chip).local, in_port)
-        .rx.discards.fetch_add(1, std::memory_order_relaxed);
+    count_discard(*seg_, chip, in_port, t);
     ++stats_.dropped;
     return true;
   }

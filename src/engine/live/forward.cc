@@ -41,6 +41,11 @@ void count_tx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
     add_traffic(c, t);
 }
 
+void count_discard(Segment& seg, uint32_t chip, uint8_t in_port, const wire::Traffic& t) {
+  seg.counters(seg.chip(chip).local, in_port)
+      .rx.discards.fetch_add(t.packets, std::memory_order_relaxed);
+}
+
 void count_rx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
               std::vector<CounterLine*>* record) {
   uint32_t local = seg.chip(chip).local;
@@ -88,8 +93,7 @@ int route_at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest, const 
   int out = choose_port(seg, chip, mask, dest);
   if (out < 0) {
     r.kind = out == chip::kNoDataRoute ? Forwarded::Kind::kNoRoute : Forwarded::Kind::kLinkDown;
-    if (counting)
-      seg.counters(info.local, in_port).rx.discards.fetch_add(t.packets, std::memory_order_relaxed);
+    if (counting) count_discard(seg, chip, in_port, t);
   }
   return out;
 }
@@ -113,9 +117,7 @@ Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t
     // The NRC's hop limit (chip/forwarding.h): a packet in a loop is discarded here.
     if (!chip::within_hop_limit(hops_passed + hop)) {
       r.kind = Forwarded::Kind::kHopLimit;
-      if (record == nullptr)
-        seg.counters(seg.chip(chip).local, in_port)
-            .rx.discards.fetch_add(t.packets, std::memory_order_relaxed);
+      if (record == nullptr) count_discard(seg, chip, in_port, t);
       return r;
     }
     const int out = route_at(seg, chip, in_port, dest, t, record == nullptr, r);

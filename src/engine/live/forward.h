@@ -50,6 +50,8 @@ void count_tx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
 void count_rx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
               std::vector<CounterLine*>* record = nullptr);
 void add_traffic(CounterLine& line, const wire::Traffic& t);
+// A packet local NRC `chip` discarded as it entered on `in_port` (DIRTY_DISCARDS of the port).
+void count_discard(Segment& seg, uint32_t chip, uint8_t in_port, const wire::Traffic& t);
 
 // A sender's cached path to one destination and the traffic it has not yet added to the
 // shared counters: the counters of a busy path are brought up to date every kFlushOps
