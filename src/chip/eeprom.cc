@@ -144,8 +144,10 @@ Result<BootImage> read_boot_image(const EepromReader& read) {
   GALAXY_TRY(read(0, max_len, &all));
   // Records are variable length; decode the prefix that parses (trailing bytes are ignored).
   size_t off = 8;
-  for (uint64_t i = 0; i < count && off < all.size(); ++i)
-    off += record_bytes(all[off]) ? record_bytes(all[off]) : all.size();
+  for (uint64_t i = 0; i < count && off < all.size(); ++i) {
+    const size_t n = record_bytes(all[off]);
+    off += n != 0 ? n : all.size();
+  }
   if (off + 2 <= all.size()) all.resize(off + 2);
   return decode_boot_image(all);
 }

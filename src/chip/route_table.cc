@@ -7,8 +7,16 @@
 
 namespace galaxy::chip {
 
+namespace {
+
+bool valid_range(uint32_t start, uint32_t count) {
+  return count != 0 && start < kMaxRouteDestinations && count <= kMaxRouteDestinations - start;
+}
+
+}  // namespace
+
 Status RouteTable::set_range(uint32_t start, uint32_t count, PortSet ports) {
-  if (count == 0 || start >= kMaxRouteDestinations || count > kMaxRouteDestinations - start)
+  if (!valid_range(start, count))
     return make_error(Code::kOutOfRange, 2001,
                       fmt::format("route range start = {} count = {} exceeds {} destinations",
                                   start, count, kMaxRouteDestinations));
@@ -19,7 +27,7 @@ Status RouteTable::set_range(uint32_t start, uint32_t count, PortSet ports) {
 }
 
 Status RouteTable::assign_range(uint32_t start, uint32_t count, PortSet ports, PortSet mask) {
-  if (count == 0 || start >= kMaxRouteDestinations || count > kMaxRouteDestinations - start)
+  if (!valid_range(start, count))
     return make_error(Code::kOutOfRange, 2003,
                       fmt::format("route range start = {} count = {} exceeds {} destinations",
                                   start, count, kMaxRouteDestinations));
@@ -71,13 +79,12 @@ void RouteTable::set_runs(uint32_t start, uint32_t end, PortSet ports) {
 }
 
 void RouteTable::make_flat() {
-  flat_ = true;
   palette_ = {PortSet{}};
   resize_flat(size_);
-  for (size_t i = 0; i < runs_.size(); ++i) {
-    const uint32_t end = i + 1 < runs_.size() ? runs_[i + 1].first : size_;
-    fill_flat(runs_[i].first, end, palette_index(runs_[i].ports));
-  }
+  for_each_run([&](uint32_t first, uint32_t end, PortSet ports) {
+    fill_flat(first, end, palette_index(ports));
+  });  // still reading the runs: flat_ is set after
+  flat_ = true;
   runs_.clear();
   runs_.shrink_to_fit();
 }
@@ -130,7 +137,7 @@ void RouteTable::compact() {
   palette_ = {PortSet{}};
   remap[0] = 0;
   for (uint32_t d = 0; d < size_; ++d) {
-    uint32_t i = wide_ ? wide_index_[d] : narrow_index_[d];
+    uint32_t i = flat_index(d);
     if (remap[i] == UINT32_MAX) {
       remap[i] = static_cast<uint32_t>(palette_.size());
       palette_.push_back(old[i]);

@@ -27,7 +27,7 @@ class RouteTable {
   PortSet get(uint32_t dest) const {
     if (dest >= size_) return {};
     if (!flat_) return run_at(dest);
-    return palette_[wide_ ? wide_index_[dest] : narrow_index_[dest]];
+    return palette_[flat_index(dest)];
   }
   // Sets `count` entries from `start`; the table grows as needed (at most 65,536 entries).
   Status set_range(uint32_t start, uint32_t count, PortSet ports);
