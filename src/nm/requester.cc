@@ -84,6 +84,11 @@ void Requester::release(uint16_t chip) {
   if (parked_.count(chip)) ready_.push_back(chip);
 }
 
+bool Requester::full(uint16_t chip) const {
+  auto it = per_chip_.find(chip);
+  return it != per_chip_.end() && it->second >= options_.per_chip_window;
+}
+
 void Requester::issue() {
   // Requests to a chip whose window is full wait in order behind it; others may pass them.
   // Requests not yet looked at go first, as many chips working at once as the window allows;
@@ -98,8 +103,7 @@ void Requester::issue() {
         it->second.push_back(std::move(p));  // behind its chip's earlier requests
         continue;
       }
-      auto room = per_chip_.find(chip);
-      if (room != per_chip_.end() && room->second >= options_.per_chip_window) {
+      if (full(chip)) {
         parked_[chip].push_back(std::move(p));
         continue;
       }
@@ -111,8 +115,7 @@ void Requester::issue() {
     ready_.pop_front();
     auto it = parked_.find(chip);
     if (it == parked_.end()) continue;
-    auto room = per_chip_.find(chip);
-    if (room != per_chip_.end() && room->second >= options_.per_chip_window) continue;
+    if (full(chip)) continue;
     Pending p = std::move(it->second.front());
     it->second.pop_front();
     if (it->second.empty())

@@ -76,6 +76,8 @@ class Requester {
   bool try_send(Pending& p);
   // One fewer in flight to `chip`; its parked requests become ready when its window has room.
   void release(uint16_t chip);
+  // Whether `chip`'s window is full.
+  bool full(uint16_t chip) const;
   void complete(uint16_t tid, const MgmtReply& reply);
   void expire(Picoseconds now);
   void dispatch(const wire::MgmtPacket& packet);
