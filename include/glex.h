@@ -38,7 +38,8 @@ typedef struct glex_ep* glex_ep_handle_t;
 
 struct glex_route {
   uint8_t hop_num;                  /* 0..20 */
-  uint8_t hops[GLEX_MGMT_MAX_HOPS]; /* output port at each NRC, 0..31 */
+  uint8_t hops[GLEX_MGMT_MAX_HOPS]; /* output port at each NRC, 0..127; a route through a
+                                       port above 31 goes as the wide variant of the packet */
 };
 
 /* Every field of a management request and of its response (SYSTEM.md 2.2). */

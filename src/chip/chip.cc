@@ -85,6 +85,26 @@ uint64_t peer_word(const PortState& s) {
   return reg::encode_peer(s.peer.valid, s.peer.type == wire::ChipType::kNrc, s.peer.port,
                           s.link == LinkState::kUp, s.peer.chip_id, s.peer.num_ports);
 }
+
+uint64_t wide_peer_word(const PortState& s) {
+  reg::WidePeer w;
+  w.linked = s.peer.valid && s.link == LinkState::kUp;
+  w.nrc = s.peer.type == wire::ChipType::kNrc;
+  w.port = s.peer.port;
+  w.chip = s.peer.chip_id;
+  w.ports = s.peer.num_ports;
+  return reg::encode_wide_peer(w);
+}
+
+// Ports 2i and 2i+1 of a peer summary register, in the format `word`; ports the chip does
+// not have read as "no peer".
+template <typename Word>
+uint64_t summary_pair(const std::vector<PortState>& ports, size_t i, Word word) {
+  size_t p = 2 * i;
+  uint64_t v = p < ports.size() ? word(ports[p]) : 0;
+  if (p + 1 < ports.size()) v |= word(ports[p + 1]) << 32;
+  return v;
+}
 }  // namespace
 
 RegAccess Chip::read_register(uint16_t addr) {
@@ -111,6 +131,8 @@ RegAccess Chip::read_register(uint16_t addr) {
       return {NmpError::kNone, fault_route_lo_};
     case reg::kFaultRouteHi:
       return {NmpError::kNone, fault_route_hi_};
+    case reg::kFaultRouteExt:
+      return {NmpError::kNone, fault_route_ext_};
     case reg::kFaultDest:
       return {NmpError::kNone, fault_dest_};
     case reg::kFaultStatus:
@@ -137,13 +159,10 @@ RegAccess Chip::read_register(uint16_t addr) {
     default:
       break;
   }
-  if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + reg::kPeerSummaryWords) {
-    // A fixed block for 32 ports: ports the chip does not have read as "no peer".
-    size_t p = 2 * size_t{static_cast<uint16_t>(addr - reg::kPeerSummary)};
-    uint64_t v = p < ports_.size() ? peer_word(ports_[p]) : 0;
-    if (p + 1 < ports_.size()) v |= peer_word(ports_[p + 1]) << 32;
-    return {NmpError::kNone, v};
-  }
+  if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + reg::kPeerSummaryWords)
+    return {NmpError::kNone, summary_pair(ports_, addr - reg::kPeerSummary, peer_word)};
+  if (addr >= reg::kPeerSummaryWide && addr < reg::kPeerSummaryWide + reg::kPeerSummaryWideWords)
+    return {NmpError::kNone, summary_pair(ports_, addr - reg::kPeerSummaryWide, wide_peer_word)};
   uint8_t p;
   uint16_t off;
   if (in_port_block(addr, ports_.size(), &p, &off)) {
@@ -153,7 +172,7 @@ RegAccess Chip::read_register(uint16_t addr) {
         return {NmpError::kNone,
                 uint64_t{p} | (uint64_t{chip_id()} << 8) | (uint64_t(type_) << 24)};
       case reg::port::kPeerIdent:
-        return {NmpError::kNone, peer_word(s)};
+        return {NmpError::kNone, peer_word(s) | wide_peer_word(s) << 32};
       case reg::port::kLinkState:
         return {NmpError::kNone, static_cast<uint64_t>(s.link) | (uint64_t{s.lanes} << 8)};
       case reg::port::kHandshakes:
@@ -216,6 +235,8 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
       return value <= 1 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kFaultRouteHi:
       return (value >> 41) == 0 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kFaultRouteExt:
+      return (value >> wire::kSourceRouteExtBits) == 0 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kFaultDest:
       return (value >> 22) == 0 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kChipIdent:
@@ -231,7 +252,8 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
     default:
       break;
   }
-  if (addr >= reg::kPeerSummary && addr < reg::kPeerSummary + reg::kPeerSummaryWords)
+  if ((addr >= reg::kPeerSummary && addr < reg::kPeerSummary + reg::kPeerSummaryWords) ||
+      (addr >= reg::kPeerSummaryWide && addr < reg::kPeerSummaryWide + reg::kPeerSummaryWideWords))
     return NmpError::kReadOnly;
   uint8_t p;
   uint16_t off;
@@ -276,6 +298,9 @@ void Chip::write_register(uint16_t addr, uint64_t value) {
     case reg::kFaultRouteHi:
       fault_route_hi_ = value;
       return;
+    case reg::kFaultRouteExt:
+      fault_route_ext_ = value;
+      return;
     case reg::kFaultDest:
       fault_dest_ = value;
       return;
@@ -295,7 +320,7 @@ void Chip::write_register(uint16_t addr, uint64_t value) {
     switch (off) {
       case reg::port::kPortCtrl: {
         bool was_down = (s.ctrl & 2) != 0;
-        if (was_down != ((value & 2) != 0) && p < 32) link_control_changes_ |= uint32_t{1} << p;
+        if (was_down != ((value & 2) != 0)) link_control_changes_.set(p);
         s.ctrl = value;
         if ((value & 2) && !was_down && s.link == LinkState::kUp) link_down(p);
         return;

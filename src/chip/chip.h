@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "chip/eeprom.h"
+#include "chip/port_set.h"
 #include "chip/registers.h"
 #include "wire/mgmt.h"
 
@@ -124,11 +125,11 @@ class Chip {
   void link_up(uint8_t port, const PeerIdentity& peer, uint8_t lanes = 8);
   void link_down(uint8_t port);
   // PORT_CTRL bit 1 holds a port's link down. The chip drops its own end when the bit is set;
-  // the engine takes the ports whose bit changed (a mask, bit p for port p) after a management
+  // the engine takes the ports whose bit changed after a management
   // write, takes the whole link down at both ends, and lets it train again once neither end
   // holds it down.
   bool port_forced_down(uint8_t p) const { return p < ports_.size() && (ports_[p].ctrl & 2); }
-  uint32_t take_link_control_changes() { return std::exchange(link_control_changes_, 0); }
+  PortSet take_link_control_changes() { return std::exchange(link_control_changes_, PortSet{}); }
   PortState& port(uint8_t p) { return ports_[p]; }
   const PortState& port(uint8_t p) const { return ports_[p]; }
   bool port_usable(uint8_t p) const {
@@ -169,6 +170,7 @@ class Chip {
   uint64_t fault_mask_ = 0;
   uint64_t fault_route_lo_ = 0;
   uint64_t fault_route_hi_ = 0;
+  uint64_t fault_route_ext_ = 0;
   uint64_t fault_dest_ = 0;
   uint64_t fault_status_ = 0;
   uint64_t faults_reported_ = 0;
@@ -178,7 +180,7 @@ class Chip {
   uint64_t boot_status_ = 0;
   uint64_t dirty_discards_ = 0;  // of no port; DIRTY_DISCARDS adds the ports' counts
   uint64_t scratch_ = 0;
-  uint32_t link_control_changes_ = 0;
+  PortSet link_control_changes_;
   std::vector<PortState> ports_;
   Eeprom eeprom_;
   std::unique_ptr<Nma> nma_;

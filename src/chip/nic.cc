@@ -37,10 +37,12 @@ Status Nic::post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor) {
                       fmt::format("vp = {} is a PIO VP: management descriptors go only to SDQs "
                                   "(VPs {}-{})",
                                   vp, kPioVps, kNumVps - 1));
-  if (descriptor.size() != wire::kMgmtDescriptorBytes)
-    return make_error(Code::kMalformed, 2042,
-                      fmt::format("management descriptor length = {}, expected {}",
-                                  descriptor.size(), wire::kMgmtDescriptorBytes));
+  if (descriptor.size() != wire::kMgmtDescriptorBytes &&
+      descriptor.size() != wire::kMgmtWideDescriptorBytes)
+    return make_error(
+        Code::kMalformed, 2042,
+        fmt::format("management descriptor length = {}, expected {} or {} (wide)",
+                    descriptor.size(), wire::kMgmtDescriptorBytes, wire::kMgmtWideDescriptorBytes));
   VpState& v = vps_[vp];
   if (v.dq.size() >= kDefaultSdqDepth)
     return make_error(Code::kResourceExhausted, 2043,

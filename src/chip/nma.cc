@@ -151,7 +151,7 @@ void Nma::on_eeprom_write(const MgmtPacket& req, MgmtPacket& resp, NmaWork& work
 }
 
 bool Nma::queue_fault_report(FaultCode code, uint8_t port, uint32_t detail) {
-  // The server programs the way back (FAULT_ROUTE_LO/HI) and itself (FAULT_DEST) before it
+  // The server programs the way back (FAULT_ROUTE_LO/HI/EXT) and itself (FAULT_DEST) before it
   // enables reporting; without a valid route there is nowhere to send a report.
   std::array<uint8_t, 14> route_bits{};
   put_bits(route_bits, 0, 64, chip_.fault_route_lo_);
@@ -159,6 +159,10 @@ bool Nma::queue_fault_report(FaultCode code, uint8_t port, uint32_t detail) {
   auto route = wire::decode_source_route(route_bits, 0);
   bool is_nrc = chip_.type() == wire::ChipType::kNrc;
   if (!route.ok() || (is_nrc && route->hop_num == 0)) return false;
+  // FAULT_ROUTE_EXT: the high bits of a route through ports above 31 (the wide variant).
+  std::array<uint8_t, 8> ext_bits{};
+  put_bits(ext_bits, 0, wire::kSourceRouteExtBits, chip_.fault_route_ext_);
+  if (!wire::decode_source_route_ext(*route, ext_bits, 0).ok()) return false;
 
   MgmtPacket p;
   p.nmp_type = NmpType::kFaultReport;

@@ -35,6 +35,7 @@ constexpr NamedRegister kCommonRegisters[] = {
     {"BOOT_STATUS", reg::kBootStatus},
     {"DIRTY_DISCARDS", reg::kDirtyDiscards},
     {"SCRATCH", reg::kScratch},
+    {"FAULT_ROUTE_EXT", reg::kFaultRouteExt},
     {"RT_SELECT", reg::kRtSelect},
     {"RT_DATA", reg::kRtData},
     {"RT_ENTRIES_WRITTEN", reg::kRtEntriesWritten},
@@ -88,7 +89,7 @@ Result<uint16_t> parse_register(const std::string& text, const std::string& fiel
     if (u == r.name) return r.addr;
   if (u.rfind("PORT", 0) == 0 && u.find('.') != std::string::npos) {
     auto dot = u.find('.');
-    auto port = parse_u64(field + " port", u.substr(4, dot - 4), 31);
+    auto port = parse_u64(field + " port", u.substr(4, dot - 4), kMaxSwitchPorts - 1);
     if (!port.ok()) return port.error();
     for (const auto& r : kPortRegisters)
       if (u.substr(dot + 1) == r.name) return reg::port_register(*port, r.addr);
@@ -111,7 +112,7 @@ Result<uint16_t> parse_register(const std::string& text, const std::string& fiel
 std::string register_name(uint16_t addr) {
   for (const auto& r : kCommonRegisters)
     if (r.addr == addr) return r.name;
-  if (addr >= reg::kPortBase && addr < reg::kPortBase + 32 * reg::kPortStride) {
+  if (addr >= reg::kPortBase && addr < reg::kPortBase + kMaxSwitchPorts * reg::kPortStride) {
     unsigned p = (addr - reg::kPortBase) / reg::kPortStride;
     unsigned off = (addr - reg::kPortBase) % reg::kPortStride;
     for (const auto& r : kPortRegisters)

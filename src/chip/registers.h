@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "base/radix.h"
+
 namespace galaxy::chip::reg {
 
 inline constexpr uint32_t kNicAddressSpace = 1u << 12;
@@ -29,7 +31,8 @@ inline constexpr uint16_t kNmaRequests = 0x00F;     // RO requests served
 inline constexpr uint16_t kBootStatus = 0x010;      // RO [0] loaded, [15:8] error, [31:16] records
 inline constexpr uint16_t kDirtyDiscards = 0x011;   // RO packets discarded as dirty (all ports)
 inline constexpr uint16_t kScratch = 0x012;         // RW free for software
-inline constexpr uint16_t kCommonEnd = 0x013;
+inline constexpr uint16_t kFaultRouteExt = 0x013;   // RW [59:0] the route's high bits (wide)
+inline constexpr uint16_t kCommonEnd = 0x014;
 // CHIP_CTRL bit 2 (NRCs): route data by the fixed choice among the allowed ports (the
 // destination's tie-break alone, as a static d-mod-k switch would) instead of the least-loaded
 // one; for comparing adaptive routing with a fixed choice (docs/registers.md).
@@ -47,13 +50,18 @@ inline constexpr uint16_t kRtStatus = 0x043;          // RO [0] last RT_DATA wri
 // NRC's 24 neighbours with 12 registers = 6 two-register packets.
 inline constexpr uint16_t kPeerSummary = 0x050;
 inline constexpr uint16_t kPeerSummaryWords = 16;  // 32 ports; absent ones read 0
+// The same for switches of any radix, in the wide peer identity format (below): ports 2i and
+// 2i+1 in register i, up to kMaxSwitchPorts ports; discovery reads these.
+inline constexpr uint16_t kPeerSummaryWide = 0x080;
+inline constexpr uint16_t kPeerSummaryWideWords = kMaxSwitchPorts / 2;  // 64
 
 // Per-port block: base + port * stride.
 inline constexpr uint16_t kPortBase = 0x100;
 inline constexpr uint16_t kPortStride = 0x20;
 namespace port {
 inline constexpr uint16_t kIdent = 0x00;            // RO [7:0] port, [23:8] chip id, [25:24] type
-inline constexpr uint16_t kPeerIdent = 0x01;        // RO peer identity (format below)
+inline constexpr uint16_t kPeerIdent = 0x01;        // RO [31:0] peer identity, [63:32] wide
+                                                    //    peer identity (formats below)
 inline constexpr uint16_t kLinkState = 0x02;        // RO [1:0] LinkState, [11:8] lanes up
 inline constexpr uint16_t kHandshakes = 0x03;       // RO link handshakes (trainings) so far
 inline constexpr uint16_t kRetransmissions = 0x04;  // RO link-level retransmissions
@@ -111,10 +119,40 @@ inline constexpr uint16_t kErrBufWords = 13;
 // 32-bit peer identity format (PEER_IDENT and each half of PEER_SUMMARY).
 //   [0] valid, [1] type (0 NIC, 1 NRC), [6:2] peer port, [7] link up, [23:8] peer chip id,
 //   [31:24] number of ports of the peer chip (exchanged with the identity at link training)
+// The 5-bit port field holds a port above 31 modulo 32: PEER_SUMMARY_WIDE names it whole.
 inline constexpr uint32_t encode_peer(bool valid, bool nrc, uint8_t port, bool up, uint16_t id,
                                       uint8_t peer_ports = 0) {
   return (valid ? 1u : 0u) | (nrc ? 2u : 0u) | (uint32_t{port & 31u} << 2) | (up ? 0x80u : 0u) |
          (uint32_t{id} << 8) | (uint32_t{peer_ports} << 24);
+}
+
+// 32-bit wide peer identity format (PEER_IDENT [63:32] and each half of PEER_SUMMARY_WIDE),
+// for ports and radices up to kMaxSwitchPorts. Only a peer on a link that is up is named; a
+// port whose link is down or that has no peer reads 0.
+//   [0] linked, [1] type (0 NIC, 1 NRC), [8:2] peer port (0-127), [24:9] peer chip id,
+//   [31:25] number of ports of the peer chip minus 1 (1-128)
+struct WidePeer {
+  bool linked = false;
+  bool nrc = false;
+  uint8_t port = 0;
+  uint16_t chip = 0;
+  uint16_t ports = 0;  // the peer's radix; 0 when not linked
+  bool operator==(const WidePeer&) const = default;
+};
+inline constexpr uint32_t encode_wide_peer(const WidePeer& p) {
+  if (!p.linked || p.ports == 0) return 0;
+  return 1u | (p.nrc ? 2u : 0u) | (uint32_t{p.port & 127u} << 2) | (uint32_t{p.chip} << 9) |
+         (uint32_t{(p.ports - 1u) & 127u} << 25);
+}
+inline constexpr WidePeer decode_wide_peer(uint32_t w) {
+  WidePeer p;
+  if (!(w & 1)) return p;
+  p.linked = true;
+  p.nrc = (w >> 1) & 1;
+  p.port = static_cast<uint8_t>((w >> 2) & 127);
+  p.chip = static_cast<uint16_t>((w >> 9) & 0xFFFF);
+  p.ports = static_cast<uint16_t>((w >> 25) + 1);
+  return p;
 }
 
 }  // namespace galaxy::chip::reg

@@ -14,7 +14,7 @@ Registry<BuilderFn> make_registry() {
        build_th2});
   r.add({"fattree",
          "k-ary fat tree of K-port switches: 2(K/2)^N hosts (Al-Fares for N=3)",
-         {{"k", "int", "4", "switch ports, even, 4..32"},
+         {{"k", "int", "4", "switch ports, even, 4..128"},
           {"levels", "int", "3", "switch levels N, 1..8 (at most 4M nodes)"}},
          {},
          build_fattree});

@@ -181,11 +181,11 @@ Result<Topology> read_ibnetdiscover(std::string_view text, std::string_view sour
     if (!id.ok())
       return file_error(Code::kMalformed, 3905, source, number, 0,
                         fmt::format("{} line has no quoted node id", word));
-    if (*ports == 0 || *ports > kMaxPorts)
+    const uint64_t min_ports = kind == NodeKind::kNrc ? 2 : 1;
+    if (*ports < min_ports || *ports > kMaxPorts)
       return file_error(Code::kOutOfRange, 3906, source, number, 0,
-                        fmt::format("{} \"{}\" declares {} ports; a Galaxy {} has 1..{} ports "
-                                    "(5-bit port numbers)",
-                                    word, *id, *ports, node_kind_name(kind), kMaxPorts));
+                        fmt::format("{} \"{}\" declares {} ports; a Galaxy {} has {}..{} ports",
+                                    word, *id, *ports, node_kind_name(kind), min_ports, kMaxPorts));
     if (by_id.count(*id))
       return file_error(Code::kMalformed, 3907, source, number, 0,
                         fmt::format("node \"{}\" is described twice (first on line {})", *id,

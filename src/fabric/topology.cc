@@ -12,10 +12,13 @@ const char* node_kind_name(NodeKind kind) {
 
 Result<uint32_t> Topology::add_node(NodeKind kind, uint32_t ports, std::string name,
                                     Location location, uint8_t level) {
-  if (ports == 0 || ports > kMaxPorts)
+  // A switch has 2 to kMaxSwitchPorts ports (SYSTEM.md 6); a NIC at least one.
+  const uint32_t min_ports = kind == NodeKind::kNrc ? 2 : 1;
+  if (ports < min_ports || ports > kMaxPorts)
     return make_error(
         Code::kOutOfRange, 3000,
-        fmt::format("node '{}': ports = {} is outside [1, {}]", name, ports, kMaxPorts));
+        fmt::format("node '{}': ports = {} is outside [{}, {}] for {} {}", name, ports, min_ports,
+                    kMaxPorts, kind == NodeKind::kNrc ? "an" : "a", node_kind_name(kind)));
   if (num_nodes() == kNoNode - 1)
     return make_error(Code::kResourceExhausted, 3001, "topology has too many nodes");
   uint32_t id = num_nodes();

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/radix.h"
 #include "base/status.h"
 
 namespace galaxy::fabric {
@@ -18,8 +19,9 @@ enum class NodeKind : uint8_t { kNic, kNrc };
 
 const char* node_kind_name(NodeKind kind);  // "nic" / "nrc"
 
-// Port numbers are 5-bit in a source route (SYSTEM.md 2.2), so no chip has more than 32.
-inline constexpr uint32_t kMaxPorts = 32;
+// The widest switch any layer handles (base/radix.h); ports above 31 are named by the wide
+// variant of the management packet (docs/protocol.md).
+inline constexpr uint32_t kMaxPorts = kMaxSwitchPorts;
 inline constexpr uint32_t kNoNode = UINT32_MAX;
 
 // Where a chip sits in the machine room; -1 = not applicable.

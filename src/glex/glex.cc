@@ -28,11 +28,11 @@ bool to_route(const glex_route& in, galaxy::wire::SourceRoute* out, const char* 
   }
   *out = {};
   for (uint8_t i = 0; i < in.hop_num; ++i) {
-    if (in.hops[i] > 31) {
-      g_last_error = fmt::format("{}.hops[{}] = {} exceeds port 31", field, i, in.hops[i]);
+    if (!out->push(in.hops[i]).ok()) {
+      g_last_error = fmt::format("{}.hops[{}] = {} exceeds port {}", field, i, in.hops[i],
+                                 galaxy::kMaxSwitchPorts - 1);
       return false;
     }
-    (void)out->push(in.hops[i]);
   }
   return true;
 }

@@ -137,8 +137,9 @@ class LiveDevice final : public glex_device {
     live::EgressMgmt m{};
     m.nic = node_;
     m.vp = vp;
-    static_assert(sizeof(m.descriptor) == std::tuple_size_v<wire::MgmtDescriptorBytes>);
-    std::memcpy(m.descriptor, bytes->data(), sizeof m.descriptor);
+    static_assert(sizeof(m.descriptor) == wire::kMgmtWideDescriptorBytes);
+    m.length = static_cast<uint8_t>(bytes->size());
+    std::memcpy(m.descriptor, bytes->data(), bytes->size());
     if (!egress(live::EgressKind::kMgmt, &m, sizeof m))
       return make_error(Code::kResourceExhausted, 6103, "the daemon's egress ring is full");
     return {};
@@ -172,9 +173,13 @@ class LiveDevice final : public glex_device {
       live::PeerInfo& p = seg_->peer(node_, 0);
       if (p.chip == live::kNoChip) return uint64_t{0};
       const live::ChipInfo& c = seg_->chip(p.chip);
-      return uint64_t{1} | (uint64_t{c.type} << 1) | (uint64_t{p.port} << 2) |
-             (uint64_t{p.up.load()} << 7) | (uint64_t{p.chip & 0xFFFF} << 8) |
-             (uint64_t{c.num_ports} << 24);
+      const bool up = p.up.load() != 0, nrc = c.type != 0;
+      chip::reg::WidePeer wide{up, nrc, static_cast<uint8_t>(p.port), static_cast<uint16_t>(p.chip),
+                               static_cast<uint16_t>(c.num_ports)};
+      return chip::reg::encode_peer(true, nrc, static_cast<uint8_t>(p.port), up,
+                                    static_cast<uint16_t>(p.chip),
+                                    static_cast<uint8_t>(c.num_ports)) |
+             uint64_t{chip::reg::encode_wide_peer(wide)} << 32;
     }
     return make_error(Code::kUnsupported, 6105,
                       fmt::format("register {:#x}: on a live fabric the host reads only its "

@@ -26,7 +26,7 @@ class SimDevice final : public glex_device {
 
   Status post_mgmt(uint8_t vp, const wire::MgmtDescriptor& d) override {
     catch_up();
-    advance_host(host_now_ + host_.post_cost(vp, SimHost::mgmt_descriptor_bytes()));
+    advance_host(host_now_ + host_.post_cost(vp, SimHost::mgmt_descriptor_bytes(d)));
     return f_.post_mgmt(host_.node(), vp, d);
   }
 

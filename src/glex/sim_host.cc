@@ -75,8 +75,10 @@ uint64_t SimHost::mp_descriptor_bytes(uint32_t len) {
   return wire::kMpBytes - wire::kMpPayloadBytes + len;  // the MP's header, then its data
 }
 
-uint64_t SimHost::mgmt_descriptor_bytes() {
-  return wire::kMgmtDescriptorBytes;
+uint64_t SimHost::mgmt_descriptor_bytes(const wire::MgmtDescriptor& d) {
+  return d.forward_route.needs_wide() || d.backward_route.needs_wide()
+             ? wire::kMgmtWideDescriptorBytes
+             : wire::kMgmtDescriptorBytes;
 }
 
 SimHost::SimHost(sim::SimFabric& fabric, uint32_t nic_node, pid_t pid)

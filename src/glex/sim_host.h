@@ -81,7 +81,7 @@ class SimHost {
   // The descriptor each posting call writes (wire/rdma_descriptor.h, wire/mp.h, wire/mgmt.h).
   static uint64_t rdma_descriptor_bytes(uint32_t op, uint64_t len);
   static uint64_t mp_descriptor_bytes(uint32_t len);
-  static uint64_t mgmt_descriptor_bytes();
+  static uint64_t mgmt_descriptor_bytes(const wire::MgmtDescriptor& d);
   sim::Time take_cost(bool waited) const {
     return fabric_.timing().host_receive + (waited ? fabric_.timing().host_wakeup : 0);
   }

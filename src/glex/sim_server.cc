@@ -51,7 +51,7 @@ simwire::Response failure(glex_ret_t ret, const std::string& why) {
 uint64_t posted_bytes(const simwire::Request& q) {
   switch (static_cast<Op>(q.op)) {
     case Op::kPostMgmt:
-      return SimHost::mgmt_descriptor_bytes();
+      return q.len;  // the descriptor as the client encoded it
     case Op::kSendMp:
       return SimHost::mp_descriptor_bytes(q.len);
     case Op::kRdma:

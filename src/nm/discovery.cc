@@ -12,23 +12,9 @@ namespace galaxy::nm {
 
 namespace {
 
-struct PeerInfo {
-  bool linked = false;
-  bool nrc = false;
-  uint8_t port = 0;
-  uint16_t chip = 0;
-  uint8_t ports = 0;  // the peer's radix (0: not reported)
-};
-
-PeerInfo decode_peer(uint32_t w) {
-  PeerInfo p;
-  p.linked = (w & 1) && (w & 0x80);  // valid and link up
-  p.nrc = (w >> 1) & 1;
-  p.port = static_cast<uint8_t>((w >> 2) & 31);
-  p.chip = static_cast<uint16_t>((w >> 8) & 0xFFFF);
-  p.ports = static_cast<uint8_t>(w >> 24);
-  return p;
-}
+// Discovery reads peers in the wide identity format, which names ports and radices up to
+// kMaxSwitchPorts (the TH-2 format's 5-bit port field cannot name ports above 31).
+using PeerInfo = chip::reg::WidePeer;
 
 // The BFS state; requests complete through callbacks so serial and pipelined share the code.
 class Bfs {
@@ -40,7 +26,7 @@ class Bfs {
     Picoseconds start = port.now();
     auto ident = port.read_local_register(chip::reg::kPortBase + chip::reg::port::kPeerIdent);
     if (!ident.ok()) return ident.error();
-    PeerInfo first = decode_peer(static_cast<uint32_t>(*ident));
+    PeerInfo first = chip::reg::decode_wide_peer(static_cast<uint32_t>(*ident >> 32));
     server_ = port.server_chip_id();
     chips_[server_] = {false, 0, {}, 0};
     if (!first.linked || !first.nrc)
@@ -76,7 +62,7 @@ class Bfs {
     bool nrc = true;
     uint8_t hops = 0;
     MgmtTarget target;
-    uint8_t ports = kNrcPorts;
+    uint16_t ports = 0;
   };
   using LinkKey = std::tuple<uint16_t, uint8_t, uint16_t, uint8_t>;
   static LinkKey key(uint16_t a, uint8_t pa, uint16_t b, uint8_t pb) {
@@ -96,14 +82,13 @@ class Bfs {
   }
 
   // A newly found NRC: read the peer identity of all its ports, two registers per packet.
-  // `ports` is the radix the neighbour learnt with the identity (0: unknown, assume 24).
-  void visit(const MgmtTarget& t, uint8_t hops, uint8_t ports) {
-    if (ports == 0 || ports > 32) ports = kNrcPorts;
+  // `ports` is the radix the neighbour learnt with the identity.
+  void visit(const MgmtTarget& t, uint8_t hops, uint16_t ports) {
     chips_[t.chip_id] = {true, hops, t, ports};
     order_.push_back(t.chip_id);
     unsigned words = (ports + 1u) / 2;
     for (unsigned w = 0; w < words; w += 2) {
-      uint16_t a0 = static_cast<uint16_t>(chip::reg::kPeerSummary + w);
+      uint16_t a0 = static_cast<uint16_t>(chip::reg::kPeerSummaryWide + w);
       MgmtRequest r = w + 1 < words ? MgmtRequest::read2(t, a0, static_cast<uint16_t>(a0 + 1))
                                     : MgmtRequest::read(t, a0);
       ++result_.requests;
@@ -121,7 +106,7 @@ class Bfs {
       uint64_t v = reply.response.data.value[i];
       for (int half = 0; half < 2; ++half) {
         uint8_t port = static_cast<uint8_t>(2 * (first_word + i) + half);
-        PeerInfo peer = decode_peer(static_cast<uint32_t>(v >> (32 * half)));
+        PeerInfo peer = chip::reg::decode_wide_peer(static_cast<uint32_t>(v >> (32 * half)));
         if (!peer.linked) continue;
         links_.insert(key(t.chip_id, port, peer.chip, peer.port));
         if (!peer.nrc) {
@@ -162,8 +147,8 @@ class Bfs {
     // Ports per chip: NRCs have the radix; NICs as many as seen in use.
     std::map<uint16_t, uint8_t> max_port;
     for (const auto& [a, pa, b, pb] : links_) {
-      max_port[a] = std::max<uint8_t>(max_port[a], pa);
-      max_port[b] = std::max<uint8_t>(max_port[b], pb);
+      max_port[a] = std::max(max_port[a], pa);
+      max_port[b] = std::max(max_port[b], pb);
     }
     std::vector<uint16_t> ids{server_};
     for (uint16_t id : order_) ids.push_back(id);
@@ -189,8 +174,6 @@ class Bfs {
     }
     m.server_node = 0;
   }
-
-  static constexpr unsigned kNrcPorts = 24;  // SYSTEM.md 1.2: the NRC radix
 
   Requester& req_;
   DiscoveryOptions opt_;

@@ -29,16 +29,20 @@ Result<ReportingSetup> enable_fault_reporting(Requester& req, const FabricMap& m
   for (uint32_t v = 0; v < map.num_nodes(); ++v) {
     if (v == map.server_node || (include && !include(v))) continue;
     const MgmtTarget& t = map.target[v];
-    // The report travels the chip's backward route; 105 bits in two registers.
-    std::array<uint8_t, 14> bits{};
-    if (!wire::encode_source_route(t.backward, bits, 0).ok()) continue;
+    // The report travels the chip's backward route: 105 bits in two registers, and the high
+    // bits of ports above 31 in a third (zero on fabrics of switches up to 32 ports).
+    std::array<uint8_t, 22> bits{};
+    if (!wire::encode_source_route(t.backward, bits, 0, true).ok()) continue;
+    wire::encode_source_route_ext(t.backward, bits, wire::kSourceRouteBits);
     uint64_t lo = get_bits(bits, 0, 64), hi = get_bits(bits, 64, 41);
+    uint64_t ext = get_bits(bits, wire::kSourceRouteBits, wire::kSourceRouteExtBits);
     req.submit(MgmtRequest::write2(t, chip::reg::kFaultRouteLo, lo, chip::reg::kFaultRouteHi, hi),
                count);
     req.submit(
         MgmtRequest::write2(t, chip::reg::kFaultDest, dest, chip::reg::kFaultMask, fault_mask),
         count);
-    req.submit(MgmtRequest::write(t, chip::reg::kFaultEnable, 1), count);
+    req.submit(MgmtRequest::write2(t, chip::reg::kFaultRouteExt, ext, chip::reg::kFaultEnable, 1),
+               count);
     out.requests += 3;
     ++out.chips;
   }
@@ -103,7 +107,7 @@ Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, uint16_t 
     if (map.topology.is_nic(v)) continue;
     unsigned words = (map.topology.num_ports(v) + 1) / 2;
     for (unsigned w = 0; w < words; w += 2) {
-      auto a0 = static_cast<uint16_t>(chip::reg::kPeerSummary + w);
+      auto a0 = static_cast<uint16_t>(chip::reg::kPeerSummaryWide + w);
       MgmtRequest r = w + 1 < words
                           ? MgmtRequest::read2(map.target[v], a0, static_cast<uint16_t>(a0 + 1))
                           : MgmtRequest::read(map.target[v], a0);
@@ -114,8 +118,8 @@ Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, uint16_t 
           for (int half = 0; half < 2; ++half) {
             auto p = static_cast<uint8_t>(2 * (w + i) + half);
             if (p >= map.topology.num_ports(v)) continue;
-            uint32_t word = static_cast<uint32_t>(reply.response.data.value[i] >> (32 * half));
-            bool up = (word & 1) && (word & 0x80);
+            auto word = static_cast<uint32_t>(reply.response.data.value[i] >> (32 * half));
+            bool up = chip::reg::decode_wide_peer(word).linked;
             if (!up && map.topology.peer({v, p})) down.push_back({v, p});
           }
       });

@@ -215,7 +215,7 @@ Result<nlohmann::json> bist(Daemon& d, const ApiRequest& r) {
   if (!duration.ok()) return duration.error();
   auto intensity = num("intensity_percent", 0, 100, 50);
   if (!intensity.ok()) return intensity.error();
-  auto port = num("port", -1, 31, -1);
+  auto port = num("port", -1, kMaxSwitchPorts - 1, -1);
   if (!port.ok()) return port.error();
   if (r.body.contains("port") && !r.body["port"].is_number_integer())
     return make_error(Code::kInvalidArgument, 8262,

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "wire/flit.h"
@@ -81,7 +82,9 @@ struct NmpData {
 NmpData carried_nmp_data(NmpType t, const NmpData& d);
 
 // A decoded 4-flit management packet. `hop_count` lives in the head flit and is not covered
-// by the CRC, so an NRC forwards by rewriting it alone (set_mgmt_hop_count).
+// by the CRC, so an NRC forwards by rewriting it alone (set_mgmt_hop_count). A packet whose
+// routes name a port above 31 is encoded as the wide variant (its routes' high bits in the
+// tail flit, docs/protocol.md); the encoders choose it, so there is one encoding per packet.
 struct MgmtPacket {
   // head flit
   uint8_t vc = kMgmtVc;
@@ -136,7 +139,8 @@ Result<MgmtHead> peek_mgmt_head(std::span<const uint8_t> bytes);
 // shorter than a packet are left alone.
 void set_mgmt_hop_count(std::span<uint8_t> bytes, uint8_t hop_count);
 
-// The 512-bit management descriptor submitted to an SDQ (SYSTEM.md 2.2).
+// The 512-bit management descriptor submitted to an SDQ (SYSTEM.md 2.2); 1024 bits, the wide
+// variant, when a route names a port above 31.
 struct MgmtDescriptor {
   uint16_t dest_id = kUnconfiguredId;
   uint8_t dest_vp = 0;
@@ -162,7 +166,8 @@ struct MgmtDescriptor {
 };
 
 inline constexpr unsigned kMgmtDescriptorBytes = 64;
-using MgmtDescriptorBytes = std::array<uint8_t, kMgmtDescriptorBytes>;
+inline constexpr unsigned kMgmtWideDescriptorBytes = 128;
+using MgmtDescriptorBytes = std::vector<uint8_t>;  // 64 or 128 bytes
 
 Result<MgmtDescriptorBytes> encode_mgmt_descriptor(const MgmtDescriptor& d);
 Result<MgmtDescriptor> decode_mgmt_descriptor(std::span<const uint8_t> bytes);

@@ -1,4 +1,5 @@
-// The 512-bit management descriptor submitted to an SDQ (SYSTEM.md 2.2; docs/protocol.md).
+// The 512-bit management descriptor submitted to an SDQ, and its 1024-bit wide variant
+// (SYSTEM.md 2.2; docs/protocol.md).
 #include <fmt/format.h>
 
 #include "base/bits.h"
@@ -23,7 +24,7 @@ constexpr size_t kDestTypeBit = 12;
 constexpr size_t kNmpTypeBit = 13;        // 6 bits
 constexpr size_t kDestVpBit = 19;         // 6 bits
 constexpr size_t kSrcVpBit = 25;          // 6 bits
-constexpr size_t kReserved0Bit = 31;      // 1 bit
+constexpr size_t kWideBit = 31;           // 1: 128 bytes, the routes' high bits follow
 constexpr size_t kDestIdBit = 32;         // 16 bits
 constexpr size_t kTransactionIdBit = 48;  // 16 bits
 constexpr size_t kMKeyBit = 64;           // 64 bits
@@ -31,6 +32,11 @@ constexpr size_t kForwardRouteBit = 128;
 constexpr size_t kBackwardRouteBit = 233;
 constexpr size_t kNmpDataBit = 338;
 constexpr size_t kReserved1Bit = 506;  // 6 bits
+// The wide variant's second 64 bytes.
+constexpr size_t kForwardRouteExtBit = 512;                         // 60 bits
+constexpr size_t kBackwardRouteExtBit = 512 + kSourceRouteExtBits;  // 60 bits
+constexpr size_t kReserved2Bit = 512 + 2 * kSourceRouteExtBits;     // to the end
+constexpr size_t kReserved2Bits = 8 * kMgmtWideDescriptorBytes - kReserved2Bit;
 
 constexpr uint8_t kMaxVp = 63;
 
@@ -67,7 +73,8 @@ Result<MgmtDescriptorBytes> encode_mgmt_descriptor(const MgmtDescriptor& d) {
                       fmt::format("mgmt descriptor: nmp_type = {:#x} is not an NMP type",
                                   static_cast<unsigned>(d.nmp_type)));
   }
-  MgmtDescriptorBytes b{};
+  const bool wide = d.forward_route.needs_wide() || d.backward_route.needs_wide();
+  MgmtDescriptorBytes b(wide ? kMgmtWideDescriptorBytes : kMgmtDescriptorBytes);
   put_bits(b, kHeadBit, 1, d.head);
   put_bits(b, kFenBit, 1, d.fen);
   put_bits(b, kErrBit, 1, d.err);
@@ -84,21 +91,33 @@ Result<MgmtDescriptorBytes> encode_mgmt_descriptor(const MgmtDescriptor& d) {
   put_bits(b, kDestIdBit, 16, d.dest_id);
   put_bits(b, kTransactionIdBit, 16, d.transaction_id);
   put_bits(b, kMKeyBit, 64, d.m_key);
-  if (Status s = encode_source_route(d.forward_route, b, kForwardRouteBit); !s.ok()) {
+  if (Status s = encode_source_route(d.forward_route, b, kForwardRouteBit, wide); !s.ok()) {
     return prefixed("forward_route", s.error());
   }
-  if (Status s = encode_source_route(d.backward_route, b, kBackwardRouteBit); !s.ok()) {
+  if (Status s = encode_source_route(d.backward_route, b, kBackwardRouteBit, wide); !s.ok()) {
     return prefixed("backward_route", s.error());
+  }
+  if (wide) {
+    put_bits(b, kWideBit, 1, 1);
+    encode_source_route_ext(d.forward_route, b, kForwardRouteExtBit);
+    encode_source_route_ext(d.backward_route, b, kBackwardRouteExtBit);
   }
   GALAXY_TRY(encode_nmp_data(kFormat, d.nmp_type, d.data, b, kNmpDataBit));
   return b;
 }
 
 Result<MgmtDescriptor> decode_mgmt_descriptor(std::span<const uint8_t> b) {
-  if (b.size() != kMgmtDescriptorBytes) {
+  if (b.size() != kMgmtDescriptorBytes && b.size() != kMgmtWideDescriptorBytes) {
     return make_error(Code::kMalformed, 1210,
-                      fmt::format("mgmt descriptor: length = {} bytes, expected {}", b.size(),
-                                  kMgmtDescriptorBytes));
+                      fmt::format("mgmt descriptor: length = {} bytes, expected {} or {} (wide)",
+                                  b.size(), kMgmtDescriptorBytes, kMgmtWideDescriptorBytes));
+  }
+  const bool wide = get_bits(b, kWideBit, 1) != 0;
+  if (wide != (b.size() == kMgmtWideDescriptorBytes)) {
+    return make_error(
+        Code::kMalformed, 1213,
+        fmt::format("mgmt descriptor: wide = {} but length = {} bytes (expected {})", wide ? 1 : 0,
+                    b.size(), wide ? kMgmtWideDescriptorBytes : kMgmtDescriptorBytes));
   }
   if (get_bits(b, kHeadBit, 1) != 1) {
     return make_error(Code::kMalformed, 1211, "mgmt descriptor: head = 0, expected 1");
@@ -108,8 +127,8 @@ Result<MgmtDescriptor> decode_mgmt_descriptor(std::span<const uint8_t> b) {
     return make_error(Code::kMalformed, 1212,
                       fmt::format("mgmt descriptor: nmp_type = {:#x} is not an NMP type", type));
   }
-  GALAXY_TRY(check_zero_bits(kFormat, b, kReserved0Bit, 1));
   GALAXY_TRY(check_zero_bits(kFormat, b, kReserved1Bit, 6));
+  if (wide) GALAXY_TRY(check_zero_bits(kFormat, b, kReserved2Bit, kReserved2Bits));
   MgmtDescriptor d;
   d.head = true;
   d.nmp_type = static_cast<NmpType>(type);
@@ -133,6 +152,16 @@ Result<MgmtDescriptor> decode_mgmt_descriptor(std::span<const uint8_t> b) {
   auto backward = decode_source_route(b, kBackwardRouteBit);
   if (!backward.ok()) return prefixed("backward_route", backward.error());
   d.backward_route = *backward;
+  if (wide) {
+    if (Status s = decode_source_route_ext(d.forward_route, b, kForwardRouteExtBit); !s.ok())
+      return prefixed("forward_route", s.error());
+    if (Status s = decode_source_route_ext(d.backward_route, b, kBackwardRouteExtBit); !s.ok())
+      return prefixed("backward_route", s.error());
+    if (!d.forward_route.needs_wide() && !d.backward_route.needs_wide()) {
+      return make_error(Code::kMalformed, 1214,
+                        "mgmt descriptor: wide = 1 but no route names a port above 31");
+    }
+  }
   auto data = decode_nmp_data(kFormat, d.nmp_type, b, kNmpDataBit);
   if (!data.ok()) return data.error();
   d.data = *data;

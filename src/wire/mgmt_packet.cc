@@ -1,4 +1,5 @@
-// The 4-flit management packet (SYSTEM.md 2.2, 2.4; layout in docs/protocol.md).
+// The 4-flit management packet and its wide variant (SYSTEM.md 2.2, 2.4; layout in
+// docs/protocol.md).
 #include <fmt/format.h>
 
 #include "base/bits.h"
@@ -31,7 +32,8 @@ constexpr size_t kRintBit = pbit(0, 57);
 constexpr size_t kNmpTypeBit = pbit(0, 58);
 constexpr size_t kTransactionIdBit = pbit(0, 64);
 constexpr size_t kForwardRouteBit = pbit(0, 80);
-constexpr size_t kReserved0Bit = pbit(0, 185);  // 7 bits
+constexpr size_t kWideBit = pbit(0, 185);       // 1: the wide variant (ports above 31)
+constexpr size_t kReserved0Bit = pbit(0, 186);  // 6 bits
 // Flit 1 (body).
 constexpr size_t kBackwardRouteBit = pbit(1, 0);
 constexpr size_t kReserved1Bit = pbit(1, 105);  // 23 bits
@@ -39,8 +41,11 @@ constexpr size_t kMKeyBit = pbit(1, 128);
 // Flit 2 (body).
 constexpr size_t kNmpDataBit = pbit(2, 0);
 constexpr size_t kReserved2Bit = pbit(2, 168);  // 24 bits
-// Flit 3 (tail).
-constexpr size_t kReserved3Bit = pbit(3, 0);  // 176 bits
+// Flit 3 (tail). In the wide variant it carries the routes' high bits; reserved otherwise.
+constexpr size_t kForwardRouteExtBit = pbit(3, 0);                      // 60 bits
+constexpr size_t kBackwardRouteExtBit = pbit(3, kSourceRouteExtBits);   // 60 bits
+constexpr size_t kReserved3WideBit = pbit(3, 2 * kSourceRouteExtBits);  // 56 bits
+constexpr size_t kReserved3Bit = pbit(3, 0);                            // 176 bits
 constexpr size_t kCrcBit = pbit(3, 176);
 
 constexpr uint8_t kMaxVp = 63;
@@ -100,6 +105,8 @@ struct Routing {
   NmpType nmp_type;
   uint8_t hop_num;
   size_t route_bit;
+  size_t route_ext_bit;  // where the active route's high bits are, in the wide variant
+  bool wide;
 };
 
 Result<Routing> read_routing(std::span<const uint8_t> b) {
@@ -112,6 +119,8 @@ Result<Routing> read_routing(std::span<const uint8_t> b) {
   }
   r.nmp_type = static_cast<NmpType>(type);
   r.route_bit = is_request(r.nmp_type) ? kForwardRouteBit : kBackwardRouteBit;
+  r.route_ext_bit = is_request(r.nmp_type) ? kForwardRouteExtBit : kBackwardRouteExtBit;
+  r.wide = get_bits(b, kWideBit, 1) != 0;
   r.hop_num = static_cast<uint8_t>(get_bits(b, r.route_bit, 5));
   if (r.hop_num > kMaxRouteHops) {
     return make_error(
@@ -163,6 +172,7 @@ Result<MgmtPacketBytes> encode_mgmt_packet(const MgmtPacket& p) {
         fmt::format("mgmt packet: dest_type/src_type = {}/{}, expected 0 or 1",
                     static_cast<unsigned>(p.dest_type), static_cast<unsigned>(p.src_type)));
   }
+  const bool wide = p.forward_route.needs_wide() || p.backward_route.needs_wide();
   MgmtPacketBytes b{};
   for (unsigned k = 0; k < kMgmtPacketFlits; ++k) {
     put_bits(b, k * 8 * kFlitBytes, 2, static_cast<uint8_t>(kFlitKinds[k]));
@@ -180,11 +190,16 @@ Result<MgmtPacketBytes> encode_mgmt_packet(const MgmtPacket& p) {
   put_bits(b, kRintBit, 1, p.rint);
   put_bits(b, kNmpTypeBit, 6, static_cast<uint8_t>(p.nmp_type));
   put_bits(b, kTransactionIdBit, 16, p.transaction_id);
-  if (Status s = encode_source_route(p.forward_route, b, kForwardRouteBit); !s.ok()) {
+  if (Status s = encode_source_route(p.forward_route, b, kForwardRouteBit, wide); !s.ok()) {
     return prefixed("forward_route", s.error());
   }
-  if (Status s = encode_source_route(p.backward_route, b, kBackwardRouteBit); !s.ok()) {
+  if (Status s = encode_source_route(p.backward_route, b, kBackwardRouteBit, wide); !s.ok()) {
     return prefixed("backward_route", s.error());
+  }
+  if (wide) {
+    put_bits(b, kWideBit, 1, 1);
+    encode_source_route_ext(p.forward_route, b, kForwardRouteExtBit);
+    encode_source_route_ext(p.backward_route, b, kBackwardRouteExtBit);
   }
   put_bits(b, kMKeyBit, 64, p.m_key);
   GALAXY_TRY(encode_nmp_data(kFormat, p.nmp_type, p.data, b, kNmpDataBit));
@@ -201,10 +216,14 @@ Result<MgmtPacket> decode_mgmt_packet(std::span<const uint8_t> b) {
   }
   auto routing = read_routing(b);
   if (!routing.ok()) return routing.error();
-  GALAXY_TRY(check_zero_bits(kFormat, b, kReserved0Bit, 7));
+  GALAXY_TRY(check_zero_bits(kFormat, b, kReserved0Bit, 6));
   GALAXY_TRY(check_zero_bits(kFormat, b, kReserved1Bit, 23));
   GALAXY_TRY(check_zero_bits(kFormat, b, kReserved2Bit, 24));
-  GALAXY_TRY(check_zero_bits(kFormat, b, kReserved3Bit, 176));
+  if (routing->wide) {
+    GALAXY_TRY(check_zero_bits(kFormat, b, kReserved3WideBit, 176 - 2 * kSourceRouteExtBits));
+  } else {
+    GALAXY_TRY(check_zero_bits(kFormat, b, kReserved3Bit, 176));
+  }
   MgmtPacket p;
   p.length_flits = kMgmtPacketFlits;
   p.hop_count = routing->hop_count;
@@ -224,6 +243,17 @@ Result<MgmtPacket> decode_mgmt_packet(std::span<const uint8_t> b) {
   auto backward = decode_source_route(b, kBackwardRouteBit);
   if (!backward.ok()) return prefixed("backward_route", backward.error());
   p.backward_route = *backward;
+  if (routing->wide) {
+    if (Status s = decode_source_route_ext(p.forward_route, b, kForwardRouteExtBit); !s.ok())
+      return prefixed("forward_route", s.error());
+    if (Status s = decode_source_route_ext(p.backward_route, b, kBackwardRouteExtBit); !s.ok())
+      return prefixed("backward_route", s.error());
+    // One encoding per packet: the wide variant only where a port needs it.
+    if (!p.forward_route.needs_wide() && !p.backward_route.needs_wide()) {
+      return make_error(Code::kMalformed, 1119,
+                        "mgmt packet: wide = 1 but no route names a port above 31");
+    }
+  }
   p.m_key = get_bits(b, kMKeyBit, 64);
   auto data = decode_nmp_data(kFormat, p.nmp_type, b, kNmpDataBit);
   if (!data.ok()) return data.error();
@@ -241,6 +271,11 @@ Result<MgmtHead> peek_mgmt_head(std::span<const uint8_t> b) {
   h.route_hop_num = routing->hop_num;
   if (h.hop_count < h.route_hop_num) {
     h.next_port = static_cast<uint8_t>(get_bits(b, routing->route_bit + 5 * (h.hop_count + 1), 5));
+    if (routing->wide) {
+      h.next_port = static_cast<uint8_t>(
+          h.next_port |
+          get_bits(b, routing->route_ext_bit + kRouteHighBits * h.hop_count, kRouteHighBits) << 5);
+    }
   }
   return h;
 }

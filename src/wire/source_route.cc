@@ -8,7 +8,8 @@ namespace galaxy::wire {
 namespace {
 
 constexpr unsigned kFieldBits = 5;
-constexpr uint8_t kMaxPort = 31;
+constexpr uint8_t kMaxPort = kMaxNarrowRoutePort;
+constexpr unsigned kMaxWidePort = kMaxSwitchPorts - 1;
 
 size_t hop_bit(size_t bit_offset, unsigned i) {
   return bit_offset + kFieldBits * (i + 1);
@@ -22,12 +23,18 @@ Status SourceRoute::push(uint8_t port) {
                       fmt::format("source route: hop_num = {} already at the maximum {}", hop_num,
                                   kMaxRouteHops));
   }
-  if (port > kMaxPort) {
+  if (port > kMaxWidePort) {
     return make_error(Code::kOutOfRange, 1051,
-                      fmt::format("source route: port = {} exceeds {}", port, kMaxPort));
+                      fmt::format("source route: port = {} exceeds {}", port, kMaxWidePort));
   }
   hops[hop_num++] = port;
   return {};
+}
+
+bool SourceRoute::needs_wide() const {
+  for (uint8_t h : hops)
+    if (h > kMaxPort) return true;
+  return false;
 }
 
 std::string SourceRoute::to_string() const {
@@ -39,7 +46,8 @@ std::string SourceRoute::to_string() const {
   return s + "]";
 }
 
-Status encode_source_route(const SourceRoute& r, std::span<uint8_t> buf, size_t bit_offset) {
+Status encode_source_route(const SourceRoute& r, std::span<uint8_t> buf, size_t bit_offset,
+                           bool wide) {
   if (bit_offset > buf.size() * 8 || buf.size() * 8 - bit_offset < kSourceRouteBits) {
     return make_error(Code::kInvalidArgument, 1052,
                       fmt::format("source route: buffer of {} bytes too small for 105 bits at "
@@ -51,10 +59,12 @@ Status encode_source_route(const SourceRoute& r, std::span<uint8_t> buf, size_t 
         Code::kOutOfRange, 1053,
         fmt::format("source route: hop_num = {} exceeds {}", r.hop_num, kMaxRouteHops));
   }
+  const unsigned max_port = wide ? kMaxWidePort : kMaxPort;
   for (unsigned i = 0; i < kMaxRouteHops; ++i) {
-    if (r.hops[i] > kMaxPort) {
+    if (r.hops[i] > max_port) {
       return make_error(Code::kOutOfRange, 1054,
-                        fmt::format("source route: hop{} = {} exceeds {}", i, r.hops[i], kMaxPort));
+                        fmt::format("source route: hop{} = {} exceeds {}{}", i, r.hops[i], max_port,
+                                    wide ? "" : " (the wide variant names up to 127)"));
     }
     if (i >= r.hop_num && r.hops[i] != 0) {
       return make_error(Code::kInvalidArgument, 1055,
@@ -63,7 +73,33 @@ Status encode_source_route(const SourceRoute& r, std::span<uint8_t> buf, size_t 
     }
   }
   put_bits(buf, bit_offset, kFieldBits, r.hop_num);
-  for (unsigned i = 0; i < kMaxRouteHops; ++i) put_bits(buf, hop_bit(bit_offset, i), 5, r.hops[i]);
+  for (unsigned i = 0; i < kMaxRouteHops; ++i)
+    put_bits(buf, hop_bit(bit_offset, i), kFieldBits, r.hops[i] & kMaxPort);
+  return {};
+}
+
+void encode_source_route_ext(const SourceRoute& r, std::span<uint8_t> buf, size_t bit_offset) {
+  for (unsigned i = 0; i < kMaxRouteHops; ++i)
+    put_bits(buf, bit_offset + kRouteHighBits * i, kRouteHighBits, r.hops[i] >> kFieldBits);
+}
+
+Status decode_source_route_ext(SourceRoute& r, std::span<const uint8_t> buf, size_t bit_offset) {
+  for (unsigned i = 0; i < kMaxRouteHops; ++i) {
+    auto high =
+        static_cast<uint8_t>(get_bits(buf, bit_offset + kRouteHighBits * i, kRouteHighBits));
+    if (high != 0 && i >= r.hop_num) {
+      return make_error(Code::kMalformed, 1059,
+                        fmt::format("source route: unused hop{} has high bits {}, expected 0 "
+                                    "(hop_num = {})",
+                                    i, high, r.hop_num));
+    }
+    r.hops[i] = static_cast<uint8_t>(r.hops[i] | (high << kFieldBits));
+    if (r.hops[i] > kMaxWidePort) {
+      return make_error(
+          Code::kMalformed, 1060,
+          fmt::format("source route: hop{} = {} exceeds {}", i, r.hops[i], kMaxWidePort));
+    }
+  }
   return {};
 }
 

@@ -138,7 +138,8 @@ TEST(FatTree, FormulaForAllShapes) {
 TEST(FatTree, RejectsBadParams) {
   EXPECT_FALSE(build_topology("fattree:k=5").ok());
   EXPECT_FALSE(build_topology("fattree:k=2").ok());
-  EXPECT_FALSE(build_topology("fattree:k=34").ok());
+  EXPECT_FALSE(build_topology("fattree:k=130").ok());
+  EXPECT_FALSE(build_topology("fattree:k=33").ok());  // odd
   EXPECT_FALSE(build_topology("fattree:k=32,levels=6").ok());
   EXPECT_FALSE(build_topology("fattree:k=4,levls=3").ok());
   EXPECT_FALSE(build_topology("fattree:k=x").ok());
@@ -185,8 +186,8 @@ TEST(Grid, RejectsBadParams) {
   EXPECT_FALSE(build_topology("torus:4x4x4x4").ok());
   EXPECT_FALSE(build_topology("torus:4x0").ok());
   EXPECT_FALSE(build_topology("torus:4xx4").ok());
-  EXPECT_FALSE(build_topology("mesh:4x4,nics=29").ok());
-  EXPECT_FALSE(build_topology("mesh:4,nics=31").ok());
+  EXPECT_FALSE(build_topology("mesh:4x4,nics=125").ok());
+  EXPECT_FALSE(build_topology("mesh:4,nics=127").ok());
   EXPECT_FALSE(build_topology("mesh:4,nics=0").ok());
   EXPECT_FALSE(build_topology("mesh:4,4").ok());
   EXPECT_FALSE(build_topology("mesh:2048x2048").ok());
@@ -245,7 +246,7 @@ TEST(Dragonfly, FewerGroupsStillJoinEveryPair) {
 TEST(Dragonfly, RejectsBadParams) {
   EXPECT_FALSE(build_topology("dragonfly:g=10").ok());
   EXPECT_FALSE(build_topology("dragonfly:g=1").ok());
-  EXPECT_FALSE(build_topology("dragonfly:a=16,p=8,h=10").ok());
+  EXPECT_FALSE(build_topology("dragonfly:a=64,p=32,h=40").ok());  // 135 ports
   EXPECT_FALSE(build_topology("dragonfly:x=1").ok());
 }
 

@@ -101,8 +101,8 @@ TEST(Json, ErrorsNameTheLine) {
                "t.json:4:", "ids must be 0, 1, 2");
   expect_error(read_json(with_node("{\"id\":1,\"kind\":\"nix\",\"ports\":1}"), "t.json"),
                "t.json:4:", "\"kind\" = \"nix\"");
-  expect_error(read_json(with_node("{\"id\":1,\"kind\":\"nrc\",\"ports\":40}"), "t.json"),
-               "t.json:4:", "\"ports\" = 40 is outside [1, 32]");
+  expect_error(read_json(with_node("{\"id\":1,\"kind\":\"nrc\",\"ports\":129}"), "t.json"),
+               "t.json:4:", "\"ports\" = 129 is outside [1, 128]");
   expect_error(read_json(with_node("{\"id\":1,\"kind\":\"nrc\"}"), "t.json"),
                "t.json:4:", "no \"ports\"");
   expect_error(
@@ -189,8 +189,8 @@ TEST(Dot, ErrorsNameTheLine) {
                "topo.dot:4:", "node n9 has no kind");
   expect_error(read_dot(head + "  n2 [kind=nrc];\n}\n", "topo.dot"),
                "topo.dot:4:", "no ports attribute");
-  expect_error(read_dot(head + "  n2 [kind=nrc, ports=33];\n}\n", "topo.dot"),
-               "topo.dot:4:", "ports = 33 is outside [1, 32]");
+  expect_error(read_dot(head + "  n2 [kind=nrc, ports=129];\n}\n", "topo.dot"),
+               "topo.dot:4:", "ports = 129 is outside [1, 128]");
   expect_error(read_dot(head + "  n2 [kind=switch, ports=3];\n}\n", "topo.dot"),
                "topo.dot:4:", "kind = 'switch'");
   expect_error(read_dot(head + "  n2 [label=\"open];\n}\n", "topo.dot"),
@@ -238,8 +238,10 @@ TEST(Ibnetdiscover, ErrorsNameTheLine) {
   const std::string sw = "Switch\t4 \"S-01\"\t\t# \"sw\" base port 0 lid 1 lmc 0\n";
   const std::string ca = "\nCa\t1 \"H-02\"\t\t# \"host\"\n[1](3)\t\"S-01\"[1]\t\t# lid 2\n";
   ASSERT_TRUE(read_ibnetdiscover(sw + "[1]\t\"H-02\"[1](3)\t# \"host\"\n" + ca, "ib.txt").ok());
-  expect_error(read_ibnetdiscover("\nSwitch\t36 \"S-01\"\t# \"big\"\n", "ib.txt"),
-               "ib.txt:2:", "declares 36 ports");
+  expect_error(read_ibnetdiscover("\nSwitch\t130 \"S-01\"\t# \"big\"\n", "ib.txt"),
+               "ib.txt:2:", "declares 130 ports; a Galaxy nrc has 2..128 ports");
+  expect_error(read_ibnetdiscover("\nSwitch\t1 \"S-01\"\t# \"tiny\"\n", "ib.txt"),
+               "ib.txt:2:", "declares 1 ports; a Galaxy nrc has 2..128 ports");
   expect_error(read_ibnetdiscover("vendid=0x2c9\n[1]\t\"S-01\"[1]\n", "ib.txt"),
                "ib.txt:2:", "outside a Switch/Ca/Rt block");
   expect_error(read_ibnetdiscover(sw + "[1]\t\"S-77\"[1]\n", "ib.txt"),

@@ -80,17 +80,49 @@ TEST(MgmtDescriptor, RandomRoundTrip) {
     d.lint = rng() % 2;
     d.rint = rng() % 2;
     d.transaction_id = static_cast<uint16_t>(rng());
-    d.forward_route = testing::random_route(rng);
-    d.backward_route = testing::random_route(rng);
+    const unsigned ports = i % 2 ? kMaxSwitchPorts : 32;  // the wide variant every other time
+    d.forward_route = testing::random_route(rng, ports);
+    d.backward_route = testing::random_route(rng, ports);
     d.nmp_type = testing::kAllNmpTypes[rng() % kNmpTypeCount];
     d.m_key = rng();
     d.data = testing::random_nmp_data(rng, d.nmp_type);
     auto b = encode_mgmt_descriptor(d);
     ASSERT_TRUE(b.ok()) << b.error().to_string();
+    EXPECT_EQ(b->size(), d.forward_route.needs_wide() || d.backward_route.needs_wide()
+                             ? kMgmtWideDescriptorBytes
+                             : kMgmtDescriptorBytes);
     auto back = decode_mgmt_descriptor(*b);
     ASSERT_TRUE(back.ok()) << back.error().to_string();
     EXPECT_EQ(*back, d);
   }
+}
+
+TEST(MgmtDescriptor, WideVariantIs128Bytes) {
+  MgmtDescriptor d = sample_write();
+  d.backward_route = {};
+  ASSERT_TRUE(d.backward_route.push(35).ok());
+  ASSERT_TRUE(d.backward_route.push(64).ok());
+  auto b = encode_mgmt_descriptor(d);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  ASSERT_EQ(b->size(), kMgmtWideDescriptorBytes);
+  EXPECT_EQ(get_bits(*b, 31, 1), 1u);            // wide
+  EXPECT_EQ(get_bits(*b, 233 + 5, 5), 3u);       // backward hop 0 low bits: 35 = 3 + (1 << 5)
+  EXPECT_EQ(get_bits(*b, 512 + 60, 3), 1u);      // its high bits
+  EXPECT_EQ(get_bits(*b, 512 + 60 + 3, 3), 2u);  // hop 1: 64 = 0 + (2 << 5)
+  auto back = decode_mgmt_descriptor(*b);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(*back, d);
+
+  auto edited = [&](size_t bit, unsigned width, uint64_t v) {
+    MgmtDescriptorBytes e = *b;
+    put_bits(e, bit, width, v);
+    return decode_mgmt_descriptor(e);
+  };
+  EXPECT_TRUE(FailsWith(edited(31, 1, 0), "wide = 0 but length = 128 bytes (expected 64)"));
+  EXPECT_TRUE(FailsWith(edited(700, 1, 1), "reserved bits 696-759"));
+  EXPECT_TRUE(FailsWith(edited(512 + 3 * 5, 3, 1), "forward_route: source route: unused hop5"));
+  EXPECT_TRUE(FailsWith(edited(512 + 60, 6, 0), "wide = 1 but no route names a port above 31"));
+  EXPECT_TRUE(FailsWith(decode_mgmt_descriptor(std::span(*b).first(96)), "length = 96 bytes"));
 }
 
 TEST(MgmtDescriptor, EncodeRejectsOutOfRangeFields) {
@@ -127,7 +159,7 @@ TEST(MgmtDescriptor, DecodeRejectsMalformed) {
   };
   EXPECT_TRUE(FailsWith(edited(0, 1, 0), "mgmt descriptor: head = 0"));
   EXPECT_TRUE(FailsWith(edited(13, 6, 0x30), "nmp_type = 0x30"));
-  EXPECT_TRUE(FailsWith(edited(31, 1, 1), "reserved bits 31-31"));
+  EXPECT_TRUE(FailsWith(edited(31, 1, 1), "wide = 1 but length = 64 bytes (expected 128)"));
   EXPECT_TRUE(FailsWith(edited(510, 1, 1), "reserved bits 506-511"));
   EXPECT_TRUE(FailsWith(edited(128, 5, 22), "forward_route: source route: hop_num = 22"));
   EXPECT_TRUE(FailsWith(edited(233 + 5 * 4, 5, 3), "backward_route: source route: unused hop3"));

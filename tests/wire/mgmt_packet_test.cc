@@ -100,8 +100,9 @@ TEST(MgmtPacket, RandomRoundTrip) {
     p.lint = rng() % 2;
     p.rint = rng() % 2;
     p.transaction_id = static_cast<uint16_t>(rng());
-    p.forward_route = testing::random_route(rng);
-    p.backward_route = testing::random_route(rng);
+    const unsigned ports = i % 2 ? kMaxSwitchPorts : 32;  // the wide variant every other time
+    p.forward_route = testing::random_route(rng, ports);
+    p.backward_route = testing::random_route(rng, ports);
     p.nmp_type = testing::kAllNmpTypes[rng() % kNmpTypeCount];
     p.hop_count = static_cast<uint8_t>(rng() % (p.active_route().hop_num + 1));
     p.m_key = rng();
@@ -196,11 +197,12 @@ TEST(MgmtPacket, EncodeRejectsOutOfRangeFields) {
   EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "data.error = 9"));
 }
 
-// Corrupts the packet with `edit` and, unless `keep_crc`, recomputes the tail CRC so that the
-// check under test is reached.
+// Corrupts `packet` (sample_request by default) with `edit` and, unless `fix_crc` is false,
+// recomputes the tail CRC so that the check under test is reached.
 template <class Edit>
-Result<MgmtPacket> decode_edited(Edit edit, bool fix_crc = true) {
-  MgmtPacketBytes b = *encode_mgmt_packet(sample_request());
+Result<MgmtPacket> decode_edited(Edit edit, bool fix_crc = true,
+                                 const MgmtPacket& packet = sample_request()) {
+  MgmtPacketBytes b = *encode_mgmt_packet(packet);
   edit(b);
   if (fix_crc) {
     uint16_t crc = crc16_bits(b, pbit(0, 10), 182);
@@ -245,6 +247,70 @@ TEST(MgmtPacket, DecodeRejectsMalformed) {
   r = decode_edited([](auto& b) { put_bits(b, pbit(2, 4), 1, 1); });
   EXPECT_TRUE(FailsWith(r, "reserved bits"));
   r = decode_edited([](auto& b) { put_bits(b, pbit(2, 170), 1, 1); });
+  EXPECT_TRUE(FailsWith(r, "reserved bits"));
+}
+
+// Switches wider than 32 ports: the same four flits, the wide flag in the head and each hop's
+// high 3 bits in the tail (docs/protocol.md, "Wide variant").
+MgmtPacket wide_request() {
+  MgmtPacket p = sample_request();
+  p.forward_route = {};
+  p.backward_route = {};
+  for (uint8_t port : {3, 40, 127}) EXPECT_TRUE(p.forward_route.push(port).ok());
+  for (uint8_t port : {100, 0, 31}) EXPECT_TRUE(p.backward_route.push(port).ok());
+  p.hop_count = 1;
+  return p;
+}
+
+TEST(MgmtPacket, WideVariantNamesPortsAbove31) {
+  MgmtPacket p = wide_request();
+  auto b = encode_mgmt_packet(p);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  EXPECT_EQ(b->size(), kMgmtPacketBytes);
+  EXPECT_EQ(get_bits(*b, pbit(0, 185), 1), 1u);  // wide
+  // Low 5 bits in the TH-2 field, high 3 bits in the tail: 40 = 8 + (1 << 5), 127 = 31 + (3 << 5).
+  EXPECT_EQ(get_bits(*b, pbit(0, 80 + 5 * 2), 5), 8u);
+  EXPECT_EQ(get_bits(*b, pbit(3, 3 * 1), 3), 1u);
+  EXPECT_EQ(get_bits(*b, pbit(0, 80 + 5 * 3), 5), 31u);
+  EXPECT_EQ(get_bits(*b, pbit(3, 3 * 2), 3), 3u);
+  EXPECT_EQ(get_bits(*b, pbit(1, 5), 5), 4u);  // backward hop 0: 100 = 4 + (3 << 5)
+  EXPECT_EQ(get_bits(*b, pbit(3, 60), 3), 3u);
+  auto d = decode_mgmt_packet(*b);
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  EXPECT_EQ(*d, p);
+  // A switch reads the whole port of the next hop.
+  auto h = peek_mgmt_head(*b);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_EQ(h->next_port, 40);
+  set_mgmt_hop_count(*b, 2);
+  EXPECT_EQ(peek_mgmt_head(*b)->next_port, 127);
+  EXPECT_TRUE(decode_mgmt_packet(*b).ok());  // the hop count is outside the CRC
+  // The response takes the backward route: hop 0 is port 100.
+  p.nmp_type = NmpType::kRegReadResponse;
+  p.hop_count = 0;
+  EXPECT_EQ(peek_mgmt_head(*encode_mgmt_packet(p))->next_port, 100);
+  // A packet whose ports all fit 5 bits stays the TH-2 packet.
+  EXPECT_EQ(get_bits(*encode_mgmt_packet(sample_request()), pbit(0, 185), 1), 0u);
+}
+
+TEST(MgmtPacket, DecodeRejectsMalformedWideVariant) {
+  // The wide flag on a packet that names no port above 31: one encoding per packet.
+  auto r = decode_edited([](auto& b) { put_bits(b, pbit(0, 185), 1, 1); });
+  EXPECT_TRUE(FailsWith(r, "wide = 1 but no route names a port above 31"));
+  auto edited = [](auto edit) { return decode_edited(edit, true, wide_request()); };
+  // High bits on a hop the route does not use.
+  r = edited([](auto& b) { put_bits(b, pbit(3, 3 * 7), 3, 2); });
+  EXPECT_TRUE(FailsWith(r, "forward_route: source route: unused hop7 has high bits 2"));
+  r = edited([](auto& b) { put_bits(b, pbit(3, 60 + 3 * 3), 3, 1); });
+  EXPECT_TRUE(FailsWith(r, "backward_route: source route: unused hop3 has high bits 1"));
+  // A port beyond the widest switch.
+  r = edited([](auto& b) { put_bits(b, pbit(3, 0), 3, 4); });
+  EXPECT_TRUE(FailsWith(r, "forward_route: source route: hop0 = 131 exceeds 127"));
+  // The tail's bits after the extensions are reserved.
+  r = edited([](auto& b) { put_bits(b, pbit(3, 150), 1, 1); });
+  EXPECT_TRUE(FailsWith(r, "reserved bits"));
+  // Without the flag the tail is all reserved.
+  r = edited([](auto& b) { put_bits(b, pbit(0, 185), 1, 0); });
   EXPECT_TRUE(FailsWith(r, "reserved bits"));
 }
 

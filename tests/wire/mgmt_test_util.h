@@ -13,10 +13,11 @@ inline constexpr NmpType kAllNmpTypes[kNmpTypeCount] = {
     NmpType::kEepromReadResponse, NmpType::kEepromWriteRequest, NmpType::kEepromWriteResponse,
     NmpType::kEepromError,        NmpType::kFaultReport};
 
-inline SourceRoute random_route(std::mt19937_64& rng) {
+// Ports below `ports`: 32 keeps to the TH-2 variant, up to kMaxSwitchPorts reaches the wide one.
+inline SourceRoute random_route(std::mt19937_64& rng, unsigned ports = 32) {
   SourceRoute r;
   r.hop_num = static_cast<uint8_t>(rng() % (kMaxRouteHops + 1));
-  for (unsigned i = 0; i < r.hop_num; ++i) r.hops[i] = static_cast<uint8_t>(rng() % 32);
+  for (unsigned i = 0; i < r.hop_num; ++i) r.hops[i] = static_cast<uint8_t>(rng() % ports);
   return r;
 }
 

@@ -62,7 +62,11 @@ TEST(SourceRoute, RandomRoundTrip) {
 
 TEST(SourceRoute, PushLimits) {
   SourceRoute r;
-  EXPECT_FALSE(r.push(32).ok());
+  EXPECT_FALSE(r.push(128).ok());  // beyond the widest switch
+  EXPECT_FALSE(r.needs_wide());
+  ASSERT_TRUE(r.push(127).ok());  // the wide variant names it
+  EXPECT_TRUE(r.needs_wide());
+  r = {};
   for (int i = 0; i < kMaxRouteHops; ++i) ASSERT_TRUE(r.push(0).ok());
   Status s = r.push(1);
   ASSERT_FALSE(s.ok());

@@ -511,12 +511,12 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       EgressMgmt m;
       std::memcpy(&m, cell.body, sizeof m);
       if (m.nic >= chips_.size() || !chips_[m.nic] || !fabric_.topology.is_nic(m.nic) ||
-          m.vp >= kVps) {
+          m.vp >= kVps || m.length > sizeof m.descriptor) {
         ++stats_.dropped;
         return;
       }
       auto& nic = static_cast<chip::Nic&>(*chips_[m.nic]);
-      Status s = nic.post_mgmt(m.vp, std::span<const uint8_t>(m.descriptor, 64));
+      Status s = nic.post_mgmt(m.vp, std::span<const uint8_t>(m.descriptor, m.length));
       if (!s.ok()) {
         complete(m.nic, m.vp, OpCode::kMp, OpStatus::kDescriptorError, 0, 0, s.error().id,
                  s.error().message.c_str());
@@ -1302,15 +1302,14 @@ void FabricDaemon::scan_liveness() {
 // tells the peer through its handshakes (Link::set_disabled) and update_link_states follows its
 // state; a link inside this host changes at both ends at once.
 void FabricDaemon::apply_link_controls(uint32_t chip) {
-  uint32_t changed = chips_[chip]->take_link_control_changes();
-  for (uint8_t p = 0; changed != 0; ++p, changed >>= 1) {
-    if (!(changed & 1)) continue;
+  chips_[chip]->take_link_control_changes().for_each([&](unsigned port) {
+    const auto p = static_cast<uint8_t>(port);
     auto it = link_by_port_.find(port_key(chip, p));
     if (it != link_by_port_.end())
       links_[it->second].link->set_disabled(chips_[chip]->port_forced_down(p), monotonic_ns());
     else if (fabric_.topology.peer({chip, p}))
       update_local_link(chip, p);
-  }
+  });
 }
 
 // A link inside this host is up while neither end holds it down (there is no cable to cut).

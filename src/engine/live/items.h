@@ -20,9 +20,11 @@ enum class EgressKind : uint8_t { kMgmt = 1, kMp = 2, kRdma = 3 };
 struct EgressMgmt {
   uint32_t nic;
   uint8_t vp;
-  uint8_t reserved[3];
-  uint8_t descriptor[64];  // wire::encode_mgmt_descriptor
+  uint8_t length;  // of the descriptor: 64, or 128 for the wide variant
+  uint8_t reserved[2];
+  uint8_t descriptor[128];  // wire::encode_mgmt_descriptor
 };
+static_assert(sizeof(EgressMgmt) <= 248);
 
 struct EgressMp {
   uint32_t src_node;

@@ -40,9 +40,10 @@ Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& top
                                       topology.name(v), ports, chip::kMaxNicPorts));
       f->chips_.push_back(std::make_unique<chip::Nic>(static_cast<uint16_t>(ports)));
     } else {
-      if (ports > 32)
+      if (ports < 2 || ports > kMaxSwitchPorts)
         return make_error(Code::kOutOfRange, 4201,
-                          fmt::format("node {} has {} ports; an NRC has at most 32", v, ports));
+                          fmt::format("NRC {} ({}) has {} ports; an NRC model has 2 to {}", v,
+                                      topology.name(v), ports, kMaxSwitchPorts));
       f->chips_.push_back(std::make_unique<chip::Nrc>(static_cast<uint16_t>(ports)));
     }
     f->port_base_[v + 1] = f->port_base_[v] + ports;
@@ -664,9 +665,9 @@ Status SimFabric::set_link(PortRef end, bool up) {
 
 // Ports whose PORT_CTRL "force link down" changed by a management write.
 void SimFabric::apply_link_controls(uint32_t node) {
-  uint32_t changed = chips_[node]->take_link_control_changes();
-  for (uint8_t p = 0; changed != 0; ++p, changed >>= 1)
-    if ((changed & 1) && topo_.peer({node, p})) update_link({node, p});
+  chips_[node]->take_link_control_changes().for_each([&](unsigned p) {
+    if (topo_.peer({node, static_cast<uint8_t>(p)})) update_link({node, static_cast<uint8_t>(p)});
+  });
 }
 
 // A link is up when its cable carries signal and neither end holds it down; both ends learn a
