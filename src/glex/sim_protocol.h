@@ -22,7 +22,7 @@ enum class Op : uint32_t {
   kHello = 1,     // a[0] pid, a[1] wanted NIC (chip id, or UINT64_MAX), a[2] rank
   kOpenVp,        // a[0] wanted VP (int32 as uint64; -1 any)
   kCloseVp,       // vp
-  kPostMgmt,      // vp, data: the 64-byte management descriptor
+  kPostMgmt,      // vp, data: the management descriptor (64 bytes, 128 when wide)
   kWaitMgmt,      // vp, a[0] timeout ps -> data: the management packet
   kNow,           // -> a[0] host time ps
   kReadRegister,  // a[0] address -> a[0] value

@@ -209,6 +209,14 @@ void SimServer::read_client(size_t i) {
     send_response(c.fd, r);
     return;
   }
+  // Every VP a request names is one of the NIC's (ops without one send 0): checked once here,
+  // so that no call reaches a VP's queues with a number beyond them.
+  if (req.vp >= chip::kNumVps) {
+    send_response(c.fd, failure(GLEX_INVALID_PARAM,
+                                fmt::format("E6204 vp = {} exceeds the NIC's {} virtual ports",
+                                            req.vp, chip::kNumVps)));
+    return;
+  }
   c.req = req;
   c.state = Client::State::kRequest;
   // A posting call costs the host its time before the NIC sees the descriptor.
@@ -307,7 +315,7 @@ void SimServer::finish_wait(Client& c, bool waited) {
       break;
     }
     case SimWait::kMgmt:
-      if (h.nic().mpq_count(vp) > 0) {
+      if (h.ready(SimWait::kMgmt, vp, 0)) {
         auto mp = h.nic().poll_mpq(vp);
         r.len = mp->length;
         std::memcpy(r.data, mp->data.data(), mp->length);

@@ -3,6 +3,7 @@
 // that are malformed or out of turn, which are refused without disturbing anyone else.
 #include "glex/sim_server.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -159,6 +160,18 @@ TEST(SimServer, BadRequestsAreRefusedAndTheServerServesOn) {
   q.a[0] = static_cast<uint64_t>(int64_t{-1});
   r = ask(waiting, &q, sizeof q);
   ASSERT_EQ(r.ret, GLEX_SUCCESS);
+  // A VP beyond the NIC's, for a management wait (whose queue it would index) and one that a
+  // byte would wrap to VP 40: refused, naming it.
+  for (uint32_t bad : {200u, 296u}) {
+    q = {};
+    q.op = static_cast<uint32_t>(glex::simwire::Op::kWaitMgmt);
+    q.vp = bad;
+    auto w = ask(waiting, &q, sizeof q);
+    EXPECT_EQ(w.ret, GLEX_INVALID_PARAM);
+    EXPECT_NE(std::string(w.error).find(fmt::format("E6204 vp = {} exceeds", bad)),
+              std::string::npos)
+        << w.error;
+  }
   q = {};
   q.op = static_cast<uint32_t>(glex::simwire::Op::kRecvMp);
   q.vp = static_cast<uint32_t>(r.a[0]);
