@@ -195,6 +195,12 @@ RegAccess Chip::read_register(uint16_t addr) {
         return {NmpError::kNone, s.rx_packets};
       case reg::port::kOutputLoad:
         return {NmpError::kNone, s.output_load};
+      case reg::port::kVcBuffered:
+        return {NmpError::kNone, Damq::pack([&](uint8_t v) { return s.vc.buffered.used(v); })};
+      case reg::port::kVcCredits:
+        return {NmpError::kNone, Damq::pack([&](uint8_t v) { return s.vc.credits.room(v); })};
+      case reg::port::kCreditStalls:
+        return {NmpError::kNone, s.vc.credit_stalls};
       case reg::port::kPortCtrl:
         return {NmpError::kNone, s.ctrl};
       case reg::port::kBistCtrl:
@@ -207,6 +213,8 @@ RegAccess Chip::read_register(uint16_t addr) {
       case reg::port::kLinkParams:
         return {NmpError::kNone, s.link_params};
       default:
+        if (off >= reg::port::kVcTxPackets && off < reg::port::kVcTxPackets + kNumVcs)
+          return {NmpError::kNone, s.vc.tx_packets[off - reg::port::kVcTxPackets]};
         return {NmpError::kAddressOutOfRange, 0};
     }
   }

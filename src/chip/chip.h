@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "chip/damq.h"
 #include "chip/eeprom.h"
 #include "chip/port_set.h"
 #include "chip/registers.h"
@@ -70,6 +71,7 @@ struct PortState {
   uint64_t bist_flits = 0;
   uint64_t bist_errors = 0;
   bool trained = false;  // the link has been up since power-on
+  VcState vc;            // input buffer, credits for the peer's, per-VC counters (chip/damq.h)
 
   // Retransmissions per million flits sent (RETRANS_RATE).
   uint64_t retrans_rate_ppm() const {

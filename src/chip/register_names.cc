@@ -55,11 +55,20 @@ constexpr NamedRegister kPortRegisters[] = {
     {"TX_PACKETS", reg::port::kTxPackets},
     {"RX_PACKETS", reg::port::kRxPackets},
     {"OUTPUT_LOAD", reg::port::kOutputLoad},
+    {"VC_BUFFERED", reg::port::kVcBuffered},
+    {"VC_CREDITS", reg::port::kVcCredits},
+    {"CREDIT_STALLS", reg::port::kCreditStalls},
     {"PORT_CTRL", reg::port::kPortCtrl},
     {"BIST_CTRL", reg::port::kBistCtrl},
     {"BIST_STATUS", reg::port::kBistStatus},
     {"BIST_ERRORS", reg::port::kBistErrors},
     {"LINK_PARAMS", reg::port::kLinkParams},
+    {"VC0_TX_PACKETS", reg::port::kVcTxPackets + 0},
+    {"VC1_TX_PACKETS", reg::port::kVcTxPackets + 1},
+    {"VC2_TX_PACKETS", reg::port::kVcTxPackets + 2},
+    {"VC3_TX_PACKETS", reg::port::kVcTxPackets + 3},
+    {"VC4_TX_PACKETS", reg::port::kVcTxPackets + 4},
+    {"VC5_TX_PACKETS", reg::port::kVcTxPackets + 5},
 };
 
 std::string upper(std::string s) {

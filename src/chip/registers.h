@@ -73,13 +73,19 @@ inline constexpr uint16_t kDirtyDiscards = 0x09;    // RO
 inline constexpr uint16_t kTxPackets = 0x0A;        // RO
 inline constexpr uint16_t kRxPackets = 0x0B;        // RO
 inline constexpr uint16_t kOutputLoad = 0x0C;       // RO flits queued for output (adaptivity)
+inline constexpr uint16_t kVcBuffered = 0x0D;       // RO flits in this input buffer, per VC
+                                                    //    (VC v in [10v + 9 : 10v], chip/damq.h)
+inline constexpr uint16_t kVcCredits = 0x0E;        // RO flits the peer's buffer can still take
+                                                    //    per VC, as this output counts them
+inline constexpr uint16_t kCreditStalls = 0x0F;     // RO packets that waited for credits here
 inline constexpr uint16_t kPortCtrl = 0x10;         // RW [0] enable, [1] force link down
 inline constexpr uint16_t kBistCtrl = 0x11;         // RW [0] start, [1] stop, [31:16] duration us,
                                                     //    [39:32] intensity percent
 inline constexpr uint16_t kBistStatus = 0x12;       // RO [0] running, [1] done, [63:32] flits
 inline constexpr uint16_t kBistErrors = 0x13;       // RO
 inline constexpr uint16_t kLinkParams = 0x14;       // RW physical-layer parameters (FFE taps)
-inline constexpr uint16_t kEnd = 0x15;
+inline constexpr uint16_t kVcTxPackets = 0x15;      // RO 6 registers: packets sent on VC 0..5
+inline constexpr uint16_t kEnd = 0x1B;
 }  // namespace port
 
 // The address of register `offset` (port::k*) of port `p`.

@@ -177,6 +177,7 @@ nlohmann::json run_pattern(const SimBenchOptions& o, const PatternInfo& pat, boo
   for (uint32_t i = 0; i < n; ++i) t.start(i);
   const uint64_t ev0 = f.sim().events_processed();
   const uint64_t pk0 = f.stats().data_packets_received;
+  const sim::SimStats s0 = f.stats();
   const auto w0 = std::chrono::steady_clock::now();
   f.sim().run(t.end);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
@@ -198,6 +199,12 @@ nlohmann::json run_pattern(const SimBenchOptions& o, const PatternInfo& pat, boo
           {"events", events},
           {"wall_s", wall},
           {"events_per_wall_s", wall > 0 ? static_cast<double>(events) / wall : 0.0},
+          {"packets_per_wall_s", wall > 0 ? static_cast<double>(packets) / wall : 0.0},
+          // Credits (chip/damq.h): outputs that waited for the peer's buffer; violations and
+          // drops would be the model's faults.
+          {"credit_stalls", f.stats().credit_stalls - s0.credit_stalls},
+          {"credit_violations", f.stats().credit_violations - s0.credit_violations},
+          {"packets_dropped", f.stats().packets_dropped - s0.packets_dropped},
           {"peak_rss_mb", peak_rss_mb()}};
 }
 
@@ -249,16 +256,19 @@ void run_bench_sim(const SimBenchOptions& o) {
                 nlohmann::json{{"fabric", o.route.session.fabric}, {"rows", rows}}.dump(2).c_str());
     return;
   }
-  std::printf("%-16s %-9s %6s %10s %12s %12s %14s %8s %14s %10s\n", "pattern", "choice", "NICs",
-              "puts", "refused", "packets", "GB/s per NIC", "wall s", "events", "events/s");
+  std::printf("%-16s %-9s %6s %10s %12s %12s %14s %12s %8s %14s %10s\n", "pattern", "choice",
+              "NICs", "puts", "refused", "packets", "GB/s per NIC", "credit waits", "wall s",
+              "events", "events/s");
   for (const auto& r : rows)
-    std::printf("%-16s %-9s %6u %10llu %12llu %12llu %14.3f %8.2f %14llu %9.2fM\n",
+    std::printf("%-16s %-9s %6u %10llu %12llu %12llu %14.3f %12llu %8.2f %14llu %9.2fM\n",
                 r["pattern"].get<std::string>().c_str(), r["choice"].get<std::string>().c_str(),
                 r["nics"].get<uint32_t>(),
                 static_cast<unsigned long long>(r["puts_posted"].get<uint64_t>()),
                 static_cast<unsigned long long>(r["puts_refused_sdq_full"].get<uint64_t>()),
                 static_cast<unsigned long long>(r["data_packets_received"].get<uint64_t>()),
-                r["delivered_gbytes_per_s_per_nic"].get<double>(), r["wall_s"].get<double>(),
+                r["delivered_gbytes_per_s_per_nic"].get<double>(),
+                static_cast<unsigned long long>(r["credit_stalls"].get<uint64_t>()),
+                r["wall_s"].get<double>(),
                 static_cast<unsigned long long>(r["events"].get<uint64_t>()),
                 r["events_per_wall_s"].get<double>() / 1e6);
   std::printf("(%g us simulated at offered load %g, %u-byte puts; aim: >= 5M events/s)\n",

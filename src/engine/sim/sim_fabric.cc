@@ -111,6 +111,31 @@ uint32_t SimFabric::alloc_packet() {
   return packets_allocated_++;
 }
 
+void SimFabric::release_input(uint32_t slot, Time at) {
+  Packet& p = packet(slot);
+  const uint32_t node = p.held_node;
+  p.held_node = fabric::kNoNode;
+  const auto flits = flits_of(p);
+  if (!chips_[node]->port(p.in_port).vc.buffered.give(p.vc, flits)) {
+    ++stats_.credit_violations;
+    return;
+  }
+  const Output& back = outputs_[port_base_[node] + p.in_port];
+  if (back.peer_node == fabric::kNoNode) return;
+  schedule(at + timing_.link_latency, kCredit,
+           (uint64_t{back.epoch} << 32) | (uint64_t{p.vc} << 16) | flits, back.peer_node,
+           back.peer_port);
+}
+
+void SimFabric::on_credit(uint32_t node, uint8_t port, uint64_t credit) {
+  Output& o = outputs_[port_base_[node] + port];
+  if (static_cast<uint16_t>(credit >> 32) != o.epoch) return;  // sent before the link retrained
+  ++stats_.credits_returned;
+  const auto vc = static_cast<uint8_t>((credit >> 16) & 0xFF);
+  if (!chips_[node]->port(port).vc.credits.give(vc, credit & 0xFFFF)) ++stats_.credit_violations;
+  try_start(node, port);
+}
+
 Status SimFabric::post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescriptor& d) {
   if (nic_node >= topo_.num_nodes() || !topo_.is_nic(nic_node))
     return make_error(Code::kNotFound, 4202, fmt::format("node {} is not a NIC", nic_node));
@@ -204,6 +229,7 @@ Status SimFabric::inject_data(PortRef at, std::span<const wire::Flit> flits) {
   uint32_t slot = alloc_packet();
   Packet& p = packet(slot);
   p.mgmt = false;
+  p.injected = true;
   p.nflits = static_cast<uint8_t>(flits.size());
   std::copy(flits.begin(), flits.end(), p.flits.begin());
   schedule(sim_.now(), kArrive, slot, at.node, at.port);
@@ -225,6 +251,11 @@ uint32_t SimFabric::packet_of(const chip::NicPacket& np) {
 void SimFabric::pump_engine(uint32_t node, chip::DmaEngine e, bool streaming) {
   uint8_t& busy = engine_busy_[node][static_cast<uint8_t>(e)];
   if (busy) return;
+  Output& o = outputs_[port_base_[node]];
+  if (o.queued_data >= kNicTxFifoPackets) {  // the port sends them first (try_start)
+    o.engines_waiting = true;
+    return;
+  }
   auto np = nic(node).next_packet(e);
   if (!np) return;
   busy = 1;
@@ -338,17 +369,59 @@ void SimFabric::on_nic_kick(uint32_t node) {
 
 void SimFabric::transmit(uint32_t node, uint8_t port, uint32_t slot) {
   Output& o = outputs_[port_base_[node] + port];
-  const Packet& p = packet(slot);
-  const Waiting w{slot, p.mgmt, static_cast<uint8_t>(flits_of(p))};
-  if (o.busy_until <= sim_.now() && o.mgmt_queue.empty() && o.data_queue.empty()) {
-    start_transmission(node, port, w);
+  Packet& p = packet(slot);
+  const uint8_t head_vc = p.flits[0].vc;
+  p.vc = p.mgmt ? chip::kMgmtVc : head_vc < chip::kNumVcs ? head_vc : 0;
+  const Waiting w{slot, static_cast<uint8_t>(flits_of(p)), p.vc};
+  o.queue[w.vc].push_back(w);
+  if (!p.mgmt) {
+    chips_[node]->port(port).output_load += w.flits;
+    ++o.queued_data;
+  }
+  try_start(node, port);
+}
+
+void SimFabric::try_start(uint32_t node, uint8_t port) {
+  Output& o = outputs_[port_base_[node] + port];
+  if (o.busy_until > sim_.now()) {
+    if (!o.free_event_pending) {
+      o.free_event_pending = true;
+      schedule(o.busy_until, kOutputFree, 0, node, port);
+    }
     return;
   }
-  (w.mgmt ? o.mgmt_queue : o.data_queue).push_back(w);
-  if (!w.mgmt) chips_[node]->port(port).output_load += w.flits;
-  if (!o.free_event_pending) {
-    o.free_event_pending = true;
-    schedule(o.busy_until > sim_.now() ? o.busy_until : sim_.now(), kOutputFree, 0, node, port);
+  chip::PortState& ps = chips_[node]->port(port);
+  // A port whose link cannot carry the packet fills no buffer: what starts there is dropped
+  // (start_transmission), whatever its credits say.
+  static const chip::VcState kNoPeer;
+  const bool counted = o.peer_node != fabric::kNoNode && chips_[node]->port_usable(port);
+  const int vc = (counted ? ps.vc : kNoPeer).arbitrate(o.last_vc, [&](uint8_t v) -> unsigned {
+    return o.queue[v].empty() ? 0 : o.queue[v].front().flits;
+  });
+  if (vc < 0) {
+    bool waiting = false;
+    for (const auto& q : o.queue) waiting = waiting || !q.empty();
+    if (waiting && !o.stalled) {  // a credit coming back calls try_start again
+      o.stalled = true;
+      ++ps.vc.credit_stalls;
+      ++stats_.credit_stalls;
+    }
+    return;
+  }
+  o.stalled = false;
+  const Waiting w = o.queue[vc].front();
+  o.queue[vc].pop_front();
+  if (vc != chip::kMgmtVc) {
+    o.last_vc = static_cast<uint8_t>(vc);
+    ps.output_load -= std::min<uint64_t>(ps.output_load, w.flits);
+    --o.queued_data;
+  }
+  if (counted && !ps.vc.credits.take(w.vc, w.flits)) ++stats_.credit_violations;
+  start_transmission(node, port, w);
+  if (o.engines_waiting && o.queued_data < kNicTxFifoPackets) {  // a NIC's FIFO has room again
+    o.engines_waiting = false;
+    for (uint8_t e = 0; e < chip::kDmaEngines; ++e)
+      pump_engine(node, static_cast<chip::DmaEngine>(e), true);
   }
 }
 
@@ -356,11 +429,12 @@ void SimFabric::transmit(uint32_t node, uint8_t port, uint32_t slot) {
 void SimFabric::start_transmission(uint32_t node, uint8_t port, Waiting w) {
   Output& o = outputs_[port_base_[node] + port];
   const uint32_t slot = w.slot;
+  const bool mgmt = w.vc == chip::kMgmtVc;
   Time start = sim_.now();
   // Management has priority (VC3) but does not preempt: under background load a data packet
   // may be on the wire; the residual of a packet in service seen at a random instant is
   // uniform over its transmission time.
-  if (w.mgmt && o.util > 0 && sim_.rng().bernoulli(o.util)) {
+  if (mgmt && o.util > 0 && sim_.rng().bernoulli(o.util)) {
     Time wait = static_cast<Time>(sim_.rng().uniform() * static_cast<double>(data_packet_time_));
     start += wait;
     stats_.mgmt_wait_time += wait;
@@ -389,11 +463,12 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, Waiting w) {
   chip::PortState& ps = chips_[node]->port(port);
   ps.tx_flits += flits;
   ++ps.tx_packets;
-  (w.mgmt ? stats_.mgmt_packets_sent : stats_.data_packets_sent) += 1;
+  ++ps.vc.tx_packets[w.vc];
+  (mgmt ? stats_.mgmt_packets_sent : stats_.data_packets_sent) += 1;
   if (!linked || !chips_[node]->port_usable(port)) {
     // The link went down while the packet waited for it (an NRC chose the port when it was up),
     // or the sender's own NIC port is down.
-    if (w.mgmt) {
+    if (mgmt) {
       ++stats_.packets_dropped;
       free_packet(slot);
     } else if (topo_.is_nic(node)) {
@@ -403,10 +478,21 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, Waiting w) {
       discard_data(slot, node, chip::kErrNoUsableRoute);
     }
   } else {
-    schedule(end + timing_.link_latency + timing_.chip_input_pipeline, kArrive, slot, o.peer_node,
+    Packet& p = packet(slot);
+    // The packet's room in this chip's input buffer is free once its tail has left.
+    if (p.held_node != fabric::kNoNode) release_input(slot, end);
+    p.epoch = o.epoch;
+    // Virtual cut-through: an NRC routes a data packet when its head has arrived; a NIC takes
+    // a packet, and an NRC's NMA a management packet, once the whole packet is in.
+    const bool cut_through = !mgmt && !topo_.is_nic(o.peer_node);
+    const Time in =
+        cut_through ? end - timing_.serialisation(flits) + timing_.serialisation(1) : end;
+    schedule(in + timing_.link_latency + timing_.chip_input_pipeline, kArrive, slot, o.peer_node,
              o.peer_port);
   }
-  if ((!o.mgmt_queue.empty() || !o.data_queue.empty()) && !o.free_event_pending) {
+  bool waiting = false;
+  for (const auto& q : o.queue) waiting = waiting || !q.empty();
+  if (waiting && !o.free_event_pending) {
     o.free_event_pending = true;
     schedule(end, kOutputFree, 0, node, port);
   }
@@ -419,10 +505,21 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
   chip::PortState& ps = c.port(in_port);
   ps.rx_flits += flits_of(p);
   ++ps.rx_packets;
-  if (c.port(in_port).link != chip::LinkState::kUp) {
+  // Lost with the link: it is down, or went down (and perhaps up again) since the packet left.
+  if (c.port(in_port).link != chip::LinkState::kUp ||
+      (!p.injected && p.epoch != outputs_[port_base_[node] + in_port].epoch)) {
     ++stats_.packets_dropped;
     free_packet(slot);
     return;
+  }
+  if (!p.injected) {  // the sender's credits promised this room
+    if (!ps.vc.buffered.take(p.vc, flits_of(p))) {
+      ++stats_.credit_violations;
+      ++stats_.packets_dropped;
+      free_packet(slot);
+      return;
+    }
+    p.held_node = node;
   }
   if (p.mgmt) {
     chip::MgmtArrival a = chip::accept_mgmt(c, in_port, p.bytes);
@@ -458,7 +555,9 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
     transmit(node, *out, slot);
     return;
   }
-  // NIC: DMA into an MPQ.
+  // NIC: the receive path takes the packet from the input buffer at once (DMA engine 2 writes
+  // it into host memory, an MP into its MPQ).
+  if (p.held_node != fabric::kNoNode) release_input(slot, sim_.now());
   schedule(sim_.now() + timing_.nic_rx_dma + timing_.host_poll_detect, kMpqDeliver, slot, node);
 }
 
@@ -486,6 +585,7 @@ void SimFabric::account_background(uint32_t node) {
 }
 
 void SimFabric::run_nma(uint32_t slot, uint32_t node) {
+  if (packet(slot).held_node != fabric::kNoNode) release_input(slot, sim_.now());
   chip::Chip& c = *chips_[node];
   account_background(node);
   auto outcome = chip::serve_nma(c, packet(slot).bytes);
@@ -626,29 +726,13 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       pump_engine(node, static_cast<chip::DmaEngine>(port), true);
       kick_nic(node);  // a fenced descriptor may wait for transfers to finish
       break;
-    case kOutputFree: {
-      Output& o = outputs_[port_base_[node] + port];
-      o.free_event_pending = false;
-      if (o.busy_until > sim_.now()) {
-        o.free_event_pending = true;
-        schedule(o.busy_until, kOutputFree, 0, node, port);
-        break;
-      }
-      Waiting next;
-      if (!o.mgmt_queue.empty()) {
-        next = o.mgmt_queue.front();
-        o.mgmt_queue.pop_front();
-      } else if (!o.data_queue.empty()) {
-        next = o.data_queue.front();
-        o.data_queue.pop_front();
-        uint64_t& load = chips_[node]->port(port).output_load;
-        load -= std::min<uint64_t>(load, next.flits);
-      } else {
-        break;
-      }
-      start_transmission(node, port, next);
+    case kOutputFree:
+      outputs_[port_base_[node] + port].free_event_pending = false;
+      try_start(node, port);
       break;
-    }
+    case kCredit:
+      on_credit(node, port, a);
+      break;
   }
 }
 
@@ -678,6 +762,10 @@ void SimFabric::update_link(PortRef end) {
             chip::link_allowed(*chips_[end.node], end.port, *chips_[peer.node], peer.port);
   for (PortRef e : {end, peer}) {
     PortRef other = e == end ? peer : end;
+    // A link that goes down or trains again starts over: what was on the wire is lost with it
+    // (the epoch), and the sender's credits are the room the peer's buffer has now.
+    ++outputs_[port_base_[e.node] + e.port].epoch;
+    chips_[e.node]->port(e.port).vc.credits = chips_[other.node]->port(other.port).vc.buffered;
     if (up) {
       const chip::Chip& o = *chips_[other.node];
       chips_[e.node]->link_up(e.port, {o.configured(), o.type(), o.chip_id(), other.port,

@@ -1,8 +1,12 @@
 // The simulated engine: the chip models of chip/ instantiated for every node of a topology,
 // driven in simulated time (ARCHITECTURE.md "Simulated"). Links serialise flits at
-// lanes x lane rate, add link latency and the receiving chip's input pipeline; management
-// packets have priority over data at every output (VC3), and under a flow-level background
-// load they wait non-preemptively for the residual of the data packet already on the wire.
+// lanes x lane rate, add link latency and the receiving chip's input pipeline. Every packet
+// holds room in the input buffer it entered (chip::Damq) until it leaves that chip, and starts
+// on a link only while the sender's credits say it fits whole in the peer's buffer (virtual
+// cut-through: a data packet moves on through an NRC as soon as its head has arrived); each
+// output serves management (VC3) first, then the data VCs in turn (chip::VcState::arbitrate).
+// Under a flow-level background load management packets also wait non-preemptively for the
+// residual of a modelled data packet already on the wire.
 #pragma once
 
 #include <array>
@@ -45,6 +49,12 @@ struct SimStats {
   uint64_t mpq_waits = 0;        // MPs that found the MPQ full and waited in the NIC's input
   uint64_t retransmissions = 0;  // link-level resends after corrupted flits
   uint64_t bists_completed = 0;
+  // Credits (chip/damq.h): packets that waited at an output for the peer's buffer, and
+  // violations (a packet arriving at a buffer without room, a credit returned twice), which a
+  // correct sender never causes; tests assert there are none.
+  uint64_t credit_stalls = 0;
+  uint64_t credit_violations = 0;
+  uint64_t credits_returned = 0;
 };
 
 class SimFabric final : private EventHandler {
@@ -115,8 +125,12 @@ class SimFabric final : private EventHandler {
   struct Packet {
     bool mgmt = true;
     uint8_t vp = 0;
-    uint8_t nflits = 0;   // data: flits in use
-    uint8_t in_port = 0;  // the port it last arrived on (an NRC answers a discard through it)
+    uint8_t nflits = 0;     // data: flits in use
+    uint8_t in_port = 0;    // the port it last arrived on (an NRC answers a discard through it)
+    uint8_t vc = 0;         // its virtual channel (management: VC3)
+    uint16_t epoch = 0;     // the link's training epoch when it was sent (stale: lost with it)
+    bool injected = false;  // put on a link by inject_data: no sender took credits for it
+    uint32_t held_node = fabric::kNoNode;  // holds room in this chip's buffer of in_port
     std::array<wire::Flit, wire::kMaxDataPacketFlits> flits{};  // data, as on the link
     wire::MgmtPacketBytes bytes{};
   };
@@ -135,20 +149,24 @@ class SimFabric final : private EventHandler {
   // A packet waiting for an output, with what sending it needs to know of it.
   struct Waiting {
     uint32_t slot = 0;
-    bool mgmt = false;
     uint8_t flits = 0;
+    uint8_t vc = 0;
   };
   struct Output {
     Time busy_until = 0;
     uint32_t peer_node = fabric::kNoNode;  // the other end of the link (the topology's)
     uint8_t peer_port = 0;
     bool free_event_pending = false;
+    uint8_t last_vc = 0;           // the data VC served last (the arbitration's turn)
+    uint16_t epoch = 0;            // raised at both ends whenever the link goes down or up
+    uint32_t queued_data = 0;      // data packets waiting here
+    bool engines_waiting = false;  // a NIC's DMA engines stopped for a full transmit FIFO
+    bool stalled = false;          // packets wait here and none has the peer's room
     float util = 0;
     double flit_error_rate = 0;
     bool bist_scheduled = false;
     bool cable_cut = false;  // set_link(false): no signal whatever the ports want
-    Fifo<Waiting> mgmt_queue;
-    Fifo<Waiting> data_queue;
+    std::array<Fifo<Waiting>, chip::kNumVcs> queue;  // per VC, in arrival order
   };
   enum EventKind : uint8_t {
     kArrive,
@@ -160,16 +178,32 @@ class SimFabric final : private EventHandler {
     kBistDone,
     kEngineKick,  // a DMA engine may have work (port = engine)
     kEngineDone,  // a DMA engine has read its packet; it goes out (port = engine)
+    kCredit,      // room in the peer's buffer comes back to output (node, port)
   };
+  // A NIC's DMA engines stop taking packets while this many data packets wait for its port
+  // (its 8 KiB transmit FIFO of 128-byte packets), and go on as the port sends them.
+  static constexpr uint32_t kNicTxFifoPackets = 64;
 
   void handle(Time now, uint64_t a, uint64_t b) override;
   void schedule(Time at, EventKind kind, uint64_t a, uint64_t node, uint64_t port = 0) {
     sim_.schedule_at(at, this, a, (uint64_t{kind} << 56) | (node << 8) | port);
   }
   uint32_t alloc_packet();
-  void free_packet(uint32_t slot) { free_packets_.push_back(slot); }
+  // Frees a slot; a packet still in a chip's input buffer leaves it now (release_input).
+  void free_packet(uint32_t slot) {
+    Packet& p = packet(slot);
+    if (p.held_node != fabric::kNoNode) release_input(slot, sim_.now());
+    p.injected = false;
+    free_packets_.push_back(slot);
+  }
+  // The packet leaves the input buffer it holds room in; the credit reaches the sender one link
+  // latency after `at`.
+  void release_input(uint32_t slot, Time at);
   void transmit(uint32_t node, uint8_t port, uint32_t slot);
+  // Starts the next packet the output's arbitration grants, if the link is free.
+  void try_start(uint32_t node, uint8_t port);
   void start_transmission(uint32_t node, uint8_t port, Waiting w);
+  void on_credit(uint32_t node, uint8_t port, uint64_t credit);
   void on_arrive(uint32_t slot, uint32_t node, uint8_t in_port);
   void run_nma(uint32_t slot, uint32_t node);
   void drain_nma(uint32_t node);
