@@ -55,5 +55,10 @@ using FlitBytes = std::array<uint8_t, kFlitBytes>;
 FlitBytes encode_flit(const Flit& f);
 // Rejects: fewer than 25 bytes, VC > 5, reserved bit set, bits 198-199 set.
 Result<Flit> decode_flit(std::span<const uint8_t> bytes);
+// The VC field of an encoded flit (0-7; decode_flit refuses one above 5), read without decoding
+// the rest: what a link reads to put a packet on its VC's credits.
+inline uint8_t flit_vc(std::span<const uint8_t> bytes) {
+  return bytes.empty() ? 0 : static_cast<uint8_t>((bytes[0] >> 2) & 7u);
+}
 
 }  // namespace galaxy::wire

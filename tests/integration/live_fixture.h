@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -269,6 +270,60 @@ class LiveFabricUnderTest {
   std::string namespace_error_;
   int subnet_ = 0;
 };
+
+// A test's volume from the environment (the sanitizer build moves less), else `fallback`.
+inline uint64_t env_or(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+// A process of a two-rank libglex job on a host of the fabric (GLEX_RANK, GLEX_SIZE and a
+// rendezvous directory, as a launcher would set them).
+struct Job {
+  glex_device_handle_t dev = nullptr;
+  glex_ep_handle_t ep = nullptr;
+  glex_ep_addr_t peer = 0;
+  bool ok = false;
+};
+
+inline Job join(LiveFabricUnderTest& f, int host, uint32_t rank, const std::string& dir) {
+  Job j;
+  if (!f.enter_host(host)) return j;
+  setenv("GLEX_RANK", std::to_string(rank).c_str(), 1);
+  setenv("GLEX_SIZE", "2", 1);
+  setenv("GLEX_RENDEZVOUS", dir.c_str(), 1);
+  j.dev = f.open(host, 0);
+  glex_ep_attr attr{-1};
+  if (!j.dev || glex_create_ep(j.dev, &attr, &j.ep) != GLEX_SUCCESS) return j;
+  uint32_t r, n;
+  glex_ep_addr_t* addrs;
+  if (glex_bootstrap(j.ep, &r, &n, &addrs) != GLEX_SUCCESS || r != rank || n != 2) return j;
+  j.peer = addrs[1 - rank];
+  std::free(addrs);
+  j.ok = true;
+  return j;
+}
+
+// Retries while the way is busy, for up to 60 s: on a loaded machine the daemon that drains the
+// egress ring may not run for a good part of a second (a count of tries ran out in ~0.1 s).
+inline bool send_mp(Job& j, const void* d, uint32_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (uint64_t tries = 0;; ++tries) {
+    glex_ret_t r = glex_send_mp(j.ep, j.peer, d, n, 0);
+    if (r == GLEX_SUCCESS) return true;
+    if (r != GLEX_BUSY) {
+      std::fprintf(stderr, "send: %s\n", glex_last_error());
+      return false;
+    }
+    if (tries % 1024 == 1023) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "send: busy for 60 s: %s\n", glex_last_error());
+        return false;
+      }
+      std::this_thread::yield();
+    }
+  }
+}
 
 // Runs `body` in a forked child; returns its exit status (0 = the body returned true).
 inline pid_t spawn(const std::function<bool()>& body) {

@@ -16,60 +16,9 @@
 namespace galaxy::live::testing {
 namespace {
 
-uint64_t env_or(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
-}
-
 uint8_t pattern(uint64_t round, uint64_t offset) {
   uint64_t x = (round + 1) * 0x9E3779B97F4A7C15ull ^ (offset >> 3) * 0xC2B2AE3D27D4EB4Full;
   return static_cast<uint8_t>((x >> 29) ^ offset);
-}
-
-struct Job {
-  glex_device_handle_t dev = nullptr;
-  glex_ep_handle_t ep = nullptr;
-  glex_ep_addr_t peer = 0;
-  bool ok = false;
-};
-
-Job join(LiveFabricUnderTest& f, int host, uint32_t rank, const std::string& dir) {
-  Job j;
-  if (!f.enter_host(host)) return j;
-  setenv("GLEX_RANK", std::to_string(rank).c_str(), 1);
-  setenv("GLEX_SIZE", "2", 1);
-  setenv("GLEX_RENDEZVOUS", dir.c_str(), 1);
-  j.dev = f.open(host, 0);
-  glex_ep_attr attr{-1};
-  if (!j.dev || glex_create_ep(j.dev, &attr, &j.ep) != GLEX_SUCCESS) return j;
-  uint32_t r, n;
-  glex_ep_addr_t* addrs;
-  if (glex_bootstrap(j.ep, &r, &n, &addrs) != GLEX_SUCCESS || r != rank || n != 2) return j;
-  j.peer = addrs[1 - rank];
-  std::free(addrs);
-  j.ok = true;
-  return j;
-}
-
-// Retries while the way is busy, for up to 60 s: on a loaded machine the daemon that drains the
-// egress ring may not run for a good part of a second (a count of tries ran out in ~0.1 s).
-bool send(Job& j, const void* d, uint32_t n) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (uint64_t tries = 0;; ++tries) {
-    glex_ret_t r = glex_send_mp(j.ep, j.peer, d, n, 0);
-    if (r == GLEX_SUCCESS) return true;
-    if (r != GLEX_BUSY) {
-      std::fprintf(stderr, "send: %s\n", glex_last_error());
-      return false;
-    }
-    if (tries % 1024 == 1023) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::fprintf(stderr, "send: busy for 60 s: %s\n", glex_last_error());
-        return false;
-      }
-      std::this_thread::yield();
-    }
-  }
 }
 
 // The two hosts on loopback, or in two network namespaces joined by veth.
@@ -119,7 +68,7 @@ TEST_P(LiveStress, LossyLinksLoseNothing) {
     glex_mem_handle_t mh;
     if (glex_register_mem(j.dev, buf.data(), buf.size(), GLEX_MEM_WRITE, &mh)) return false;
     uint64_t where[2] = {reinterpret_cast<uint64_t>(buf.data()), mh};
-    if (!send(j, where, sizeof where)) return false;
+    if (!send_mp(j, where, sizeof where)) return false;
     for (uint64_t r = 0; r < rounds; ++r) {
       glex_mp mp;
       if (glex_recv_mp(j.ep, 120000, &mp) != GLEX_SUCCESS) return false;  // round r written
@@ -129,7 +78,7 @@ TEST_P(LiveStress, LossyLinksLoseNothing) {
                        static_cast<unsigned long long>(r), static_cast<unsigned long long>(i));
           return false;
         }
-      if (!send(j, &r, sizeof r)) return false;
+      if (!send_mp(j, &r, sizeof r)) return false;
     }
     return true;
   });
@@ -142,7 +91,7 @@ TEST_P(LiveStress, LossyLinksLoseNothing) {
       const uint32_t len = 8 + static_cast<uint32_t>(i % 113);
       std::memcpy(data, &i, 8);
       std::memset(data + 8, static_cast<int>(i), len - 8);
-      if (!send(j, data, len)) return false;
+      if (!send_mp(j, data, len)) return false;
     }
     glex_mp mp;
     if (glex_recv_mp(j.ep, 60000, &mp) != GLEX_SUCCESS) return false;
@@ -173,7 +122,7 @@ TEST_P(LiveStress, LossyLinksLoseNothing) {
         std::fprintf(stderr, "sender: completion error %d %s\n", e.status, e.reason);
         return false;
       }
-      if (!send(j, &r, sizeof r)) return false;
+      if (!send_mp(j, &r, sizeof r)) return false;
       if (glex_recv_mp(j.ep, 120000, &mp) != GLEX_SUCCESS) return false;  // verified
     }
     return true;

@@ -330,17 +330,20 @@ Status FabricDaemon::init() {
       if (inet_pton(AF_INET, ph.ip.c_str(), &hl.peer_address.sin_addr) != 1)
         return make_error(Code::kInvalidArgument, 4735,
                           fmt::format("host {}: ip = '{}' is not an IPv4 address", ph.name, ph.ip));
-      LinkConfig lc;
-      lc.link_id =
+      // A port key fits 24 bits (16-bit chip ids, 8-bit ports); the VC takes the top 8.
+      hl.link_id =
           static_cast<uint32_t>(std::min(port_key(n, p), port_key(peer->node, peer->port)));
-      hl.link_id = lc.link_id;
-      hl.link = std::make_unique<Link>(lc);
-      hl.link->set_disabled(chips_[n]->port_forced_down(p), monotonic_ns());
+      for (uint8_t v = 0; v < wire::kNumVcs; ++v) {
+        LinkConfig lc;
+        lc.link_id = hl.link_id | uint32_t{v} << 24;
+        hl.lanes[v].link = std::make_unique<Link>(lc);
+        hl.lanes[v].link->set_disabled(chips_[n]->port_forced_down(p), monotonic_ns());
+        link_by_id_[lc.link_id] = links_.size() * wire::kNumVcs + v;
+      }
       link_by_port_[port_key(n, p)] = links_.size();
-      link_by_id_[lc.link_id] = links_.size();
       if (options_.impaired) {
         ImpairmentConfig ic = options_.impairment;
-        ic.seed = ic.seed * 1000003 + lc.link_id * 2 + static_cast<uint64_t>(host_);
+        ic.seed = ic.seed * 1000003 + hl.link_id * 2 + static_cast<uint64_t>(host_);
         impairments_.push_back(std::make_unique<Impairment>(ic));
       } else {
         impairments_.push_back(nullptr);
@@ -437,11 +440,29 @@ Status FabricDaemon::adopt_socket(const sockaddr_in& want) {
   return {};
 }
 
+LinkState FabricDaemon::HostLink::state() const {
+  bool all_up = true;
+  for (const Lane& lane : lanes) {
+    if (lane.link->state() == LinkState::kDown) return LinkState::kDown;
+    all_up = all_up && lane.link->state() == LinkState::kUp;
+  }
+  return all_up ? LinkState::kUp : LinkState::kTraining;
+}
+
+LinkStats FabricDaemon::HostLink::stats() const {
+  LinkStats s;
+  for (const Lane& lane : lanes) s += lane.link->stats();
+  const LinkStats& m = lanes[wire::kMgmtVc].link->stats();
+  s.handshakes = m.handshakes;
+  s.link_downs = m.link_downs;
+  s.peer_restarts = m.peer_restarts;
+  return s;
+}
+
 std::vector<FabricDaemon::LinkView> FabricDaemon::links() const {
   std::vector<LinkView> v;
   for (const HostLink& l : links_)
-    v.push_back(
-        {l.chip, l.port, l.peer_chip, l.peer_port, l.link->state(), l.link->stats(), l.link_id});
+    v.push_back({l.chip, l.port, l.peer_chip, l.peer_port, l.state(), l.stats(), l.link_id});
   return v;
 }
 
@@ -459,7 +480,8 @@ void FabricDaemon::run(const std::atomic<bool>& stop) {
     }
     // Sleep until a process kicks us, a datagram arrives, or the next timer.
     uint64_t next = now + 10'000'000;
-    for (const HostLink& l : links_) next = std::min(next, l.link->next_deadline_ns());
+    for (const HostLink& l : links_)
+      for (const Lane& lane : l.lanes) next = std::min(next, lane.link->next_deadline_ns());
     int timeout_ms = next <= now ? 0 : static_cast<int>((next - now + 999'999) / 1'000'000);
     SegHeader& h = seg_->header();
     h.daemon_sleeping.store(1, std::memory_order_seq_cst);
@@ -635,7 +657,8 @@ void FabricDaemon::pump_nic(uint32_t chip) {
   }
   // DMA engine 2 (acks, writes) always goes; the readers pause while a link's window is full.
   bool links_full = false;
-  for (const HostLink& l : links_) links_full |= l.out_frames.size() >= kMaxFramesQueued;
+  for (const HostLink& l : links_)
+    for (const Lane& lane : l.lanes) links_full |= lane.out_frames.size() >= kMaxFramesQueued;
   for (int i = 0; i < kPacketsPerRound; ++i) {
     bool any = false;
     for (uint8_t e = 0; e < chip::kDmaEngines; ++e) {
@@ -917,7 +940,7 @@ void FabricDaemon::sync_counters(uint32_t chip) {
     ps.dirty_discards = pc.rx.discards.load(std::memory_order_relaxed);
     auto it = link_by_port_.find(port_key(chip, p));
     if (it != link_by_port_.end()) {
-      const LinkStats& ls = links_[it->second].link->stats();
+      const LinkStats ls = links_[it->second].stats();
       ps.retransmissions = ls.retransmissions;
       ps.crc_errors = ls.crc_errors;
       ps.handshakes = ls.handshakes;
@@ -968,7 +991,13 @@ size_t FabricDaemon::link_at(uint32_t chip, uint8_t port) const {
 void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, uint8_t from_port,
                               const void* body, size_t body_len, const void* data,
                               size_t data_len) {
-  HostLink& l = links_[link];
+  // Management on VC3; a data packet on the VC its head flit names (a VC above 5 crosses on
+  // VC0, and the receiver discards the packet as malformed).
+  const uint8_t vc =
+      type == ItemType::kMgmt
+          ? wire::kMgmtVc
+          : wire::flit_vc({static_cast<const uint8_t*>(body), body_len}) % wire::kNumVcs;
+  Lane& l = links_[link].lanes[vc];
   ItemHead h{static_cast<uint16_t>(sizeof(ItemHead) + body_len + data_len),
              static_cast<uint8_t>(type), from_port, from_chip};
   const size_t max = 8192;
@@ -1085,16 +1114,33 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
 
 void FabricDaemon::feed_frame(size_t link, std::span<const uint8_t> payload) {
   if (link >= links_.size()) return;
-  links_[link].held.emplace_back(payload.begin(), payload.end());
-  process_held(link);
-  links_[link].held.clear();  // items waiting on a full MPQ are dropped here, not retried
-  links_[link].held_offset = 0;
+  Lane& lane = links_[link].lanes[0];
+  lane.held.emplace_back(payload.begin(), payload.end());
+  unsigned budget = UINT32_MAX;
+  process_lane(link, lane, &budget);
+  lane.held.clear();  // items waiting on a full MPQ are dropped here, not retried
+  lane.held_offset = 0;
 }
+
+// Items of each data VC one call of process_held takes at most: a management item that arrives
+// meanwhile waits for these, not for everything the data VCs have delivered, and no data VC
+// waits for another (acks on VC2 go on while write data streams on VC0).
+constexpr unsigned kDataItemsPerPoll = 128;
 
 bool FabricDaemon::process_held(size_t link) {
   HostLink& l = links_[link];
+  unsigned budget = UINT32_MAX;
+  bool any = process_lane(link, l.lanes[wire::kMgmtVc], &budget);
+  for (uint8_t v = 0; v < wire::kNumVcs; ++v) {
+    budget = kDataItemsPerPoll;
+    if (v != wire::kMgmtVc) any |= process_lane(link, l.lanes[v], &budget);
+  }
+  return any;
+}
+
+bool FabricDaemon::process_lane(size_t link, Lane& l, unsigned* budget) {
   bool any = false;
-  for (;;) {
+  while (*budget > 0) {
     if (l.held.empty()) {
       std::vector<uint8_t> frame;
       if (!l.link->pop_delivered(&frame)) break;
@@ -1102,7 +1148,7 @@ bool FabricDaemon::process_held(size_t link) {
       l.held_offset = 0;
     }
     std::vector<uint8_t>& f = l.held.front();
-    while (l.held_offset < f.size()) {
+    while (l.held_offset < f.size() && *budget > 0) {
       ItemHead h;
       if (!read_struct(std::span<const uint8_t>(f), l.held_offset, &h) || h.length < sizeof h ||
           l.held_offset + h.length > f.size()) {
@@ -1113,8 +1159,10 @@ bool FabricDaemon::process_held(size_t link) {
       if (!process_item(link, std::span<const uint8_t>(f).subspan(l.held_offset, h.length)))
         return any;  // the receiver is full: try again later, in order
       l.held_offset += h.length;
+      --*budget;
       any = true;
     }
+    if (l.held_offset < f.size()) break;  // the budget ran out inside the frame
     l.held.pop_front();
     l.held_offset = 0;
     any = true;
@@ -1167,25 +1215,41 @@ bool FabricDaemon::flush_links(uint64_t now) {
   std::vector<std::vector<uint8_t>> to_send;
   for (size_t i = 0; i < links_.size(); ++i) {
     HostLink& l = links_[i];
-    if (!l.batch.empty()) {
-      l.out_frames.push_back(std::move(l.batch));
-      l.batch.clear();
-    }
-    while (!l.out_frames.empty() && l.link->can_send()) {
-      if (!l.link->send(l.out_frames.front(), now).ok()) break;
-      l.out_frames.pop_front();
+    auto put_on_wire = [&](Lane& lane) {
+      while (lane.link->pop_outgoing(&dgram)) {
+        to_send.clear();
+        if (impairments_[i])
+          impairments_[i]->apply(std::move(dgram), &to_send);
+        else
+          to_send.push_back(std::move(dgram));
+        dgram = {};
+        for (auto& d : to_send) send_datagram(l, d);
+        any = true;
+      }
+    };
+    for (Lane& lane : l.lanes)
+      if (!lane.batch.empty()) {
+        lane.out_frames.push_back(std::move(lane.batch));
+        lane.batch.clear();
+      }
+    // Frames in the order the output serves VCs: management first, then the data VCs in turn,
+    // each while its own Link has window and the peer's credits.
+    for (;;) {
+      const int v = chip::next_vc(l.last_vc, [&](uint8_t vc) {
+        const Lane& lane = l.lanes[vc];
+        return !lane.out_frames.empty() && lane.link->can_send();
+      });
+      if (v < 0) break;
+      Lane& lane = l.lanes[static_cast<size_t>(v)];
+      if (!lane.link->send(lane.out_frames.front(), now).ok()) break;
+      lane.out_frames.pop_front();
+      if (v != wire::kMgmtVc) l.last_vc = static_cast<uint8_t>(v);
+      put_on_wire(lane);
       any = true;
     }
-    while (l.link->pop_outgoing(&dgram)) {
-      to_send.clear();
-      if (impairments_[i])
-        impairments_[i]->apply(std::move(dgram), &to_send);
-      else
-        to_send.push_back(std::move(dgram));
-      dgram = {};
-      for (auto& d : to_send) send_datagram(l, d);
-      any = true;
-    }
+    // Acks, retransmissions and handshakes: management's first.
+    put_on_wire(l.lanes[wire::kMgmtVc]);
+    for (Lane& lane : l.lanes) put_on_wire(lane);
   }
   return any;
 }
@@ -1213,14 +1277,15 @@ bool FabricDaemon::receive_udp(uint64_t now) {
       ++stats_.dropped;
       continue;
     }
+    HostLink& l = links_[it->second / wire::kNumVcs];
     // Link ids follow from the topology, so another fabric of the same shape (a daemon given
     // a wrong port, say) sends frames with ids this host knows; only the peer's own socket
     // speaks for a link.
-    if (!from_peer(links_[it->second], from)) {
+    if (!from_peer(l, from)) {
       ++stats_.foreign_datagrams;
       continue;
     }
-    links_[it->second].link->on_datagram(d, now);
+    l.lanes[it->second % wire::kNumVcs].link->on_datagram(d, now);
     any = true;
   }
   return any;
@@ -1234,7 +1299,8 @@ bool FabricDaemon::from_peer(const HostLink& l, const sockaddr_in& from) {
 
 void FabricDaemon::timers(uint64_t now) {
   for (HostLink& l : links_)
-    if (l.link->next_deadline_ns() <= now) l.link->on_timer(now);
+    for (Lane& lane : l.lanes)
+      if (lane.link->next_deadline_ns() <= now) lane.link->on_timer(now);
   // A datagram held back to reorder it is released by a later one, or here.
   if (now >= next_impair_flush_) {
     next_impair_flush_ = now + 1'000'000;
@@ -1306,7 +1372,8 @@ void FabricDaemon::apply_link_controls(uint32_t chip) {
     const auto p = static_cast<uint8_t>(port);
     auto it = link_by_port_.find(port_key(chip, p));
     if (it != link_by_port_.end())
-      links_[it->second].link->set_disabled(chips_[chip]->port_forced_down(p), monotonic_ns());
+      for (Lane& lane : links_[it->second].lanes)
+        lane.link->set_disabled(chips_[chip]->port_forced_down(p), monotonic_ns());
     else if (fabric_.topology.peer({chip, p}))
       update_local_link(chip, p);
   });
@@ -1341,7 +1408,7 @@ void FabricDaemon::set_port_link(fabric::PortRef end, bool up) {
 
 void FabricDaemon::update_link_states() {
   for (HostLink& l : links_) {
-    LinkState st = l.link->state();
+    LinkState st = l.state();
     if (st == l.last_state) continue;
     l.last_state = st;
     set_port_link({l.chip, l.port}, st == LinkState::kUp);

@@ -8,6 +8,7 @@
 
 #include <netinet/in.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -27,6 +28,7 @@
 #include "engine/live/nic_host.h"
 #include "engine/live/segment.h"
 #include "wire/data_packet.h"
+#include "wire/flit.h"
 #include "wire/rdma_descriptor.h"
 
 namespace galaxy::live {
@@ -123,6 +125,15 @@ class FabricDaemon {
   }
 
  private:
+  // One VC of a cable between hosts: a Link of its own (sequence numbers, window, credits), so
+  // that a VC whose receiver cannot take more holds only its own frames (SYSTEM.md 1.3).
+  struct Lane {
+    std::unique_ptr<Link> link;
+    std::vector<uint8_t> batch;                   // items waiting for the next frame
+    std::deque<std::vector<uint8_t>> out_frames;  // full frames waiting for the window
+    std::deque<std::vector<uint8_t>> held;  // delivered frames not processed yet (backpressure)
+    size_t held_offset = 0;
+  };
   struct HostLink {
     uint32_t chip = 0;  // local end
     uint8_t port = 0;
@@ -130,13 +141,14 @@ class FabricDaemon {
     uint8_t peer_port = 0;
     int peer_host = 0;
     sockaddr_in peer_address{};  // the peer host's daemon
-    uint32_t link_id = 0;
-    std::unique_ptr<Link> link;
-    std::vector<uint8_t> batch;                   // items waiting for the next frame
-    std::deque<std::vector<uint8_t>> out_frames;  // full frames waiting for the window
-    std::deque<std::vector<uint8_t>> held;  // delivered frames not processed yet (backpressure)
-    size_t held_offset = 0;
+    uint32_t link_id = 0;        // the cable's; VC v's Link carries link_id | v << 24
+    std::array<Lane, wire::kNumVcs> lanes;
+    uint8_t last_vc = 0;  // the data VC whose frame went last (chip::next_vc's turn)
     LinkState last_state = LinkState::kDown;
+    // The cable is up while every VC's Link is, down while any is down.
+    LinkState state() const;
+    // The cable's counters: every VC's frames; the trainings of one (they train together).
+    LinkStats stats() const;
   };
   // A descriptor this host's NIC executes for a process: what its completion tells the owner.
   struct NicOp {
@@ -176,7 +188,10 @@ class FabricDaemon {
                   const void* body, size_t body_len, const void* data = nullptr,
                   size_t data_len = 0);
   bool process_item(size_t link, std::span<const uint8_t> item);  // false: retry later
+  // The items delivered on the cable's VCs, management first; at most `budget` items of the
+  // data VCs, so that management arriving meanwhile waits for no more than that.
   bool process_held(size_t link);
+  bool process_lane(size_t link, Lane& lane, unsigned* budget);
   bool arrive_data(uint32_t chip, uint8_t in_port, std::span<const uint8_t> bytes);
   bool data_at_nic(uint32_t chip, std::span<const uint8_t> bytes);
   bool deliver_mp(uint32_t nic, const wire::DataPacket& mp);

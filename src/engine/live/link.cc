@@ -76,6 +76,33 @@ std::string_view link_frame_type_name(LinkFrameType t) {
   return "?";
 }
 
+LinkStats& LinkStats::operator+=(const LinkStats& o) {
+  frames_sent += o.frames_sent;
+  frames_received += o.frames_received;
+  payload_bytes_sent += o.payload_bytes_sent;
+  payload_bytes_delivered += o.payload_bytes_delivered;
+  payloads_delivered += o.payloads_delivered;
+  retransmissions += o.retransmissions;
+  fast_retransmits += o.fast_retransmits;
+  timeouts += o.timeouts;
+  crc_errors += o.crc_errors;
+  duplicates += o.duplicates;
+  out_of_order += o.out_of_order;
+  malformed += o.malformed;
+  foreign_link += o.foreign_link;
+  stale_frames += o.stale_frames;
+  bad_acks += o.bad_acks;
+  credit_overruns += o.credit_overruns;
+  acks_sent += o.acks_sent;
+  acks_received += o.acks_received;
+  handshake_frames_sent += o.handshake_frames_sent;
+  handshake_frames_received += o.handshake_frames_received;
+  handshakes += o.handshakes;
+  link_downs += o.link_downs;
+  peer_restarts += o.peer_restarts;
+  return *this;
+}
+
 std::string_view link_state_name(LinkState s) {
   switch (s) {
     case LinkState::kDown:

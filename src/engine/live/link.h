@@ -54,7 +54,8 @@
 //   Down too and stays there (it keeps its handshakes going) until a handshake without the flag
 //   arrives, so both ends of the cable agree within one frame, and training resumes as soon as
 //   the disabling end is enabled again. Frames are kept as for any Down.
-// * One credit pool per Link: SYSTEM.md's per-VC credits are had with one Link per VC.
+// * One credit pool per Link: the daemon runs one Link per VC on every cable (per-VC credits,
+//   SYSTEM.md 1.3), each with a link id of its own (docs/live.md).
 #pragma once
 
 #include <cstddef>
@@ -153,6 +154,8 @@ struct LinkStats {
   uint64_t retrans_rate_ppm() const {
     return frames_sent == 0 ? 0 : retransmissions * 1'000'000 / frames_sent;
   }
+  // Adds another Link's counts (a cable's links, one per VC, as one port's counters).
+  LinkStats& operator+=(const LinkStats& o);
 };
 
 enum class LinkState : uint8_t { kDown, kTraining, kUp };
