@@ -92,6 +92,13 @@ class Damq {
 };
 static_assert(kDamqFlits < 1024, "VC_BUFFERED / VC_CREDITS hold 10 bits per VC");
 
+// The VC a data packet crosses a link on: the one its head flit names. A head naming VC3
+// (management's) or no VC at all is malformed; such a packet crosses on VC0, never taking
+// management's room, and the chip that reads its head discards it.
+constexpr uint8_t data_link_vc(uint8_t head_flit_vc) {
+  return head_flit_vc < kNumVcs && head_flit_vc != kMgmtVc ? head_flit_vc : 0;
+}
+
 // Which VC an output serves next (SYSTEM.md 1.2): management (VC3) whenever it may go, then the
 // data VCs in turn from the one after `last`. `ready(v)`: VC v has something to send that the
 // peer has room for. Returns the VC, or -1 when none may go. The simulator's outputs serve

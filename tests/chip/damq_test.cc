@@ -88,6 +88,16 @@ TEST(VcState, ManagementFirstThenTheDataVcsInTurn) {
   EXPECT_EQ(s.arbitrate(0, heads), kMgmtVc);
 }
 
+TEST(VcState, AMalformedHeadNeverCrossesOnManagementsVc) {
+  EXPECT_EQ(data_link_vc(0), 0);
+  EXPECT_EQ(data_link_vc(1), 1);
+  EXPECT_EQ(data_link_vc(2), 2);
+  EXPECT_EQ(data_link_vc(5), 5);
+  EXPECT_EQ(data_link_vc(kMgmtVc), 0);  // a data head naming VC3
+  EXPECT_EQ(data_link_vc(6), 0);        // no such VC
+  EXPECT_EQ(data_link_vc(7), 0);
+}
+
 TEST(VcRegisters, PortBlockNamesAndReadsTheVcState) {
   Nrc n(4);
   PortState& p = n.port(2);

@@ -991,12 +991,11 @@ size_t FabricDaemon::link_at(uint32_t chip, uint8_t port) const {
 void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, uint8_t from_port,
                               const void* body, size_t body_len, const void* data,
                               size_t data_len) {
-  // Management on VC3; a data packet on the VC its head flit names (a VC above 5 crosses on
-  // VC0, and the receiver discards the packet as malformed).
+  // Management on VC3, a data packet on the VC its head flit names (chip::data_link_vc).
   const uint8_t vc =
       type == ItemType::kMgmt
           ? wire::kMgmtVc
-          : wire::flit_vc({static_cast<const uint8_t*>(body), body_len}) % wire::kNumVcs;
+          : chip::data_link_vc(wire::flit_vc({static_cast<const uint8_t*>(body), body_len}));
   Lane& l = links_[link].lanes[vc];
   ItemHead h{static_cast<uint16_t>(sizeof(ItemHead) + body_len + data_len),
              static_cast<uint8_t>(type), from_port, from_chip};

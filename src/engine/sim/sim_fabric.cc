@@ -370,8 +370,7 @@ void SimFabric::on_nic_kick(uint32_t node) {
 void SimFabric::transmit(uint32_t node, uint8_t port, uint32_t slot) {
   Output& o = outputs_[port_base_[node] + port];
   Packet& p = packet(slot);
-  const uint8_t head_vc = p.flits[0].vc;
-  p.vc = p.mgmt ? chip::kMgmtVc : head_vc < chip::kNumVcs ? head_vc : 0;
+  p.vc = p.mgmt ? chip::kMgmtVc : chip::data_link_vc(p.flits[0].vc);
   const Waiting w{slot, static_cast<uint8_t>(flits_of(p)), p.vc};
   o.queue[w.vc].push_back(w);
   if (!p.mgmt) {
