@@ -105,9 +105,35 @@ unsigned check_credits(SimFabric& f) {
   return links;
 }
 
-TEST(SimCredits, NinetyPercentUniformLoadLosesNothingAndNeverOverrunsABuffer) {
+// Every buffer and every sender's credits are back to zero once the fabric is empty.
+void expect_drained(SimFabric& f) {
+  for (uint32_t v = 0; v < f.topology().num_nodes(); ++v)
+    for (uint8_t p = 0; p < f.topology().num_ports(v); ++p) {
+      EXPECT_EQ(f.chip(v).port(p).vc.buffered.total(), 0u) << "node " << v << " port " << int{p};
+      EXPECT_EQ(f.chip(v).port(p).vc.credits.total(), 0u) << "node " << v << " port " << int{p};
+    }
+}
+
+// Polls every NIC's completions: each a success; returns how many.
+uint64_t completions(SimFabric& f) {
+  uint64_t done = 0;
+  for (uint32_t i = 0; i < f.topology().num_nics(); ++i)
+    while (auto e = f.nic(f.topology().nic_node(i)).poll_eq(kVp)) {
+      EXPECT_EQ(e->kind, chip::EventKind::kDescriptorDone);
+      ++done;
+    }
+  return done;
+}
+
+// A routed fabric of kFabric.
+std::unique_ptr<SimFabric> routed() {
   auto f = testing::make(kFabric);
   testing::program_minimal_routes(*f);
+  return f;
+}
+
+TEST(SimCredits, NinetyPercentUniformLoadLosesNothingAndNeverOverrunsABuffer) {
+  auto f = routed();
   UniformLoad load;
   load.f = f.get();
   const Time duration = 30 * kMicrosecond;
@@ -131,21 +157,9 @@ TEST(SimCredits, NinetyPercentUniformLoadLosesNothingAndNeverOverrunsABuffer) {
   // The buffers filled: senders waited for credits (hot destinations back up into the fabric).
   EXPECT_GT(s.credit_stalls, 0u);
   // Every credit came home: the fabric is empty again and every buffer with it.
-  for (uint32_t v = 0; v < f->topology().num_nodes(); ++v)
-    for (uint8_t p = 0; p < f->topology().num_ports(v); ++p) {
-      EXPECT_EQ(f->chip(v).port(p).vc.buffered.total(), 0u);
-      EXPECT_EQ(f->chip(v).port(p).vc.credits.total(), 0u);
-    }
+  expect_drained(*f);
   // Every put the NICs took completed, successfully, exactly once.
-  uint64_t done = 0;
-  for (uint32_t i = 0; i < f->topology().num_nics(); ++i) {
-    chip::Nic& nic = f->nic(f->topology().nic_node(i));
-    while (auto e = nic.poll_eq(kVp)) {
-      EXPECT_EQ(e->kind, chip::EventKind::kDescriptorDone);
-      ++done;
-    }
-  }
-  EXPECT_EQ(done, load.posted);
+  EXPECT_EQ(completions(*f), load.posted);
   // Per-VC counters: write data on VC0, acks on VC2, nothing else from data.
   uint64_t vc0 = 0, vc2 = 0, other = 0;
   for (uint32_t v = 0; v < f->topology().num_nodes(); ++v)
@@ -164,8 +178,7 @@ TEST(SimCredits, ManagementWaitsOnlyForTheDataPacketOnTheWireAtEachOutput) {
   const uint32_t server = 0;  // NIC index; it sends no data, so its SDQs serve management alone
   ProbeSpec spec;
   spec.count = 4;
-  auto idle = testing::make(kFabric);
-  testing::program_minimal_routes(*idle);
+  auto idle = routed();
   const auto& topo = idle->topology();
   spec.server_nic = topo.nic_node(server);
   // A spine: the server's leaf, then the spine; back through the leaf.
@@ -175,8 +188,7 @@ TEST(SimCredits, ManagementWaitsOnlyForTheDataPacketOnTheWireAtEachOutput) {
   ASSERT_TRUE(quiet.ok()) << quiet.error().to_string();
   EXPECT_DOUBLE_EQ(quiet->min_us, quiet->max_us);  // deterministic without traffic
 
-  auto busy = testing::make(kFabric);
-  testing::program_minimal_routes(*busy);
+  auto busy = routed();
   UniformLoad load;
   load.f = busy.get();
   load.quiet = server;
@@ -196,20 +208,10 @@ TEST(SimCredits, ManagementWaitsOnlyForTheDataPacketOnTheWireAtEachOutput) {
   EXPECT_GE(loaded->min_us, quiet->min_us - 1e-6);
 }
 
-// Every buffer and every sender's credits are back to zero once the fabric is empty.
-void expect_drained(SimFabric& f) {
-  for (uint32_t v = 0; v < f.topology().num_nodes(); ++v)
-    for (uint8_t p = 0; p < f.topology().num_ports(v); ++p) {
-      EXPECT_EQ(f.chip(v).port(p).vc.buffered.total(), 0u) << "node " << v << " port " << int{p};
-      EXPECT_EQ(f.chip(v).port(p).vc.credits.total(), 0u) << "node " << v << " port " << int{p};
-    }
-}
-
 // Gets beside puts: read requests on VC0, read responses on VC1, acks on VC2, every VC with
 // its own share of every buffer; at 90% load every transfer completes.
 TEST(SimCredits, GetsAndPutsUnderLoadCompleteOnTheirOwnVcs) {
-  auto f = testing::make(kFabric);
-  testing::program_minimal_routes(*f);
+  auto f = routed();
   UniformLoad load;
   load.f = f.get();
   load.gets_too = true;
@@ -218,13 +220,7 @@ TEST(SimCredits, GetsAndPutsUnderLoadCompleteOnTheirOwnVcs) {
   ASSERT_GT(load.posted, 1000u);
   EXPECT_EQ(f->stats().credit_violations, 0u);
   EXPECT_EQ(f->stats().packets_dropped, 0u);
-  uint64_t done = 0;
-  for (uint32_t i = 0; i < f->topology().num_nics(); ++i)
-    while (auto e = f->nic(f->topology().nic_node(i)).poll_eq(kVp)) {
-      EXPECT_EQ(e->kind, chip::EventKind::kDescriptorDone);
-      ++done;
-    }
-  EXPECT_EQ(done, load.posted);
+  EXPECT_EQ(completions(*f), load.posted);
   std::array<uint64_t, chip::kNumVcs> per_vc{};
   for (uint32_t v = 0; v < f->topology().num_nodes(); ++v)
     for (uint8_t p = 0; p < f->topology().num_ports(v); ++p)
@@ -240,8 +236,7 @@ TEST(SimCredits, GetsAndPutsUnderLoadCompleteOnTheirOwnVcs) {
 // each training, and no stale credit is counted; traffic goes round it meanwhile and over it
 // again afterwards; every buffer and credit ends at zero.
 TEST(SimCredits, ALinkCutAndMendedUnderLoadStartsItsCreditsOver) {
-  auto f = testing::make(kFabric);
-  testing::program_minimal_routes(*f);
+  auto f = routed();
   const auto& t = f->topology();
   const auto dist = t.bfs_distances(t.nic_node(0));
   fabric::PortRef up{fabric::kNoNode, 0};  // NIC 0's leaf's link to a spine
