@@ -180,9 +180,9 @@ class SimFabric final : private EventHandler {
     kEngineDone,  // a DMA engine has read its packet; it goes out (port = engine)
     kCredit,      // room in the peer's buffer comes back to output (node, port)
   };
-  // A NIC's DMA engines stop taking packets while this many data packets wait for its port
-  // (its 8 KiB transmit FIFO of 128-byte packets), and go on as the port sends them.
-  static constexpr uint32_t kNicTxFifoPackets = 64;
+  // A NIC's DMA engines stop taking packets while its 8 KiB FIFO of host reads (chip/nic.h)
+  // holds as many full data packets waiting for its port, and go on as the port sends them.
+  static constexpr uint32_t kNicTxFifoPackets = chip::kHostReadFifo / wire::kDataPacketBytes;
 
   void handle(Time now, uint64_t a, uint64_t b) override;
   void schedule(Time at, EventKind kind, uint64_t a, uint64_t node, uint64_t port = 0) {
