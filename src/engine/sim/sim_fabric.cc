@@ -398,9 +398,7 @@ void SimFabric::try_start(uint32_t node, uint8_t port) {
     return o.queue[v].empty() ? 0 : o.queue[v].front().flits;
   });
   if (vc < 0) {
-    bool waiting = false;
-    for (const auto& q : o.queue) waiting = waiting || !q.empty();
-    if (waiting && !o.stalled) {  // a credit coming back calls try_start again
+    if (o.waiting() && !o.stalled) {  // a credit coming back calls try_start again
       o.stalled = true;
       ++ps.vc.credit_stalls;
       ++stats_.credit_stalls;
@@ -489,9 +487,7 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, Waiting w) {
     schedule(in + timing_.link_latency + timing_.chip_input_pipeline, kArrive, slot, o.peer_node,
              o.peer_port);
   }
-  bool waiting = false;
-  for (const auto& q : o.queue) waiting = waiting || !q.empty();
-  if (waiting && !o.free_event_pending) {
+  if (o.waiting() && !o.free_event_pending) {
     o.free_event_pending = true;
     schedule(end, kOutputFree, 0, node, port);
   }

@@ -167,6 +167,7 @@ class SimFabric final : private EventHandler {
     bool bist_scheduled = false;
     bool cable_cut = false;  // set_link(false): no signal whatever the ports want
     std::array<Fifo<Waiting>, chip::kNumVcs> queue;  // per VC, in arrival order
+    bool waiting() const { return queued_data > 0 || !queue[chip::kMgmtVc].empty(); }
   };
   enum EventKind : uint8_t {
     kArrive,
