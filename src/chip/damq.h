@@ -119,7 +119,7 @@ struct VcState {
   Damq buffered;  // this port's input buffer
   Damq credits;   // the mirror of the peer's input buffer
   std::array<uint64_t, kNumVcs> tx_packets{};
-  uint64_t credit_stalls = 0;  // packets that waited at this output for the peer's room
+  uint64_t credit_stalls = 0;  // times packets waited here with none fitting the peer's room
 
   // The output's arbitration (next_vc): a VC may go when its first packet fits the peer's
   // buffer whole. `head_flits(v)`: the flits of VC v's first waiting packet, 0 when none.
