@@ -199,6 +199,12 @@ class Nic : public Chip {
   // daemon gone). Its late packets then match no transfer and are discarded. Returns whether
   // such a transfer was in flight.
   bool abort_transfer(uint8_t vp, uint64_t sequence, uint16_t error_id);
+  // Whether the transfer the NIC started on `vp` (submission `sequence`) waits for its target
+  // (every packet of it out), and if so the count of answers (acks, read responses) this NIC
+  // has had from that target. An engine times a transfer out only while this stays the same:
+  // one queued behind others on a slow host, or whose target answers the transfers before it,
+  // is moving (as a reliable connection's timer restarts on every answer).
+  std::optional<uint64_t> awaited_answers(uint8_t vp, uint64_t sequence) const;
   // The same for the transfer a packet of this NIC's names by its tag (a packet the engine could
   // not route from the source: nothing of the transfer can arrive).
   bool abort_transfer_tag(uint16_t tag, uint16_t error_id);
@@ -332,6 +338,7 @@ class Nic : public Chip {
   Fifo<ReadJob> reads_;       // DMA engine 1's work
   Fifo<wire::DataPacket> acks_;
   std::unordered_map<uint32_t, RxTransfer> rx_;
+  std::unordered_map<uint16_t, uint64_t> answers_from_;  // acks and read responses, by node
   uint8_t rr_next_ = 0;
   static_assert(kNumVps <= 64);
   uint64_t dq_busy_ = 0;

@@ -281,6 +281,16 @@ bool Nic::abort_transfer(uint8_t vp, uint64_t sequence, uint16_t error_id) {
   return false;
 }
 
+std::optional<uint64_t> Nic::awaited_answers(uint8_t vp, uint64_t sequence) const {
+  for (const TxTransfer& t : tx_) {
+    if (t.phase == TxTransfer::Phase::kFree || t.vp != vp || t.sequence != sequence) continue;
+    if (t.phase == TxTransfer::Phase::kSending) return std::nullopt;
+    const auto it = answers_from_.find(t.d.remote_node);
+    return it == answers_from_.end() ? 0 : it->second;
+  }
+  return std::nullopt;
+}
+
 bool Nic::abort_transfer_tag(uint16_t tag, uint16_t error_id) {
   if (!tx_by_tag(tag)) return false;
   abort_slot(static_cast<uint16_t>(tag & (kMaxTransfers - 1)), error_id);
@@ -580,6 +590,7 @@ NicRx Nic::rx_response(const DataPacket& p, std::span<const wire::Flit> flits) {
             wire::DataDefect::kMalformed);
     return NicRx::kDiscarded;
   }
+  ++answers_from_[h.src_node];
   if (t->error_id == 0) {
     t->error_id =
         write_host(t->d.local_key, t->d.local_address + p.ext.offset, p.data(), kAccessNone);
@@ -620,6 +631,7 @@ NicRx Nic::rx_ack(const DataPacket& p, std::span<const wire::Flit> flits) {
             wire::DataDefect::kMalformed);
     return NicRx::kDiscarded;
   }
+  ++answers_from_[h.src_node];
   finish_tx(static_cast<uint16_t>(h.tag & (kMaxTransfers - 1)), err);
   return NicRx::kDelivered;
 }

@@ -106,8 +106,9 @@ void add_fabricd_command(CLI::App& app) {
   c->add_option("--host", o->host, "which host of the fabric this daemon serves")->required();
   c->add_option("--impair", o->impair,
                 "impair outgoing link frames: drop=P,dup=P,reorder=P,corrupt=P,seed=N");
-  c->add_option("--op-timeout-ms", o->op_timeout_ms,
-                "a remote RDMA with no answer fails after this long")
+  c->add_option(
+       "--op-timeout-ms", o->op_timeout_ms,
+       "a remote RDMA that moves no further (no packet out, no answer in) for this long fails")
       ->capture_default_str();
   c->add_option("--spin-us", o->spin_us, "poll this long before sleeping")->capture_default_str();
   c->add_flag("--json", o->json, "machine-readable errors");

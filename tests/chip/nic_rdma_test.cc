@@ -252,6 +252,47 @@ TEST_F(RdmaTest, AnAbortedTransferCompletesWithTheErrorAndItsLateAckIsDiscarded)
   EXPECT_EQ(ev[0].error_id, 4741);
 }
 
+// What an engine's timeout reads: nothing while a transfer is queued or sending, then the
+// answers from its target, which the answers to the transfers before it move on.
+TEST_F(RdmaTest, AwaitedAnswersCountTheTargetsAnswersOnceATransferWaitsForThem) {
+  const uint32_t lk = a.reg(0x1000, 2 * kAttPageBytes, kAccessRead);
+  const uint32_t rk = b.reg(0x8000, 2 * kAttPageBytes, kAccessWrite | kAccessRead);
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8000, rk, 300)).ok());  // 3 packets
+  ASSERT_TRUE(post(a, 8, put(0x1000, lk, 0x8000, rk, 300)).ok());
+  RdmaDescriptor g = put(0x1000, lk, 0x8000, rk, 300);
+  g.op = RdmaOp::kRead;
+  ASSERT_TRUE(post(a, 8, g).ok());
+  EXPECT_FALSE(a.nic.awaited_answers(8, 0)) << "queued, not started";
+  start(a);
+  EXPECT_FALSE(a.nic.awaited_answers(8, 0)) << "started, nothing sent";
+  std::vector<NicPacket> out;
+  for (int i = 0; i < 2; ++i) out.push_back(*a.nic.next_packet(DmaEngine::kLocalRead));
+  EXPECT_FALSE(a.nic.awaited_answers(8, 0)) << "still sending";
+  out.push_back(*a.nic.next_packet(DmaEngine::kLocalRead));
+  EXPECT_EQ(a.nic.awaited_answers(8, 0), 0u) << "every packet out: waits for the target";
+  EXPECT_FALSE(a.nic.awaited_answers(8, 1)) << "behind the first, not yet sending";
+  while (auto p = a.nic.next_packet(DmaEngine::kLocalRead)) out.push_back(*p);
+  EXPECT_EQ(a.nic.awaited_answers(8, 1), 0u);
+  EXPECT_EQ(a.nic.awaited_answers(8, 2), 0u) << "the get's request is out";
+  for (const NicPacket& p : out) b.nic.receive_packet(p.flits);
+  // The first put's ack moves the others' count: the target is answering.
+  auto ack = b.nic.next_packet(DmaEngine::kWrite);
+  ASSERT_TRUE(ack);
+  ASSERT_EQ(a.nic.receive_packet(ack->flits), NicRx::kDelivered);
+  EXPECT_FALSE(a.nic.awaited_answers(8, 0)) << "complete";
+  EXPECT_EQ(a.nic.awaited_answers(8, 1), 1u);
+  EXPECT_EQ(a.nic.awaited_answers(8, 2), 1u);
+  // Every read response counts too.
+  auto response = b.nic.next_packet(DmaEngine::kRemoteRead);
+  ASSERT_TRUE(response);
+  ASSERT_EQ(a.nic.receive_packet(response->flits), NicRx::kDelivered);
+  EXPECT_EQ(a.nic.awaited_answers(8, 2), 2u);
+  // A discarded answer (one for no transfer) does not.
+  EXPECT_EQ(a.nic.receive_packet(ack->flits), NicRx::kDiscarded);
+  EXPECT_EQ(a.nic.awaited_answers(8, 2), 2u);
+  EXPECT_FALSE(a.nic.awaited_answers(9, 2)) << "another VP";
+}
+
 TEST_F(RdmaTest, PacketsAsLinkBytesAreDecodedAndBadBytesAreDirty) {
   const uint32_t lk = a.reg(0x1000, kAttPageBytes, kAccessNone);
   const uint32_t rk = b.reg(0x8000, kAttPageBytes, kAccessWrite);

@@ -3,7 +3,9 @@
 // fabric and libglex", acceptance). Same host and across hosts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "live_fixture.h"
@@ -113,6 +115,66 @@ TEST_P(LiveDeath, PeersOfADeadProcessGetErrorsAndTheFabricServesOthers) {
   ASSERT_EQ(glex_send_mp(ep, mp.src, "ok", 2, 0), GLEX_SUCCESS);
   EXPECT_EQ(wait_exit(other), 0);
   glex_destroy_ep(ep);
+  glex_close_device(me);
+}
+
+// The other side of the timeout: transfers that wait behind others of their VP for longer than
+// it, on a host too slow to move them sooner, are not failed while their target answers.
+TEST(LiveTimeout, TransfersQueuedLongerThanTheTimeoutCompleteWhileTheirTargetAnswers) {
+  DaemonOptions o;
+  o.op_timeout_ns = 400'000'000;
+  LiveFabricUnderTest f(2, "fattree:k=4,levels=2", o);
+  ASSERT_TRUE(f.bring_up().ok());
+  glex_device_handle_t me = f.open(0, 0), them = f.open(1, 0);
+  ASSERT_TRUE(me && them) << glex_last_error();
+  glex_ep_attr attr{8};
+  glex_ep_handle_t ep, tep;
+  ASSERT_EQ(glex_create_ep(me, &attr, &ep), GLEX_SUCCESS);
+  ASSERT_EQ(glex_create_ep(them, &attr, &tep), GLEX_SUCCESS);
+  constexpr uint64_t kPiece = 1 << 20;
+  std::vector<uint8_t> src(kPiece, 0xab), dst(kPiece);
+  glex_mem_handle_t smh, dmh;
+  ASSERT_EQ(glex_register_mem(me, src.data(), kPiece, GLEX_MEM_READ | GLEX_MEM_WRITE, &smh),
+            GLEX_SUCCESS);
+  ASSERT_EQ(glex_register_mem(them, dst.data(), kPiece, GLEX_MEM_READ | GLEX_MEM_WRITE, &dmh),
+            GLEX_SUCCESS);
+  auto post = [&](int op, uint64_t n) {
+    glex_rdma_req q{};
+    q.target = glex_ep_addr(tep);
+    q.op = op;
+    q.local_addr = src.data();
+    q.local_mh = smh;
+    q.len = kPiece;
+    q.remote_addr = reinterpret_cast<uint64_t>(dst.data());
+    q.remote_mh = dmh;
+    for (uint64_t i = 0; i < n; ++i)
+      if (glex_rdma(ep, &q) != GLEX_SUCCESS) return false;
+    return true;
+  };
+  // This host's pace: 16 MiB, fenced.
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(post(GLEX_OP_PUT, 16)) << glex_last_error();
+  ASSERT_EQ(glex_fence(ep, 60000), GLEX_SUCCESS) << glex_last_error();
+  const double per_piece =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 16;
+  // Enough pieces posted at once that the last waits three timeouts (at most 2048 of them).
+  const auto pieces = static_cast<uint64_t>(std::clamp(3 * 0.4 / per_piece, 16.0, 2048.0));
+  for (int op : {GLEX_OP_PUT, GLEX_OP_GET}) {
+    t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(post(op, pieces)) << glex_last_error();
+    ASSERT_EQ(glex_fence(ep, 120000), GLEX_SUCCESS) << glex_last_error();
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s: %llu MiB posted at once, completed in %.2f s (timeout 0.4 s)\n",
+                op == GLEX_OP_PUT ? "puts" : "gets", static_cast<unsigned long long>(pieces), took);
+    glex_cq_entry e;
+    EXPECT_EQ(glex_poll_cq(ep, &e), GLEX_NO_ENTRY)
+        << (op == GLEX_OP_PUT ? "put" : "get") << " failed: " << glex_error_string(e.status) << " "
+        << e.reason;
+  }
+  glex_destroy_ep(tep);
+  glex_destroy_ep(ep);
+  glex_close_device(them);
   glex_close_device(me);
 }
 

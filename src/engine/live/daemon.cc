@@ -97,7 +97,8 @@ void set_reason(char* dst, size_t n, const char* src) {
 RdmaFailure rdma_failure(uint16_t id, OpCode op) {
   switch (id) {
     case kErrOpTimeout:
-      return {OpStatus::kTimeout, "no answer from the target within the timeout"};
+      return {OpStatus::kTimeout,
+              "no answer from the target within the timeout"};
     case kErrMemoryOwnerGone:
     case kErrMpOwnerGone:
       return {OpStatus::kPeerDead, "target process is gone"};
@@ -624,9 +625,14 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
   const uint64_t sequence = nic.next_sequence(d.src_vp);
   if (Status st = nic.post_rdma(d.src_vp, *bytes); !st.ok())
     return fail(OpStatus::kBusy, 4737, "the NIC's descriptor queue is full");
-  nic_ops_[OpKey{d.src_node, d.src_vp, sequence}.pack()] = {
-      op, d.flags, d.pid, d.cookie, d.length, monotonic_ns() + options_.op_timeout_ns};
+  const uint64_t key = OpKey{d.src_node, d.src_vp, sequence}.pack();
+  nic_ops_[key] = {op,          d.flags,  d.pid,
+                   d.cookie,    d.length, monotonic_ns() + options_.op_timeout_ns,
+                   std::nullopt};
   pump_nic(d.src_node);
+  // The timeout runs from here unless the transfer moves on (FabricDaemon::timers).
+  if (auto it = nic_ops_.find(key); it != nic_ops_.end())
+    it->second.answers = nic.awaited_answers(d.src_vp, sequence);
 }
 
 // ---- the NICs' data path ------------------------------------------------------------------
@@ -1313,18 +1319,24 @@ void FabricDaemon::timers(uint64_t now) {
   }
   if (now >= next_op_scan_) {
     next_op_scan_ = now + kOpScanNs;
-    // A transfer whose target never answers (its host or daemon gone) ends with an error;
-    // one not yet started (behind a fence) gets more time.
+    // A transfer that has waited for its target the whole timeout with no answer from it (its
+    // host or daemon gone) ends with an error; one still queued or sending, or whose target
+    // answered meanwhile, gets more time.
     std::vector<uint64_t> expired;
     for (const auto& [key, op] : nic_ops_)
       if (op.deadline <= now) expired.push_back(key);
     for (uint64_t key : expired) {
       const OpKey k = OpKey::unpack(key);
       auto& n = static_cast<chip::Nic&>(*chips_[k.nic]);
-      if (!n.abort_transfer(k.vp, k.sequence, kErrOpTimeout))
-        nic_ops_[key].deadline = now + options_.op_timeout_ns;
-      else
-        drain_eq(k.nic);
+      NicOp& op = nic_ops_[key];
+      const std::optional<uint64_t> answers = n.awaited_answers(k.vp, k.sequence);
+      if (!answers || answers != op.answers) {
+        op.answers = answers;
+        op.deadline = now + options_.op_timeout_ns;
+        continue;
+      }
+      n.abort_transfer(k.vp, k.sequence, kErrOpTimeout);
+      drain_eq(k.nic);
     }
   }
   if (now >= next_liveness_) {

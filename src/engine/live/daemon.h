@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -157,7 +158,8 @@ class FabricDaemon {
     int32_t pid = 0;
     uint64_t cookie = 0;
     uint64_t length = 0;
-    uint64_t deadline = 0;
+    uint64_t deadline = 0;            // a check, the timeout after the last change
+    std::optional<uint64_t> answers;  // chip::Nic::awaited_answers then
   };
   // The host side of a NIC the daemon runs: the segment's registrations and memory.
   struct NicPort {
