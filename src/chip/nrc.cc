@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -13,6 +14,15 @@
 namespace galaxy::chip {
 
 using wire::NmpError;
+
+namespace {
+// Which VC_RULES register `addr` is, or kVcRulesWords when none.
+unsigned vc_rules_word(uint16_t addr) {
+  return addr >= reg::kVcRules && addr < reg::kVcRules + reg::kVcRulesWords
+             ? static_cast<unsigned>(addr - reg::kVcRules)
+             : reg::kVcRulesWords;
+}
+}  // namespace
 
 Nrc::Nrc(uint16_t num_ports)
     : Chip(wire::ChipType::kNrc, num_ports, reg::kNrcAddressSpace),
@@ -141,6 +151,8 @@ RegAccess Nrc::read_specific(uint16_t addr) {
     case reg::kRtStatus:
       return {NmpError::kNone, rt_status_};
     default:
+      if (vc_rules_word(addr) < reg::kVcRulesWords)
+        return {NmpError::kNone, vc_rules_[addr - reg::kVcRules]};
       return {NmpError::kAddressOutOfRange, 0};
   }
 }
@@ -158,6 +170,15 @@ NmpError Nrc::check_specific(uint16_t addr, uint64_t value) const {
     case reg::kRtStatus:
       return NmpError::kReadOnly;
     default:
+      if (const unsigned w = vc_rules_word(addr); w < reg::kVcRulesWords) {
+        // No rule for a port the switch does not have.
+        const unsigned first = w * reg::kVcRulesPerWord;
+        const unsigned here =
+            num_ports() > first ? std::min<unsigned>(num_ports() - first, reg::kVcRulesPerWord) : 0;
+        const uint64_t allowed =
+            here == reg::kVcRulesPerWord ? ~uint64_t{0} : (uint64_t{1} << (kVcRuleBits * here)) - 1;
+        return (value & ~allowed) ? NmpError::kBadValue : NmpError::kNone;
+      }
       return NmpError::kAddressOutOfRange;
   }
 }
@@ -173,6 +194,8 @@ void Nrc::write_specific(uint16_t addr, uint64_t value) {
             : set_routes(sel.inputs(num_ports()), sel.first, sel.count, sel.data_ports(value),
                          sel.data_mask(num_ports()));
     rt_status_ = s.ok() ? 0 : 1;
+  } else if (const unsigned w = vc_rules_word(addr); w < reg::kVcRulesWords) {
+    vc_rules_[w] = value;
   }
 }
 

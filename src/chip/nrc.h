@@ -3,12 +3,14 @@
 // adaptive choice among the allowed outputs by output load.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "chip/chip.h"
+#include "chip/data_vc.h"
 #include "chip/route_table.h"
 
 namespace galaxy::chip {
@@ -40,6 +42,17 @@ class Nrc : public Chip {
   PortSet allowed_ports(uint8_t in_port, uint32_t dest) const {
     return tables_[in_port]->get(dest);
   }
+  // The VC rule of a port (VC_RULES, chip/data_vc.h) and the VC a data packet of `kind` that
+  // came in on `in_port` over `vc_in` leaves by `out_port` on (chip::next_vc_class).
+  uint8_t vc_rule(uint8_t port) const {
+    return static_cast<uint8_t>(
+        (vc_rules_[port / reg::kVcRulesPerWord] >> (kVcRuleBits * (port % reg::kVcRulesPerWord))) &
+        0xFu);
+  }
+  uint8_t data_vc_out(wire::PacketKind kind, uint8_t vc_in, uint8_t in_port,
+                      uint8_t out_port) const {
+    return data_vc(kind, next_vc_class(vc_class_of(vc_in), vc_rule(in_port), vc_rule(out_port)));
+  }
 
   // The same operation as an RT_SELECT + RT_DATA register write (and as a boot route record):
   // the ports in `mask` of every entry in the range, on every input port in `inputs`, become
@@ -64,6 +77,7 @@ class Nrc : public Chip {
   uint64_t rt_select_ = 0;
   uint64_t rt_entries_written_ = 0;
   uint64_t rt_status_ = 0;
+  std::array<uint64_t, reg::kVcRulesWords> vc_rules_{};
 };
 
 }  // namespace galaxy::chip

@@ -40,6 +40,7 @@ constexpr NamedRegister kCommonRegisters[] = {
     {"RT_DATA", reg::kRtData},
     {"RT_ENTRIES_WRITTEN", reg::kRtEntriesWritten},
     {"RT_STATUS", reg::kRtStatus},
+    {"VC_RULES", reg::kVcRules},
 };
 constexpr NamedRegister kPortRegisters[] = {
     {"PORT_IDENT", reg::port::kIdent},

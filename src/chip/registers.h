@@ -45,6 +45,11 @@ inline constexpr uint16_t kRtData = 0x041;    // W: port set for every selected 
                                               // R: port set of (lowest masked port, first dest)
 inline constexpr uint16_t kRtEntriesWritten = 0x042;  // RO counter of entries written
 inline constexpr uint16_t kRtStatus = 0x043;          // RO [0] last RT_DATA write rejected
+// VC rules of the NRC's ports (chip/data_vc.h): port p in bits [4(p mod 16) + 3 : 4(p mod 16)]
+// of register kVcRules + p / 16. RW; bits of ports the switch does not have must be 0.
+inline constexpr uint16_t kVcRules = 0x044;
+inline constexpr uint16_t kVcRulesWords = kMaxSwitchPorts / 16;  // 8
+inline constexpr unsigned kVcRulesPerWord = 16;
 
 // Peer summary: two 32-bit peer identities per register (ports 2i, 2i+1) so discovery reads an
 // NRC's 24 neighbours with 12 registers = 6 two-register packets.

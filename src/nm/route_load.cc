@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "base/bits.h"
+#include "chip/data_vc.h"
 #include "chip/eeprom.h"
 #include "chip/registers.h"
 #include "chip/rt_select.h"
@@ -43,6 +44,25 @@ Result<LoadResult> load_routes(Requester& req, const FabricMap& map, const Route
                    [&out](const MgmtReply& r) { tally(r, out.failed); });
         ++out.packets;
       }
+  }
+  // The ports' VC rules, 16 ports per VC_RULES register, two registers per packet.
+  for (uint32_t v = 0; v < map.num_nodes() && v < routes.vc_rules.size(); ++v) {
+    if (map.topology.is_nic(v) || routes.vc_rules[v].empty()) continue;
+    const unsigned ports = map.topology.num_ports(v);
+    std::vector<uint64_t> words((ports + chip::reg::kVcRulesPerWord - 1) /
+                                chip::reg::kVcRulesPerWord);
+    for (unsigned p = 0; p < ports; ++p)
+      words[p / chip::reg::kVcRulesPerWord] |=
+          uint64_t{routes.vc_rule(v, p)} << (chip::kVcRuleBits * (p % chip::reg::kVcRulesPerWord));
+    for (size_t i = 0; i < words.size(); i += 2) {
+      const auto a = static_cast<uint16_t>(chip::reg::kVcRules + i);
+      req.submit(i + 1 < words.size()
+                     ? MgmtRequest::write2(map.target[v], a, words[i], static_cast<uint16_t>(a + 1),
+                                           words[i + 1])
+                     : MgmtRequest::write(map.target[v], a, words[i]),
+                 [&out](const MgmtReply& r) { tally(r, out.failed); });
+      ++out.vc_rule_packets;
+    }
   }
   req.run();
 

@@ -23,7 +23,8 @@ struct LoadOptions {
 
 struct LoadResult {
   uint64_t nrcs = 0;
-  uint64_t packets = 0;  // route-table write packets
+  uint64_t packets = 0;          // route-table write packets
+  uint64_t vc_rule_packets = 0;  // VC_RULES write packets
   uint64_t eeprom_packets = 0;
   uint64_t verify_packets = 0;
   uint64_t failed = 0;             // requests that failed after retries or were refused

@@ -20,6 +20,13 @@ uint64_t RouteSet::num_writes() const {
   return n;
 }
 
+bool RouteSet::has_vc_rules() const {
+  for (const auto& r : vc_rules)
+    for (uint8_t x : r)
+      if (x != 0) return true;
+  return false;
+}
+
 void RangeCompressor::add(uint16_t dest, PortSet ports, std::vector<RangeWrite>& out) {
   if (ports.none()) return;  // no route: a state no packet enters, so any set will do
   // RT_SELECT's count is 16 bits: a range holds at most 65,535 entries.
@@ -299,7 +306,7 @@ Result<RouteSet> route_updown(const FabricMap& map, const Spec& spec) {
   GALAXY_TRY(spec.check_known({"root"}));
   PortGraph g(map.topology);
   if (g.nrcs.empty())
-    return RouteSet{"updown", std::vector<std::vector<RangeWrite>>(map.num_nodes())};
+    return RouteSet{"updown", std::vector<std::vector<RangeWrite>>(map.num_nodes()), {}};
   std::vector<uint32_t> roots;
   if (spec.has("root")) {
     auto chip = spec.get_int("root", 0, 0, 65534);

@@ -2,7 +2,7 @@
 // the per-input-port route tables of allowed output-port sets (adaptive routing), expressed as
 // the range writes that the RT_SELECT / RT_DATA registers take (docs/registers.md "Route
 // tables"), and verify them: every NIC reaches every NIC whatever allowed port the chips pick,
-// no loops, and an acyclic channel-dependency graph (deadlock freedom on the one data VC).
+// no loops, and an acyclic channel-dependency graph over (link, VC class) (deadlock freedom).
 //
 // Engines are plug-ins in a name-keyed registry (`routing_engines()`), each describing its
 // parameters:
@@ -11,8 +11,9 @@
 //   fattree  up*/down* with ranks = distance from the NIC-bearing NRCs, balanced over every
 //            parallel up-link; plus a last-hops detour through a "middle" NRC (routing.cc)
 //            that TH-2's 6-NRC bottom switches need. Deadlock free on th2 and k-ary fat trees.
-//   dor      dimension order on mesh/torus (builder port convention); one VC, so a torus is
-//            reported not deadlock free.
+//   dor      dimension order on mesh/torus (builder port convention); on a torus each
+//            dimension is a ring whose wrap-around link is a dateline (class 1 VCs beyond it,
+//            chip/data_vc.h), so tori are deadlock free too.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +46,15 @@ struct RangeWrite {
 struct RouteSet {
   std::string engine;
   std::vector<std::vector<RangeWrite>> writes;  // node -> its writes
+  // node -> the VC rule of each of its ports (chip/data_vc.h: datelines and rings), loaded into
+  // its VC_RULES registers; empty where the engine sets none (the ports keep theirs: power-on,
+  // one ring and no dateline). Engines that route rings (dor on tori) set them.
+  std::vector<std::vector<uint8_t>> vc_rules;
   uint64_t num_writes() const;
+  uint8_t vc_rule(uint32_t node, uint32_t port) const {
+    return node < vc_rules.size() && port < vc_rules[node].size() ? vc_rules[node][port] : 0;
+  }
+  bool has_vc_rules() const;
 };
 
 using RoutingEngineFn = std::function<Result<RouteSet>(const FabricMap&, const Spec&)>;
@@ -81,8 +90,8 @@ struct RouteCheck {
   uint64_t reachable_pairs = 0;       // pairs delivered whatever allowed port each NRC picks
   uint64_t loops = 0;                 // destinations whose next-hop graph has a cycle
   uint64_t misrouted = 0;             // destinations where a path dead-ends or reaches another NIC
-  bool deadlock_free = false;         // channel-dependency graph acyclic (one data VC)
-  uint64_t channels = 0;              // directed NRC-to-NRC links carrying traffic
+  bool deadlock_free = false;         // channel-dependency graph acyclic
+  uint64_t channels = 0;              // (directed NRC-to-NRC link, VC class) carrying traffic
   uint64_t dependencies = 0;          // edges of the channel-dependency graph
   uint32_t max_path_nrcs = 0;         // longest routed path, in NRCs
   std::vector<std::string> problems;  // the first few, readable

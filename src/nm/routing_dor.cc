@@ -2,8 +2,12 @@
 // are recovered from the port convention of the mesh/torus builders (docs/topologies.md):
 // NICs on ports 0..nics-1, then -x, +x, -y, +y, -z, +z. A dimension whose +d walk from the
 // origin comes back to it wraps (torus); the shorter way round is taken (ties: +d).
-// One data VC: a torus ring has a cyclic channel dependency that DOR cannot break without a
-// second (dateline) VC, so verify_routes reports tori as not deadlock free — honestly.
+// Deadlock freedom on a torus: each ring has a cyclic channel dependency that DOR alone cannot
+// break. Its wrap-around link is a dateline: a packet crossing it moves to the VCs of class 1,
+// and a packet turning into the next dimension starts again in class 0 (each dimension is its
+// own ring; chip/data_vc.h). Minimal routes cross a dateline at most once per dimension, so
+// neither class closes a cycle (Dally and Seitz); verify_routes checks it over (link, class).
+// `datelines=0` leaves them out (every packet on class 0), for comparison.
 //
 // The order of the dimensions is free (any fixed order is deadlock free on a mesh), and it
 // decides how many range writes the tables take: at an NRC, every destination whose coordinate
@@ -19,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "chip/data_vc.h"
 #include "nm/routing_internal.h"
 
 namespace galaxy::nm::detail {
@@ -154,7 +159,9 @@ Result<std::vector<uint32_t>> dimension_order(const FabricMap& map, const PortGr
 }  // namespace
 
 Result<RouteSet> route_dor(const FabricMap& map, const Spec& spec) {
-  GALAXY_TRY(spec.check_known({"nics", "order"}));
+  GALAXY_TRY(spec.check_known({"nics", "order", "datelines"}));
+  auto datelines = spec.get_int("datelines", 1, 0, 1);
+  GALAXY_TRY(datelines);
   PortGraph g(map.topology);
   uint32_t auto_nics = 0;
   for (uint32_t v : g.nrcs) {
@@ -192,6 +199,25 @@ Result<RouteSet> route_dor(const FabricMap& map, const Spec& spec) {
         }
       });
   rs.engine = "dor";
+  const bool wraps = std::find(gr.wrap, gr.wrap + gr.dims, true) != gr.wrap + gr.dims;
+  if (*datelines && wraps) {
+    // Each dimension's ports form ring d + 1 (NIC ports ring 0); the link from the last
+    // coordinate to the first, either way round, is the dateline.
+    rs.vc_rules.assign(map.num_nodes(), {});
+    for (uint32_t v : g.nrcs) {
+      if (gr.coord[v][0] == kInf) continue;
+      auto& rules = rs.vc_rules[v];
+      rules.assign(g.ports(v), 0);
+      for (uint32_t d = 0; d < gr.dims; ++d)
+        for (uint32_t dir = 0; dir < 2; ++dir) {
+          const uint32_t port = gr.nics + 2 * d + dir;
+          if (step(g, v, port) == fabric::kNoNode) continue;
+          const bool dateline =
+              gr.wrap[d] && (dir == 1 ? gr.coord[v][d] == gr.size[d] - 1 : gr.coord[v][d] == 0);
+          rules[port] = chip::vc_rule(dateline, static_cast<uint8_t>(d + 1));
+        }
+    }
+  }
   return rs;
 }
 

@@ -1,14 +1,17 @@
 // Verification of a RouteSet as the chips hold it. For every destination NIC, the states of a
-// packet are (NRC, class of input port) — input ports that every write treats alike share one
-// table — and the next-hop graph over them must be acyclic with every path, whichever allowed
-// port each NRC picks, ending at that NIC. The channel-dependency graph (Dally and Seitz) has
-// a node per directed NRC-to-NRC link and an edge c1 -> c2 when a packet for some destination
-// can arrive over c1 and leave over c2; acyclic (Kahn) means no deadlock on the one data VC.
+// packet are (NRC, class of input port) — input ports that every write treats alike, with the
+// same VC rule, share one table — and the next-hop graph over them must be acyclic with every
+// path, whichever allowed port each NRC picks, ending at that NIC. The channel-dependency graph
+// (Dally and Seitz) has a node per (directed NRC-to-NRC link, VC class) and an edge c1 -> c2
+// when a packet for some destination can arrive over c1 and leave over c2; the class a packet
+// leaves in is chip::next_vc_class of the ports' VC rules, the NRC's own rule. Acyclic (Kahn)
+// means no deadlock. Without VC rules every packet stays in class 0: one node per link.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <bit>
 
+#include "chip/data_vc.h"
 #include "nm/routing_internal.h"
 
 namespace galaxy::nm {
@@ -29,7 +32,8 @@ struct Range {
 struct Tables {
   std::vector<uint32_t> state_of_slot;  // NRC port slot -> state (kInf for NIC ports)
   std::vector<uint32_t> node_of_state;
-  std::vector<uint32_t> range_begin;  // state -> ranges [begin, end)
+  std::vector<uint8_t> rule_of_state;  // the VC rule of its input ports
+  std::vector<uint32_t> range_begin;   // state -> ranges [begin, end)
   std::vector<uint32_t> range_end;
   std::vector<Range> ranges;
 };
@@ -44,6 +48,8 @@ Tables build_tables(const FabricMap& map, const PortGraph& g, const RouteSet& rs
     for (uint32_t i = 0; i < w.size(); ++i)
       for (uint32_t p = 0; p < g.ports(v); ++p)
         if (w[i].inputs.test(p)) sig[p].push_back(i);
+    for (uint32_t p = 0; p < g.ports(v); ++p)
+      if (const uint8_t r = rs.vc_rule(v, p)) sig[p].push_back(0x80000000u | r);
     std::vector<uint32_t> rep;  // representative port per state of v
     for (uint32_t p = 0; p < g.ports(v); ++p) {
       uint32_t found = detail::kInf;
@@ -57,10 +63,12 @@ Tables build_tables(const FabricMap& map, const PortGraph& g, const RouteSet& rs
     }
     for (uint32_t r : rep) {
       t.node_of_state.push_back(v);
+      t.rule_of_state.push_back(rs.vc_rule(v, r));
       t.range_begin.push_back(static_cast<uint32_t>(t.ranges.size()));
       std::vector<Range> rr;
       for (uint32_t i : sig[r])
-        rr.push_back({w[i].first_dest, uint32_t{w[i].first_dest} + w[i].count, w[i].ports});
+        if (!(i & 0x80000000u))
+          rr.push_back({w[i].first_dest, uint32_t{w[i].first_dest} + w[i].count, w[i].ports});
       std::sort(rr.begin(), rr.end(),
                 [](const Range& a, const Range& b) { return a.first < b.first; });
       for (size_t i = 1; i < rr.size(); ++i)
@@ -100,8 +108,16 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
   std::vector<uint8_t> color(states), good(states);
   std::vector<PortSet> set(states);
   std::vector<uint32_t> height(states);
-  std::vector<PortSet> dep(g.peer.size());  // channel slot -> out ports at its far end
-  std::vector<uint8_t> used(g.peer.size(), 0);
+  // Channels: (link slot, VC class) as slot * K + class. dep: the out ports at the link's far
+  // end that packets arriving over it in that class take.
+  const bool by_class = rs.has_vc_rules();
+  const uint32_t K = by_class ? chip::kDataVcClasses : 1;
+  std::vector<PortSet> dep(g.peer.size() * K);
+  std::vector<uint8_t> used(g.peer.size() * K, 0);
+  std::vector<uint32_t> finished;  // by_class: the states in the order the search left them
+  std::vector<uint32_t> sources;
+  std::vector<uint8_t> classes_in(by_class ? states : 0);  // by_class: bit c: arrives in class c
+  bool any_loop = false;
   struct Frame {
     uint32_t state;
     PortSet todo;
@@ -171,6 +187,7 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
     for (const auto& [schip, snode] : nics) {
       if (snode == dnode || g.nic_nrc[snode] == fabric::kNoNode) continue;
       uint32_t s0 = t.state_of_slot[g.base[g.nic_nrc[snode]] + g.nic_port[snode]];
+      if (by_class) sources.push_back(s0);
       if (epoch[s0] != di) {
         discover(s0);
         stack.push_back({s0, set[s0]});
@@ -180,6 +197,7 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
           uint32_t x = f.state, v = t.node_of_state[x];
           if (f.todo.none()) {
             color[x] = kBlack;
+            if (by_class) finished.push_back(x);
             stack.pop_back();
             if (!stack.empty()) {
               uint32_t parent = stack.back().state;
@@ -206,8 +224,10 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
           }
           uint32_t child = t.state_of_slot[g.base[w] + g.peer_port[slot]];
           if (epoch[child] != di) discover(child);
-          used[slot] = 1;
-          dep[slot] |= set[child];
+          if (!by_class) {
+            used[slot] = 1;
+            dep[slot] |= set[child];
+          }
           if (color[child] == kGray) {
             good[x] = 0;
             if (!loop)
@@ -228,22 +248,54 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
         out.max_path_nrcs = std::max(out.max_path_nrcs, height[s0]);
       }
     }
+    if (by_class && !loop) {
+      // The classes packets for this destination arrive in, states in topological order (the
+      // reverse of the order the search left them): from the NICs in class 0, then as each
+      // NRC's VC rules move them.
+      for (uint32_t x : finished) classes_in[x] = 0;
+      for (uint32_t s : sources) classes_in[s] = 1;
+      for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
+        const uint32_t x = *it, v = t.node_of_state[x];
+        if (!classes_in[x]) continue;
+        for (PortSet s = set[x]; s; s = s.without_lowest()) {
+          const auto p = static_cast<uint32_t>(s.lowest());
+          const uint32_t slot = g.base[v] + p;
+          if (p >= g.ports(v) || !g.nrc_peer(slot)) continue;
+          const uint32_t child = t.state_of_slot[g.base[g.peer[slot]] + g.peer_port[slot]];
+          for (uint8_t c = 0; c < K; ++c) {
+            if (!(classes_in[x] & (1u << c))) continue;
+            const uint8_t on_link = chip::next_vc_class(c, t.rule_of_state[x], rs.vc_rule(v, p));
+            used[slot * K + on_link] = 1;
+            dep[slot * K + on_link] |= set[child];
+            classes_in[child] = static_cast<uint8_t>(classes_in[child] | (1u << on_link));
+          }
+        }
+      }
+    }
+    finished.clear();
+    sources.clear();
+    any_loop = any_loop || loop;
     out.loops += loop;
     out.misrouted += misrouted;
     last = {delivers, dswitch, out.reachable_pairs - reachable_before, loop, misrouted};
   }
 
   // Kahn's algorithm over the channels that carry traffic.
-  std::vector<uint32_t> indeg(g.peer.size(), 0);
+  const auto num_channels = static_cast<uint32_t>(dep.size());
+  std::vector<uint32_t> indeg(num_channels, 0);
   auto for_each_dep = [&](uint32_t c, auto&& fn) {
-    uint32_t w = g.peer[c];
+    const uint32_t slot = c / K;
+    const auto cls = static_cast<uint8_t>(c % K);
+    const uint32_t w = g.peer[slot];
+    const uint8_t in_rule = rs.vc_rule(w, g.peer_port[slot]);
     for (PortSet s = dep[c]; s; s = s.without_lowest()) {
       uint32_t p = static_cast<uint32_t>(s.lowest());
       uint32_t next = g.base[w] + p;
-      if (p < g.ports(w) && g.nrc_peer(next)) fn(next);
+      if (p < g.ports(w) && g.nrc_peer(next))
+        fn(next * K + (K == 1 ? 0 : chip::next_vc_class(cls, in_rule, rs.vc_rule(w, p))));
     }
   };
-  for (uint32_t c = 0; c < g.peer.size(); ++c) {
+  for (uint32_t c = 0; c < num_channels; ++c) {
     if (!used[c]) continue;
     ++out.channels;
     for_each_dep(c, [&](uint32_t next) {
@@ -252,7 +304,7 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
     });
   }
   std::vector<uint32_t> ready;
-  for (uint32_t c = 0; c < g.peer.size(); ++c)
+  for (uint32_t c = 0; c < num_channels; ++c)
     if (used[c] && indeg[c] == 0) ready.push_back(c);
   uint64_t removed = 0;
   while (!ready.empty()) {
@@ -263,7 +315,8 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
       if (--indeg[next] == 0 && used[next]) ready.push_back(next);
     });
   }
-  out.deadlock_free = removed == out.channels;
+  // (A loop leaves a destination's classes unknown: no claim then.)
+  out.deadlock_free = removed == out.channels && !(by_class && any_loop);
   if (!out.deadlock_free)
     problem(fmt::format("channel-dependency graph has a cycle among {} of {} channels",
                         out.channels - removed, out.channels));

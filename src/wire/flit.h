@@ -60,5 +60,14 @@ Result<Flit> decode_flit(std::span<const uint8_t> bytes);
 inline uint8_t flit_vc(std::span<const uint8_t> bytes) {
   return bytes.empty() ? 0 : static_cast<uint8_t>((bytes[0] >> 2) & 7u);
 }
+// Moves a packet to VC `vc` (an NRC changing its class, chip/data_vc.h): every flit's VC field,
+// in flits or in the flit-encoded bytes of the whole packet. No CRC covers the field.
+inline void set_flits_vc(std::span<Flit> flits, uint8_t vc) {
+  for (Flit& f : flits) f.vc = vc;
+}
+inline void set_flits_vc(std::span<uint8_t> packet_bytes, uint8_t vc) {
+  for (size_t i = 0; i + kFlitBytes <= packet_bytes.size(); i += kFlitBytes)
+    packet_bytes[i] = static_cast<uint8_t>((packet_bytes[i] & ~(7u << 2)) | ((vc & 7u) << 2));
+}
 
 }  // namespace galaxy::wire

@@ -207,6 +207,49 @@ TEST(NrcTest, FixedChoiceIgnoresTheLoad) {
 
 // What an NRC sends itself (a refusal) goes straight to a neighbour it names, else by the first
 // input port's table, from the port it answers through, that leads somewhere usable.
+// VC classes (chip/data_vc.h): the rule each port holds in VC_RULES moves a packet to class 1
+// over a dateline and back to class 0 where it changes ring; each kind keeps its own VC.
+TEST(NrcTest, VcRulesMovePacketsBetweenClasses) {
+  using wire::PacketKind;
+  EXPECT_EQ(data_vc(PacketKind::kRdmaWrite, 0), 0);
+  EXPECT_EQ(data_vc(PacketKind::kRdmaReadResponse, 0), 1);
+  EXPECT_EQ(data_vc(PacketKind::kAck, 0), 2);
+  EXPECT_EQ(data_vc(PacketKind::kMp, 1), 4);
+  EXPECT_EQ(data_vc(PacketKind::kRdmaReadRequest, 1), 4);
+  EXPECT_EQ(data_vc(PacketKind::kRdmaReadResponse, 1), 5);
+  EXPECT_EQ(data_vc(PacketKind::kAck, 1), 5);
+  Nrc n(36);  // three registers' worth of ports
+  for (uint8_t p = 0; p < 36; ++p) EXPECT_EQ(n.vc_rule(p), 0) << "power-on: no rules";
+  EXPECT_EQ(n.data_vc_out(PacketKind::kRdmaWrite, 0, 1, 2), 0);
+  // Port 2: ring 1, dateline; port 3: ring 1; port 4: ring 2; port 33: ring 1, dateline.
+  const uint64_t w0 = (uint64_t{vc_rule(true, 1)} << 8) | (uint64_t{vc_rule(false, 1)} << 12) |
+                      (uint64_t{vc_rule(false, 2)} << 16);
+  const uint64_t w2 = uint64_t{vc_rule(true, 1)} << 4;
+  ASSERT_EQ(n.check_write(reg::kVcRules, w0), wire::NmpError::kNone);
+  n.write_register(reg::kVcRules, w0);
+  n.write_register(reg::kVcRules + 2, w2);
+  EXPECT_EQ(n.read_register(reg::kVcRules).value, w0);
+  EXPECT_EQ(n.vc_rule(2), vc_rule(true, 1));
+  EXPECT_EQ(n.vc_rule(33), vc_rule(true, 1));
+  // Into the dateline: class 1, whatever the class before; along the ring: kept; a turn into
+  // another ring: class 0 again.
+  EXPECT_EQ(n.data_vc_out(PacketKind::kRdmaWrite, 0, 3, 2), 4);
+  EXPECT_EQ(n.data_vc_out(PacketKind::kAck, 2, 3, 33), 5);
+  EXPECT_EQ(n.data_vc_out(PacketKind::kRdmaWrite, 4, 3, 3), 4);
+  EXPECT_EQ(n.data_vc_out(PacketKind::kRdmaReadResponse, 5, 3, 4), 1);
+  EXPECT_EQ(n.data_vc_out(PacketKind::kAck, 5, 3, 4), 2) << "the kind picks the class-0 VC";
+  EXPECT_EQ(n.data_vc_out(PacketKind::kRdmaWrite, 0, 0, 3), 0) << "from a NIC's ring 0";
+  // A rule for a port the switch does not have is refused, and changes nothing.
+  EXPECT_EQ(n.check_write(reg::kVcRules + 2, uint64_t{1} << 16), wire::NmpError::kBadValue);
+  EXPECT_EQ(n.check_write(reg::kVcRules + 3, 1), wire::NmpError::kBadValue);
+  EXPECT_EQ(n.read_register(reg::kVcRules + 2).value, w2);
+  EXPECT_EQ(n.check_write(reg::kVcRules + reg::kVcRulesWords, 0),
+            wire::NmpError::kAddressOutOfRange);
+  Nrc th2;  // 24 ports: the second register holds ports 16-23
+  EXPECT_EQ(th2.check_write(reg::kVcRules + 1, 0xFFFFFFFFull), wire::NmpError::kNone);
+  EXPECT_EQ(th2.check_write(reg::kVcRules + 1, 0x1FFFFFFFFull), wire::NmpError::kBadValue);
+}
+
 TEST(NrcTest, ItsOwnPacketsGoToANeighbourOrByTheFirstTableThatLeadsOn) {
   Nrc n;
   for (uint8_t p = 0; p < 24; ++p)

@@ -64,9 +64,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"th2:cabinets=3", "updown", true}, Case{"mesh:3x3", "dor", true},
                       Case{"mesh:3x3", "updown", true}, Case{"mesh:3x3,nics=2", "dor", true},
                       Case{"mesh:3x3", "minhop", false},  // all minimal turns: a cycle
-                      Case{"torus:4x4", "dor", false},    // one VC on a ring
+                      Case{"torus:4x4", "dor", true},     // datelines: two VC classes per ring
+                      Case{"torus:4x4", "dor:datelines=0", false},  // one class on a ring
                       Case{"torus:4x4", "updown", true}, Case{"torus:4x4", "minhop", false},
-                      Case{"torus:5x4", "dor", false},
+                      Case{"torus:5x4", "dor", true}, Case{"torus:5x4", "dor:datelines=0", false},
+                      Case{"torus:4x4x4", "dor", true}, Case{"torus:6x3x5,nics=2", "dor", true},
                       // Rings of 3: the shorter way is never more than one hop, no cycle.
                       Case{"torus:3x3x3", "dor", true}, Case{"dragonfly", "updown", true},
                       Case{"dragonfly", "fattree", true}, Case{"line:n=5", "minhop", true},
@@ -96,6 +98,39 @@ TEST(RoutingTest, FatTreeOnTh2IsMinimalAndBalanced) {
   EXPECT_EQ(set, 0x1Fu << 8) << "ports 8-12 are the uplinks";
   // Few writes per NRC: the tables compress into ranges.
   EXPECT_LT(rs.num_writes(), 20 * map.topology.num_nrcs());
+}
+
+// The verifier follows each packet's VC class through the rules: a dateline in the wrong place,
+// or a ring that never resets, closes a cycle again.
+TEST(RoutingTest, DatelinesAreCheckedOverLinkAndClass) {
+  FabricMap map = map_of("torus:4x4");
+  auto rs = compute_routes(map, "dor").value();
+  ASSERT_TRUE(verify_routes(map, rs).deadlock_free);
+  // Every NRC port in a ring has a rule; exactly one link each way of each ring is a dateline.
+  uint64_t datelines = 0;
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    for (uint32_t p = 0; p < rs.vc_rules[v].size(); ++p)
+      datelines += (rs.vc_rule(v, p) & chip::kVcRuleDateline) != 0;
+  EXPECT_EQ(datelines, 2u * 2u * 4u) << "2 dimensions x 2 directions x 4 rings";
+  // Dropping one ring's dateline in one direction leaves that ring one class: a cycle.
+  RouteSet one_less = rs;
+  bool dropped = false;
+  for (uint32_t v = 0; v < map.num_nodes() && !dropped; ++v)
+    for (uint8_t& r : one_less.vc_rules[v])
+      if ((r & chip::kVcRuleDateline) && !dropped) {
+        r = static_cast<uint8_t>(r & ~chip::kVcRuleDateline);
+        dropped = true;
+      }
+  ASSERT_TRUE(dropped);
+  RouteCheck check = verify_routes(map, one_less);
+  EXPECT_FALSE(check.deadlock_free);
+  EXPECT_EQ(check.reachable_pairs, check.nic_pairs) << "the routes themselves are unchanged";
+  // One ring for every port (no reset at a turn): class 1 packets of the first dimension keep
+  // class 1 into the second, whose dateline then does not separate them: a cycle.
+  RouteSet one_ring = rs;
+  for (auto& rules : one_ring.vc_rules)
+    for (uint8_t& r : rules) r = chip::vc_rule(r & chip::kVcRuleDateline, 1);
+  EXPECT_FALSE(verify_routes(map, one_ring).deadlock_free);
 }
 
 TEST(RoutingTest, HandMadeLoopIsDetected) {

@@ -97,8 +97,7 @@ void set_reason(char* dst, size_t n, const char* src) {
 RdmaFailure rdma_failure(uint16_t id, OpCode op) {
   switch (id) {
     case kErrOpTimeout:
-      return {OpStatus::kTimeout,
-              "no answer from the target within the timeout"};
+      return {OpStatus::kTimeout, "no answer from the target within the timeout"};
     case kErrMemoryOwnerGone:
     case kErrMpOwnerGone:
       return {OpStatus::kPeerDead, "target process is gone"};
@@ -741,6 +740,7 @@ bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:
       wire::set_data_hops(packet_bytes_, f.hops_passed);
+      to_vc_class(packet_bytes_, f.vc_class);
       queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, packet_bytes_.data(),
                  packet_bytes_.size());
       return true;
@@ -757,6 +757,12 @@ bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::
   }
   discard_data(f, flits[0]);  // a transfer's own packet: the transfer fails or times out
   return false;
+}
+
+void FabricDaemon::to_vc_class(std::span<uint8_t> packet_bytes, uint8_t vc_class) {
+  if (chip::vc_class_of(wire::flit_vc(packet_bytes)) == vc_class) return;
+  if (auto head = chip::routable_head(packet_bytes))
+    wire::set_flits_vc(packet_bytes, chip::data_vc(head->kind, vc_class));
 }
 
 void FabricDaemon::discard_data(const Forwarded& f, const wire::Flit& head_flit) {
@@ -790,6 +796,7 @@ void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPac
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:
       wire::set_data_hops(bytes, f.hops_passed);
+      to_vc_class(bytes, f.vc_class);
       queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, bytes.data(),
                  bytes.size());
       return;
@@ -946,7 +953,9 @@ void FabricDaemon::sync_counters(uint32_t chip) {
     ps.dirty_discards = pc.rx.discards.load(std::memory_order_relaxed);
     auto it = link_by_port_.find(port_key(chip, p));
     if (it != link_by_port_.end()) {
-      const LinkStats ls = links_[it->second].stats();
+      const HostLink& hl = links_[it->second];
+      for (uint8_t v = 0; v < wire::kNumVcs; ++v) ps.vc.tx_packets[v] = hl.lanes[v].items_sent;
+      const LinkStats ls = hl.stats();
       ps.retransmissions = ls.retransmissions;
       ps.crc_errors = ls.crc_errors;
       ps.handshakes = ls.handshakes;
@@ -984,6 +993,7 @@ void FabricDaemon::export_routes(uint32_t chip) {
   for (uint8_t p = 0; p < nrc.num_ports(); ++p) {
     RouteCell* row = seg_->route_row(local, p);
     for (uint32_t d = 0; d < n; ++d) row[d].store(nrc.allowed_ports(p, d));
+    seg_->peer(chip, p).vc_rule.store(nrc.vc_rule(p), std::memory_order_relaxed);
   }
   seg_->header().route_generation.fetch_add(1, std::memory_order_release);
 }
@@ -1015,6 +1025,7 @@ void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, ui
   std::memcpy(l.batch.data() + at, &h, sizeof h);
   std::memcpy(l.batch.data() + at + sizeof h, body, body_len);
   if (data_len) std::memcpy(l.batch.data() + at + sizeof h + body_len, data, data_len);
+  ++l.items_sent;
   ++stats_.items_sent;
 }
 
@@ -1095,11 +1106,13 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
     ++stats_.dropped;
     return true;
   }
-  Forwarded f = forward_arrived(*seg_, chip, in_port, head->dest_node, t, nullptr, head->hops);
+  Forwarded f = forward_arrived(*seg_, chip, in_port, head->dest_node, t, nullptr, head->hops,
+                                chip::vc_class_of(head->vc));
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:  // onwards to a third host, with the NRCs passed here
       packet_bytes_.assign(bytes.begin(), bytes.end());
       wire::set_data_hops(packet_bytes_, f.hops_passed);
+      to_vc_class(packet_bytes_, f.vc_class);
       queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, packet_bytes_.data(),
                  packet_bytes_.size());
       return true;

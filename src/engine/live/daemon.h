@@ -134,6 +134,7 @@ class FabricDaemon {
     std::deque<std::vector<uint8_t>> out_frames;  // full frames waiting for the window
     std::deque<std::vector<uint8_t>> held;  // delivered frames not processed yet (backpressure)
     size_t held_offset = 0;
+    uint64_t items_sent = 0;  // packets put on this VC (the port's VCn_TX_PACKETS)
   };
   struct HostLink {
     uint32_t chip = 0;  // local end
@@ -199,6 +200,8 @@ class FabricDaemon {
   bool deliver_mp(uint32_t nic, const wire::DataPacket& mp);
   // A data packet that stopped where `f` says (no usable output, a link down) is discarded
   // there; an MP is answered with a refusal sent back from that chip (chip/refusal.h).
+  // Moves a data packet leaving the host to the VCs of the class its path ends in.
+  static void to_vc_class(std::span<uint8_t> packet_bytes, uint8_t vc_class);
   void discard_data(const Forwarded& f, const wire::Flit& head_flit);
   // A packet local chip `chip` sends itself, answering through `in_port`: a NIC takes it at
   // once, an NRC routes it (originate) onto its way.

@@ -1,5 +1,6 @@
 #include "engine/live/forward.h"
 
+#include "chip/data_vc.h"
 #include "chip/forwarding.h"
 #include "wire/mgmt.h"
 
@@ -102,8 +103,9 @@ int route_at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest, const 
 
 Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
                           const wire::Traffic& t, std::vector<CounterLine*>* record,
-                          uint8_t hops_passed) {
+                          uint8_t hops_passed, uint8_t vc_class) {
   Forwarded r;
+  r.vc_class = vc_class;
   for (unsigned hop = 0;; ++hop) {
     count_rx(seg, chip, in_port, t, record);
     r.chip = chip;
@@ -123,6 +125,9 @@ Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t
     const int out = route_at(seg, chip, in_port, dest, t, record == nullptr, r);
     if (out < 0) return r;
     PeerInfo& link = seg.peer(chip, static_cast<uint32_t>(out));
+    r.vc_class = chip::next_vc_class(
+        r.vc_class, seg.peer(chip, in_port).vc_rule.load(std::memory_order_relaxed),
+        link.vc_rule.load(std::memory_order_relaxed));
     count_tx(seg, chip, static_cast<uint8_t>(out), t, record);
     if (link.crosses_hosts) {
       r.kind = Forwarded::Kind::kLeavesHost;

@@ -27,6 +27,9 @@ struct Forwarded {
   // NRCs passed in all, those before this host included: the head's hop count when the packet
   // leaves the host (kLeavesHost), wire::set_data_hops.
   uint8_t hops_passed = 0;
+  // The class of data VCs the packet is in (chip/data_vc.h): where it leaves the host, the one
+  // it crosses the link in.
+  uint8_t vc_class = 0;
 };
 
 // From a local chip out of `out_port` (a NIC sends out of port 0) towards the NIC `dest`.
@@ -36,10 +39,10 @@ struct Forwarded {
 Forwarded forward(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest,
                   const wire::Traffic& t, std::vector<CounterLine*>* record = nullptr);
 // A packet that came in over a link from another host at local chip `chip`, port `in_port`,
-// having passed `hops_passed` NRCs (its head's hop count).
+// having passed `hops_passed` NRCs (its head's hop count), in VC class `vc_class`.
 Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
                           const wire::Traffic& t, std::vector<CounterLine*>* record = nullptr,
-                          uint8_t hops_passed = 0);
+                          uint8_t hops_passed = 0, uint8_t vc_class = 0);
 // A packet local NRC `chip` itself sends (a refusal, chip/refusal.h), routed by the table of
 // `in_port`, the port through which it answers.
 Forwarded originate(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,

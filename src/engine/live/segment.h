@@ -25,7 +25,7 @@
 namespace galaxy::live {
 
 inline constexpr uint64_t kSegmentMagic = 0x4753594c4158414bull;
-inline constexpr uint32_t kSegmentVersion = 2;
+inline constexpr uint32_t kSegmentVersion = 3;
 inline constexpr uint32_t kMpqDepth = 1024;
 inline constexpr uint32_t kCqDepth = 1024;
 inline constexpr uint32_t kEgressDepth = 4096;
@@ -315,7 +315,7 @@ struct PeerInfo {
   uint8_t port;
   std::atomic<uint8_t> up;
   uint8_t crosses_hosts;
-  uint8_t reserved;
+  std::atomic<uint8_t> vc_rule;  // the port's VC rule (chip/data_vc.h), as its NRC holds it
 };
 
 struct SegHeader {

@@ -116,14 +116,14 @@ void SimFabric::release_input(uint32_t slot, Time at) {
   const uint32_t node = p.held_node;
   p.held_node = fabric::kNoNode;
   const auto flits = flits_of(p);
-  if (!chips_[node]->port(p.in_port).vc.buffered.give(p.vc, flits)) {
+  if (!chips_[node]->port(p.in_port).vc.buffered.give(p.held_vc, flits)) {
     ++stats_.credit_violations;
     return;
   }
   const Output& back = outputs_[port_base_[node] + p.in_port];
   if (back.peer_node == fabric::kNoNode) return;
   schedule(at + timing_.link_latency, kCredit,
-           (uint64_t{back.epoch} << 32) | (uint64_t{p.vc} << 16) | flits, back.peer_node,
+           (uint64_t{back.epoch} << 32) | (uint64_t{p.held_vc} << 16) | flits, back.peer_node,
            back.peer_port);
 }
 
@@ -515,6 +515,7 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
       return;
     }
     p.held_node = node;
+    p.held_vc = p.vc;
   }
   if (p.mgmt) {
     chip::MgmtArrival a = chip::accept_mgmt(c, in_port, p.bytes);
@@ -547,6 +548,8 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
       return;
     }
     wire::set_data_hops(p.flits[0], static_cast<uint8_t>(head->hops + 1));
+    const uint8_t vc = nrc(node).data_vc_out(head->kind, head->vc, in_port, *out);
+    if (vc != head->vc) wire::set_flits_vc(std::span(p.flits).first(p.nflits), vc);
     transmit(node, *out, slot);
     return;
   }

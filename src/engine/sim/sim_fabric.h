@@ -127,7 +127,9 @@ class SimFabric final : private EventHandler {
     uint8_t vp = 0;
     uint8_t nflits = 0;     // data: flits in use
     uint8_t in_port = 0;    // the port it last arrived on (an NRC answers a discard through it)
-    uint8_t vc = 0;         // its virtual channel (management: VC3)
+    uint8_t vc = 0;         // its virtual channel on the link it crosses (management: VC3)
+    uint8_t held_vc = 0;    // the VC whose room it holds in held_node's buffer (an NRC may
+                            // send it on in another class, chip/data_vc.h)
     uint16_t epoch = 0;     // the link's training epoch when it was sent (stale: lost with it)
     bool injected = false;  // put on a link by inject_data: no sender took credits for it
     uint32_t held_node = fabric::kNoNode;  // holds room in this chip's buffer of in_port
