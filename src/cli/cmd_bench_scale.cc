@@ -37,7 +37,7 @@ const std::vector<Family>& families() {
         "fattree:k=32,levels=3", "fattree:k=40,levels=3", "fattree:k=48,levels=3"},
        "3-level k-ary fat trees, 128 to 27,648 NICs (switches of 8 to 48 ports)"},
       {"dragonfly",
-       "updown",
+       "dragonfly",
        {"dragonfly:a=4,p=2,h=2", "dragonfly:a=8,p=4,h=4", "dragonfly:a=12,p=6,h=6",
         "dragonfly:a=16,p=8,h=8"},
        "dragonflies of a*h+1 groups, 72 to 16,512 NICs"},
@@ -45,6 +45,10 @@ const std::vector<Family>& families() {
        "dor",
        {"mesh:4x4x4", "mesh:5x5x5", "mesh:6x6x6", "mesh:7x7x7"},
        "3-D meshes managed from a corner (at most 20 NRC hops away), 64 to 343 NICs"},
+      {"torus",
+       "dor",
+       {"torus:6x6x6", "torus:8x8x8", "torus:10x10x10", "torus:12x12x12"},
+       "3-D tori with datelines, 216 to 1,728 NICs (at most 18 NRC hops from the server)"},
   };
   return f;
 }

@@ -391,14 +391,21 @@ Registry<RoutingEngineFn> make_registry() {
          {},
          route_fattree});
   r.add({"dor",
-         "dimension order for mesh/torus (ports as the mesh/torus builders wire them); one VC: "
-         "a torus is not deadlock free",
+         "dimension order for mesh/torus (ports as the mesh/torus builders wire them); on a "
+         "torus each ring's wrap-around link is a dateline (VC class 1 beyond it); deadlock free",
          {{"nics", "int", "auto", "NICs per router (ports 0..nics-1)"},
           {"order", "string", "auto",
            "dimensions in routing order, e.g. xyz; auto: slowest-varying in chip-id order first "
-           "(fewest range writes)"}},
+           "(fewest range writes)"},
+          {"datelines", "int", "1", "0: no datelines (one VC class; a torus then deadlocks)"}},
          {},
          detail::route_dor});
+  r.add({"dragonfly",
+         "minimal (local, global, local) on a dragonfly of all-to-all groups of 3 or more "
+         "routers, global links as datelines (VC class 1 beyond them); deadlock free",
+         {},
+         {},
+         detail::route_dragonfly});
   return r;
 }
 

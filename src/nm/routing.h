@@ -14,6 +14,8 @@
 //   dor      dimension order on mesh/torus (builder port convention); on a torus each
 //            dimension is a ring whose wrap-around link is a dateline (class 1 VCs beyond it,
 //            chip/data_vc.h), so tori are deadlock free too.
+//   dragonfly minimal local-global-local on a dragonfly, global links as datelines
+//            (routing_dragonfly.cc); deadlock free, and its ranges follow the groups.
 #pragma once
 
 #include <cstdint>

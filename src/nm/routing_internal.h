@@ -45,5 +45,6 @@ RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t clas
 
 // Engines defined in other files.
 Result<RouteSet> route_dor(const FabricMap& map, const Spec& spec);
+Result<RouteSet> route_dragonfly(const FabricMap& map, const Spec& spec);
 
 }  // namespace galaxy::nm::detail

@@ -56,23 +56,26 @@ TEST_P(EngineTest, RoutesEveryPairAsClaimed) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fabrics, EngineTest,
-    ::testing::Values(Case{"fattree:k=4,levels=3", "fattree", true},
-                      Case{"fattree:k=4,levels=3", "updown", true},
-                      Case{"fattree:k=4,levels=3", "minhop", true},
-                      Case{"fattree:k=4,levels=2", "fattree", true},
-                      Case{"th2:cabinets=3", "fattree", true},
-                      Case{"th2:cabinets=3", "updown", true}, Case{"mesh:3x3", "dor", true},
-                      Case{"mesh:3x3", "updown", true}, Case{"mesh:3x3,nics=2", "dor", true},
-                      Case{"mesh:3x3", "minhop", false},  // all minimal turns: a cycle
-                      Case{"torus:4x4", "dor", true},     // datelines: two VC classes per ring
-                      Case{"torus:4x4", "dor:datelines=0", false},  // one class on a ring
-                      Case{"torus:4x4", "updown", true}, Case{"torus:4x4", "minhop", false},
-                      Case{"torus:5x4", "dor", true}, Case{"torus:5x4", "dor:datelines=0", false},
-                      Case{"torus:4x4x4", "dor", true}, Case{"torus:6x3x5,nics=2", "dor", true},
-                      // Rings of 3: the shorter way is never more than one hop, no cycle.
-                      Case{"torus:3x3x3", "dor", true}, Case{"dragonfly", "updown", true},
-                      Case{"dragonfly", "fattree", true}, Case{"line:n=5", "minhop", true},
-                      Case{"line:n=5", "updown", true}, Case{"line:n=5", "dor", true}),
+    ::testing::Values(
+        Case{"fattree:k=4,levels=3", "fattree", true}, Case{"fattree:k=4,levels=3", "updown", true},
+        Case{"fattree:k=4,levels=3", "minhop", true}, Case{"fattree:k=4,levels=2", "fattree", true},
+        Case{"th2:cabinets=3", "fattree", true}, Case{"th2:cabinets=3", "updown", true},
+        Case{"mesh:3x3", "dor", true}, Case{"mesh:3x3", "updown", true},
+        Case{"mesh:3x3,nics=2", "dor", true},
+        Case{"mesh:3x3", "minhop", false},            // all minimal turns: a cycle
+        Case{"torus:4x4", "dor", true},               // datelines: two VC classes per ring
+        Case{"torus:4x4", "dor:datelines=0", false},  // one class on a ring
+        Case{"torus:4x4", "updown", true}, Case{"torus:4x4", "minhop", false},
+        Case{"torus:5x4", "dor", true}, Case{"torus:5x4", "dor:datelines=0", false},
+        Case{"torus:4x4x4", "dor", true}, Case{"torus:6x3x5,nics=2", "dor", true},
+        // Rings of 3: the shorter way is never more than one hop, no cycle.
+        Case{"torus:3x3x3", "dor", true}, Case{"dragonfly", "updown", true},
+        Case{"dragonfly", "fattree", true}, Case{"dragonfly", "minhop", false},
+        Case{"dragonfly", "dragonfly", true},
+        Case{"dragonfly:a=4,p=2,h=2,g=5", "dragonfly", true},  // pairs joined twice
+        Case{"dragonfly:a=3,p=1,h=1", "dragonfly", true},
+        Case{"dragonfly:a=6,p=3,h=3", "dragonfly", true}, Case{"line:n=5", "minhop", true},
+        Case{"line:n=5", "updown", true}, Case{"line:n=5", "dor", true}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string s = i.param.fabric + "_" + i.param.engine;
       for (char& ch : s)
@@ -131,6 +134,41 @@ TEST(RoutingTest, DatelinesAreCheckedOverLinkAndClass) {
   for (auto& rules : one_ring.vc_rules)
     for (uint8_t& r : rules) r = chip::vc_rule(r & chip::kVcRuleDateline, 1);
   EXPECT_FALSE(verify_routes(map, one_ring).deadlock_free);
+}
+
+// The dragonfly engine: minimal paths (one global link, at most a local hop on either side), its
+// groups found from the links alone, the global links its datelines; without them the same
+// routes close cycles. Few writes: an NRC's destinations in another group are one range.
+TEST(RoutingTest, DragonflyIsMinimalWithGlobalLinksAsDatelines) {
+  FabricMap map = map_of("dragonfly:a=6,p=3,h=3");  // 19 groups of 6 routers
+  auto rs = compute_routes(map, "dragonfly").value();
+  RouteCheck check = verify_routes(map, rs);
+  EXPECT_TRUE(check.deadlock_free);
+  EXPECT_EQ(check.max_path_nrcs, 4u) << "local, global, local";
+  uint64_t datelines = 0, global_links = 0;
+  const auto& t = map.topology;
+  for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+    if (t.is_nic(v)) continue;
+    for (uint8_t p = 0; p < t.num_ports(v); ++p) {
+      auto peer = t.peer({v, p});
+      if (!peer || t.is_nic(peer->node)) continue;
+      // The builder's convention (not the engine's input): ports 3-7 local, 8-10 global.
+      global_links += p >= 3 + 5;
+      datelines += (rs.vc_rule(v, p) & chip::kVcRuleDateline) != 0;
+      EXPECT_EQ((rs.vc_rule(v, p) & chip::kVcRuleDateline) != 0, p >= 8)
+          << "NRC " << v << " port " << int{p};
+    }
+  }
+  EXPECT_EQ(datelines, global_links);
+  EXPECT_LT(rs.num_writes(), 20u * 19u * 6u) << "about a range per group per NRC";
+  RouteSet one_class = rs;
+  one_class.vc_rules.clear();
+  EXPECT_FALSE(verify_routes(map, one_class).deadlock_free);
+  // Not a dragonfly: a clear error naming the groups.
+  auto bad = compute_routes(map_of("fattree:k=4,levels=2"), "dragonfly");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("no global link"), std::string::npos)
+      << bad.error().to_string();
 }
 
 TEST(RoutingTest, HandMadeLoopIsDetected) {
