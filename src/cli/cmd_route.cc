@@ -72,12 +72,20 @@ bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j) {
     auto t4 = Clock::now();
     sim::SimFabric& f = *s.fabric;
     held = nm::check_loaded_tables(
-        map, *routes, [&](uint32_t v, uint8_t p) -> const chip::RouteTable* {
+        map, *routes,
+        [&](uint32_t v, uint8_t p) -> const chip::RouteTable* {
           const uint32_t node = map.chip_id[v];  // the simulated engine's chip id is its node
           if (node >= f.topology().num_nodes() || f.topology().is_nic(node) ||
               p >= f.topology().num_ports(node))
             return nullptr;
           return &f.nrc(node).route_table(p);
+        },
+        [&](uint32_t v, uint8_t p) -> uint8_t {
+          const uint32_t node = map.chip_id[v];
+          return node < f.topology().num_nodes() && !f.topology().is_nic(node) &&
+                         p < f.topology().num_ports(node)
+                     ? f.nrc(node).vc_rule(p)
+                     : 0xFF;  // no such port: never a rule the routes give
         });
     held_ms = ms_since(t4);
     for (const std::string& p : held->problems) check.problems.push_back(p);
@@ -118,6 +126,7 @@ bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j) {
   if (held) {
     j["held_tables_checked"] = held->comparisons;
     j["held_entries_differ"] = held->entries_differ;
+    j["held_vc_rules_differ"] = held->rules_differ;
     j["held_check_ms"] = held_ms;
   }
   if (o.eeprom) {
@@ -184,10 +193,11 @@ void print_text(const nlohmann::json& j) {
       j["load_sim_time_us"].get<double>(), j["load_wall_ms"].get<double>());
   if (j.contains("held_tables_checked"))
     std::printf(
-        "held tables (read through the chip models): %llu compared, %llu entries differ "
-        "(%.0f ms)\n",
+        "held tables (read through the chip models): %llu compared, %llu entries differ, "
+        "%llu VC rules differ (%.0f ms)\n",
         static_cast<unsigned long long>(j["held_tables_checked"].get<uint64_t>()),
         static_cast<unsigned long long>(j["held_entries_differ"].get<uint64_t>()),
+        static_cast<unsigned long long>(j["held_vc_rules_differ"].get<uint64_t>()),
         j["held_check_ms"].get<double>());
   for (const auto& p : j["problems"]) std::printf("  %s\n", p.get<std::string>().c_str());
 }

@@ -6,6 +6,8 @@
 #include <map>
 #include <utility>
 
+#include "chip/data_vc.h"
+
 namespace galaxy::nm {
 
 namespace {
@@ -32,7 +34,7 @@ std::vector<Stretch> stretches(const RouteTable& t) {
 }  // namespace
 
 LoadedCheck check_loaded_tables(const FabricMap& map, const RouteSet& routes,
-                                const LoadedTableFn& loaded) {
+                                const LoadedTableFn& loaded, const LoadedVcRuleFn& rules) {
   LoadedCheck out;
   const fabric::Topology& t = map.topology;
   std::vector<uint32_t> nic_ids;  // sorted NIC chip ids: the destinations packets carry
@@ -51,6 +53,22 @@ LoadedCheck check_loaded_tables(const FabricMap& map, const RouteSet& routes,
     if (out.problems.size() < kMaxProblems) out.problems.push_back(e.to_string());
   };
 
+  for (uint32_t v = 0; rules && v < map.num_nodes() && v < routes.vc_rules.size(); ++v) {
+    if (t.is_nic(v) || routes.vc_rules[v].empty()) continue;
+    for (uint8_t p = 0; p < t.num_ports(v); ++p) {
+      if (!t.peer({v, p})) continue;
+      const uint8_t want = routes.vc_rule(v, p), have = rules(v, p);
+      if (want == have) continue;
+      ++out.rules_differ;
+      problem(make_error(
+          Code::kMalformed, 5212,
+          fmt::format("chip {} ({}) port {}: holds VC rule {:#x} (dateline {}, ring "
+                      "{}) but the routes need {:#x} (dateline {}, ring {})",
+                      map.chip_id[v], t.name(v), p, have, (have & chip::kVcRuleDateline) != 0,
+                      chip::vc_rule_ring(have), want, (want & chip::kVcRuleDateline) != 0,
+                      chip::vc_rule_ring(want))));
+    }
+  }
   for (uint32_t v = 0; v < map.num_nodes(); ++v) {
     if (t.is_nic(v) || v >= routes.writes.size() || routes.writes[v].empty()) continue;
     const std::vector<RangeWrite>& w = routes.writes[v];

@@ -21,17 +21,22 @@ namespace galaxy::nm {
 
 // The table an NRC of the map holds for one input port; nullptr when it cannot be read.
 using LoadedTableFn = std::function<const chip::RouteTable*(uint32_t node, uint8_t in_port)>;
+// The VC rule (chip/data_vc.h) an NRC of the map holds for a port.
+using LoadedVcRuleFn = std::function<uint8_t(uint32_t node, uint8_t port)>;
 
 struct LoadedCheck {
   uint64_t nrcs = 0;                  // NRCs whose tables were compared
   uint64_t comparisons = 0;           // distinct (computed, held) table pairs compared
   uint64_t entries_differ = 0;        // (NRC, input port, NIC destination) entries held otherwise
   uint64_t unreadable = 0;            // NRCs whose tables could not be read
+  uint64_t rules_differ = 0;          // (NRC, linked port) VC rules held otherwise
   std::vector<std::string> problems;  // the first few, each with its error id
-  bool ok() const { return entries_differ == 0 && unreadable == 0; }
+  bool ok() const { return entries_differ == 0 && unreadable == 0 && rules_differ == 0; }
 };
 
+// With `rules`, the ports' VC rules are compared too, on every NRC the routes give rules for
+// (a lost dateline would leave a ring that deadlocks with every table right).
 LoadedCheck check_loaded_tables(const FabricMap& map, const RouteSet& routes,
-                                const LoadedTableFn& loaded);
+                                const LoadedTableFn& loaded, const LoadedVcRuleFn& rules = {});
 
 }  // namespace galaxy::nm

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "chip/data_vc.h"
+#include "chip/registers.h"
 #include "nm/route_load.h"
 #include "nm/routing.h"
 #include "nm_test_util.h"
@@ -21,10 +23,10 @@ struct Loaded {
   FabricMap map;
   RouteSet rs;
 
-  static Loaded make(const std::string& spec) {
+  static Loaded make(const std::string& spec, const std::string& engine = "fattree") {
     Loaded l{SimServer::make(spec), {}, {}};
     l.map = l.s.oracle();
-    l.rs = compute_routes(l.map, "fattree").value();
+    l.rs = compute_routes(l.map, engine).value();
     Requester req(*l.s.port, {64, 6, kSec, 2});
     auto load = load_routes(req, l.map, l.rs);
     EXPECT_TRUE(load.ok());
@@ -35,6 +37,9 @@ struct Loaded {
     return [this](uint32_t v, uint8_t p) -> const chip::RouteTable* {
       return &s.fabric->nrc(map.chip_id[v]).route_table(p);
     };
+  }
+  LoadedVcRuleFn rules() {
+    return [this](uint32_t v, uint8_t p) { return s.fabric->nrc(map.chip_id[v]).vc_rule(p); };
   }
   // An NRC, one of its linked input ports and a NIC destination it routes onwards.
   struct Entry {
@@ -69,6 +74,41 @@ TEST(LoadedTables, TheChipsHoldWhatWasComputed) {
   EXPECT_GE(c.comparisons, c.nrcs);
   EXPECT_EQ(c.entries_differ, 0u);
   EXPECT_TRUE(c.problems.empty());
+}
+
+// The ports' VC rules went in over management with the tables (VC_RULES), and a dateline the
+// chip does not hold is a discrepancy that fails the check, as a wrong table entry does.
+TEST(LoadedTables, TheVcRulesAreCheckedWithTheTables) {
+  Loaded l = Loaded::make("torus:4x4", "dor");
+  ASSERT_TRUE(l.rs.has_vc_rules());
+  LoadedCheck c = check_loaded_tables(l.map, l.rs, l.reader(), l.rules());
+  EXPECT_TRUE(c.ok()) << (c.problems.empty() ? "" : c.problems[0]);
+  EXPECT_EQ(c.rules_differ, 0u);
+  // Clear the first dateline a chip holds.
+  uint32_t node = UINT32_MAX;
+  uint8_t port = 0;
+  for (uint32_t v = 0; v < l.map.num_nodes() && node == UINT32_MAX; ++v)
+    for (uint8_t p = 0; p < l.rs.vc_rules[v].size(); ++p)
+      if ((l.rs.vc_rule(v, p) & chip::kVcRuleDateline) && node == UINT32_MAX) {
+        node = v;
+        port = p;
+      }
+  ASSERT_NE(node, UINT32_MAX);
+  chip::Nrc& nrc = l.s.fabric->nrc(l.map.chip_id[node]);
+  EXPECT_EQ(nrc.vc_rule(port), l.rs.vc_rule(node, port)) << "loaded over management";
+  const uint16_t reg = static_cast<uint16_t>(chip::reg::kVcRules + port / 16);
+  const uint64_t word = nrc.read_register(reg).value;
+  nrc.write_register(reg, word & ~(uint64_t{chip::kVcRuleDateline} << (4 * (port % 16))));
+  c = check_loaded_tables(l.map, l.rs, l.reader(), l.rules());
+  EXPECT_FALSE(c.ok());
+  EXPECT_EQ(c.rules_differ, 1u);
+  EXPECT_EQ(c.entries_differ, 0u);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_NE(c.problems[0].find("E5212"), std::string::npos) << c.problems[0];
+  EXPECT_NE(c.problems[0].find(fmt::format("port {}: holds VC rule", port)), std::string::npos)
+      << c.problems[0];
+  // Without a reader of the rules, only the tables are compared.
+  EXPECT_TRUE(check_loaded_tables(l.map, l.rs, l.reader()).ok());
 }
 
 TEST(LoadedTables, OneCorruptedEntryIsReportedWithItsChipPortAndDestination) {
