@@ -27,7 +27,7 @@ typedef enum {
 typedef struct glex_device* glex_device_handle_t;
 typedef struct glex_ep* glex_ep_handle_t;
 
-#define GLEX_MGMT_MAX_HOPS 20
+#define GLEX_MGMT_MAX_HOPS 31
 #define GLEX_CHIP_NIC 0
 #define GLEX_CHIP_NRC 1
 
@@ -37,9 +37,11 @@ typedef struct glex_ep* glex_ep_handle_t;
 #define GLEX_MGMT_AUTO_TID 0x4  /* the library assigns transaction_id (16 bits, wraps) */
 
 struct glex_route {
-  uint8_t hop_num;                  /* 0..20 */
+  uint8_t hop_num;                  /* 0..31 */
   uint8_t hops[GLEX_MGMT_MAX_HOPS]; /* output port at each NRC, 0..127; a route through a
-                                       port above 31 goes as the wide variant of the packet */
+                                       port above 31 goes as the wide variant of the packet,
+                                       one of more than 20 hops as the long variant (ports
+                                       0..31 only; docs/protocol.md) */
 };
 
 /* Every field of a management request and of its response (SYSTEM.md 2.2). */

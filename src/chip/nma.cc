@@ -159,7 +159,8 @@ bool Nma::queue_fault_report(FaultCode code, uint8_t port, uint32_t detail) {
   auto route = wire::decode_source_route(route_bits, 0);
   bool is_nrc = chip_.type() == wire::ChipType::kNrc;
   if (!route.ok() || (is_nrc && route->hop_num == 0)) return false;
-  // FAULT_ROUTE_EXT: the high bits of a route through ports above 31 (the wide variant).
+  // FAULT_ROUTE_EXT: the route's extension (wire/source_route.h: its high bits, or its hops
+  // beyond 20).
   std::array<uint8_t, 8> ext_bits{};
   put_bits(ext_bits, 0, wire::kSourceRouteExtBits, chip_.fault_route_ext_);
   if (!wire::decode_source_route_ext(*route, ext_bits, 0).ok()) return false;

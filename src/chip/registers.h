@@ -31,7 +31,7 @@ inline constexpr uint16_t kNmaRequests = 0x00F;     // RO requests served
 inline constexpr uint16_t kBootStatus = 0x010;      // RO [0] loaded, [15:8] error, [31:16] records
 inline constexpr uint16_t kDirtyDiscards = 0x011;   // RO packets discarded as dirty (all ports)
 inline constexpr uint16_t kScratch = 0x012;         // RW free for software
-inline constexpr uint16_t kFaultRouteExt = 0x013;   // RW [59:0] the route's high bits (wide)
+inline constexpr uint16_t kFaultRouteExt = 0x013;   // RW [59:0] the route's extension
 inline constexpr uint16_t kCommonEnd = 0x014;
 // CHIP_CTRL bit 2 (NRCs): route data by the fixed choice among the allowed ports (the
 // destination's tie-break alone, as a static d-mod-k switch would) instead of the least-loaded

@@ -44,11 +44,11 @@ const std::vector<Family>& families() {
       {"mesh",
        "dor",
        {"mesh:4x4x4", "mesh:5x5x5", "mesh:6x6x6", "mesh:7x7x7"},
-       "3-D meshes managed from a corner (at most 20 NRC hops away), 64 to 343 NICs"},
+       "3-D meshes managed from a corner, 64 to 343 NICs"},
       {"torus",
        "dor",
-       {"torus:6x6x6", "torus:8x8x8", "torus:10x10x10", "torus:12x12x12"},
-       "3-D tori with datelines, 216 to 1,728 NICs (at most 18 NRC hops from the server)"},
+       {"torus:6x6x6", "torus:8x8x8", "torus:10x10x10", "torus:12x12x12", "torus:16x16x16"},
+       "3-D tori with datelines, 216 to 4,096 NICs (up to 25 NRCs from the server: long routes)"},
   };
   return f;
 }

@@ -1,6 +1,6 @@
 // A chain of NRCs with one NIC each, for hop-count tests: the NIC on NRC0 reaches NRC i with
-// i NRCs between (h = i). n <= 21 keeps the far end within the 20 hops of a source route
-// (SYSTEM.md 2.2).
+// i NRCs between (h = i). n <= 32 keeps the far end within the 31 hops of a source route
+// (SYSTEM.md 2.2; beyond 20 the long variant, docs/protocol.md).
 #include <fmt/format.h>
 
 #include "fabric/builder_util.h"
@@ -14,7 +14,7 @@ Result<Topology> build_line(const Spec& spec) {
     return make_error(
         Code::kInvalidArgument, 3600,
         fmt::format("line: unexpected positional parameter '{}'", spec.positional.front()));
-  auto n_r = spec.get_int("n", 4, 1, 21);
+  auto n_r = spec.get_int("n", 4, 1, 32);
   GALAXY_TRY(n_r);
   const uint32_t n = static_cast<uint32_t>(*n_r);
   // NRC ports: 0 = its NIC, 1 = towards NRC i-1, 2 = towards NRC i+1.

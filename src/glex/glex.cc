@@ -34,6 +34,13 @@ bool to_route(const glex_route& in, galaxy::wire::SourceRoute* out, const char* 
       return false;
     }
   }
+  if (!out->carried()) {
+    g_last_error = fmt::format(
+        "{}: {} hops through a port above 31: a route of more than 20 "
+        "hops names ports up to 31 only",
+        field, in.hop_num);
+    return false;
+  }
   return true;
 }
 

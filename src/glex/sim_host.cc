@@ -76,7 +76,7 @@ uint64_t SimHost::mp_descriptor_bytes(uint32_t len) {
 }
 
 uint64_t SimHost::mgmt_descriptor_bytes(const wire::MgmtDescriptor& d) {
-  return d.forward_route.needs_wide() || d.backward_route.needs_wide()
+  return d.forward_route.needs_ext() || d.backward_route.needs_ext()
              ? wire::kMgmtWideDescriptorBytes
              : wire::kMgmtDescriptorBytes;
 }

@@ -76,8 +76,8 @@ class Bfs {
   void beyond_reach(uint16_t chip, uint16_t from, uint8_t port) {
     beyond_.emplace(chip, fmt::format("E5031 chip {} (at port {} of chip {}) is not managed: its "
                                       "route from the server NIC or back needs more than {} "
-                                      "NRC hops, the most a management packet's source route "
-                                      "holds",
+                                      "NRC hops (20 through ports above 31), the most a "
+                                      "management packet's source route holds",
                                       chip, port, from, wire::kMaxRouteHops));
   }
 
@@ -116,7 +116,7 @@ class Bfs {
             n.type = wire::ChipType::kNic;
             n.forward = t.forward;
             n.backward = t.backward;
-            if (!n.forward.push(port).ok()) {
+            if (!n.forward.push(port).ok() || !n.forward.carried()) {
               beyond_reach(peer.chip, t.chip_id, port);
               continue;
             }
@@ -133,7 +133,7 @@ class Bfs {
         bool fits = n.forward.push(port).ok() && n.backward.push(peer.port).ok();
         for (uint8_t h = 0; fits && h < t.backward.hop_num; ++h)
           fits = n.backward.push(t.backward.hops[h]).ok();
-        if (!fits) {
+        if (!fits || !n.forward.carried() || !n.backward.carried()) {
           beyond_reach(peer.chip, t.chip_id, port);
           continue;
         }

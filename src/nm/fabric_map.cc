@@ -27,6 +27,7 @@ std::optional<MgmtTarget> target_along(const fabric::Topology& t,
     if (t.is_nic(path[i])) continue;  // a NIC has one way out and consumes no hop
     if (!m.backward.push(port_to_parent[path[i]]).ok()) return std::nullopt;
   }
+  if (!m.forward.carried() || !m.backward.carried()) return std::nullopt;  // long and wide
   return m;
 }
 

@@ -29,8 +29,8 @@ Result<ReportingSetup> enable_fault_reporting(Requester& req, const FabricMap& m
   for (uint32_t v = 0; v < map.num_nodes(); ++v) {
     if (v == map.server_node || (include && !include(v))) continue;
     const MgmtTarget& t = map.target[v];
-    // The report travels the chip's backward route: 105 bits in two registers, and the high
-    // bits of ports above 31 in a third (zero on fabrics of switches up to 32 ports).
+    // The report travels the chip's backward route: 105 bits in two registers, and its
+    // extension (the high bits of ports above 31, or hops beyond 20) in a third.
     std::array<uint8_t, 22> bits{};
     if (!wire::encode_source_route(t.backward, bits, 0, true).ok()) continue;
     wire::encode_source_route_ext(t.backward, bits, wire::kSourceRouteBits);

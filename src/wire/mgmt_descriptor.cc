@@ -2,6 +2,8 @@
 // (SYSTEM.md 2.2; docs/protocol.md).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/bits.h"
 #include "wire/mgmt.h"
 #include "wire/nmp_data.h"
@@ -73,7 +75,7 @@ Result<MgmtDescriptorBytes> encode_mgmt_descriptor(const MgmtDescriptor& d) {
                       fmt::format("mgmt descriptor: nmp_type = {:#x} is not an NMP type",
                                   static_cast<unsigned>(d.nmp_type)));
   }
-  const bool wide = d.forward_route.needs_wide() || d.backward_route.needs_wide();
+  const bool wide = d.forward_route.needs_ext() || d.backward_route.needs_ext();
   MgmtDescriptorBytes b(wide ? kMgmtWideDescriptorBytes : kMgmtDescriptorBytes);
   put_bits(b, kHeadBit, 1, d.head);
   put_bits(b, kFenBit, 1, d.fen);
@@ -152,14 +154,20 @@ Result<MgmtDescriptor> decode_mgmt_descriptor(std::span<const uint8_t> b) {
   auto backward = decode_source_route(b, kBackwardRouteBit);
   if (!backward.ok()) return prefixed("backward_route", backward.error());
   d.backward_route = *backward;
+  if (!wide && (d.forward_route.is_long() || d.backward_route.is_long()))
+    return make_error(Code::kMalformed, 1215,
+                      fmt::format("mgmt descriptor: a route of {} hops without the extension "
+                                  "(wide = 0, 64 bytes)",
+                                  std::max(d.forward_route.hop_num, d.backward_route.hop_num)));
   if (wide) {
     if (Status s = decode_source_route_ext(d.forward_route, b, kForwardRouteExtBit); !s.ok())
       return prefixed("forward_route", s.error());
     if (Status s = decode_source_route_ext(d.backward_route, b, kBackwardRouteExtBit); !s.ok())
       return prefixed("backward_route", s.error());
-    if (!d.forward_route.needs_wide() && !d.backward_route.needs_wide()) {
+    if (!d.forward_route.needs_ext() && !d.backward_route.needs_ext()) {
       return make_error(Code::kMalformed, 1214,
-                        "mgmt descriptor: wide = 1 but no route names a port above 31");
+                        "mgmt descriptor: wide = 1 but no route names a port above 31 or has "
+                        "more than 20 hops");
     }
   }
   auto data = decode_nmp_data(kFormat, d.nmp_type, b, kNmpDataBit);

@@ -1,6 +1,8 @@
-// The 4-flit management packet and its wide variant (SYSTEM.md 2.2, 2.4; layout in
-// docs/protocol.md).
+// The 4-flit management packet and its extended variant (wide or long routes) (SYSTEM.md 2.2, 2.4;
+// layout in docs/protocol.md).
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "base/bits.h"
 #include "wire/crc16.h"
@@ -32,7 +34,7 @@ constexpr size_t kRintBit = pbit(0, 57);
 constexpr size_t kNmpTypeBit = pbit(0, 58);
 constexpr size_t kTransactionIdBit = pbit(0, 64);
 constexpr size_t kForwardRouteBit = pbit(0, 80);
-constexpr size_t kWideBit = pbit(0, 185);       // 1: the wide variant (ports above 31)
+constexpr size_t kWideBit = pbit(0, 185);       // ext: 1 = the routes' extensions (wide or long)
 constexpr size_t kReserved0Bit = pbit(0, 186);  // 6 bits
 // Flit 1 (body).
 constexpr size_t kBackwardRouteBit = pbit(1, 0);
@@ -41,7 +43,7 @@ constexpr size_t kMKeyBit = pbit(1, 128);
 // Flit 2 (body).
 constexpr size_t kNmpDataBit = pbit(2, 0);
 constexpr size_t kReserved2Bit = pbit(2, 168);  // 24 bits
-// Flit 3 (tail). In the wide variant it carries the routes' high bits; reserved otherwise.
+// Flit 3 (tail). With ext = 1 it carries the routes' extensions; reserved otherwise.
 constexpr size_t kForwardRouteExtBit = pbit(3, 0);                      // 60 bits
 constexpr size_t kBackwardRouteExtBit = pbit(3, kSourceRouteExtBits);   // 60 bits
 constexpr size_t kReserved3WideBit = pbit(3, 2 * kSourceRouteExtBits);  // 56 bits
@@ -105,8 +107,8 @@ struct Routing {
   NmpType nmp_type;
   uint8_t hop_num;
   size_t route_bit;
-  size_t route_ext_bit;  // where the active route's high bits are, in the wide variant
-  bool wide;
+  size_t route_ext_bit;  // where the active route's extension is (wide or long)
+  bool wide;             // the packet carries the routes' extensions
 };
 
 Result<Routing> read_routing(std::span<const uint8_t> b) {
@@ -122,11 +124,11 @@ Result<Routing> read_routing(std::span<const uint8_t> b) {
   r.route_ext_bit = is_request(r.nmp_type) ? kForwardRouteExtBit : kBackwardRouteExtBit;
   r.wide = get_bits(b, kWideBit, 1) != 0;
   r.hop_num = static_cast<uint8_t>(get_bits(b, r.route_bit, 5));
-  if (r.hop_num > kMaxRouteHops) {
+  if (r.hop_num > kFieldRouteHops && !r.wide) {
     return make_error(
         Code::kMalformed, 1116,
-        fmt::format("mgmt packet: {} route hop_num = {} exceeds {}",
-                    is_request(r.nmp_type) ? "forward" : "backward", r.hop_num, kMaxRouteHops));
+        fmt::format("mgmt packet: {} route hop_num = {} exceeds {} without the extension (ext = 0)",
+                    is_request(r.nmp_type) ? "forward" : "backward", r.hop_num, kFieldRouteHops));
   }
   if (r.hop_count > r.hop_num) {
     return make_error(Code::kMalformed, 1117,
@@ -172,7 +174,7 @@ Result<MgmtPacketBytes> encode_mgmt_packet(const MgmtPacket& p) {
         fmt::format("mgmt packet: dest_type/src_type = {}/{}, expected 0 or 1",
                     static_cast<unsigned>(p.dest_type), static_cast<unsigned>(p.src_type)));
   }
-  const bool wide = p.forward_route.needs_wide() || p.backward_route.needs_wide();
+  const bool wide = p.forward_route.needs_ext() || p.backward_route.needs_ext();
   MgmtPacketBytes b{};
   for (unsigned k = 0; k < kMgmtPacketFlits; ++k) {
     put_bits(b, k * 8 * kFlitBytes, 2, static_cast<uint8_t>(kFlitKinds[k]));
@@ -243,15 +245,20 @@ Result<MgmtPacket> decode_mgmt_packet(std::span<const uint8_t> b) {
   auto backward = decode_source_route(b, kBackwardRouteBit);
   if (!backward.ok()) return prefixed("backward_route", backward.error());
   p.backward_route = *backward;
+  if (!routing->wide && (p.forward_route.is_long() || p.backward_route.is_long()))
+    return make_error(Code::kMalformed, 1120,
+                      fmt::format("mgmt packet: a route of {} hops without the extension (ext = 0)",
+                                  std::max(p.forward_route.hop_num, p.backward_route.hop_num)));
   if (routing->wide) {
     if (Status s = decode_source_route_ext(p.forward_route, b, kForwardRouteExtBit); !s.ok())
       return prefixed("forward_route", s.error());
     if (Status s = decode_source_route_ext(p.backward_route, b, kBackwardRouteExtBit); !s.ok())
       return prefixed("backward_route", s.error());
-    // One encoding per packet: the wide variant only where a port needs it.
-    if (!p.forward_route.needs_wide() && !p.backward_route.needs_wide()) {
+    // One encoding per packet: the extension only where a route needs it.
+    if (!p.forward_route.needs_ext() && !p.backward_route.needs_ext()) {
       return make_error(Code::kMalformed, 1119,
-                        "mgmt packet: wide = 1 but no route names a port above 31");
+                        "mgmt packet: ext = 1 but no route names a port above 31 or has more "
+                        "than 20 hops");
     }
   }
   p.m_key = get_bits(b, kMKeyBit, 64);
@@ -269,14 +276,10 @@ Result<MgmtHead> peek_mgmt_head(std::span<const uint8_t> b) {
   h.hop_count = routing->hop_count;
   h.nmp_type = routing->nmp_type;
   h.route_hop_num = routing->hop_num;
-  if (h.hop_count < h.route_hop_num) {
-    h.next_port = static_cast<uint8_t>(get_bits(b, routing->route_bit + 5 * (h.hop_count + 1), 5));
-    if (routing->wide) {
-      h.next_port = static_cast<uint8_t>(
-          h.next_port |
-          get_bits(b, routing->route_ext_bit + kRouteHighBits * h.hop_count, kRouteHighBits) << 5);
-    }
-  }
+  if (h.hop_count < h.route_hop_num)
+    h.next_port =
+        source_route_hop(b, routing->route_bit, routing->wide ? routing->route_ext_bit : SIZE_MAX,
+                         h.route_hop_num, h.hop_count);
   return h;
 }
 

@@ -47,24 +47,28 @@ std::string SourceRoute::to_string() const {
 }
 
 Status encode_source_route(const SourceRoute& r, std::span<uint8_t> buf, size_t bit_offset,
-                           bool wide) {
+                           bool ext) {
   if (bit_offset > buf.size() * 8 || buf.size() * 8 - bit_offset < kSourceRouteBits) {
     return make_error(Code::kInvalidArgument, 1052,
                       fmt::format("source route: buffer of {} bytes too small for 105 bits at "
                                   "bit {}",
                                   buf.size(), bit_offset));
   }
-  if (r.hop_num > kMaxRouteHops) {
-    return make_error(
-        Code::kOutOfRange, 1053,
-        fmt::format("source route: hop_num = {} exceeds {}", r.hop_num, kMaxRouteHops));
+  const uint8_t max_hops = ext ? kMaxRouteHops : kFieldRouteHops;
+  if (r.hop_num > max_hops) {
+    return make_error(Code::kOutOfRange, 1053,
+                      fmt::format("source route: hop_num = {} exceeds {}{}", r.hop_num, max_hops,
+                                  ext ? "" : " (the long variant carries up to 31)"));
   }
-  const unsigned max_port = wide ? kMaxWidePort : kMaxPort;
+  const unsigned max_port = ext && !r.is_long() ? kMaxWidePort : kMaxPort;
   for (unsigned i = 0; i < kMaxRouteHops; ++i) {
     if (r.hops[i] > max_port) {
       return make_error(Code::kOutOfRange, 1054,
                         fmt::format("source route: hop{} = {} exceeds {}{}", i, r.hops[i], max_port,
-                                    wide ? "" : " (the wide variant names up to 127)"));
+                                    !ext          ? " (the wide variant names up to 127)"
+                                    : r.is_long() ? " (a route of more than 20 hops names ports "
+                                                    "up to 31 only)"
+                                                  : ""));
     }
     if (i >= r.hop_num && r.hops[i] != 0) {
       return make_error(Code::kInvalidArgument, 1055,
@@ -73,18 +77,38 @@ Status encode_source_route(const SourceRoute& r, std::span<uint8_t> buf, size_t 
     }
   }
   put_bits(buf, bit_offset, kFieldBits, r.hop_num);
-  for (unsigned i = 0; i < kMaxRouteHops; ++i)
+  for (unsigned i = 0; i < kFieldRouteHops; ++i)
     put_bits(buf, hop_bit(bit_offset, i), kFieldBits, r.hops[i] & kMaxPort);
   return {};
 }
 
 void encode_source_route_ext(const SourceRoute& r, std::span<uint8_t> buf, size_t bit_offset) {
-  for (unsigned i = 0; i < kMaxRouteHops; ++i)
+  if (r.is_long()) {
+    for (unsigned i = 0; i < kSourceRouteExtBits / kLongHopBits; ++i)
+      put_bits(buf, bit_offset + kLongHopBits * i, kLongHopBits,
+               kFieldRouteHops + i < kMaxRouteHops ? r.hops[kFieldRouteHops + i] : 0);
+    return;
+  }
+  for (unsigned i = 0; i < kFieldRouteHops; ++i)
     put_bits(buf, bit_offset + kRouteHighBits * i, kRouteHighBits, r.hops[i] >> kFieldBits);
 }
 
 Status decode_source_route_ext(SourceRoute& r, std::span<const uint8_t> buf, size_t bit_offset) {
-  for (unsigned i = 0; i < kMaxRouteHops; ++i) {
+  if (r.is_long()) {
+    for (unsigned i = 0; i < kSourceRouteExtBits / kLongHopBits; ++i) {
+      const unsigned hop = kFieldRouteHops + i;
+      const auto port =
+          static_cast<uint8_t>(get_bits(buf, bit_offset + kLongHopBits * i, kLongHopBits));
+      if (hop >= r.hop_num && port != 0)
+        return make_error(Code::kMalformed, 1061,
+                          fmt::format("source route: unused hop{} = {} in the extension, expected "
+                                      "0 (hop_num = {})",
+                                      hop, port, r.hop_num));
+      if (hop < kMaxRouteHops) r.hops[hop] = port;
+    }
+    return {};
+  }
+  for (unsigned i = 0; i < kFieldRouteHops; ++i) {
     auto high =
         static_cast<uint8_t>(get_bits(buf, bit_offset + kRouteHighBits * i, kRouteHighBits));
     if (high != 0 && i >= r.hop_num) {
@@ -112,12 +136,8 @@ Result<SourceRoute> decode_source_route(std::span<const uint8_t> buf, size_t bit
   }
   SourceRoute r;
   r.hop_num = static_cast<uint8_t>(get_bits(buf, bit_offset, kFieldBits));
-  if (r.hop_num > kMaxRouteHops) {
-    return make_error(
-        Code::kMalformed, 1057,
-        fmt::format("source route: hop_num = {} exceeds {}", r.hop_num, kMaxRouteHops));
-  }
-  for (unsigned i = 0; i < kMaxRouteHops; ++i) {
+  static_assert(kMaxRouteHops == (1u << kFieldBits) - 1, "HopNum's 5 bits name every length");
+  for (unsigned i = 0; i < kFieldRouteHops; ++i) {
     r.hops[i] = static_cast<uint8_t>(get_bits(buf, hop_bit(bit_offset, i), kFieldBits));
     if (i >= r.hop_num && r.hops[i] != 0) {
       return make_error(Code::kMalformed, 1058,
@@ -126,6 +146,20 @@ Result<SourceRoute> decode_source_route(std::span<const uint8_t> buf, size_t bit
     }
   }
   return r;
+}
+
+uint8_t source_route_hop(std::span<const uint8_t> buf, size_t field_bit, size_t ext_bit,
+                         uint8_t hop_num, uint8_t i) {
+  if (i >= kFieldRouteHops)
+    return ext_bit == SIZE_MAX
+               ? 0
+               : static_cast<uint8_t>(
+                     get_bits(buf, ext_bit + kLongHopBits * (i - kFieldRouteHops), kLongHopBits));
+  auto port = static_cast<uint8_t>(get_bits(buf, hop_bit(field_bit, i), kFieldBits));
+  if (ext_bit != SIZE_MAX && hop_num <= kFieldRouteHops)  // wide: the high bits
+    port = static_cast<uint8_t>(port |
+                                (get_bits(buf, ext_bit + kRouteHighBits * i, kRouteHighBits) << 5));
+  return port;
 }
 
 }  // namespace galaxy::wire

@@ -251,19 +251,19 @@ TEST(Dragonfly, RejectsBadParams) {
 }
 
 TEST(Line, HopCounts) {
-  Topology t = build("line:n=21");
-  EXPECT_EQ(t.num_nrcs(), 21u);
-  EXPECT_EQ(t.num_nics(), 21u);
+  Topology t = build("line:n=32");  // the longest source route's 31 hops to the far end
+  EXPECT_EQ(t.num_nrcs(), 32u);
+  EXPECT_EQ(t.num_nics(), 32u);
   auto hist = hop_histogram(t, t.nic_node(0));
-  ASSERT_EQ(hist.size(), 21u);
+  ASSERT_EQ(hist.size(), 32u);
   for (uint64_t n : hist) EXPECT_EQ(n, 1u);
   auto dist = t.bfs_distances(t.nic_node(0));
-  for (uint32_t i = 0; i < 21; ++i) {
+  for (uint32_t i = 0; i < 32; ++i) {
     EXPECT_EQ(dist[*t.find_node(fmt::format("nrc{:02}", i))], i + 1);
     EXPECT_EQ(dist[t.nic_node(i)], i == 0 ? 0u : i + 1);
   }
-  EXPECT_EQ(analyze(t).max_hops, 21u);
-  EXPECT_FALSE(build_topology("line:n=22").ok());
+  EXPECT_EQ(analyze(t).max_hops, 32u);
+  EXPECT_FALSE(build_topology("line:n=33").ok());
   EXPECT_FALSE(build_topology("line:n=0").ok());
 }
 

@@ -1,6 +1,6 @@
 // libFuzzer target: decode_source_route at the bit offset given by the first byte; the route
-// re-encodes to the same 105 bits; with the wide variant's 60-bit extension after it, the same
-// 165 bits.
+// re-encodes to the same 105 bits (a long one, of more than 20 hops, with the extension
+// allowed); with its 60-bit extension after it (wide or long), the same 165 bits.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto r = decode_source_route(buf, offset);
   if (!r.ok()) return 0;
   std::vector<uint8_t> out(buf.size(), 0);
-  if (!encode_source_route(*r, out, offset).ok()) std::abort();
+  if (!encode_source_route(*r, out, offset, r->is_long()).ok()) std::abort();
   for (size_t bit = 0; bit < kSourceRouteBits; bit += 35) {
     if (galaxy::get_bits(out, offset + bit, 35) != galaxy::get_bits(buf, offset + bit, 35)) {
       std::abort();

@@ -96,6 +96,31 @@ TEST(LiveFabric, ScannedPortCountersMoveWithTraffic) {
   EXPECT_GE(after - before, 1000u) << "before " << before << " after " << after;
 }
 
+// Routes of more than 20 NRCs (the long variant of the management packet, docs/protocol.md):
+// a chain of 26 NRCs over two daemons is discovered whole from one end, and the far end's
+// registers answer.
+TEST(LiveFabric, ManagementReachesChipsMoreThan20HopsAway) {
+  LiveFabricUnderTest f(2, "line:n=26");
+  ASSERT_TRUE(f.bring_up().ok());
+  const nm::FabricMap& m = f.discovery().map;
+  EXPECT_TRUE(f.discovery().problems.empty())
+      << (f.discovery().problems.empty() ? "" : f.discovery().problems[0]);
+  EXPECT_EQ(m.topology.num_nrcs(), 26u);
+  EXPECT_EQ(m.topology.num_nics(), 26u);
+  uint8_t farthest = 0;
+  uint32_t far_node = 0;
+  for (uint32_t v = 0; v < m.num_nodes(); ++v)
+    if (!m.topology.is_nic(v) && m.hops[v] != UINT8_MAX && m.hops[v] >= farthest) {
+      farthest = m.hops[v];
+      far_node = v;
+    }
+  EXPECT_GT(farthest, 20);
+  EXPECT_GT(m.target[far_node].backward.hop_num, 20);
+  const uint64_t id = f.read_register(m.chip_id[far_node], chip::reg::kChipId);
+  ASSERT_NE(id, UINT64_MAX) << "the far NRC answers";
+  EXPECT_EQ(id & 0xFFFF, m.chip_id[far_node]);
+}
+
 // Datelines across hosts (chip/data_vc.h): on a torus routed by `dor`, the ports' VC rules are
 // loaded into the live NRCs, and packets that crossed a dateline cross the links between hosts
 // on the class 1 VCs (VC4), counted on the ports as the simulator counts them; they arrive.

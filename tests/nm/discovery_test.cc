@@ -67,7 +67,7 @@ INSTANTIATE_TEST_SUITE_P(Live, DiscoveryTest,
 // truncated route; everything nearer is found and answers through the routes discovery built.
 TEST(DiscoveryTest, ChipsBeyondTheSourceRoutesReachAreReportedNotMisrouted) {
   for (bool pipelined : {false, true}) {
-    auto s = SimServer::make("mesh:30");
+    auto s = SimServer::make("mesh:40");
     Requester req(*s.port, {});
     DiscoveryOptions o;
     o.pipelined = pipelined;
@@ -76,15 +76,15 @@ TEST(DiscoveryTest, ChipsBeyondTheSourceRoutesReachAreReportedNotMisrouted) {
     EXPECT_EQ(r->failed_requests, 0u);
     ASSERT_EQ(r->problems.size(), 1u);
     EXPECT_NE(r->problems[0].find("E5031"), std::string::npos) << r->problems[0];
-    EXPECT_NE(r->problems[0].find("more than 20 NRC hops"), std::string::npos) << r->problems[0];
-    EXPECT_EQ(r->map.topology.num_nrcs(), 20u);
-    EXPECT_EQ(r->map.topology.num_nics(), 20u);
-    for (uint32_t v = 0; v < r->map.num_nodes(); ++v) EXPECT_LE(r->map.hops[v], 20);
-    expect_routes_reach_their_chips(req, r->map, 40);
+    EXPECT_NE(r->problems[0].find("more than 31 NRC hops"), std::string::npos) << r->problems[0];
+    EXPECT_EQ(r->map.topology.num_nrcs(), 31u);
+    EXPECT_EQ(r->map.topology.num_nics(), 31u);
+    for (uint32_t v = 0; v < r->map.num_nodes(); ++v) EXPECT_LE(r->map.hops[v], 31);
+    expect_routes_reach_their_chips(req, r->map, 62);
   }
   // Routes recomputed from a map (as after a fault) follow the same limit: the chips past it are
   // unreachable, not given truncated routes.
-  auto s = SimServer::make("mesh:30");
+  auto s = SimServer::make("mesh:40");
   const FabricMap m = s.oracle();
   uint32_t reachable_nrcs = 0;
   for (uint32_t v = 0; v < m.num_nodes(); ++v) {
@@ -92,10 +92,10 @@ TEST(DiscoveryTest, ChipsBeyondTheSourceRoutesReachAreReportedNotMisrouted) {
       EXPECT_EQ(m.target[v].forward.hop_num, 0u);
       continue;
     }
-    EXPECT_LE(m.hops[v], 20);
+    EXPECT_LE(m.hops[v], 31);
     reachable_nrcs += !m.topology.is_nic(v);
   }
-  EXPECT_EQ(reachable_nrcs, 20u);
+  EXPECT_EQ(reachable_nrcs, 31u);
 }
 
 TEST(DiscoveryTimeTest, SerialTimeIsSixRequestsPerNrcAtItsHopCount) {

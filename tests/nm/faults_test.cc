@@ -93,6 +93,38 @@ TEST_P(FaultsBackends, LinkDownIsReportedStoredAndTheRegionRediscovered) {
   EXPECT_TRUE(same_fabric(again->map, plan));
 }
 
+// A chip more than 20 NRCs from the server reports over its long backward route (its hops
+// beyond 20 in FAULT_ROUTE_EXT): a link forced down at the far end of a 26-NRC chain.
+TEST_P(FaultsBackends, ChipsBeyond20HopsReportOverTheirLongRoutes) {
+  auto s = testing::Backend::make(GetParam(), "line:n=26");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  Requester req(*s->port, {});
+  auto map = s->oracle();
+  ASSERT_TRUE(enable_fault_reporting(req, map).ok());
+  std::vector<FaultRecord> faults;
+  req.set_fault_handler(
+      [&](const wire::MgmtPacket& p) { faults.push_back(decode_fault(p, map, s->port->now())); });
+  uint32_t far = 0;
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    if (!map.topology.is_nic(v) && map.hops[v] != UINT8_MAX && map.hops[v] > map.hops[far]) far = v;
+  ASSERT_GT(map.target[far].backward.hop_num, 21);
+  // Its link towards the server: the report must come from beyond the cut, the far chip itself.
+  const uint8_t toward_server = map.target[far].backward.hops[0];
+  ASSERT_TRUE(testing::force_link_down(req, map, {far, toward_server}).ok());
+  req.drain_faults(s->wait(50 * kUs));
+  bool from_near_end = false;
+  for (const auto& f : faults) from_near_end = from_near_end || f.cause == "link_down";
+  EXPECT_TRUE(from_near_end) << "the link's near end (21+ hops out) reported";
+  faults.clear();
+  ASSERT_TRUE(testing::force_link_down(req, map, {far, toward_server}, false).ok());
+  req.drain_faults(s->wait(50 * kUs));
+  bool far_reported = false;
+  for (const auto& f : faults)
+    far_reported = far_reported || (f.cause == "link_up" && f.chip == map.chip_id[far]);
+  EXPECT_TRUE(far_reported) << "the far chip (" << int{map.target[far].backward.hop_num}
+                            << " hops back) reported over its long route";
+}
+
 TEST_P(FaultsBackends, MaskedFaultsAreNotReported) {
   auto s = testing::Backend::make(GetParam(), "line:n=3");
   ASSERT_TRUE(s) << GetParam() << " did not come up";

@@ -88,7 +88,7 @@ TEST(MgmtDescriptor, RandomRoundTrip) {
     d.data = testing::random_nmp_data(rng, d.nmp_type);
     auto b = encode_mgmt_descriptor(d);
     ASSERT_TRUE(b.ok()) << b.error().to_string();
-    EXPECT_EQ(b->size(), d.forward_route.needs_wide() || d.backward_route.needs_wide()
+    EXPECT_EQ(b->size(), d.forward_route.needs_ext() || d.backward_route.needs_ext()
                              ? kMgmtWideDescriptorBytes
                              : kMgmtDescriptorBytes);
     auto back = decode_mgmt_descriptor(*b);
@@ -142,8 +142,14 @@ TEST(MgmtDescriptor, EncodeRejectsOutOfRangeFields) {
   d.nmp_type = static_cast<NmpType>(0x3F);
   EXPECT_TRUE(FailsWith(encode_mgmt_descriptor(d), "nmp_type = 0x3f"));
   d = sample_write();
-  d.backward_route.hop_num = 25;
-  EXPECT_TRUE(FailsWith(encode_mgmt_descriptor(d), "backward_route: source route: hop_num = 25"));
+  d.backward_route.hop_num = 32;
+  EXPECT_TRUE(FailsWith(encode_mgmt_descriptor(d), "backward_route: source route: hop_num = 32"));
+  d = sample_write();
+  d.backward_route.hop_num = 25;  // a long route: the 128-byte descriptor carries it
+  auto long_route = encode_mgmt_descriptor(d);
+  ASSERT_TRUE(long_route.ok()) << long_route.error().to_string();
+  EXPECT_EQ(long_route->size(), kMgmtWideDescriptorBytes);
+  EXPECT_EQ(decode_mgmt_descriptor(*long_route).value(), d);
   d = sample_write();
   d.data.count = 7;
   EXPECT_TRUE(FailsWith(encode_mgmt_descriptor(d), "data.count = 7 exceeds 6"));
@@ -161,7 +167,7 @@ TEST(MgmtDescriptor, DecodeRejectsMalformed) {
   EXPECT_TRUE(FailsWith(edited(13, 6, 0x30), "nmp_type = 0x30"));
   EXPECT_TRUE(FailsWith(edited(31, 1, 1), "wide = 1 but length = 64 bytes (expected 128)"));
   EXPECT_TRUE(FailsWith(edited(510, 1, 1), "reserved bits 506-511"));
-  EXPECT_TRUE(FailsWith(edited(128, 5, 22), "forward_route: source route: hop_num = 22"));
+  EXPECT_TRUE(FailsWith(edited(128, 5, 22), "a route of 22 hops without the extension"));
   EXPECT_TRUE(FailsWith(edited(233 + 5 * 4, 5, 3), "backward_route: source route: unused hop3"));
   EXPECT_TRUE(FailsWith(edited(338, 3, 7), "data.count = 7 exceeds 6"));
   EXPECT_TRUE(FailsWith(edited(338 + 152, 1, 1), "reserved bits 490-"));

@@ -296,7 +296,7 @@ TEST(MgmtPacket, WideVariantNamesPortsAbove31) {
 TEST(MgmtPacket, DecodeRejectsMalformedWideVariant) {
   // The wide flag on a packet that names no port above 31: one encoding per packet.
   auto r = decode_edited([](auto& b) { put_bits(b, pbit(0, 185), 1, 1); });
-  EXPECT_TRUE(FailsWith(r, "wide = 1 but no route names a port above 31"));
+  EXPECT_TRUE(FailsWith(r, "ext = 1 but no route names a port above 31 or has more than 20 hops"));
   auto edited = [](auto edit) { return decode_edited(edit, true, wide_request()); };
   // High bits on a hop the route does not use.
   r = edited([](auto& b) { put_bits(b, pbit(3, 3 * 7), 3, 2); });
@@ -312,6 +312,51 @@ TEST(MgmtPacket, DecodeRejectsMalformedWideVariant) {
   // Without the flag the tail is all reserved.
   r = edited([](auto& b) { put_bits(b, pbit(0, 185), 1, 0); });
   EXPECT_TRUE(FailsWith(r, "reserved bits"));
+}
+
+// Routes of more than 20 NRCs (a large torus): the long variant, the same four flits, hops
+// 20-30 in the tail where the wide variant keeps its high bits (docs/protocol.md).
+TEST(MgmtPacket, LongVariantCarriesRoutesOfUpTo31Hops) {
+  MgmtPacket p = sample_request();
+  p.forward_route = {};
+  p.backward_route = {};
+  for (int i = 0; i < 25; ++i) ASSERT_TRUE(p.forward_route.push(static_cast<uint8_t>(i)).ok());
+  for (int i = 0; i < 31; ++i)
+    ASSERT_TRUE(p.backward_route.push(static_cast<uint8_t>(31 - i)).ok());
+  p.hop_count = 21;
+  auto b = encode_mgmt_packet(p);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  EXPECT_EQ(get_bits(*b, pbit(0, 185), 1), 1u);  // ext
+  EXPECT_EQ(get_bits(*b, pbit(0, 80), 5), 25u);
+  EXPECT_EQ(get_bits(*b, pbit(3, 0), 5), 20u);           // forward hop 20
+  EXPECT_EQ(get_bits(*b, pbit(3, 5 * 4), 5), 24u);       // forward hop 24
+  EXPECT_EQ(get_bits(*b, pbit(3, 5 * 5), 5), 0u);        // unused
+  EXPECT_EQ(get_bits(*b, pbit(3, 60 + 5 * 10), 5), 1u);  // backward hop 30 = 31 - 30
+  auto d = decode_mgmt_packet(*b);
+  ASSERT_TRUE(d.ok()) << d.error().to_string();
+  EXPECT_EQ(*d, p);
+  auto h = peek_mgmt_head(*b);
+  ASSERT_TRUE(h.ok()) << h.error().to_string();
+  EXPECT_EQ(h->route_hop_num, 25);
+  EXPECT_EQ(h->next_port, 21);
+  set_mgmt_hop_count(*b, 19);
+  EXPECT_EQ(peek_mgmt_head(*b)->next_port, 19) << "a hop of the field, not a high-bits read";
+  set_mgmt_hop_count(*b, 24);
+  EXPECT_EQ(peek_mgmt_head(*b)->next_port, 24);
+  // A long route through a port above 31 is carried by neither variant.
+  p.forward_route.hops[2] = 40;
+  EXPECT_TRUE(FailsWith(encode_mgmt_packet(p), "ports up to 31 only"));
+  // Without the flag a route of more than 20 hops is malformed; so is a hop beyond hop_num.
+  auto edited = [](auto edit) {
+    MgmtPacket q = sample_request();
+    q.forward_route = {};
+    for (int i = 0; i < 22; ++i) EXPECT_TRUE(q.forward_route.push(3).ok());
+    return decode_edited(edit, true, q);
+  };
+  auto r = edited([](auto& b) { put_bits(b, pbit(0, 185), 1, 0); });
+  EXPECT_TRUE(FailsWith(r, "hop_num = 22 exceeds 20 without the extension"));
+  r = edited([](auto& b) { put_bits(b, pbit(3, 5 * 2), 5, 7); });
+  EXPECT_TRUE(FailsWith(r, "forward_route: source route: unused hop22 = 7"));
 }
 
 TEST(MgmtPacket, PeekRejectsWhatItReads) {

@@ -13,10 +13,11 @@ inline constexpr NmpType kAllNmpTypes[kNmpTypeCount] = {
     NmpType::kEepromReadResponse, NmpType::kEepromWriteRequest, NmpType::kEepromWriteResponse,
     NmpType::kEepromError,        NmpType::kFaultReport};
 
-// Ports below `ports`: 32 keeps to the TH-2 variant, up to kMaxSwitchPorts reaches the wide one.
+// Ports below `ports`: 32 keeps to the TH-2 field or its long variant (up to 31 hops), up to
+// kMaxSwitchPorts reaches the wide one (up to 20 hops: no variant carries both).
 inline SourceRoute random_route(std::mt19937_64& rng, unsigned ports = 32) {
   SourceRoute r;
-  r.hop_num = static_cast<uint8_t>(rng() % (kMaxRouteHops + 1));
+  r.hop_num = static_cast<uint8_t>(rng() % ((ports > 32 ? kFieldRouteHops : kMaxRouteHops) + 1));
   for (unsigned i = 0; i < r.hop_num; ++i) r.hops[i] = static_cast<uint8_t>(rng() % ports);
   return r;
 }
