@@ -1,10 +1,13 @@
-// Datelines at work, packet by packet: a simulated 4x4 torus brought up as the management server
-// does it (discovery, `dor`, the tables and the ports' VC rules loaded over management), then
-// every NIC streams puts to the NIC two hops on along its x ring, so every ring link is
-// oversubscribed and its buffers fill. With the datelines every put completes and every buffer
-// drains; without them (`dor:datelines=0`, one class) the rings' buffers wait on each other in a
-// cycle and traffic stops for good — the deadlock the channel-dependency check predicts.
+// Datelines at work, packet by packet (and a dragonfly's global links as datelines, below): a
+// simulated 4x4 torus brought up as the management server does it (discovery, `dor`, the tables and
+// the ports' VC rules loaded over management), then every NIC streams puts to the NIC two hops on
+// along its x ring, so every ring link is oversubscribed and its buffers fill. With the datelines
+// every put completes and every buffer drains; without them (`dor:datelines=0`, one class) the
+// rings' buffers wait on each other in a cycle and traffic stops for good — the deadlock the
+// channel-dependency check predicts.
 #include <gtest/gtest.h>
+
+#include <functional>
 
 #include "chip/data_vc.h"
 #include "engine/sim/sim_fabric.h"
@@ -30,10 +33,13 @@ struct Outcome {
   uint64_t vc_rule_packets = 0;
 };
 
-Outcome stream(const std::string& engine) {
+// Each NIC's target, from the fabric's plan.
+using Pattern = std::function<uint32_t(const fabric::Topology&, uint32_t nic)>;
+
+Outcome stream(const std::string& fabric, const std::string& engine, const Pattern& target) {
   Outcome out;
   SessionOptions so;
-  so.fabric = "sim:torus:4x4";
+  so.fabric = fabric;
   auto s = open_discovered_session(so);
   EXPECT_TRUE(s.ok()) << s.error().to_string();
   if (!s.ok()) return out;
@@ -49,12 +55,6 @@ Outcome stream(const std::string& engine) {
 
   sim::SimFabric& f = *s->fabric;
   const fabric::Topology& t = f.topology();
-  // The NIC two hops on in +x: NICs on port 0, then -x, +x, -y, +y (docs/topologies.md).
-  auto two_on = [&](uint32_t nic) {
-    uint32_t nrc = t.peer({nic, 0})->node;
-    for (int i = 0; i < 2; ++i) nrc = t.peer({nrc, 2})->node;
-    return t.peer({nrc, 0})->node;
-  };
   std::vector<uint32_t> src_key, dst_key;
   for (uint32_t i = 0; i < t.num_nics(); ++i) {
     src_key.push_back(f.register_memory(t.nic_node(i), kSrc, kPutBytes, chip::kAccessRead).value());
@@ -64,7 +64,7 @@ Outcome stream(const std::string& engine) {
   std::vector<uint32_t> index(t.num_nodes(), 0);
   for (uint32_t i = 0; i < t.num_nics(); ++i) index[t.nic_node(i)] = i;
   for (uint32_t i = 0; i < t.num_nics(); ++i) {
-    const uint32_t d = two_on(t.nic_node(i));
+    const uint32_t d = target(t, t.nic_node(i));
     for (int k = 0; k < kPutsPerNic; ++k) {
       wire::RdmaDescriptor r;
       r.op = wire::RdmaOp::kWrite;
@@ -96,15 +96,22 @@ Outcome stream(const std::string& engine) {
   return out;
 }
 
+// The NIC two hops on in +x: NICs on port 0, then -x, +x, -y, +y (docs/topologies.md).
+uint32_t two_on_in_x(const fabric::Topology& t, uint32_t nic) {
+  uint32_t nrc = t.peer({nic, 0})->node;
+  for (int i = 0; i < 2; ++i) nrc = t.peer({nrc, 2})->node;
+  return t.peer({nrc, 0})->node;
+}
+
 TEST(SimTorusDeadlock, DatelinesKeepASaturatedTorusMovingAndOneClassDeadlocks) {
-  const Outcome with = stream("dor");
+  const Outcome with = stream("sim:torus:4x4", "dor", two_on_in_x);
   EXPECT_TRUE(with.deadlock_free);
   EXPECT_GT(with.vc_rule_packets, 0u);
   EXPECT_EQ(with.completed, with.posted) << "every put completes";
   EXPECT_EQ(with.flits_left, 0u) << "every buffer drains";
   EXPECT_GT(with.class1_packets, 0u) << "packets crossed the datelines on class 1";
 
-  const Outcome without = stream("dor:datelines=0");
+  const Outcome without = stream("sim:torus:4x4", "dor:datelines=0", two_on_in_x);
   EXPECT_FALSE(without.deadlock_free);
   EXPECT_EQ(without.vc_rule_packets, 0u);
   EXPECT_EQ(without.class1_packets, 0u);
@@ -117,6 +124,26 @@ TEST(SimTorusDeadlock, DatelinesKeepASaturatedTorusMovingAndOneClassDeadlocks) {
       static_cast<unsigned long long>(with.completed),
       static_cast<unsigned long long>(without.completed),
       static_cast<unsigned long long>(without.flits_left));
+}
+
+// The dragonfly's adversarial pattern: every NIC of group g sends to the NIC in the same place of
+// group g + 1, so all of a group's traffic crosses its one global link to the next group and the
+// local links on both sides. With the `dragonfly` engine (global links as datelines) every put
+// completes and the fabric drains; packets beyond a global link ran on class 1.
+TEST(SimDragonflyGroupShift, TheDragonflyEngineDrainsASaturatingGroupShift) {
+  auto next_group = [](const fabric::Topology& t, uint32_t nic) {
+    // dragonfly:a=4,p=2,h=2: 9 groups of 4 routers with 2 NICs each, NICs in group order.
+    const uint32_t per_group = 4 * 2, n = t.num_nics();
+    uint32_t index = 0;
+    while (t.nic_node(index) != nic) ++index;
+    return t.nic_node((index + per_group) % n);
+  };
+  const Outcome o = stream("sim:dragonfly:a=4,p=2,h=2", "dragonfly", next_group);
+  EXPECT_TRUE(o.deadlock_free);
+  EXPECT_GT(o.vc_rule_packets, 0u);
+  EXPECT_EQ(o.completed, o.posted);
+  EXPECT_EQ(o.flits_left, 0u);
+  EXPECT_GT(o.class1_packets, 0u);
 }
 
 }  // namespace
