@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "chip/registers.h"
 #include "wire/data_packet.h"
 
 namespace galaxy::chip {
@@ -47,6 +48,14 @@ constexpr uint8_t vc_rule(bool dateline, uint8_t ring) {
 }
 constexpr uint8_t vc_rule_ring(uint8_t rule) {
   return static_cast<uint8_t>((rule >> 1) & 7u);
+}
+// Where port p's rule sits in the NRC's VC_RULES registers (docs/registers.md): register
+// reg::kVcRules + vc_rules_word(p), at bit vc_rule_shift(p).
+constexpr unsigned vc_rules_word(unsigned port) {
+  return port / reg::kVcRulesPerWord;
+}
+constexpr unsigned vc_rule_shift(unsigned port) {
+  return kVcRuleBits * (port % reg::kVcRulesPerWord);
 }
 
 // The class a data packet leaves an NRC in: class 1 over a dateline; otherwise its class as it

@@ -45,9 +45,7 @@ class Nrc : public Chip {
   // The VC rule of a port (VC_RULES, chip/data_vc.h) and the VC a data packet of `kind` that
   // came in on `in_port` over `vc_in` leaves by `out_port` on (chip::next_vc_class).
   uint8_t vc_rule(uint8_t port) const {
-    return static_cast<uint8_t>(
-        (vc_rules_[port / reg::kVcRulesPerWord] >> (kVcRuleBits * (port % reg::kVcRulesPerWord))) &
-        0xFu);
+    return static_cast<uint8_t>((vc_rules_[vc_rules_word(port)] >> vc_rule_shift(port)) & 0xFu);
   }
   uint8_t data_vc_out(wire::PacketKind kind, uint8_t vc_in, uint8_t in_port,
                       uint8_t out_port) const {

@@ -49,11 +49,9 @@ Result<LoadResult> load_routes(Requester& req, const FabricMap& map, const Route
   for (uint32_t v = 0; v < map.num_nodes() && v < routes.vc_rules.size(); ++v) {
     if (map.topology.is_nic(v) || routes.vc_rules[v].empty()) continue;
     const unsigned ports = map.topology.num_ports(v);
-    std::vector<uint64_t> words((ports + chip::reg::kVcRulesPerWord - 1) /
-                                chip::reg::kVcRulesPerWord);
+    std::vector<uint64_t> words(ports == 0 ? 0 : chip::vc_rules_word(ports - 1) + 1);
     for (unsigned p = 0; p < ports; ++p)
-      words[p / chip::reg::kVcRulesPerWord] |=
-          uint64_t{routes.vc_rule(v, p)} << (chip::kVcRuleBits * (p % chip::reg::kVcRulesPerWord));
+      words[chip::vc_rules_word(p)] |= uint64_t{routes.vc_rule(v, p)} << chip::vc_rule_shift(p);
     for (size_t i = 0; i < words.size(); i += 2) {
       const auto a = static_cast<uint16_t>(chip::reg::kVcRules + i);
       req.submit(i + 1 < words.size()

@@ -96,9 +96,9 @@ TEST(LoadedTables, TheVcRulesAreCheckedWithTheTables) {
   ASSERT_NE(node, UINT32_MAX);
   chip::Nrc& nrc = l.s.fabric->nrc(l.map.chip_id[node]);
   EXPECT_EQ(nrc.vc_rule(port), l.rs.vc_rule(node, port)) << "loaded over management";
-  const uint16_t reg = static_cast<uint16_t>(chip::reg::kVcRules + port / 16);
+  const uint16_t reg = static_cast<uint16_t>(chip::reg::kVcRules + chip::vc_rules_word(port));
   const uint64_t word = nrc.read_register(reg).value;
-  nrc.write_register(reg, word & ~(uint64_t{chip::kVcRuleDateline} << (4 * (port % 16))));
+  nrc.write_register(reg, word & ~(uint64_t{chip::kVcRuleDateline} << chip::vc_rule_shift(port)));
   c = check_loaded_tables(l.map, l.rs, l.reader(), l.rules());
   EXPECT_FALSE(c.ok());
   EXPECT_EQ(c.rules_differ, 1u);
