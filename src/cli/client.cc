@@ -48,6 +48,7 @@ Result<nlohmann::json> call_server(const std::string& server, const std::string&
   cli.set_read_timeout(seconds, 0);
   cli.set_write_timeout(seconds, 0);
   cli.set_connection_timeout(5, 0);
+  cli.set_tcp_nodelay(true);  // head and body go in two writes: do not wait for an ACK between
   httplib::Headers headers;
   std::string token = remote_options().token;
   if (token.empty())

@@ -2,18 +2,20 @@
 // /metrics and /api/metrics, /api/openapi.json and the web console's files. Write requests need
 // the bearer token; reads are open unless a read token is set. Every request is timed into
 // galaxy_http_request_duration_seconds{route,method,code}.
+//
+// One I/O thread owns every socket (Boost.Beast over Asio): it reads requests, writes answers
+// and feeds the event streams, so an open stream, an idle kept-alive connection or a client that
+// sends a byte a second costs a socket and a little memory, never a thread. Only a complete
+// request reaches the worker threads, which run the API (a scan may take seconds there without
+// stopping anything else). Limits (HttpOptions) bound connections, streams, header and body
+// sizes under every transfer encoding, and the time a request may take to arrive.
 #pragma once
 
-#include <atomic>
+#include <cstddef>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "base/status.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace galaxy::nmd {
 
@@ -21,12 +23,21 @@ class Daemon;
 
 struct HttpOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;         // 0: any free port (tests)
-  std::string token;       // write token (required)
-  std::string read_token;  // "" = reads open
-  std::string web_dir;     // serve the console from here instead of the built-in copy
-  size_t max_body_bytes = 1 << 20;
-  int threads = 16;  // server-sent event streams hold one each
+  int port = 8080;                       // 0: any free port (tests)
+  std::string token;                     // write token (required)
+  std::string read_token;                // "" = reads open
+  std::string web_dir;                   // serve the console from here instead of the built-in copy
+  size_t max_body_bytes = 1 << 20;       // Content-Length or chunked alike: beyond, 413
+  size_t max_header_bytes = 16 << 10;    // request line and headers: beyond, 431
+  int threads = 16;                      // workers running API requests (not connections)
+  size_t max_connections = 4096;         // open sockets, streams included: beyond, 503 and close
+  size_t max_streams = 1024;             // open /api/events streams: beyond, 503
+  int request_timeout_ms = 10'000;       // a started request must arrive whole within this
+  int idle_timeout_ms = 60'000;          // a kept-alive connection with no request is closed
+  int write_timeout_ms = 30'000;         // an answer or stream data the client does not take
+  int keepalive_ms = 15'000;             // a quiet event stream gets a comment line this often
+  size_t stream_buffer_bytes = 8 << 20;  // frames a slow stream reader may owe; beyond, closed
+  int backlog = 4096;                    // listen(2) backlog (the kernel caps it at somaxconn)
 };
 
 // "127.0.0.1:8080", "[::1]:8080", ":8080" (all interfaces) -> host, port.
@@ -38,21 +49,20 @@ class HttpServer {
  public:
   HttpServer(Daemon& daemon, HttpOptions options);
   ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds; the port is known after (port()). Then serve() in a thread of its own.
+  // Binds and listens; the port is known after (port()). Then start() serves in threads of
+  // its own until stop().
   Status bind();
   void start();
   void stop();
-  int port() const { return port_; }
+  int port() const;
+
+  class Impl;
 
  private:
-  void install();
-  Daemon& daemon_;
-  HttpOptions options_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
-  int port_ = 0;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace galaxy::nmd
