@@ -11,6 +11,7 @@
 #include "cli/bench_sim.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/session.h"
 #include "engine/sim/fabric_spec.h"
 #include "engine/sim/mgmt_probe.h"
@@ -239,7 +240,8 @@ void add_bench_command(CLI::App& app) {
   auto* m = b->add_subcommand("mgmt", "SYSTEM.md 2.8 rows on the simulated fabric");
   m->add_option("--fabric", o->fabric, "sim:<topology>")->capture_default_str();
   m->add_option("--count", o->count, "requests per register row (paper: N = 1000)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, 1000000));
   m->add_flag("--json", o->json, "machine-readable output");
   m->add_flag("--skip-busy", o->skip_busy, "skip the discovery under AlltoAll load (slowest row)");
   m->add_option("--plot", o->plot, "write an SVG of latency vs hops beside the paper's line");

@@ -12,6 +12,7 @@
 #include "cli/comm_bench.h"
 #include "cli/fabric_live.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/peers.h"
 #include "engine/live/live_spec.h"
 
@@ -46,6 +47,8 @@ const char* unit_of(const std::string& kind) {
 }
 
 void run_comm(const std::string& what, const std::vector<Row>& rows, const CommOptions& o) {
+  auto peers = parse_peer_list(o.peers);
+  if (!peers.ok()) return report_error(peers.error(), o.json);
   // A private fabric unless one was named: one host, two NICs on one NRC.
   std::string spec = o.fabric;
   const bool private_fabric = spec.empty();
@@ -79,9 +82,9 @@ void run_comm(const std::string& what, const std::vector<Row>& rows, const CommO
   po.repetitions = ours.repetitions;
   po.iterations = ours.iterations;
   po.quick = o.quick;
-  const bool want_ucx = o.peers.find("ucx") != std::string::npos;
-  const bool want_fi = o.peers.find("libfabric") != std::string::npos;
-  const bool want_mpi = o.peers.find("openmpi") != std::string::npos;
+  const bool want_ucx = peers->ucx;
+  const bool want_fi = peers->libfabric;
+  const bool want_mpi = peers->openmpi;
 
   nlohmann::json out = nlohmann::json::array();
   bool failed = false;
@@ -202,11 +205,19 @@ void add_one(CLI::App* bench, const char* name, const char* help, std::vector<Ro
   c->add_option("--fabric", o->fabric,
                 "a running live fabric (default: a private one-host fabric for the run)");
   c->add_option("--peers", o->peers, "peers to run beside ours: ucx,libfabric,openmpi or none")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            auto p = parse_peer_list(text);
+            return p.ok() ? std::string() : p.error().to_string();
+          },
+          ""));
   c->add_option("--reps", o->repetitions, "repetitions (medians are reported)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, 1000));
   c->add_option("--iters", o->iterations, "iterations per repetition (0: about a second each)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 100000000));
   c->add_flag("--quick", o->quick, "one short repetition (a smoke test, not a measurement)");
   c->add_flag("--json", o->json, "machine-readable output");
   std::string what = name;

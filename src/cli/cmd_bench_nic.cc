@@ -7,6 +7,7 @@
 #include "cli/bench_sim.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/route_phases.h"
 #include "glex/nic_bench.h"
 
@@ -32,10 +33,6 @@ void run_bench_nic(NicBenchCliOptions& o) {
   SessionOptions& so = o.route.session;
   if (so.timing.empty()) so.timing = std::string(GALAXY_SOURCE_DIR) + "/config/th1a-timing.json";
   so.json = o.json;
-  if (o.iterations == 0 || o.iterations > 100000)
-    return report_error(make_error(Code::kOutOfRange, 9635,
-                                   fmt::format("--iterations = {} (1-100000)", o.iterations)),
-                        o.json);
   nlohmann::json phases;
   auto fabric = routed_sim_fabric(o.route, phases);
   if (!fabric) return;
@@ -104,7 +101,8 @@ void add_bench_nic_subcommand(CLI::App* bench) {
   c->add_option("--timing", o->route.session.timing,
                 "calibration file (default: config/th1a-timing.json)");
   c->add_option("--iterations", o->iterations, "ping-pong round trips per latency figure")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, 100000));
   c->add_flag("--json", o->json, "machine-readable output");
   c->callback([o]() { run_bench_nic(*o); });
 }

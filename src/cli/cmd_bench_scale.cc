@@ -14,6 +14,7 @@
 
 #include "cli/bench_sim.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/peers.h"
 
 namespace galaxy::cli {
@@ -174,8 +175,11 @@ void add_bench_scale_subcommand(CLI::App* bench) {
       "scale", "How bring-up grows with the fabric: wall time, peak memory, growth exponents");
   c->add_option("--family", o->family, help + " or all")->capture_default_str();
   c->add_option("--max-nics", o->max_nics, "stop a family at the first size above this")
-      ->capture_default_str();
-  c->add_option("--timeout-s", o->timeout_s, "per bring-up")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, 1000000));
+  c->add_option("--timeout-s", o->timeout_s, "per bring-up")
+      ->capture_default_str()
+      ->check(integer_in(1, 86400));
   c->add_flag("--json", o->json, "machine-readable output");
   c->callback([o]() { run_bench_scale(*o); });
 }

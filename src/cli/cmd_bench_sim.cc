@@ -13,6 +13,7 @@
 #include "cli/bench_sim.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/route_phases.h"
 
 namespace galaxy::cli {
@@ -231,14 +232,6 @@ void run_bench_sim(const SimBenchOptions& o) {
         make_error(Code::kInvalidArgument, 9637,
                    fmt::format("--choice = '{}' is not adaptive, fixed or both", o.choice)),
         o.json);
-  std::string bad;
-  if (!(o.load > 0 && o.load <= 1))
-    bad = fmt::format("--load = {} (a fraction of the link, 0 < load <= 1)", o.load);
-  else if (!(o.time_us > 0 && o.time_us <= 1e6))
-    bad = fmt::format("--time-us = {} (0 < time <= 1,000,000)", o.time_us);
-  else if (o.bytes == 0 || o.bytes > (1u << 20))
-    bad = fmt::format("--bytes = {} (1-1048576)", o.bytes);
-  if (!bad.empty()) return report_error(make_error(Code::kOutOfRange, 9633, bad), o.json);
   nlohmann::json rows = nlohmann::json::array();
   for (const PatternInfo* p : patterns)
     for (bool fixed : choices) {
@@ -289,11 +282,18 @@ void add_bench_sim_subcommand(CLI::App* bench) {
                 "the NRCs' output choice: adaptive (least-loaded allowed port), fixed (the "
                 "destination's, as static d-mod-k routing) or both")
       ->capture_default_str();
-  c->add_option("--time-us", o->time_us, "simulated time of traffic")->capture_default_str();
+  c->add_option("--time-us", o->time_us, "simulated time of traffic")
+      ->capture_default_str()
+      ->check(real_in(0, 1e6, Bounds::kAboveLow));
   c->add_option("--load", o->load, "offered load per NIC, a fraction of its link")
-      ->capture_default_str();
-  c->add_option("--bytes", o->bytes, "bytes per put")->capture_default_str();
-  c->add_option("--seed", o->route.session.seed, "random seed")->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(0, 1, Bounds::kAboveLow));
+  c->add_option("--bytes", o->bytes, "bytes per put")
+      ->capture_default_str()
+      ->check(integer_in(1, 1 << 20));
+  c->add_option("--seed", o->route.session.seed, "random seed")
+      ->capture_default_str()
+      ->check(any_uint64());
   c->add_flag("--json", o->json, "machine-readable output");
   c->callback([o]() { run_bench_sim(*o); });
 }

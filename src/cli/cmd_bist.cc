@@ -9,6 +9,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/session.h"
 #include "nm/bist.h"
 #include "nmd/ops.h"
@@ -149,15 +150,18 @@ void add_bist_command(CLI::App& app) {
   auto* c = app.add_subcommand("bist", "Link built-in self-test through the BIST registers");
   add_session_options(c, o->session);
   c->add_option("--chip", o->chip, "chip id, name or nic:<index> (with --port)");
-  c->add_option("--port", o->port, "the port of --chip to test");
+  c->add_option("--port", o->port, "the port of --chip to test")->check(integer_in(0, 255));
   c->add_option("--all-links-of", o->all_links_of, "test every linked port of this chip");
   c->add_flag("--all", o->all, "test every link of the fabric (one end each)");
   c->add_option("--duration-us", o->duration_us, "test duration, 1-65535 us")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, 65535));
   c->add_option("--intensity", o->intensity, "share of the link rate used, percent")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 100));
   c->add_option("--max-ber", o->max_ber, "bit error ratio a link may show and still pass")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(0, 1));
   c->add_option("--noisy-link", o->noisy,
                 "simulation aid: CHIP:PORT:RATE corrupts flits with probability RATE in both "
                 "directions of that link (repeatable)");

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/fabric_live.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "engine/sim/fabric_spec.h"
 #include "engine/sim/sim_fabric.h"
 #include "fabric/io.h"
@@ -105,7 +106,8 @@ void add_fabric_command(CLI::App& app) {
   c->add_flag("--list", o->list, "list the registered topology builders and their parameters");
   c->add_flag("--no-chips", o->no_chips, "only the graph: do not instantiate the chip models");
   c->add_option("--server-nic", o->server_nic, "NIC index of the management server")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 65534));
   c->add_option("--write", o->write, "save the topology (.json or .dot by extension)");
   add_fabric_live_subcommands(c);
   c->require_subcommand(0, 1);

@@ -16,6 +16,7 @@
 
 #include "cli/fabric_live.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/route_phases.h"
 #include "engine/live/live_spec.h"
 #include "engine/live/segment.h"
@@ -290,9 +291,11 @@ void add_fabric_live_subcommands(CLI::App* fabric) {
       ->delimiter(',');
   up->add_option("--impair", o->up.impair, "link impairment of every daemon: drop=P,dup=P,...");
   up->add_option("--op-timeout-ms", o->up.op_timeout_ms, "remote RDMA timeout of the daemons")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, 3600000));
   up->add_option("--timeout-s", o->up.timeout_s, "give up if daemons or links are not up by then")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(0, 86400, Bounds::kAboveLow));
   up->add_flag("--no-route", o->no_route, "start the daemons only");
   up->callback([o]() { run_up(*o); });
   auto* down = fabric->add_subcommand("down", "Stop the daemons of a live fabric on this machine");

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "engine/live/daemon.h"
 #include "engine/live/live_spec.h"
 
@@ -109,8 +110,11 @@ void add_fabricd_command(CLI::App& app) {
   c->add_option(
        "--op-timeout-ms", o->op_timeout_ms,
        "a remote RDMA that moves no further (no packet out, no answer in) for this long fails")
-      ->capture_default_str();
-  c->add_option("--spin-us", o->spin_us, "poll this long before sleeping")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(1, 3600000));
+  c->add_option("--spin-us", o->spin_us, "poll this long before sleeping")
+      ->capture_default_str()
+      ->check(integer_in(0, 1000000));
   c->add_flag("--json", o->json, "machine-readable errors");
   c->callback([o]() { run_fabricd(*o); });
 }

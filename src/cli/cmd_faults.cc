@@ -10,6 +10,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/session.h"
 #include "nm/faults.h"
 #include "nm/reroute.h"
@@ -197,11 +198,13 @@ void add_faults_command(CLI::App& app) {
   c->add_option("--inject", o->inject,
                 "simulated fabric: link-down:CHIP:PORT or link-up:CHIP:PORT (repeatable)");
   c->add_option("--watch-us", o->watch_us, "how long to collect reports (simulated us)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(0, 1e9));
   c->add_option("--engine", o->engine,
                 "route with this engine first and re-route around link-down faults");
   c->add_option("--mask", o->mask, "FAULT_MASK to program (bit per fault code, 1 = not reported)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(any_uint64());
   c->callback([o]() { run_faults(*o); });
 }
 

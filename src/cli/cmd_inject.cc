@@ -9,6 +9,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/session.h"
 
 namespace galaxy::cli {
@@ -225,7 +226,8 @@ void add_inject_command(CLI::App& app) {
                 "number 0-7 or a name such as crc_error_burst)")
       ->required();
   c->add_option("--window-us", o->window_us, "simulated time to wait after the injection")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 10000000));
   c->callback([o]() { run_inject(*o); });
 }
 

@@ -9,6 +9,7 @@
 #include "base/env.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/session.h"
 #include "nmd/daemon.h"
 #include "nmd/http_server.h"
@@ -25,6 +26,7 @@ struct NmdOptions {
   std::string read_token_file;
   std::string web_dir;
   std::string ready_file;
+  std::string retention = "none";
 };
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -47,6 +49,9 @@ Result<std::string> read_secret(const std::string& path, const char* what) {
 
 void run_nmd(NmdOptions& o) {
   const bool json = o.session.json;
+  auto retention = nmd::parse_retention(o.retention);
+  if (!retention.ok()) return report_error(retention.error(), json);
+  o.daemon.retention_s = *retention;
   nmd::HttpOptions http;
   if (Status l = nmd::parse_listen(o.listen, http.host, http.port); !l.ok())
     return report_error(l.error(), json);
@@ -127,11 +132,18 @@ void add_nmd_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--scan-interval-s", o->daemon.scan_interval_s,
                 "seconds between status scans (0: none)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(0, nmd::kMaxIntervalS));
   c->add_option("--sweep-interval-s", o->daemon.sweep_interval_s,
                 "seconds between discovery sweeps (0: none)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(0, nmd::kMaxIntervalS));
   c->add_option("--fault-mask", o->daemon.fault_mask, "FAULT_MASK programmed on every chip")
+      ->capture_default_str()
+      ->check(any_uint64());
+  c->add_option("--retention", o->retention,
+                "delete events older than this: 30d, 12h, 90m, 3600s (none or 0: keep every "
+                "event)")
       ->capture_default_str();
   c->add_option("--region", o->daemon.region,
                 "manage only these chips (fault reports, scans, chip requests), e.g. "

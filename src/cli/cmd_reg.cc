@@ -9,6 +9,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/session.h"
 #include "nmd/ops.h"
 
@@ -144,7 +145,9 @@ void add_eeprom_command(CLI::App& app) {
   auto* c = app.add_subcommand("eeprom", "Read or write bytes of a chip's EEPROM in-band");
   add_common(c, *o);
   c->add_option("--addr", o->addr, "first byte address (0x hex or decimal)")->required();
-  c->add_option("--count", o->count, "read: bytes to read (1-256)")->capture_default_str();
+  c->add_option("--count", o->count, "read: bytes to read (1-256)")
+      ->capture_default_str()
+      ->check(integer_in(1, 256));
   c->add_option("--bytes", o->bytes, "write: comma-separated byte values");
   c->callback([o]() { run_eeprom(*o); });
 }

@@ -11,6 +11,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/route_phases.h"
 #include "cli/session.h"
 #include "nm/route_load.h"
@@ -337,7 +338,8 @@ void add_route_command(CLI::App& app) {
   c->add_flag("--list", o->list, "list the routing engines and their parameters");
   c->add_flag("--eeprom", o->eeprom, "also write the tables into every NRC's EEPROM (slow)");
   c->add_option("--readback", o->verify_per_nrc, "read back this many range writes per NRC")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 65536));
   c->callback([o]() { run_route(*o); });
 }
 
@@ -348,7 +350,8 @@ void add_bringup_command(CLI::App& app) {
   add_session_options(c, o->session);
   c->add_option("--engine", o->engine, "routing engine spec")->capture_default_str();
   c->add_option("--mps", o->mps, "table-routed MPs sent between random NIC pairs at the end")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 10000000));
   c->callback([o]() { run_bringup(*o); });
 }
 

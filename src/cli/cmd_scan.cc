@@ -10,6 +10,7 @@
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/session.h"
 #include "nm/scan.h"
 
@@ -167,12 +168,6 @@ void run_scan(ScanCmdOptions& o) {
   if (o.mode == "loop" && o.count < 1)
     return report_error(
         make_error(Code::kInvalidArgument, 9153, "--count = 0: loop needs at least 1 scan"), json);
-  if (!(o.interval_ms >= 0) || !(o.error_rate >= 0 && o.error_rate < 1))
-    return report_error(
-        make_error(Code::kInvalidArgument, 9154,
-                   fmt::format("--interval-ms = {} must be >= 0 and --error-rate = {} in [0, 1)",
-                               o.interval_ms, o.error_rate)),
-        json);
 
   auto s = open_discovered_session(o.session);
   if (!s.ok()) return report_error(s.error(), json);
@@ -267,15 +262,21 @@ void add_scan_command(CLI::App& app) {
   c->add_option("--chips", o->chips, "nrc (the paper's scan) or all (NICs too)")
       ->capture_default_str();
   c->add_option("--interval-ms", o->interval_ms, "loop/compare: simulated time between scans")
-      ->capture_default_str();
-  c->add_option("--count", o->count, "loop/compare: number of scans")->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(0, 3.6e6));
+  c->add_option("--count", o->count, "loop/compare: number of scans")
+      ->capture_default_str()
+      ->check(integer_in(1, 100000));
   c->add_option("--noisy-links", o->noisy_links,
                 "simulation aid: corrupt flits on the uplinks of the K NRCs nearest the server")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 65534));
   c->add_option("--error-rate", o->error_rate, "flit error probability of --noisy-links")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(real_in(0, 1, Bounds::kBelowHigh));
   c->add_option("--top", o->top, "changed registers and non-responding chips listed at most")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 1000000));
   c->callback([o]() { run_scan(*o); });
 }
 

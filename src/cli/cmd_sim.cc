@@ -7,6 +7,7 @@
 #include "chip/registers.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "engine/sim/fabric_spec.h"
 #include "engine/sim/load.h"
 #include "engine/sim/mgmt_probe.h"
@@ -132,14 +133,16 @@ void add_sim_command(CLI::App& app) {
   c->add_option("--op", o->op, "read | read2 | write | eeprom-read | eeprom-write")
       ->capture_default_str();
   c->add_option("--load", o->load, "background load: " + sim::load_names())->capture_default_str();
-  c->add_option("--server-nic", o->server_nic, "NIC index of the server")->capture_default_str();
+  c->add_option("--server-nic", o->server_nic, "NIC index of the server")
+      ->capture_default_str()
+      ->check(integer_in(0, 65534));
   c->add_option("--count", o->count, "requests per hop count (paper: N = 1000)")
       ->capture_default_str()
-      ->check(CLI::Range(1u, 1000000u));
+      ->check(integer_in(1, 1000000));
   c->add_option("--max-hops", o->max_hops, "largest h to measure")
       ->capture_default_str()
-      ->check(CLI::Range(0, 20));
-  c->add_option("--seed", o->seed, "random seed")->capture_default_str();
+      ->check(integer_in(0, 20));
+  c->add_option("--seed", o->seed, "random seed")->capture_default_str()->check(any_uint64());
   c->add_flag("--json", o->json, "machine-readable output");
   c->callback([o]() { run_regread(*o); });
 }

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/option_checks.h"
 #include "cli/route_phases.h"
 #include "glex/sim_protocol.h"
 #include "glex/sim_server.h"
@@ -85,7 +86,8 @@ void add_simd_command(CLI::App& app) {
   c->add_option("--engine", o->route.engine, "routing engine for the bring-up")
       ->capture_default_str();
   c->add_option("--seed", o->route.session.seed, "random seed of the simulation")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(any_uint64());
   c->add_option(
       "--socket", o->socket,
       "listen here (default: $GLEX_SIM_SOCKET, else /tmp/galaxy-sim-<uid>-<fabric>.sock)");

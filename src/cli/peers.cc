@@ -735,6 +735,34 @@ std::vector<PeerSample> run_peers(const std::string& test, size_t bytes, const P
           run_openmpi(test, bytes, opt)};
 }
 
+Result<PeerChoice> parse_peer_list(const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return make_error(Code::kInvalidArgument, 9621,
+                      fmt::format("--peers = '{}': {} (a comma-separated list of ucx, libfabric, "
+                                  "openmpi, or none)",
+                                  text, why));
+  };
+  PeerChoice c;
+  bool none = false;
+  size_t names = 0;
+  std::stringstream ss(text);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    ++names;
+    bool* pick = name == "ucx"         ? &c.ucx
+                 : name == "libfabric" ? &c.libfabric
+                 : name == "openmpi"   ? &c.openmpi
+                 : name == "none"      ? &none
+                                       : nullptr;
+    if (!pick) return bad(fmt::format("'{}' is not a peer", name));
+    if (*pick) return bad(fmt::format("'{}' is given twice", name));
+    *pick = true;
+  }
+  if (names == 0 || text.back() == ',') return bad("a peer name is missing");
+  if (none && names > 1) return bad("none goes alone");
+  return c;
+}
+
 // --- physical limits -----------------------------------------------------------------------
 
 double memcpy_mbps(size_t bytes) {

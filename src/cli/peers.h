@@ -53,6 +53,16 @@ PeerSample run_openmpi(const std::string& test, size_t bytes, const PeerOptions&
 // All three, in that order; unavailable ones included.
 std::vector<PeerSample> run_peers(const std::string& test, size_t bytes, const PeerOptions& opt);
 
+// The peers a benchmark runs beside ours (--peers): a comma-separated list of ucx, libfabric and
+// openmpi, or none. Errors: a name that is not a peer, a name given twice, none with others,
+// nothing at all (E9621).
+struct PeerChoice {
+  bool ucx = false;
+  bool libfabric = false;
+  bool openmpi = false;
+};
+Result<PeerChoice> parse_peer_list(const std::string& text);
+
 // Physical limits: single-thread memcpy of `bytes` (median of 3 passes, MB/s), and the one-way
 // latency (ns) of a cache-line ping-pong between two processes through MAP_SHARED memory.
 double memcpy_mbps(size_t bytes);

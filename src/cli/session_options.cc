@@ -1,5 +1,6 @@
 #include <string>
 
+#include "cli/option_checks.h"
 #include "cli/session.h"
 #include "engine/sim/load.h"
 
@@ -12,8 +13,11 @@ void add_session_options(CLI::App* cmd, SessionOptions& o) {
   cmd->add_option("--host", o.host, "live fabric: the host whose NIC the server uses");
   cmd->add_option("--load", o.load, "background load: " + sim::load_names())->capture_default_str();
   cmd->add_option("--server-nic", o.server_nic, "NIC index of the management server")
-      ->capture_default_str();
-  cmd->add_option("--seed", o.seed, "random seed of the simulation")->capture_default_str();
+      ->capture_default_str()
+      ->check(integer_in(0, 65534));
+  cmd->add_option("--seed", o.seed, "random seed of the simulation")
+      ->capture_default_str()
+      ->check(any_uint64());
   cmd->add_flag("--json", o.json, "machine-readable output");
   cmd->add_flag("--serial", o.serial, "one request at a time (the paper's mode)");
 }

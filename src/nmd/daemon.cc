@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -44,10 +45,19 @@ constexpr double kLinkBitsPerSecond = 8 * 14e9;  // one direction of a link (SYS
 }  // namespace
 
 Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonOptions& options) {
-  if (options.scan_interval_s < 0 || options.sweep_interval_s < 0)
-    return make_error(Code::kInvalidArgument, 8210,
-                      fmt::format("scan interval {} s / sweep interval {} s: must be >= 0",
-                                  options.scan_interval_s, options.sweep_interval_s));
+  // Written so that nan fails too; inf or 1e300 would overflow the loop's int64 deadlines.
+  for (auto [field, v] : {std::pair{"scan_interval_s", options.scan_interval_s},
+                          std::pair{"sweep_interval_s", options.sweep_interval_s}})
+    if (!(v >= 0 && v <= kMaxIntervalS))
+      return make_error(
+          Code::kOutOfRange, 8210,
+          fmt::format("{} = {} must be a number in [0, {}] (0: none)", field, v, kMaxIntervalS));
+  if (!(options.retention_s == 0 ||
+        (options.retention_s >= 1 && options.retention_s <= kMaxRetentionS)))
+    return make_error(Code::kOutOfRange, 8082,
+                      fmt::format("retention = {} s: must be 0 (keep every event) or from 1 s to "
+                                  "{} s",
+                                  options.retention_s, kMaxRetentionS));
   std::unique_ptr<Daemon> d(new Daemon(options));
   GALAXY_TRY(d->init());
   return d;
@@ -143,6 +153,7 @@ void Daemon::loop() {
   while (!stop_) {
     std::this_thread::sleep_for(
         std::chrono::microseconds(static_cast<int64_t>(options_.tick_ms * 1000)));
+    prune_events();
     std::lock_guard lock(mu_);
     tick_locked();
   }
@@ -164,6 +175,30 @@ void Daemon::tick_locked() {
     next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
   }
   publish_locked();
+}
+
+void Daemon::prune_events() {
+  if (options_.retention_s <= 0) return;
+  const int64_t now = wall_us();
+  if (now < next_prune_us_) return;
+  const double every_s = std::clamp(options_.retention_s / 10, 1.0, 60.0);
+  next_prune_us_ = now + static_cast<int64_t>(every_s * 1e6);
+  const int64_t cutoff = now - static_cast<int64_t>(options_.retention_s * 1e6);
+  auto n = events_->prune_older_than(cutoff);
+  if (!n.ok()) {
+    std::fprintf(stderr, "galaxy nmd: %s\n", n.error().to_string().c_str());
+    return;
+  }
+  if (*n == 0) return;
+  {
+    // Not while a rebuild of the view is publishing its own counts.
+    std::lock_guard lock(mu_);
+    refresh_fault_counts();
+  }
+  note({.kind = EventKind::kLog,
+        .cause = "events pruned",
+        .detail = fmt::format("{} events older than the retention of {} s deleted", *n,
+                              options_.retention_s)});
 }
 
 void Daemon::publish_locked() {
@@ -572,25 +607,19 @@ void Daemon::update_port_metrics(const FabricView& v) {
       (void)alarms->set({{"severity", sev}}, static_cast<double>(count));
 }
 
+// From the store's counters: every open fault of every chip, however many, without reading rows.
 void Daemon::count_faults(FabricView& v) const {
   for (ChipView& c : v.chips) c.faults = 0;
-  EventQuery unacked{.acknowledged = false, .limit = 100000};
-  if (auto open = events_->query(unacked); open.ok())
-    for (const Event& e : *open)
-      if ((e.kind == EventKind::kFault || e.kind == EventKind::kAlarm) && e.chip >= 0 &&
-          static_cast<size_t>(e.chip) < v.chips.size())
-        ++v.chips[e.chip].faults;
+  for (const auto& [chip, n] : events_->open_fault_counts().by_chip)
+    if (static_cast<size_t>(chip) < v.chips.size())
+      v.chips[static_cast<size_t>(chip)].faults = static_cast<uint32_t>(n);
 }
 
 std::map<std::string, int64_t> Daemon::open_fault_counts() const {
   std::map<std::string, int64_t> out;
-  for (uint8_t s = 0; s <= static_cast<uint8_t>(EventSeverity::kCritical); ++s)
-    out[std::string(event_severity_name(static_cast<EventSeverity>(s)))] = 0;
-  for (EventKind k : {EventKind::kFault, EventKind::kAlarm}) {
-    auto open = events_->query(EventQuery{.kind = k, .acknowledged = false, .limit = 1000000});
-    if (open.ok())
-      for (const Event& e : *open) ++out[std::string(event_severity_name(e.severity))];
-  }
+  const std::array<int64_t, 4> by = events_->open_faults_by_severity();
+  for (size_t s = 0; s < by.size(); ++s)
+    out[std::string(event_severity_name(static_cast<EventSeverity>(s)))] = by[s];
   return out;
 }
 
@@ -699,6 +728,28 @@ Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) cons
   return node;
 }
 
+Result<uint32_t> Daemon::resolve_planned(const Session& s, const std::string& text) const {
+  const fabric::Topology& plan = s.plan();
+  if (auto n = plan.find_node(text)) return *n;
+  if (text.rfind("nic:", 0) == 0) {
+    auto i = parse_int("nic index", text.substr(4), 0, static_cast<int64_t>(plan.num_nics()) - 1);
+    if (!i.ok()) return i.error();
+    return plan.nic_node(static_cast<uint32_t>(*i));
+  }
+  // A chip id is the plan node on every engine.
+  if (auto id = parse_int("chip", text, 0, 65534); id.ok()) {
+    if (*id >= static_cast<int64_t>(plan.num_nodes()))
+      return make_error(
+          Code::kNotFound, 8290,
+          fmt::format("chip = {} is not in the fabric ({} chips)", *id, plan.num_nodes()));
+    return static_cast<uint32_t>(*id);
+  }
+  // Names only discovery gives ("nrc12") need the chip in the map.
+  auto node = find_node(s, text);
+  if (!node.ok()) return node.error();
+  return s.discovery.map.chip_id[*node];
+}
+
 Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) {
   if (!changes.is_object())
     return make_error(Code::kInvalidArgument, 8212, "the body must be a JSON object");
@@ -714,14 +765,15 @@ Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) 
   auto number = [&](const char* k, double lo, double hi) -> Result<std::optional<double>> {
     if (!changes.contains(k)) return std::optional<double>{};
     const auto& v = changes[k];
-    if (!v.is_number() || v.get<double>() < lo || v.get<double>() > hi)
+    // Written so that nan fails too (JSON has none, but a number beyond a double reads as inf).
+    if (!v.is_number() || !(v.get<double>() >= lo && v.get<double>() <= hi))
       return make_error(Code::kOutOfRange, 8214,
                         fmt::format("{} = {} must be a number in [{}, {}]", k, v.dump(), lo, hi));
     return std::optional<double>{v.get<double>()};
   };
-  auto scan = number("scan_interval_s", 0, 86400);
+  auto scan = number("scan_interval_s", 0, kMaxIntervalS);
   if (!scan.ok()) return scan.error();
-  auto sweep = number("sweep_interval_s", 0, 86400);
+  auto sweep = number("sweep_interval_s", 0, kMaxIntervalS);
   if (!sweep.ok()) return sweep.error();
   std::optional<uint64_t> mask;
   if (changes.contains("fault_mask")) {
@@ -827,17 +879,25 @@ Status Daemon::inject_link(const std::string& action, const std::string& chip, i
                       fmt::format("action = '{}' is not link-down or link-up", action));
   std::lock_guard lock(mu_);
   GALAXY_TRY(require_simulated(session_, "inject"));
-  auto node = resolve(session_, chip);
-  if (!node.ok()) return node.error();
-  const uint32_t plan_node = session_.discovery.map.chip_id[*node];
+  // Either end of the link may be named, reachable or not (resolve_planned).
+  auto named = resolve_planned(session_, chip);
+  if (!named.ok()) return named.error();
+  const uint32_t plan_node = *named;
   const fabric::Topology& plan = session_.plan();
   if (port < 0 || static_cast<uint32_t>(port) >= plan.num_ports(plan_node))
     return make_error(Code::kOutOfRange, 8219,
                       fmt::format("port = {} is not a port of {} (0-{})", port,
                                   plan.name(plan_node), plan.num_ports(plan_node) - 1));
-  if (!plan.peer({plan_node, static_cast<uint8_t>(port)}))
+  const auto peer = plan.peer({plan_node, static_cast<uint8_t>(port)});
+  if (!peer)
     return make_error(Code::kInvalidArgument, 8220,
                       fmt::format("port = {} of {} has no link", port, plan.name(plan_node)));
+  // A link belongs to the region of either end (a region's NRCs reach their NICs' links).
+  if (!in_region(plan_node) && !in_region(peer->node))
+    return make_error(Code::kNotFound, 8291,
+                      fmt::format("chip = '{}' port {} (chip {} to chip {}) is outside this "
+                                  "daemon's region ({})",
+                                  chip, port, plan_node, peer->node, region_.text));
   GALAXY_TRY(
       session_.fabric->set_link({plan_node, static_cast<uint8_t>(port)}, action == "link-up"));
   note({.kind = EventKind::kLog,

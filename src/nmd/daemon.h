@@ -27,6 +27,10 @@
 
 namespace galaxy::nmd {
 
+// Scan and sweep intervals, from the command line and PUT /api/config alike: 0 (none) up to a
+// day, and finite (the loop keeps its deadlines in int64 microseconds).
+inline constexpr double kMaxIntervalS = 86400;
+
 struct DaemonOptions {
   SessionOptions session;
   std::string db_path = "galaxy-nmd.db";
@@ -41,6 +45,9 @@ struct DaemonOptions {
   // Per-port metric series for every port up to this many chips; above it only the ports with
   // errors or a link down (TH-2 has 150,000 ports: a scrape of every one would be 100 MB).
   uint32_t all_port_metrics_up_to_chips = 4096;
+  // Events older than this are deleted (checked every minute, or every tenth of the retention
+  // when shorter); 0 keeps every event. parse_retention reads the option's text.
+  double retention_s = 0;
 };
 
 struct ConfigState {
@@ -119,12 +126,19 @@ class Daemon {
   // A chip named by id, name or nic:<index> -> its FabricMap node (session locked by caller);
   // a chip outside the region is "not found" (another daemon manages it).
   Result<uint32_t> resolve(const Session& s, const std::string& text) const;
+  // The same names -> the chip's node in the described fabric (plan), discovered or not: a
+  // link-down can cut a chip off (a NIC behind its only link), and the link-up that undoes it
+  // names that chip. "nic:<index>" is the fabric's NIC index (as --server-nic), which does not
+  // shift when a NIC drops out of the map.
+  Result<uint32_t> resolve_planned(const Session& s, const std::string& text) const;
 
  private:
   explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
   Status init();
   void loop();
   void tick_locked();
+  // Retention, when due: deletes the events older than retention_s (without the session lock).
+  void prune_events();
   void handle_faults_locked();
   Status route_locked(const std::string& engine);
   Result<nlohmann::json> scan_locked();
@@ -166,6 +180,7 @@ class Daemon {
   DaemonCounters counters_;
   int64_t next_scan_us_ = 0;
   int64_t next_sweep_us_ = 0;
+  int64_t next_prune_us_ = 0;  // the loop's thread only
 
   struct Published {
     ConfigState config;

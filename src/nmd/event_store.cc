@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <utility>
 #include <variant>
 
@@ -12,13 +14,17 @@ namespace {
 
 constexpr int kSchemaVersion = 1;
 constexpr int kBusyTimeoutMs = 2000;
+// Rows deleted per prune transaction: each batch holds the store for a few milliseconds.
+constexpr int64_t kPruneBatch = 10000;
 
 constexpr std::array<std::string_view, 5> kKindNames = {"fault", "alarm", "config_change",
                                                         "scan_summary", "log"};
 constexpr std::array<std::string_view, 4> kSeverityNames = {"info", "minor", "major", "critical"};
 
 // kind and severity are stored as their enum values: severity so that min_severity is a plain
-// integer comparison on an indexed column.
+// integer comparison on an indexed column. The (kind, time_us) and (chip, time_us) indexes give
+// the newest events of one kind or one chip without walking past every other event (a few scan
+// summaries among a million faults); (chip, time_us) replaces the chip-only index of older files.
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS events (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -36,7 +42,9 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_time ON events(time_us);
 CREATE INDEX IF NOT EXISTS events_severity ON events(severity);
-CREATE INDEX IF NOT EXISTS events_chip ON events(chip);
+CREATE INDEX IF NOT EXISTS events_kind_time ON events(kind, time_us);
+CREATE INDEX IF NOT EXISTS events_chip_time ON events(chip, time_us);
+DROP INDEX IF EXISTS events_chip;
 PRAGMA user_version = 1;
 )sql";
 
@@ -114,6 +122,33 @@ int bind_all(sqlite3_stmt* s, const std::vector<BindValue>& binds) {
   return SQLITE_OK;
 }
 
+// Faults and alarms are what an operator acknowledges; they alone are counted as open.
+bool is_fault_or_alarm(int64_t kind) {
+  return kind == static_cast<int64_t>(EventKind::kFault) ||
+         kind == static_cast<int64_t>(EventKind::kAlarm);
+}
+
+// Adds delta open events of one severity and chip. A severity outside the known values (a row
+// written by something else) is not counted, here or when it leaves, so the counters agree.
+void add_open(OpenFaultCounts& c, int64_t severity, int64_t chip, int64_t delta) {
+  if (severity < 0 || severity >= static_cast<int64_t>(c.by_severity.size())) return;
+  c.by_severity[static_cast<size_t>(severity)] += delta;
+  if (chip < 0) return;
+  auto it = c.by_chip.try_emplace(chip, 0).first;
+  it->second += delta;
+  if (it->second <= 0) c.by_chip.erase(it);
+}
+
+void subtract_open(OpenFaultCounts& from, const OpenFaultCounts& gone) {
+  for (size_t i = 0; i < from.by_severity.size(); ++i) from.by_severity[i] -= gone.by_severity[i];
+  for (const auto& [chip, n] : gone.by_chip) {
+    auto it = from.by_chip.find(chip);
+    if (it == from.by_chip.end()) continue;
+    it->second -= n;
+    if (it->second <= 0) from.by_chip.erase(it);
+  }
+}
+
 Status validate(const Event& e) {
   if (static_cast<size_t>(e.kind) >= kKindNames.size()) {
     return make_error(Code::kInvalidArgument, 8020,
@@ -187,6 +222,36 @@ Result<EventSeverity> parse_event_severity(std::string_view name) {
   return make_error(
       Code::kInvalidArgument, 8011,
       fmt::format("event severity = '{}' is not one of info, minor, major, critical", name));
+}
+
+Result<double> parse_retention(std::string_view text) {
+  if (text == "none" || text == "0") return 0.0;
+  // A decimal number then an optional unit; from_chars takes neither "inf", "nan" nor a sign
+  // other than '-' (refused below), so only finite numbers get through.
+  double value = 0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  auto [end, ec] = std::from_chars(first, last, value, std::chars_format::fixed);
+  const std::string_view unit(end, static_cast<size_t>(last - end));
+  double scale = 0;
+  if (unit.empty() || unit == "s") scale = 1;
+  if (unit == "m") scale = 60;
+  if (unit == "h") scale = 3600;
+  if (unit == "d") scale = 86400;
+  if (ec != std::errc() || end == first || scale == 0 || !std::isfinite(value)) {
+    return make_error(Code::kInvalidArgument, 8080,
+                      fmt::format("--retention = '{}' is not a duration: give a number with s, m, "
+                                  "h or d (30d, 12h, 3600s), or 0 or none to keep every event",
+                                  text));
+  }
+  const double seconds = value * scale;
+  if (!(seconds == 0 || (seconds >= 1 && seconds <= kMaxRetentionS))) {
+    return make_error(Code::kOutOfRange, 8081,
+                      fmt::format("--retention = '{}' is {} s: must be 0 (keep every event) or "
+                                  "from 1 s to {} d",
+                                  text, seconds, kMaxRetentionS / 86400));
+  }
+  return seconds;
 }
 
 void EventStore::StmtDeleter::operator()(sqlite3_stmt* s) const {
@@ -275,18 +340,48 @@ Status EventStore::init() {
       "acknowledged, acknowledged_by, acknowledged_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!insert.ok()) return insert.error();
   insert_ = std::move(insert.value());
-  // acknowledged = 0 in the WHERE keeps the first acknowledgement.
+  // acknowledged = 0 in the WHERE keeps the first acknowledgement; the row returned (only when
+  // it changed) says which counters to lower.
   auto ack = prepare(
       "UPDATE events SET acknowledged = 1, acknowledged_by = ?, acknowledged_us = ? "
-      "WHERE id = ? AND acknowledged = 0");
+      "WHERE id = ? AND acknowledged = 0 RETURNING kind, severity, chip");
   if (!ack.ok()) return ack.error();
   ack_ = std::move(ack.value());
   auto exists = prepare("SELECT 1 FROM events WHERE id = ?");
   if (!exists.ok()) return exists.error();
   exists_ = std::move(exists.value());
-  auto prune = prepare("DELETE FROM events WHERE time_us < ?");
+  // One batch of the oldest events (by the time index); the rows returned lower the counters.
+  auto prune = prepare(
+      "DELETE FROM events WHERE id IN (SELECT id FROM events WHERE time_us < ? ORDER BY time_us "
+      "LIMIT ?) RETURNING kind, severity, chip, acknowledged");
   if (!prune.ok()) return prune.error();
   prune_ = std::move(prune.value());
+  return load_counts();
+}
+
+// The only reading of every open row: once, when the file is opened.
+Status EventStore::load_counts() {
+  auto open = prepare(fmt::format(
+      "SELECT severity, chip, COUNT(*) FROM events WHERE acknowledged = 0 AND kind IN ({}, {}) "
+      "GROUP BY severity, chip",
+      static_cast<int>(EventKind::kFault), static_cast<int>(EventKind::kAlarm)));
+  if (!open.ok()) return open.error();
+  OpenFaultCounts counts;
+  int rc;
+  while ((rc = sqlite3_step(open->get())) == SQLITE_ROW) {
+    add_open(counts, sqlite3_column_int64(open->get(), 0), sqlite3_column_int64(open->get(), 1),
+             sqlite3_column_int64(open->get(), 2));
+  }
+  auto all = prepare("SELECT COUNT(*) FROM events");
+  if (!all.ok()) return all.error();
+  if (rc != SQLITE_DONE || sqlite3_step(all->get()) != SQLITE_ROW) {
+    return make_error(Code::kIoError, 8008,
+                      fmt::format("event store path = '{}': counting the open faults failed: {}",
+                                  path_, sqlite3_errmsg(db_)));
+  }
+  std::lock_guard lock(counts_mu_);
+  open_ = std::move(counts);
+  size_ = sqlite3_column_int64(all->get(), 0);
   return Status();
 }
 
@@ -302,9 +397,7 @@ Result<EventStore::Stmt> EventStore::prepare(const std::string& sql) const {
   return Stmt(s);
 }
 
-Result<int64_t> EventStore::append(Event e) {
-  GALAXY_TRY(validate(e));
-  std::lock_guard lock(mu_);
+int EventStore::insert_locked(const Event& e) {
   sqlite3_stmt* s = insert_.get();
   sqlite3_reset(s);
   sqlite3_clear_bindings(s);
@@ -324,13 +417,60 @@ Result<int64_t> EventStore::append(Event e) {
     rc = sqlite3_step(s);
   }
   sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
+  return rc;
+}
+
+Result<int64_t> EventStore::append(Event e) {
+  GALAXY_TRY(validate(e));
+  std::lock_guard lock(mu_);
+  if (insert_locked(e) != SQLITE_DONE) {
     return make_error(Code::kIoError, 8030,
                       fmt::format("event store path = '{}': appending event cause = '{}' failed: "
                                   "{}",
                                   path_, e.cause, sqlite3_errmsg(db_)));
   }
-  return static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  const auto id = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  std::lock_guard counts(counts_mu_);
+  ++size_;
+  if (!e.acknowledged && is_fault_or_alarm(static_cast<int64_t>(e.kind)))
+    add_open(open_, static_cast<int64_t>(e.severity), e.chip, 1);
+  return id;
+}
+
+Result<int64_t> EventStore::append_all(const std::vector<Event>& events) {
+  for (const Event& e : events) GALAXY_TRY(validate(e));
+  if (events.empty()) return int64_t{0};
+  std::lock_guard lock(mu_);
+  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return make_error(Code::kIoError, 8031,
+                      fmt::format("event store path = '{}': appending {} events failed: {}", path_,
+                                  events.size(), sqlite3_errmsg(db_)));
+  }
+  for (const Event& e : events) {
+    if (insert_locked(e) != SQLITE_DONE) {
+      Error err = make_error(Code::kIoError, 8032,
+                             fmt::format("event store path = '{}': appending {} events failed at "
+                                         "cause = '{}' (none stored): {}",
+                                         path_, events.size(), e.cause, sqlite3_errmsg(db_)));
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      return err;
+    }
+  }
+  const auto last = static_cast<int64_t>(sqlite3_last_insert_rowid(db_));
+  if (sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
+    Error err = make_error(Code::kIoError, 8033,
+                           fmt::format("event store path = '{}': committing {} events failed "
+                                       "(none stored): {}",
+                                       path_, events.size(), sqlite3_errmsg(db_)));
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    return err;
+  }
+  std::lock_guard counts(counts_mu_);
+  size_ += static_cast<int64_t>(events.size());
+  for (const Event& e : events)
+    if (!e.acknowledged && is_fault_or_alarm(static_cast<int64_t>(e.kind)))
+      add_open(open_, static_cast<int64_t>(e.severity), e.chip, 1);
+  return last;
 }
 
 Result<std::vector<Event>> EventStore::query(const EventQuery& q) const {
@@ -405,13 +545,28 @@ Status EventStore::acknowledge(int64_t id, const std::string& by, int64_t time_u
       (rc = sqlite3_bind_int64(s, 3, id)) == SQLITE_OK) {
     rc = sqlite3_step(s);
   }
+  bool changed = false;
+  int64_t kind = 0, severity = 0, chip = -1;
+  if (rc == SQLITE_ROW) {
+    changed = true;
+    kind = sqlite3_column_int64(s, 0);
+    severity = sqlite3_column_int64(s, 1);
+    chip = sqlite3_column_int64(s, 2);
+    rc = sqlite3_step(s);
+  }
   sqlite3_reset(s);
   if (rc != SQLITE_DONE) {
     return make_error(Code::kIoError, 8051,
                       fmt::format("event store path = '{}': acknowledging event id = {} failed: {}",
                                   path_, id, sqlite3_errmsg(db_)));
   }
-  if (sqlite3_changes(db_) > 0) return Status();
+  if (changed) {
+    if (is_fault_or_alarm(kind)) {
+      std::lock_guard counts(counts_mu_);
+      add_open(open_, severity, chip, -1);
+    }
+    return Status();
+  }
 
   // Nothing changed: either already acknowledged (keep the first) or no such event.
   s = exists_.get();
@@ -470,20 +625,53 @@ Result<std::map<std::string, int64_t>> EventStore::counts_by_severity(
   return counts;
 }
 
-Status EventStore::prune_older_than(int64_t time_us) {
-  std::lock_guard lock(mu_);
-  sqlite3_stmt* s = prune_.get();
-  sqlite3_reset(s);
-  sqlite3_bind_int64(s, 1, time_us);
-  const int rc = sqlite3_step(s);
-  sqlite3_reset(s);
-  if (rc != SQLITE_DONE) {
-    return make_error(Code::kIoError, 8070,
-                      fmt::format("event store path = '{}': pruning events older than time_us = "
-                                  "{} failed: {}",
-                                  path_, time_us, sqlite3_errmsg(db_)));
+OpenFaultCounts EventStore::open_fault_counts() const {
+  std::lock_guard lock(counts_mu_);
+  return open_;
+}
+
+std::array<int64_t, 4> EventStore::open_faults_by_severity() const {
+  std::lock_guard lock(counts_mu_);
+  return open_.by_severity;
+}
+
+int64_t EventStore::size() const {
+  std::lock_guard lock(counts_mu_);
+  return size_;
+}
+
+Result<int64_t> EventStore::prune_older_than(int64_t time_us) {
+  int64_t deleted = 0;
+  while (true) {
+    // The lock is taken per batch: appends and queries go on between batches.
+    std::lock_guard lock(mu_);
+    sqlite3_stmt* s = prune_.get();
+    sqlite3_reset(s);
+    sqlite3_bind_int64(s, 1, time_us);
+    sqlite3_bind_int64(s, 2, kPruneBatch);
+    OpenFaultCounts gone;
+    int64_t n = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      ++n;
+      if (sqlite3_column_int64(s, 3) == 0 && is_fault_or_alarm(sqlite3_column_int64(s, 0)))
+        add_open(gone, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2), 1);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+      return make_error(Code::kIoError, 8070,
+                        fmt::format("event store path = '{}': pruning events older than time_us = "
+                                    "{} failed after {} deleted: {}",
+                                    path_, time_us, deleted, sqlite3_errmsg(db_)));
+    }
+    {
+      std::lock_guard counts(counts_mu_);
+      subtract_open(open_, gone);
+      size_ -= n;
+    }
+    deleted += n;
+    if (n < kPruneBatch) return deleted;
   }
-  return Status();
 }
 
 nlohmann::json to_json(const Event& e) {

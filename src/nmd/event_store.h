@@ -7,9 +7,14 @@
 // versioned by PRAGMA user_version; a file written by a newer Galaxy is refused rather than
 // misread. Every query is parameterized: filter text is bound, never spliced into SQL.
 //
+// The open (unacknowledged) faults and alarms are counted by severity and by chip as events are
+// appended, acknowledged and pruned, from one GROUP BY when the file is opened: the status and
+// the views read the counters, never the rows, so they stay fast however many events pile up.
+//
 // One EventStore is safe to use from several threads (calls are serialized by a mutex).
 #pragma once
 
+#include <array>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -80,6 +85,22 @@ struct EventQuery {
   int64_t id = 0;        // only this event (0: any)
 };
 
+// Unacknowledged fault and alarm events.
+struct OpenFaultCounts {
+  std::array<int64_t, 4> by_severity = {};  // indexed by EventSeverity
+  std::map<int64_t, int64_t> by_chip = {};  // chip -> count; only chips with some (chip >= 0)
+
+  int64_t total() const {
+    return by_severity[0] + by_severity[1] + by_severity[2] + by_severity[3];
+  }
+  bool operator==(const OpenFaultCounts&) const = default;
+};
+
+// `galaxy nmd --retention`: "30d", "12h", "90m", "3600s" or a plain number of seconds; "0" or
+// "none" keeps every event (returns 0). At most kMaxRetentionS; below 1 s is refused.
+inline constexpr double kMaxRetentionS = 36500.0 * 86400;  // a century
+Result<double> parse_retention(std::string_view text);
+
 class EventStore {
  public:
   // Creates the schema if absent. path ":memory:" gives a private in-memory store (tests).
@@ -90,6 +111,9 @@ class EventStore {
 
   // Validates the fields (the id is ignored) and returns the assigned id.
   Result<int64_t> append(Event e);
+  // Appends all of events in one transaction (all or none); returns the id of the last one.
+  // Validates every event first. An empty list returns 0.
+  Result<int64_t> append_all(const std::vector<Event>& events);
   Result<std::vector<Event>> query(const EventQuery& q) const;
   // Unknown id -> kNotFound. Acknowledging an acknowledged event keeps the first ack.
   Status acknowledge(int64_t id, const std::string& by, int64_t time_us);
@@ -98,8 +122,14 @@ class EventStore {
   // Severity name -> number of events; all four severities are present (0 when none).
   Result<std::map<std::string, int64_t>> counts_by_severity(
       std::optional<bool> acknowledged = std::nullopt) const;
-  // Retention: deletes the events with time_us < time_us.
-  Status prune_older_than(int64_t time_us);
+  // The counters of unacknowledged faults and alarms; reads no rows.
+  OpenFaultCounts open_fault_counts() const;
+  std::array<int64_t, 4> open_faults_by_severity() const;
+  // Events kept (every kind); reads no rows.
+  int64_t size() const;
+  // Retention: deletes the events with time_us < time_us and returns how many. Deletes in
+  // batches, each its own transaction, so that a large prune never holds the store for long.
+  Result<int64_t> prune_older_than(int64_t time_us);
   std::string path() const { return path_; }
 
  private:
@@ -110,7 +140,10 @@ class EventStore {
 
   EventStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
   Status init();
+  Status load_counts();
   Result<Stmt> prepare(const std::string& sql) const;
+  // One INSERT with insert_ (mu_ held); SQLITE_DONE on success.
+  int insert_locked(const Event& e);
 
   std::string path_;
   sqlite3* db_ = nullptr;
@@ -119,6 +152,11 @@ class EventStore {
   Stmt exists_;
   Stmt prune_;
   mutable std::mutex mu_;
+  // The counters have their own mutex (taken after mu_ when both are): a reader of the status
+  // does not wait behind a long query or a prune batch.
+  mutable std::mutex counts_mu_;
+  OpenFaultCounts open_;
+  int64_t size_ = 0;
 };
 
 // Field names as in Event; kind and severity as their names.

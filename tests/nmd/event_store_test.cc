@@ -249,6 +249,161 @@ TEST(EventStore, PruneDeletesOnlyOlderEvents) {
   EXPECT_EQ(ids_of(store->query(EventQuery{})), (std::vector<int64_t>{newer, kept}));
 }
 
+// The counters as the rows say they should be: unacknowledged faults and alarms, by severity and
+// by chip (chip >= 0), recomputed here from every row.
+OpenFaultCounts counted_from_rows(const EventStore& store) {
+  OpenFaultCounts c;
+  auto all = store.query(EventQuery{.acknowledged = false, .limit = SIZE_MAX});
+  EXPECT_TRUE(all.ok());
+  if (!all.ok()) return c;
+  for (const Event& e : *all) {
+    if (e.kind != EventKind::kFault && e.kind != EventKind::kAlarm) continue;
+    ++c.by_severity[static_cast<size_t>(e.severity)];
+    if (e.chip >= 0) ++c.by_chip[e.chip];
+  }
+  return c;
+}
+
+TEST(EventStore, OpenFaultCountsFollowAppendAcknowledgePruneAndReopen) {
+  TempDbPath path;
+  {
+    auto opened = EventStore::open(path.str());
+    ASSERT_TRUE(opened.ok()) << opened.error().to_string();
+    EventStore& store = **opened;
+    EXPECT_EQ(store.open_fault_counts(), OpenFaultCounts{});
+    EXPECT_EQ(store.size(), 0);
+
+    const int64_t f1 =
+        *store.append(make_event(10, EventSeverity::kMajor, "a", EventKind::kFault, 3));
+    ASSERT_TRUE(
+        store.append(make_event(20, EventSeverity::kMajor, "a", EventKind::kFault, 3)).ok());
+    const int64_t a1 =
+        *store.append(make_event(30, EventSeverity::kCritical, "b", EventKind::kAlarm, 7));
+    // Not counted: a log line, a scan summary, a fault stored acknowledged.
+    ASSERT_TRUE(store.append(make_event(40, EventSeverity::kMajor, "c", EventKind::kLog, 3)).ok());
+    ASSERT_TRUE(
+        store.append(make_event(50, EventSeverity::kMinor, "c", EventKind::kScanSummary, 3)).ok());
+    Event acked = make_event(60, EventSeverity::kMinor, "d", EventKind::kFault, 5);
+    acked.acknowledged = true;
+    acked.acknowledged_by = "ops";
+    ASSERT_TRUE(store.append(acked).ok());
+    // Counted by severity but not by chip: a fault about no chip.
+    ASSERT_TRUE(store.append(make_event(70, EventSeverity::kInfo, "e", EventKind::kFault)).ok());
+
+    OpenFaultCounts want;
+    want.by_severity = {1, 0, 2, 1};
+    want.by_chip = {{3, 2}, {7, 1}};
+    EXPECT_EQ(store.open_fault_counts(), want);
+    EXPECT_EQ(store.open_fault_counts(), counted_from_rows(store));
+    EXPECT_EQ(store.open_faults_by_severity(), want.by_severity);
+    EXPECT_EQ(store.size(), 7);
+    EXPECT_EQ(store.open_fault_counts().total(), 4);
+
+    // Acknowledging lowers the counts once; a second acknowledgement changes nothing.
+    ASSERT_TRUE(store.acknowledge(f1, "ops", 100).ok());
+    ASSERT_TRUE(store.acknowledge(f1, "ops", 101).ok());
+    ASSERT_TRUE(store.acknowledge(a1, "ops", 102).ok());
+    want.by_severity = {1, 0, 1, 0};
+    want.by_chip = {{3, 1}};
+    EXPECT_EQ(store.open_fault_counts(), want);
+    EXPECT_EQ(store.open_fault_counts(), counted_from_rows(store));
+
+    // Pruning takes the acknowledged f1 and a1, the log line, and the open fault at 20.
+    auto pruned = store.prune_older_than(45);
+    ASSERT_TRUE(pruned.ok()) << pruned.error().to_string();
+    EXPECT_EQ(*pruned, 4);
+    want.by_severity = {1, 0, 0, 0};
+    want.by_chip = {};
+    EXPECT_EQ(store.open_fault_counts(), want);
+    EXPECT_EQ(store.open_fault_counts(), counted_from_rows(store));
+    EXPECT_EQ(store.size(), 3);
+    ASSERT_TRUE(
+        store.append(make_event(80, EventSeverity::kMinor, "f", EventKind::kAlarm, 9)).ok());
+  }
+  // Reopened: the counts come back from the file.
+  auto reopened = EventStore::open(path.str());
+  ASSERT_TRUE(reopened.ok()) << reopened.error().to_string();
+  OpenFaultCounts want;
+  want.by_severity = {1, 1, 0, 0};
+  want.by_chip = {{9, 1}};
+  EXPECT_EQ((*reopened)->open_fault_counts(), want);
+  EXPECT_EQ((*reopened)->open_fault_counts(), counted_from_rows(**reopened));
+  EXPECT_EQ((*reopened)->size(), 4);
+}
+
+TEST(EventStore, AppendAllIsOneTransactionAndCounts) {
+  auto store = open_memory();
+  std::vector<Event> events;
+  for (int i = 0; i < 100; ++i)
+    events.push_back(make_event(i, static_cast<EventSeverity>(i % 4), "x",
+                                i % 2 ? EventKind::kFault : EventKind::kAlarm, i % 10));
+  auto last = store->append_all(events);
+  ASSERT_TRUE(last.ok()) << last.error().to_string();
+  EXPECT_EQ(*last, 100);
+  EXPECT_EQ(store->size(), 100);
+  EXPECT_EQ(*store->count(EventQuery{}), 100);
+  EXPECT_EQ(store->open_fault_counts(), counted_from_rows(*store));
+  EXPECT_EQ(store->open_fault_counts().total(), 100);
+  EXPECT_EQ(store->open_fault_counts().by_chip.at(4), 10);
+
+  // One invalid event: none is stored, the counts do not move.
+  events.back().port = -5;
+  auto bad = store->append_all(events);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("port = -5"), std::string::npos);
+  EXPECT_EQ(*store->count(EventQuery{}), 100);
+  EXPECT_EQ(store->size(), 100);
+  EXPECT_EQ(store->open_fault_counts().total(), 100);
+  EXPECT_EQ(*store->append_all({}), 0);
+}
+
+// More events than one prune batch: every one goes, and the counts with them.
+TEST(EventStore, PruneOverManyBatchesKeepsCountsRight) {
+  auto store = open_memory();
+  std::vector<Event> events;
+  for (int i = 0; i < 25000; ++i)
+    events.push_back(make_event(i, static_cast<EventSeverity>(i % 4), "x",
+                                i % 3 ? EventKind::kFault : EventKind::kLog, i % 50));
+  ASSERT_TRUE(store->append_all(events).ok());
+  auto pruned = store->prune_older_than(22000);
+  ASSERT_TRUE(pruned.ok()) << pruned.error().to_string();
+  EXPECT_EQ(*pruned, 22000);
+  EXPECT_EQ(store->size(), 3000);
+  EXPECT_EQ(*store->count(EventQuery{}), 3000);
+  EXPECT_EQ(store->open_fault_counts(), counted_from_rows(*store));
+  EXPECT_EQ(store->open_fault_counts().total(), 2000);
+  EXPECT_EQ(*store->prune_older_than(22000), 0);
+}
+
+TEST(EventStore, RetentionParsesDurationsAndRefusesTheRest) {
+  EXPECT_EQ(*parse_retention("none"), 0);
+  EXPECT_EQ(*parse_retention("0"), 0);
+  EXPECT_EQ(*parse_retention("0s"), 0);
+  EXPECT_EQ(*parse_retention("3600s"), 3600);
+  EXPECT_EQ(*parse_retention("3600"), 3600);
+  EXPECT_EQ(*parse_retention("90m"), 5400);
+  EXPECT_EQ(*parse_retention("12h"), 43200);
+  EXPECT_EQ(*parse_retention("30d"), 30 * 86400);
+  EXPECT_EQ(*parse_retention("1.5h"), 5400);
+  EXPECT_EQ(*parse_retention("36500d"), kMaxRetentionS);
+  for (const char* bad : {"", "d", "30x", "30 d", "thirty", "inf", "nan", "1e300", "30dd", "+5s",
+                          "none ", "12h30m"}) {
+    auto r = parse_retention(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, Code::kInvalidArgument) << bad;
+    EXPECT_EQ(r.error().id, 8080) << bad;
+    EXPECT_NE(r.error().message.find("--retention"), std::string::npos) << bad;
+    EXPECT_NE(r.error().message.find(std::string("'") + bad + "'"), std::string::npos) << bad;
+  }
+  for (const char* bad : {"-1d", "0.5s", "36501d", "99999999999999999999d"}) {
+    auto r = parse_retention(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.error().code, Code::kOutOfRange) << bad;
+    EXPECT_EQ(r.error().id, 8081) << bad;
+    EXPECT_NE(r.error().message.find(std::string("'") + bad + "'"), std::string::npos) << bad;
+  }
+}
+
 TEST(EventStore, ValidationNamesFieldAndValue) {
   auto store = open_memory();
   Event e = make_event(1, EventSeverity::kInfo, std::string(257, 'L'));

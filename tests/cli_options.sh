@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Every numeric option of every `galaxy` subcommand is refused when it is not a finite number in
+# its documented range (docs/cli.md), and --peers when it names something that is not a peer: the
+# command stops before it runs, exits non-zero and names the option, the value and the error id.
+# Argument: the galaxy binary.
+set -euo pipefail
+galaxy=$1
+fail() { echo "FAILED: $*" >&2; exit 1; }
+
+# command line | text the error must contain
+cases=(
+  "sim regread --seed -1|--seed: E9703 .*-1 is outside \[0, 18446744073709551615\]"
+  "sim regread --seed 18446744073709551616|--seed: E9703"
+  "sim regread --count 0|--count: E9703 .*0 is outside \[1, 1000000\]"
+  "sim regread --count 1x|--count: E9702 .*'1x' is not an integer"
+  "sim regread --max-hops 21|--max-hops: E9703"
+  "sim regread --max-hops 010|--max-hops: E9702 .*without a leading 0"
+  "sim regread --server-nic -1|--server-nic: E9703"
+  "bench pingpong --reps -3|--reps: E9703 .*-3 is outside \[1, 1000\]"
+  "bench pingpong --iters -1|--iters: E9703"
+  "bench rdma --reps 1e3|--reps: E9702"
+  "bench pingpong --peers bogus|--peers: E9621 .*'bogus' is not a peer"
+  "bench bw --peers ucx,ucx|--peers: E9621 .*given twice"
+  "bench bw --peers none,ucx|--peers: E9621 .*none goes alone"
+  "bench bw --peers ucx,|--peers: E9621"
+  "bench mgmt --count 0|--count: E9703"
+  "bench nic --iterations 0|--iterations: E9703"
+  "bench scale --max-nics 0|--max-nics: E9703"
+  "bench scale --timeout-s -5|--timeout-s: E9703"
+  "bench daemon --seconds nan|--seconds: E9700"
+  "bench daemon --clients 0|--clients: E9703"
+  "bench daemon --flaps -1|--flaps: E9703"
+  "bench daemon --storm-s inf|--storm-s: E9700"
+  "bench sim --time-us inf|--time-us: E9700 .*'inf' is not a finite number"
+  "bench sim --time-us 0|--time-us: E9701 .*0 is outside (0, 1000000\]"
+  "bench sim --load nan|--load: E9700"
+  "bench sim --load 1.5|--load: E9701"
+  "bench sim --bytes 0|--bytes: E9703"
+  "bench sim --seed -1|--seed: E9703"
+  "bist --max-ber nan|--max-ber: E9700 .*'nan' is not a finite number"
+  "bist --max-ber 2|--max-ber: E9701"
+  "bist --duration-us 0|--duration-us: E9703"
+  "bist --intensity 101|--intensity: E9703"
+  "bist --port -1|--port: E9703"
+  "fabric --server-nic -1|--server-nic: E9703"
+  "fabric up --fabric live:x --op-timeout-ms 0|--op-timeout-ms: E9703"
+  "fabric up --fabric live:x --timeout-s nan|--timeout-s: E9700"
+  "fabricd --fabric live:x --host h --op-timeout-ms -1|--op-timeout-ms: E9703"
+  "fabricd --fabric live:x --host h --spin-us 1e9|--spin-us: E9702"
+  "faults --watch-us nan|--watch-us: E9700 .*'nan' is not a finite number"
+  "faults --watch-us -1|--watch-us: E9701"
+  "faults --mask -1|--mask: E9703"
+  "inject link-down 0:2 --window-us -1|--window-us: E9703"
+  "nmd --scan-interval-s inf|--scan-interval-s: E9700 .*'inf' is not a finite number"
+  "nmd --scan-interval-s 1e300|--scan-interval-s: E9701 .*1e300 is outside \[0, 86400\]"
+  "nmd --scan-interval-s nan|--scan-interval-s: E9700"
+  "nmd --scan-interval-s -1|--scan-interval-s: E9701"
+  "nmd --sweep-interval-s inf|--sweep-interval-s: E9700"
+  "nmd --sweep-interval-s 1e300|--sweep-interval-s: E9701"
+  "nmd --sweep-interval-s nan|--sweep-interval-s: E9700"
+  "nmd --fault-mask 0x1ffffffffffffffff|--fault-mask: E9703"
+  "eeprom read --chip 1 --addr 0 --count 0|--count: E9703"
+  "eeprom read --chip 1 --addr 0 --count 257|--count: E9703"
+  "route --readback -1|--readback: E9703"
+  "bringup --mps -1|--mps: E9703"
+  "scan --interval-ms inf|--interval-ms: E9700"
+  "scan --interval-ms -1|--interval-ms: E9701"
+  "scan --count 0|--count: E9703"
+  "scan --noisy-links -1|--noisy-links: E9703"
+  "scan --error-rate 1|--error-rate: E9701 .*1 is outside \[0, 1)"
+  "scan --error-rate nan|--error-rate: E9700"
+  "scan --top -1|--top: E9703"
+  "simd --seed -1|--seed: E9703"
+  "discover --seed -5|--seed: E9703"
+  "trace nic:0 nic:1 --server-nic 1e3|--server-nic: E9702"
+)
+for c in "${cases[@]}"; do
+  args=${c%%|*}
+  want=${c#*|}
+  set +e
+  # shellcheck disable=SC2086  # the arguments are split on purpose
+  out=$(timeout 20 "$galaxy" $args 2>&1)
+  rc=$?
+  set -e
+  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "galaxy $args: exit $rc, expected a refusal: $out"
+  grep -q -- "$want" <<<"$out" || fail "galaxy $args: '$want' not in: $out"
+done
+echo "ok: ${#cases[@]} invalid numbers and peer lists refused, each naming the option"
+
+# Values in range are taken as given, decimal or 0x hex.
+out=$("$galaxy" fabric --fabric sim:fattree:k=4 --no-chips --server-nic 10 --json) ||
+  fail "fabric --server-nic 10: exit $?: $out"
+grep -q '"server_nic": 10' <<<"$out" || fail "fabric --server-nic 10 is not NIC 10: $out"
+out=$("$galaxy" fabric --fabric sim:fattree:k=4 --no-chips --server-nic 0xb --json) ||
+  fail "fabric --server-nic 0xb: exit $?: $out"
+grep -q '"server_nic": 11' <<<"$out" || fail "fabric --server-nic 0xb is not NIC 11: $out"
+echo "ok: numbers in range are accepted, decimal or 0x hex"
