@@ -10,5 +10,7 @@ void add_bench_sim_subcommand(CLI::App* bench);
 void add_bench_nic_subcommand(CLI::App* bench);
 // `galaxy bench scale` (cmd_bench_scale.cc): how bring-up grows with the fabric.
 void add_bench_scale_subcommand(CLI::App* bench);
+// `galaxy bench daemon` (cmd_bench_daemon.cc): the management daemon under load and faults.
+void add_bench_daemon_subcommand(CLI::App* bench);
 
 }  // namespace galaxy::cli
