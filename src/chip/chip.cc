@@ -416,7 +416,7 @@ void Chip::link_up(uint8_t p, const PeerIdentity& peer, uint8_t lanes) {
   s.lanes = lanes;
   s.peer = peer;
   ++s.handshakes;
-  if (std::exchange(s.trained, true)) raise_fault(FaultCode::kLinkUp, p, 0);
+  if (std::exchange(s.trained, true)) raise_fault(FaultCode::kLinkUp, p, s.handshakes);
 }
 
 void Chip::link_down(uint8_t p) {
@@ -424,7 +424,7 @@ void Chip::link_down(uint8_t p) {
   if (s.link == LinkState::kDown) return;
   s.link = LinkState::kDown;
   s.lanes = 0;
-  raise_fault(FaultCode::kLinkDown, p, 0);
+  raise_fault(FaultCode::kLinkDown, p, s.handshakes);
 }
 
 void Chip::complete_bist(uint8_t p, uint64_t flits, uint64_t errors) {

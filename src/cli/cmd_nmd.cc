@@ -138,6 +138,11 @@ void add_nmd_command(CLI::App& app) {
                 "seconds between discovery sweeps (0: none)")
       ->capture_default_str()
       ->check(real_in(0, nmd::kMaxIntervalS));
+  c->add_option("--fault-audit-s", o->daemon.fault_audit_s,
+                "seconds between comparisons of every chip's count of fault reports sent with "
+                "those received (lost reports are then found by reading the chip; 0: never)")
+      ->capture_default_str()
+      ->check(real_in(0, nmd::kMaxIntervalS));
   c->add_option("--fault-mask", o->daemon.fault_mask, "FAULT_MASK programmed on every chip")
       ->capture_default_str()
       ->check(any_uint64());

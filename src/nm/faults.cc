@@ -66,7 +66,48 @@ FaultRecord decode_fault(const wire::MgmtPacket& p, const FabricMap& map, Picose
           ? std::string(chip::severity_name(static_cast<chip::Severity>(p.data.fault_severity)))
           : "unknown";
   f.detail = p.data.fault_detail;
+  f.sequence = p.transaction_id;
   return f;
+}
+
+Result<std::vector<PortLink>> read_port_links(Requester& req, const FabricMap& map, uint32_t node) {
+  if (node >= map.num_nodes())
+    return make_error(Code::kNotFound, 5040, fmt::format("no node {} in the map", node));
+  const uint8_t ports = static_cast<uint8_t>(map.topology.num_ports(node));
+  std::vector<PortLink> out(ports);
+  Status failed;
+  for (uint8_t p = 0; p < ports; ++p) {
+    const uint16_t base = static_cast<uint16_t>(chip::reg::kPortBase + p * chip::reg::kPortStride);
+    req.submit(MgmtRequest::read2(map.target[node], base + chip::reg::port::kLinkState,
+                                  base + chip::reg::port::kHandshakes),
+               [&out, &failed, p](const MgmtReply& r) {
+                 if (!r.status.ok()) {
+                   if (failed.ok()) failed = r.status;
+                   return;
+                 }
+                 out[p].port = p;
+                 out[p].up =
+                     (r.response.data.value[0] & 3) == static_cast<uint64_t>(chip::LinkState::kUp);
+                 out[p].handshakes = r.response.data.value[1];
+               });
+  }
+  req.run();
+  if (!failed.ok()) return failed.error();
+  return out;
+}
+
+std::vector<std::pair<uint32_t, uint64_t>> read_faults_reported(
+    Requester& req, const FabricMap& map, const std::vector<uint32_t>& nodes) {
+  std::vector<std::pair<uint32_t, uint64_t>> out;
+  for (uint32_t v : nodes) {
+    if (v >= map.num_nodes()) continue;
+    req.submit(MgmtRequest::read(map.target[v], chip::reg::kFaultsReported),
+               [&out, v](const MgmtReply& r) {
+                 if (r.status.ok()) out.emplace_back(v, r.response.data.value[0]);
+               });
+  }
+  req.run();
+  return out;
 }
 
 FabricMap without_link(const FabricMap& map, fabric::PortRef end) {

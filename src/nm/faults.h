@@ -21,9 +21,10 @@ struct FaultRecord {
   std::string location;  // chip name:port
   uint8_t port = 0;
   uint8_t code = 0;
-  std::string cause;     // fault name, e.g. "link_down"
-  std::string severity;  // info, minor, major, critical
-  uint32_t detail = 0;
+  std::string cause;      // fault name, e.g. "link_down"
+  std::string severity;   // info, minor, major, critical
+  uint32_t detail = 0;    // link_up / link_down: the port's HANDSHAKES (nm/fault_ledger.h)
+  uint16_t sequence = 0;  // the chip's report sequence number (the packet's transaction id)
 };
 
 struct ReportingSetup {
@@ -54,6 +55,22 @@ struct RegionUpdate {
 // updated map, no requests to chips whose adjacency did not change).
 Result<RegionUpdate> rediscover_region(Requester& requester, FabricMap& map, uint16_t chip,
                                        uint8_t port);
+
+// A port's link as read from the chip (LINK_STATE, HANDSHAKES): what the server checks when
+// reports of the chip were lost (nm/fault_ledger.h).
+struct PortLink {
+  uint8_t port = 0;
+  bool up = false;
+  uint64_t handshakes = 0;
+};
+// Every port of map node `node`, one request per port; an error when the chip does not answer.
+Result<std::vector<PortLink>> read_port_links(Requester& requester, const FabricMap& map,
+                                              uint32_t node);
+// FAULTS_REPORTED of each of `nodes` (map nodes), pipelined: node -> count; a node that did not
+// answer is left out.
+std::vector<std::pair<uint32_t, uint64_t>> read_faults_reported(Requester& requester,
+                                                                const FabricMap& map,
+                                                                const std::vector<uint32_t>& nodes);
 
 // A copy of `map` without the link at (node, port).
 FabricMap without_link(const FabricMap& map, fabric::PortRef end);

@@ -40,6 +40,12 @@ Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
                      {"last_s", k.last_sweep_s},
                      {"last_us", k.last_sweep_us}}},
                    {"faults_received", k.faults},
+                   {"fault_ledger",
+                    {{"reports_merged", k.faults_merged},
+                     {"changes_inferred", k.faults_inferred},
+                     {"chips_checked", k.chips_checked},
+                     {"audits", k.audits},
+                     {"reroute_failures", k.reroute_failures}}},
                    {"reroutes", k.reroutes},
                    {"events_db", d.events().path()},
                    {"writes_need_token", true}};

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "base/spec.h"
+#include "chip/chip.h"
 #include "chip/register_names.h"
 #include "nm/reroute.h"
 #include "nm/route_load.h"
@@ -47,7 +48,8 @@ constexpr double kLinkBitsPerSecond = 8 * 14e9;  // one direction of a link (SYS
 Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonOptions& options) {
   // Written so that nan fails too; inf or 1e300 would overflow the loop's int64 deadlines.
   for (auto [field, v] : {std::pair{"scan_interval_s", options.scan_interval_s},
-                          std::pair{"sweep_interval_s", options.sweep_interval_s}})
+                          std::pair{"sweep_interval_s", options.sweep_interval_s},
+                          std::pair{"fault_audit_s", options.fault_audit_s}})
     if (!(v >= 0 && v <= kMaxIntervalS))
       return make_error(
           Code::kOutOfRange, 8210,
@@ -126,8 +128,10 @@ Status Daemon::init() {
   session_.requester->set_fault_handler([this](const wire::MgmtPacket& p) {
     pending_faults_.push_back(nm::decode_fault(p, session_.discovery.map, session_.port->now()));
   });
+  ledger_ = std::make_unique<nm::FaultLedger>(session_.plan());
   const int64_t now = wall_us();
-  next_scan_us_ = now;  // the first scan at once: the console starts with counters
+  next_audit_us_ = now;  // the first audit learns every chip's report count
+  next_scan_us_ = now;   // the first scan at once: the console starts with counters
   next_sweep_us_ = now + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
   rebuild_view_locked();
   publish_locked();
@@ -166,11 +170,17 @@ void Daemon::tick_locked() {
   session_.requester->drain_faults(static_cast<nm::Picoseconds>(us * nm::kUs));
   if (!pending_faults_.empty()) handle_faults_locked();
   const int64_t now = wall_us();
+  if (options_.fault_audit_s > 0 && now >= next_audit_us_) {
+    audit_faults_locked();
+    next_audit_us_ = wall_us() + static_cast<int64_t>(options_.fault_audit_s * 1e6);
+  }
+  if (reroute_pending_ && now >= next_reroute_us_) reroute_locked();
   if (config_.scan_interval_s > 0 && now >= next_scan_us_) {
     (void)scan_locked();
     next_scan_us_ = wall_us() + static_cast<int64_t>(config_.scan_interval_s * 1e6);
   }
-  if (config_.sweep_interval_s > 0 && now >= next_sweep_us_) {
+  if ((config_.sweep_interval_s > 0 && now >= next_sweep_us_) || sweep_due_) {
+    sweep_due_ = false;
     (void)sweep_locked();
     next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
   }
@@ -232,54 +242,172 @@ Event Daemon::fault_event(const nm::FaultRecord& f) const {
 }
 
 void Daemon::handle_faults_locked() {
+  std::vector<std::pair<uint32_t, uint8_t>> downs;
+  bool any_up = false;
+  take_reports_locked(downs, any_up);
+  check_chips_locked(downs, any_up);
+  after_link_changes_locked(downs, any_up);
+}
+
+void Daemon::take_reports_locked(std::vector<std::pair<uint32_t, uint8_t>>& downs, bool& any_up) {
   std::vector<nm::FaultRecord> faults;
   faults.swap(pending_faults_);
   MetricFamily* total = metrics_.find(kFaultsTotal);
   for (const nm::FaultRecord& f : faults) {
     ++counters_.faults;
-    if (f.cause == "link_down") reported_down_[{f.chip, f.port}] = wall_us();
-    if (f.cause == "link_up") reported_down_.erase({f.chip, f.port});
-    note(fault_event(f));
     if (total) (void)total->add({{"severity", f.severity}, {"cause", f.cause}}, 1);
+    if (ledger_->sequence_gap(f.chip, f.sequence)) to_check_.insert(f.chip);
+    const bool up = f.cause == "link_up";
+    if (!up && f.cause != "link_down") {
+      note(fault_event(f));
+      continue;
+    }
+    const uint64_t merged = ledger_->merged();
+    for (const nm::LinkChange& c : ledger_->report(f.chip, f.port, up, f.detail))
+      record_link_change_locked(c, &f, "a later report of the link", downs, any_up);
+    counters_.faults_merged += ledger_->merged() - merged;
   }
+}
+
+void Daemon::record_link_change_locked(const nm::LinkChange& c, const nm::FaultRecord* report,
+                                       const char* found_by,
+                                       std::vector<std::pair<uint32_t, uint8_t>>& downs,
+                                       bool& any_up) {
+  const auto code = c.up ? chip::FaultCode::kLinkUp : chip::FaultCode::kLinkDown;
+  Event e;
+  e.kind = EventKind::kFault;
+  e.severity = static_cast<EventSeverity>(chip::fault_severity(code));
+  e.chip = c.chip;
+  e.port = c.port;
+  e.location = location_of(c.chip, c.port);
+  e.cause = std::string(chip::fault_name(code));
+  nlohmann::json detail{
+      {"code", static_cast<int>(code)}, {"handshakes", c.handshakes}, {"inferred", c.inferred}};
+  if (report && !c.inferred) {
+    detail["reported_at"] = report->location;
+    detail["sim_time_us"] = static_cast<double>(report->time) / nm::kUs;
+  } else {
+    // No report of this change arrived: a later report or a read of the port proves it.
+    detail["found_by"] = found_by;
+    ++counters_.faults_inferred;
+  }
+  e.detail = detail.dump();
+  note(std::move(e));
+  const std::pair<uint16_t, uint8_t> end{static_cast<uint16_t>(c.chip), c.port};
+  if (c.up) {
+    // Either end may have recorded the down: the link is up at both.
+    reported_down_.erase(end);
+    const fabric::Topology& plan = session_.plan();
+    if (c.chip < plan.num_nodes() && c.port < plan.num_ports(c.chip))
+      if (auto peer = plan.peer({c.chip, c.port}))
+        reported_down_.erase({static_cast<uint16_t>(peer->node), peer->port});
+    any_up = true;
+  } else {
+    reported_down_[end] = wall_us();
+    downs.emplace_back(c.chip, c.port);
+  }
+}
+
+void Daemon::check_chips_locked(std::vector<std::pair<uint32_t, uint8_t>>& downs, bool& any_up) {
+  const fabric::Topology& plan = session_.plan();
+  // Bounded: reports arriving during the reads may reveal more gaps.
+  for (size_t round = 0; !to_check_.empty() && round < 4 * plan.num_nodes() + 4; ++round) {
+    const uint32_t chip = *to_check_.begin();
+    to_check_.erase(to_check_.begin());
+    const nm::FabricMap& map = session_.discovery.map;
+    auto node = map.node_of.find(static_cast<uint16_t>(chip));
+    if (node == map.node_of.end() || map.hops[node->second] == UINT8_MAX) continue;
+    auto links = nm::read_port_links(*session_.requester, map, node->second);
+    ++counters_.chips_checked;
+    // Reports that arrived during the reads go first: they tell what the reads would infer.
+    take_reports_locked(downs, any_up);
+    if (!links.ok()) {
+      // Its route crosses a link that is down (or the chip is gone): discovery finds which.
+      sweep_due_ = true;
+      continue;
+    }
+    for (const nm::PortLink& l : *links) {
+      if (chip >= plan.num_nodes() || l.port >= plan.num_ports(chip) || !plan.peer({chip, l.port}))
+        continue;
+      for (const nm::LinkChange& c :
+           ledger_->observe(chip, l.port, l.up, l.handshakes & 0xFFFFFFFF))
+        record_link_change_locked(c, nullptr, "a read of the port", downs, any_up);
+    }
+  }
+}
+
+void Daemon::audit_faults_locked() {
+  const nm::FabricMap& map = session_.discovery.map;
+  std::vector<uint32_t> nodes;
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    if (v != map.server_node && map.hops[v] != UINT8_MAX && (!region_nodes_ || region_nodes_(v)))
+      nodes.push_back(v);
+  ++counters_.audits;
+  const auto counts = nm::read_faults_reported(*session_.requester, map, nodes);
+  for (auto [node, reported] : counts)
+    if (ledger_->missing_reports(map.chip_id[node], reported)) to_check_.insert(map.chip_id[node]);
+  // A chip that no longer answers on its route: a link on the route is down, and the chip's
+  // report of it may be what was lost. Discovery finds which.
+  if (counts.size() < nodes.size()) sweep_due_ = true;
+  // Reports that arrived meanwhile go first: they may account for what is missing.
+  if (to_check_.empty() && pending_faults_.empty()) return;
+  handle_faults_locked();
+}
+
+void Daemon::after_link_changes_locked(const std::vector<std::pair<uint32_t, uint8_t>>& downs,
+                                       bool any_up) {
+  // A link that came back is found by a sweep (region re-discovery only removes links).
+  if (any_up) next_sweep_us_ = wall_us();
   bool reroute = false;  // once for the whole batch
-  for (const nm::FaultRecord& f : faults) {
-    // A link that came back is found by a sweep (region re-discovery only removes links).
-    if (f.cause == "link_up") next_sweep_us_ = wall_us();
-    if (f.cause != "link_down") continue;
-    auto upd = nm::rediscover_region(*session_.requester, session_.discovery.map, f.chip, f.port);
+  for (auto [chip, port] : downs) {
+    auto upd = nm::rediscover_region(*session_.requester, session_.discovery.map,
+                                     static_cast<uint16_t>(chip), port);
     if (!upd.ok()) {
       note({.kind = EventKind::kLog,
             .severity = EventSeverity::kMajor,
-            .location = location_of(f.chip, f.port),
-            .chip = f.chip,
+            .location = location_of(chip, port),
+            .chip = chip,
             .cause = "region re-discovery failed",
             .detail = upd.error().to_string()});
       continue;
     }
-    for (auto [chip, port] : upd->links_down)
+    for (auto [c, p] : upd->links_down)
       note({.kind = EventKind::kAlarm,
             .severity = EventSeverity::kCritical,
-            .location = location_of(chip, port),
-            .chip = chip,
-            .port = port,
+            .location = location_of(c, p),
+            .chip = c,
+            .port = p,
             .cause = "link down",
             .detail = fmt::format("found down after a report from {}; {} source routes "
                                   "changed, {} chips unreachable",
-                                  f.location, upd->routes_changed, upd->unreachable)});
+                                  location_of(chip, port), upd->routes_changed, upd->unreachable)});
     reroute = reroute || !upd->links_down.empty();
   }
   // What is known is shown before re-routing, which may wait on chips that no longer answer.
   rebuild_view_locked();
   publish_locked();
   if (!reroute || routes_.writes.empty()) return;
+  reroute_attempts_ = 0;
+  reroute_locked();
+}
+
+void Daemon::reroute_locked() {
+  reroute_pending_ = false;
   auto rr =
       nm::reroute(*session_.requester, session_.discovery.map, config_.routing_engine, routes_);
   if (!rr.ok()) {
-    note({.kind = EventKind::kLog,
+    // Retried until it succeeds or a later change re-routes anyway; the operator sees an alarm.
+    ++counters_.reroute_failures;
+    ++reroute_attempts_;
+    const int64_t wait_s = std::min<int64_t>(int64_t{1} << std::min(reroute_attempts_ - 1, 5u), 30);
+    reroute_pending_ = true;
+    next_reroute_us_ = wall_us() + wait_s * 1000000;
+    note({.kind = EventKind::kAlarm,
           .severity = EventSeverity::kMajor,
           .cause = "re-route failed",
-          .detail = rr.error().to_string()});
+          .detail = fmt::format("attempt {}: {}; retried in {} s", reroute_attempts_,
+                                rr.error().to_string(), wait_s)});
+    publish_locked();
     return;
   }
   ++counters_.reroutes;
@@ -290,9 +418,12 @@ void Daemon::handle_faults_locked() {
   routes_summary_["deadlock_free"] = rr->check.deadlock_free;
   note({.kind = EventKind::kLog,
         .cause = "re-routed",
-        .detail = fmt::format("{}: {} NRCs reloaded; {} of {} NIC pairs reachable",
-                              config_.routing_engine, rr->nrcs_reloaded, rr->check.reachable_pairs,
-                              rr->check.nic_pairs)});
+        .detail = fmt::format(
+            "{}: {} NRCs reloaded; {} of {} NIC pairs reachable{}", config_.routing_engine,
+            rr->nrcs_reloaded, rr->check.reachable_pairs, rr->check.nic_pairs,
+            reroute_attempts_ > 0 ? fmt::format(" (after {} failed attempts)", reroute_attempts_)
+                                  : std::string())});
+  reroute_attempts_ = 0;
   publish_locked();
 }
 
@@ -372,6 +503,30 @@ Result<nlohmann::json> Daemon::scan_locked() {
         .detail = summary.dump()});
   last_scan_ = std::move(scan);
   last_diff_ = std::move(d);
+  // A port the scan read in a state no report told of gets its missing fault or clearing
+  // event; reports that arrived during the scan are taken first.
+  std::vector<std::pair<uint32_t, uint8_t>> downs;
+  bool any_up = false;
+  take_reports_locked(downs, any_up);
+  const size_t kState = reg_index("LINK_STATE"), kHandshakes = reg_index("HANDSHAKES");
+  const fabric::Topology& plan = session_.plan();
+  for (const nm::ChipStatus& cs : last_scan_->chips)
+    for (size_t p = 0; p < cs.ports.size(); ++p) {
+      const nm::PortStatus& ps = cs.ports[p];
+      const auto port = static_cast<uint8_t>(p);
+      if (!(ps.read_mask >> kState & 1) || !(ps.read_mask >> kHandshakes & 1) ||
+          cs.chip_id >= plan.num_nodes() || p >= plan.num_ports(cs.chip_id) ||
+          !plan.peer({cs.chip_id, port}))
+        continue;
+      const bool up = (ps.value[kState] & 3) == static_cast<uint64_t>(chip::LinkState::kUp);
+      for (const nm::LinkChange& c :
+           ledger_->observe(cs.chip_id, port, up, ps.value[kHandshakes] & 0xFFFFFFFF))
+        record_link_change_locked(c, nullptr, "the status scan", downs, any_up);
+    }
+  if (!downs.empty() || any_up || !to_check_.empty()) {
+    check_chips_locked(downs, any_up);
+    after_link_changes_locked(downs, any_up);
+  }
   rebuild_view_locked();
   return summary;
 }
@@ -397,6 +552,33 @@ Result<nlohmann::json> Daemon::sweep_locked() {
   }
   const nm::FabricMap& old_map = session_.discovery.map;
   const nm::FabricMap& new_map = r->map;
+  // What discovery found against what is believed: a link found down (or up) that no report
+  // told of gets its missing fault or clearing event, judged at the ends discovery reached.
+  // Reports that arrived during the sweep go first. The sweep re-routes on its own below.
+  {
+    std::vector<std::pair<uint32_t, uint8_t>> downs;
+    bool any_up = false;
+    take_reports_locked(downs, any_up);
+    const fabric::Topology& plan = session_.plan();
+    for (uint32_t node = 0; node < new_map.num_nodes(); ++node) {
+      const uint32_t chip = new_map.chip_id[node];
+      if (chip >= plan.num_nodes() || !in_region(chip)) continue;
+      for (uint8_t p = 0; p < plan.num_ports(chip) && p < new_map.topology.num_ports(node); ++p) {
+        if (!plan.peer({chip, p})) continue;
+        const bool up = new_map.topology.peer({node, p}).has_value();
+        for (const nm::LinkChange& c : ledger_->observe_state(chip, p, up))
+          record_link_change_locked(c, nullptr, "discovery", downs, any_up);
+      }
+    }
+    for (auto [chip, port] : downs)
+      note({.kind = EventKind::kAlarm,
+            .severity = EventSeverity::kCritical,
+            .location = location_of(chip, port),
+            .chip = chip,
+            .port = port,
+            .cause = "link down",
+            .detail = "found down by a discovery sweep"});
+  }
   std::set<uint16_t> before, after;
   for (uint16_t c : old_map.chip_id) before.insert(c);
   for (uint16_t c : new_map.chip_id) after.insert(c);

@@ -15,8 +15,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
+#include "nm/fault_ledger.h"
 #include "nm/faults.h"
 #include "nm/routing.h"
 #include "nm/scan.h"
@@ -45,6 +47,9 @@ struct DaemonOptions {
   // Per-port metric series for every port up to this many chips; above it only the ports with
   // errors or a link down (TH-2 has 150,000 ports: a scrape of every one would be 100 MB).
   uint32_t all_port_metrics_up_to_chips = 4096;
+  // How often every managed chip's FAULTS_REPORTED is compared with the reports that arrived
+  // (a chip whose last reports were lost sends no later one to reveal the gap); 0: never.
+  double fault_audit_s = 5;
   // Events older than this are deleted (checked every minute, or every tenth of the retention
   // when shorter); 0 keeps every event. parse_retention reads the option's text.
   double retention_s = 0;
@@ -64,8 +69,15 @@ struct DaemonCounters {
   uint64_t sweeps = 0;
   double last_sweep_s = 0;
   int64_t last_sweep_us = 0;
-  uint64_t faults = 0;
+  uint64_t faults = 0;  // reports received
   uint64_t reroutes = 0;
+  // The fault ledger (nm/fault_ledger.h): reports of a change the other end reported first,
+  // changes recorded without a report, chips read because reports of theirs were lost, audits.
+  uint64_t faults_merged = 0;
+  uint64_t faults_inferred = 0;
+  uint64_t chips_checked = 0;
+  uint64_t audits = 0;
+  uint64_t reroute_failures = 0;
 };
 
 class Daemon {
@@ -140,6 +152,22 @@ class Daemon {
   // Retention, when due: deletes the events older than retention_s (without the session lock).
   void prune_events();
   void handle_faults_locked();
+  // The reports received since the last call, through the ledger into events.
+  void take_reports_locked(std::vector<std::pair<uint32_t, uint8_t>>& downs, bool& any_up);
+  // Records one link change of the ledger as a fault event and keeps the view's link state;
+  // `report` is the report it came from (null when inferred by a read).
+  // `found_by` says what proved an inferred change.
+  void record_link_change_locked(const nm::LinkChange& c, const nm::FaultRecord* report,
+                                 const char* found_by,
+                                 std::vector<std::pair<uint32_t, uint8_t>>& downs, bool& any_up);
+  // Reads the ports of the chips in to_check_ and records what the reads prove happened.
+  void check_chips_locked(std::vector<std::pair<uint32_t, uint8_t>>& downs, bool& any_up);
+  // Compares every managed chip's FAULTS_REPORTED with what arrived (fault_audit_s).
+  void audit_faults_locked();
+  // Re-discovers around the links found down and re-routes; a failed re-route is retried.
+  void after_link_changes_locked(const std::vector<std::pair<uint32_t, uint8_t>>& downs,
+                                 bool any_up);
+  void reroute_locked();
   Status route_locked(const std::string& engine);
   Result<nlohmann::json> scan_locked();
   Result<nlohmann::json> sweep_locked();
@@ -166,6 +194,15 @@ class Daemon {
   nlohmann::json routes_summary_;
   ConfigState config_;
   std::vector<nm::FaultRecord> pending_faults_;
+  std::unique_ptr<nm::FaultLedger> ledger_;
+  std::set<uint32_t> to_check_;  // chips (ids) whose reports were lost: read their ports
+  int64_t next_audit_us_ = 0;
+  bool sweep_due_ = false;  // a chip to check did not answer: its route crosses a dead link
+  // A re-route that failed is tried again (1 s, doubling to 30 s) until it succeeds or a later
+  // change re-routes anyway.
+  bool reroute_pending_ = false;
+  int64_t next_reroute_us_ = 0;
+  uint32_t reroute_attempts_ = 0;
   std::unique_ptr<nm::ScanResult> last_scan_;
   std::unique_ptr<nm::ScanDiff> last_diff_;
   struct ChipRead {

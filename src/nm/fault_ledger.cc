@@ -1,0 +1,95 @@
+#include "nm/fault_ledger.h"
+
+#include <algorithm>
+
+namespace galaxy::nm {
+
+FaultLedger::End FaultLedger::link_of(uint32_t chip, uint8_t port) const {
+  if (chip < plan_->num_nodes() && port < plan_->num_ports(chip))
+    if (auto peer = plan_->peer({chip, port}))
+      return std::min(End{chip, port}, End{peer->node, peer->port});
+  return {chip, port};
+}
+
+std::vector<LinkChange> FaultLedger::advance(int64_t& known, int64_t to, uint32_t chip,
+                                             uint8_t port, bool reported) {
+  std::vector<LinkChange> out;
+  // Changes between the known one and `to`, oldest first; a long run keeps its last ones.
+  const int64_t first =
+      std::max(known + 1, to - static_cast<int64_t>(kMaxInferredChanges) + (reported ? 0 : 1));
+  for (int64_t i = first; i <= to; ++i) {
+    LinkChange c;
+    c.chip = chip;
+    c.port = port;
+    c.up = i % 2 == 0;
+    c.handshakes = static_cast<uint64_t>(i / 2);
+    c.inferred = !(reported && i == to);
+    inferred_ += c.inferred;
+    out.push_back(c);
+  }
+  known = to;
+  return out;
+}
+
+std::vector<LinkChange> FaultLedger::report(uint32_t chip, uint8_t port, bool up,
+                                            uint64_t handshakes) {
+  const int64_t at = index(up, handshakes);
+  auto [it, fresh] = links_.try_emplace(link_of(chip, port), at);
+  if (fresh) return {LinkChange{chip, port, up, handshakes, false}};
+  if (at <= it->second) {
+    ++merged_;  // the other end's report of this change, or one a read already proved
+    return {};
+  }
+  return advance(it->second, at, chip, port, true);
+}
+
+std::vector<LinkChange> FaultLedger::observe(uint32_t chip, uint8_t port, bool up,
+                                             uint64_t handshakes) {
+  const int64_t at = index(up, handshakes);
+  auto [it, fresh] = links_.try_emplace(link_of(chip, port), at);
+  if (fresh) return {};
+  if (at > it->second) return advance(it->second, at, chip, port, false);
+  // A count behind the known one: the chip restarted and counts from its power-on again. What
+  // the link is now is what counts; follow the new numbering from here.
+  if (at < it->second && (at % 2) != (it->second % 2)) {
+    LinkChange c{chip, port, up, handshakes, true};
+    ++inferred_;
+    it->second = at;
+    return {c};
+  }
+  it->second = std::min(it->second, at);
+  return {};
+}
+
+std::vector<LinkChange> FaultLedger::observe_state(uint32_t chip, uint8_t port, bool up) {
+  auto it = links_.find(link_of(chip, port));
+  if (it == links_.end() || (it->second % 2 == 0) == up) return {};
+  return advance(it->second, it->second + 1, chip, port, false);
+}
+
+bool FaultLedger::sequence_gap(uint32_t chip, uint16_t sequence) {
+  auto [it, fresh] = expected_.try_emplace(chip, static_cast<uint16_t>(sequence + 1));
+  if (fresh) return false;
+  const uint16_t ahead = static_cast<uint16_t>(sequence - it->second);
+  if (ahead >= 0x8000) return false;  // late: sent before ones already counted
+  it->second = static_cast<uint16_t>(sequence + 1);
+  return ahead != 0;
+}
+
+bool FaultLedger::missing_reports(uint32_t chip, uint64_t reported) {
+  const auto next = static_cast<uint16_t>(reported);
+  auto [it, fresh] = expected_.try_emplace(chip, next);
+  if (fresh) return false;
+  const uint16_t ahead = static_cast<uint16_t>(next - it->second);
+  if (ahead == 0 || ahead >= 0x8000) return false;
+  it->second = next;
+  return true;
+}
+
+std::optional<bool> FaultLedger::believed_up(uint32_t chip, uint8_t port) const {
+  auto it = links_.find(link_of(chip, port));
+  if (it == links_.end()) return std::nullopt;
+  return it->second % 2 == 0;
+}
+
+}  // namespace galaxy::nm
