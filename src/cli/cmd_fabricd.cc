@@ -64,12 +64,14 @@ void run_fabricd(const FabricdOptions& o) {
     d.impaired = true;
     d.impairment = *ic;
   }
-  auto daemon = live::FabricDaemon::start(*f, host, d);
-  if (!daemon.ok()) return report_error(daemon.error(), o.json);
+  // Before the segment exists: a daemon stopped while it starts (a `fabric up` that failed or was
+  // interrupted) still removes its segment.
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
+  auto daemon = live::FabricDaemon::start(*f, host, d);
+  if (!daemon.ok()) return report_error(daemon.error(), o.json);
   nlohmann::json ready{{"event", "ready"},
                        {"fabric", f->name},
                        {"host", o.host},

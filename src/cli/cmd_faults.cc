@@ -16,6 +16,7 @@
 #include "nm/reroute.h"
 #include "nm/route_load.h"
 #include "nm/routing.h"
+#include "nm/scan.h"
 
 namespace galaxy::cli {
 
@@ -103,6 +104,11 @@ void run_faults(FaultsOptions& o) {
   Status d = discover(*s, o.session);
   if (!d.ok()) return report_error(d.error(), json);
   nm::FabricMap& map = s->discovery.map;
+  // Against the fabric as built: the reports of links that went down and of chips that went
+  // away were sent when it happened, to whoever received them then (not this command), so what
+  // discovery found missing is reported as the state it is.
+  const fabric::Topology& plan = s->plan();
+  const nm::Shortfall gone = nm::shortfall(map, plan);
   nm::RouteSet routes;
   if (!o.engine.empty()) {
     auto r = nm::compute_routes(map, o.engine);
@@ -170,7 +176,24 @@ void run_faults(FaultsOptions& o) {
                     {"cause", f.cause},
                     {"severity", f.severity},
                     {"detail", f.detail}});
+  auto port_name = [&](fabric::PortRef p) {
+    return fmt::format("{} port {}", plan.name(p.node), p.port);
+  };
+  nlohmann::json links_down = nlohmann::json::array(), unreached = nlohmann::json::array();
+  for (const nm::PlannedLink& l : gone.links_down)
+    links_down.push_back({{"chip", l.end.node},
+                          {"port", l.end.port},
+                          {"location", port_name(l.end)},
+                          {"peer", port_name(l.peer)},
+                          {"cause", "link_down"},
+                          {"severity", "critical"}});
+  for (uint16_t c : gone.unreached)
+    unreached.push_back(
+        {{"chip", c}, {"name", plan.name(c)}, {"cause", "not_responding"}, {"severity", "major"}});
+  if (!gone.links_down.empty() || !gone.unreached.empty()) set_exit_code(1);
   nlohmann::json j{{"fabric", o.session.fabric},
+                   {"links_down", links_down},
+                   {"not_responding", unreached},
                    {"reporting_chips", setup->chips},
                    {"reporting_setup_requests", setup->requests},
                    {"reporting_setup_sim_us", static_cast<double>(setup->elapsed) / nm::kUs},
@@ -188,6 +211,16 @@ void run_faults(FaultsOptions& o) {
     std::printf("%12.3f us  %-8s %-24s %s (detail %u)\n", static_cast<double>(f.time) / nm::kUs,
                 f.severity.c_str(), f.location.c_str(), f.cause.c_str(), f.detail);
   for (const auto& u : updates) std::printf("region update: %s\n", u.dump().c_str());
+  for (const auto& l : links_down)
+    std::printf("critical link down: %s (to %s), found down by discovery\n",
+                l["location"].get<std::string>().c_str(), l["peer"].get<std::string>().c_str());
+  if (!unreached.empty()) {
+    std::string names;
+    for (const auto& c : unreached)
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", c["name"].get<std::string>());
+    std::printf("major    not responding: %zu chips not reached by discovery: %s\n",
+                unreached.size(), names.c_str());
+  }
 }
 
 void add_faults_command(CLI::App& app) {

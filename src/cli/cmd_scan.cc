@@ -67,17 +67,22 @@ nlohmann::json summary(const Session& s, const nm::ScanResult& r, unsigned top) 
   unsigned nrc = 0, nic = 0;
   for (const auto& c : r.chips) (s.discovery.map.topology.is_nic(c.node) ? nic : nrc) += 1;
   nlohmann::json dead = nlohmann::json::array();
-  for (size_t i = 0; i < r.non_responding.size() && i < top; ++i) {
+  for (size_t i = 0; i < r.non_responding.size() && dead.size() < top; ++i) {
     uint16_t id = s.discovery.map.chip_id[r.non_responding[i]];
-    dead.push_back({{"chip", id}, {"name", chip_name(s, id)}});
+    dead.push_back({{"chip", id}, {"name", chip_name(s, id)}, {"reached_by_discovery", true}});
   }
+  for (size_t i = 0; i < r.unreached.size() && dead.size() < top; ++i)
+    dead.push_back({{"chip", r.unreached[i]},
+                    {"name", chip_name(s, r.unreached[i])},
+                    {"reached_by_discovery", false}});
   return {{"started_us", static_cast<double>(r.started) / nm::kUs},
           {"nrc_scanned", nrc},
           {"nic_scanned", nic},
           {"requests", r.requests},
           {"responses", r.responses},
           {"error_responses", r.error_responses},
-          {"non_responding", r.non_responding.size()},
+          {"non_responding", r.not_responding()},
+          {"unreached", r.unreached.size()},
           {"non_responding_chips", dead},
           {"skipped_reads", r.skipped},
           {"absent_ports", r.absent_ports},
@@ -125,6 +130,14 @@ void print_summary(const nlohmann::json& j) {
       j["sim_time_us"].get<double>(), j["paper_model_us"].get<double>(),
       j["non_responding"].get<size_t>(), j["management_gbps"].get<double>(),
       j["link_share_percent"].get<double>());
+  const auto& dead = j["non_responding_chips"];
+  if (dead.empty()) return;
+  std::string names;
+  for (const auto& d : dead)
+    names += fmt::format("{}{}{}", names.empty() ? "" : ", ", d["name"].get<std::string>(),
+                         d["reached_by_discovery"].get<bool>() ? "" : " (not reached)");
+  if (dead.size() < j["non_responding"].get<size_t>()) names += ", ...";
+  std::printf("  not responding: %s\n", names.c_str());
 }
 
 // Against daemons: each scans its fabric now (POST /api/scans), one summary per daemon.
@@ -181,6 +194,7 @@ void run_scan(ScanCmdOptions& o) {
 
   nm::ScanOptions so;
   so.include_nics = o.chips == "all";
+  so.plan = &s->plan();  // chips discovery did not reach are not responding either
   nm::Scanner scanner(*s->requester, s->discovery.map);
   nlohmann::json j{{"fabric", o.session.fabric},
                    {"mode", o.mode},

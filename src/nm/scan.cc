@@ -66,6 +66,32 @@ bool scanned(const FabricMap& map, uint32_t v, const ScanOptions& o) {
 
 }  // namespace
 
+Shortfall shortfall(const FabricMap& map, const fabric::Topology& plan) {
+  Shortfall out;
+  for (uint32_t c = 0; c < plan.num_nodes(); ++c) {
+    auto it = map.node_of.find(static_cast<uint16_t>(c));
+    if (it == map.node_of.end()) {
+      out.unreached.push_back(static_cast<uint16_t>(c));
+      continue;
+    }
+    const uint32_t node = it->second;
+    for (uint32_t p = 0; p < plan.num_ports(c); ++p) {
+      const fabric::PortRef end{c, static_cast<uint8_t>(p)};
+      auto want = plan.peer(end);
+      if (!want) continue;
+      if (p < map.topology.num_ports(node) && map.topology.peer({node, end.port})) continue;
+      // Both ends reached and both without a peer: one link, listed at its lower end.
+      auto other = map.node_of.find(static_cast<uint16_t>(want->node));
+      if (other != map.node_of.end() && (want->node < c || (want->node == c && want->port < p)) &&
+          !(want->port < map.topology.num_ports(other->second) &&
+            map.topology.peer({other->second, want->port})))
+        continue;
+      out.links_down.push_back({end, *want});
+    }
+  }
+  return out;
+}
+
 double paper_model_us(const FabricMap& map, const ScanOptions& options) {
   double us = 0;
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
@@ -85,7 +111,10 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
     c.ports.resize(map_.topology.num_ports(v));
     r.chips.push_back(std::move(c));
   }
-  if (r.chips.empty())
+  if (options.plan && options.only_node == fabric::kNoNode && !options.include)
+    for (uint16_t c : shortfall(map_, *options.plan).unreached)
+      if (!options.plan->is_nic(c) || options.include_nics) r.unreached.push_back(c);
+  if (r.chips.empty() && r.unreached.empty())
     return make_error(Code::kNotFound, 5300, "the fabric map has no chip to scan");
   r.paper_model_us = paper_model_us(map_, options);
 

@@ -45,6 +45,11 @@ struct ScanOptions {
   uint32_t only_node = fabric::kNoNode;
   // Otherwise only the nodes this accepts, when set (a daemon's region of the fabric).
   std::function<bool(uint32_t node)> include = {};
+  // The fabric as built (chip id = plan node id), when known: its chips that discovery did not
+  // reach (a host, a cable or a chip gone) answer nothing either, so a whole-fabric scan counts
+  // those of the kinds it scans as not responding (ScanResult::unreached) instead of leaving
+  // them out of the count unseen.
+  const fabric::Topology* plan = nullptr;
 };
 
 struct PortStatus {
@@ -65,11 +70,14 @@ struct ChipStatus {
 struct ScanResult {
   std::vector<ChipStatus> chips;         // every scanned chip, in node order
   std::vector<uint32_t> non_responding;  // nodes given up after retries
-  uint64_t requests = 0;                 // request packets sent, retries included
-  uint64_t responses = 0;                // response packets received, error responses included
-  uint64_t error_responses = 0;          // refusals by an NMA
-  uint64_t skipped = 0;                  // reads not sent: their chip stopped answering or the port
-                                         // turned out absent
+  // Chips of ScanOptions::plan missing from the map (chip ids, ascending): no route leads to
+  // them, so none was asked.
+  std::vector<uint16_t> unreached;
+  uint64_t requests = 0;         // request packets sent, retries included
+  uint64_t responses = 0;        // response packets received, error responses included
+  uint64_t error_responses = 0;  // refusals by an NMA
+  uint64_t skipped = 0;          // reads not sent: their chip stopped answering or the port
+                                 // turned out absent
   uint64_t absent_ports = 0;
   Picoseconds started = 0;  // on the port's clock
   Picoseconds elapsed = 0;
@@ -84,7 +92,23 @@ struct ScanResult {
   // That bandwidth as a share of one link's 224 Gbit/s bidirectional bandwidth, in percent: the
   // server NIC's link carries all of it (the paper's definition).
   double link_share_percent() const { return 100.0 * management_gbps() / kLinkBidirectionalGbps; }
+  // Chips that gave no answer: asked in vain, or beyond reach.
+  size_t not_responding() const { return non_responding.size() + unreached.size(); }
 };
+
+// What the planned fabric has that discovery did not find (chip id = plan node id).
+struct PlannedLink {
+  fabric::PortRef end;   // the end discovery reached (plan node = chip id, port)
+  fabric::PortRef peer;  // where its cable leads in the plan
+};
+struct Shortfall {
+  std::vector<uint16_t> unreached;  // chips not in the map, ascending
+  // Planned links at a reached chip that discovery found without a peer: the port's link is
+  // down (the peer's host or daemon gone, the cable cut, the port forced down). A link whose ends
+  // were both reached is listed once, at its lower end.
+  std::vector<PlannedLink> links_down;
+};
+Shortfall shortfall(const FabricMap& map, const fabric::Topology& plan);
 
 struct RegisterChange {
   uint32_t node = 0;

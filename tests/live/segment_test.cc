@@ -165,6 +165,37 @@ TEST_F(SegmentTest, CreateDescribesTheFabricAndAttachSeesIt) {
   EXPECT_EQ(none.error().id, 4716);
 }
 
+// What `galaxy fabric up` waits for: the links from this host's chips to the hosts it names,
+// and how many of them are up at this end.
+TEST(SegmentLinks, LinksToOtherHostsAreCountedByHostAndUpAtThisEnd) {
+  const LiveFabric f =
+      parse_live_fabric("live:fattree:k=4,levels=2,name=seglinks" + std::to_string(getpid()) +
+                        ",hosts=h1:127.0.0.1:1,h2:127.0.0.1:2")
+          .value();
+  auto seg = Segment::create(f, 0);
+  ASSERT_TRUE(seg.ok()) << seg.error().to_string();
+  std::vector<fabric::PortRef> crossing;
+  for (uint32_t n = 0; n < f.topology.num_nodes(); ++n)
+    for (uint32_t p = 0; p < f.topology.num_ports(n); ++p)
+      if (f.host_of[n] == 0 && f.crosses_hosts({n, static_cast<uint8_t>(p)}))
+        crossing.push_back({n, static_cast<uint8_t>(p)});
+  ASSERT_FALSE(crossing.empty());
+  for (const fabric::PortRef& e : crossing) (*seg)->peer(e.node, e.port).up.store(0);
+  Segment::LinkTally t = (*seg)->links_to({false, true});
+  EXPECT_EQ(t.total, crossing.size());
+  EXPECT_EQ(t.up, 0u);
+  EXPECT_FALSE((*seg)->cross_host_links_up());
+  (*seg)->peer(crossing[0].node, crossing[0].port).up.store(1);
+  EXPECT_EQ((*seg)->links_to({false, true}).up, 1u);
+  for (const fabric::PortRef& e : crossing) (*seg)->peer(e.node, e.port).up.store(1);
+  t = (*seg)->links_to({false, true});
+  EXPECT_EQ(t.up, t.total);
+  EXPECT_TRUE((*seg)->cross_host_links_up());
+  // Hosts not named are not counted; nor is a list shorter than the fabric's hosts.
+  EXPECT_EQ((*seg)->links_to({false, false}).total, 0u);
+  EXPECT_EQ((*seg)->links_to({false}).total, 0u);
+}
+
 TEST_F(SegmentTest, ForwardFollowsRouteTablesAndCountsEveryPort) {
   const fabric::Topology& t = f_.topology;
   const uint32_t a = t.nic_node(0), b = t.nic_node(1);

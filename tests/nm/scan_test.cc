@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "chip/registers.h"
 #include "nm/discovery.h"
 #include "nm_test_util.h"
@@ -128,6 +130,61 @@ TEST_P(ScanBackends, ChipBehindACutLinkIsReportedAndTheScanGoesOn) {
     for (const auto& p : c.ports) EXPECT_EQ(p.read_mask, 0x3FF);
   }
   EXPECT_GT(req.stats().retries, 0u);
+}
+
+// A cable cut before discovery: the map then lacks the chips behind it. Against the plan, they
+// are unreached and the cut link is down at the end discovery reached; a scan given the plan
+// counts the unreached chips of the kinds it scans as not responding, as a host gone would be.
+TEST(ScanTest, ChipsOfThePlanThatDiscoveryDidNotReachAreNotResponding) {
+  auto s = SimServer::make("line:n=4");
+  const FabricMap full = s.oracle();
+  const fabric::Topology& plan = s.fabric->topology();
+  uint32_t cut = UINT32_MAX;
+  for (uint32_t v = 0; v < full.num_nodes(); ++v)
+    if (!full.topology.is_nic(v) && full.hops[v] == 2) cut = v;
+  ASSERT_NE(cut, UINT32_MAX);
+  const fabric::PortRef cut_in{cut, full.target[cut].backward.hops[0]};
+  const fabric::PortRef near = *full.topology.peer(cut_in);
+  Requester req(*s.port, {});
+  ASSERT_TRUE(testing::force_link_down(req, full, near).ok());
+  auto found = discover(req, {});
+  ASSERT_TRUE(found.ok()) << found.error().to_string();
+
+  // The chips discovery no longer finds: the NRC cut off and what lies behind it.
+  std::vector<uint16_t> gone, gone_nrcs;
+  for (uint32_t c = 0; c < plan.num_nodes(); ++c)
+    if (!found->map.node_of.contains(static_cast<uint16_t>(c)))
+      gone.push_back(static_cast<uint16_t>(c));
+  ASSERT_TRUE(std::count(gone.begin(), gone.end(), full.chip_id[cut]) == 1);
+  ASSERT_GT(gone.size(), 1u);
+  EXPECT_EQ(found->map.num_nodes() + gone.size(), plan.num_nodes());
+  for (uint16_t c : gone)
+    if (!plan.is_nic(c)) gone_nrcs.push_back(c);
+
+  const Shortfall sf = shortfall(found->map, plan);
+  EXPECT_EQ(sf.unreached, gone);
+  ASSERT_EQ(sf.links_down.size(), 1u);
+  EXPECT_EQ(sf.links_down[0].end.node, full.chip_id[near.node]);
+  EXPECT_EQ(sf.links_down[0].end.port, near.port);
+  EXPECT_EQ(sf.links_down[0].peer.node, full.chip_id[cut_in.node]);
+  EXPECT_EQ(sf.links_down[0].peer.port, cut_in.port);
+
+  Scanner scanner(req, found->map);
+  ScanOptions o;
+  o.plan = &plan;
+  auto r = scanner.scan_once(o);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_TRUE(r->non_responding.empty());  // every chip asked answered
+  EXPECT_EQ(r->unreached, gone_nrcs);
+  EXPECT_EQ(r->not_responding(), gone_nrcs.size());
+  o.include_nics = true;
+  r = scanner.scan_once(o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->unreached, gone);
+  // Without the plan, what discovery did not reach goes unseen.
+  r = scanner.scan_once({});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->not_responding(), 0u);
 }
 
 TEST(ScanTest, CompareShowsRetransmissionsOnNoisyLinks) {

@@ -217,6 +217,22 @@ bool Segment::cross_host_links_up() {
   return true;
 }
 
+Segment::LinkTally Segment::links_to(const std::vector<bool>& to_host) {
+  LinkTally t;
+  for (uint32_t n = 0; n < num_chips(); ++n) {
+    if (!is_local(n)) continue;
+    for (uint32_t p = 0; p < chip(n).num_ports; ++p) {
+      PeerInfo& pi = peer(n, p);
+      if (pi.chip == kNoChip || pi.chip >= num_chips()) continue;
+      const uint16_t h = chip(pi.chip).host;
+      if (h >= to_host.size() || !to_host[h]) continue;
+      ++t.total;
+      t.up += pi.up.load() ? 1 : 0;
+    }
+  }
+  return t;
+}
+
 std::string Segment::doorbell_name() const {
   return fmt::format("galaxy.{}.{}.doorbell", header().fabric, header().host);
 }

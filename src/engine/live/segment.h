@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "chip/port_set.h"
@@ -379,6 +380,13 @@ class Segment {
   EgressRing& egress() { return *at<EgressRing>(header().off_egress); }
   // Whether every link from this host's chips to another host has come up.
   bool cross_host_links_up();
+  // The links from this host's chips to chips of the hosts `to_host` flags (by host index), and
+  // how many of them are up at this end.
+  struct LinkTally {
+    uint32_t up = 0;
+    uint32_t total = 0;
+  };
+  LinkTally links_to(const std::vector<bool>& to_host);
   // Wakes the daemon if it sleeps (after publishing into the egress ring): a datagram to its
   // doorbell, a Unix socket in the abstract namespace that the daemon's epoll watches.
   void kick_daemon();
