@@ -41,6 +41,7 @@ struct DaemonBenchOptions {
   std::string fabric = "sim:fattree:k=8,levels=3";
   double seconds = 3;
   std::vector<unsigned> clients{32, 64};
+  std::vector<std::string> paths;  // empty: read_paths()
   unsigned streams = 64;
   unsigned slow = 200;
   unsigned flaps = 1000;
@@ -143,7 +144,7 @@ struct LoadResult {
 // `n` kept-alive clients, each sending its next request (the next read endpoint) as soon as its
 // previous answer is whole, for `seconds`; one thread drives them all, so the figures are the
 // server's and not a crowd of client threads'.
-LoadResult run_load(int port, unsigned n, double seconds) {
+LoadResult run_load(int port, unsigned n, double seconds, const std::vector<std::string>& paths) {
   struct Client {
     int fd = -1;
     std::string in;
@@ -163,7 +164,7 @@ LoadResult run_load(int port, unsigned n, double seconds) {
       t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   auto send_next = [&](Client& c) {
     c.sent = Clock::now();
-    const std::string& p = read_paths()[c.next++ % read_paths().size()];
+    const std::string& p = paths[c.next++ % paths.size()];
     if (!send_all(c.fd, get_request(p))) {
       ::close(c.fd);
       c.fd = -1;
@@ -466,7 +467,7 @@ void run_bench_daemon(const DaemonBenchOptions& o) {
 
   out["load"] = json::array();
   for (unsigned n : o.clients) {
-    LoadResult r = run_load(port, n, o.seconds);
+    LoadResult r = run_load(port, n, o.seconds, o.paths.empty() ? read_paths() : o.paths);
     const double rps = r.seconds > 0 ? static_cast<double>(r.requests) / r.seconds : 0;
     out["load"].push_back({{"clients", n},
                            {"requests", r.requests},
@@ -558,6 +559,9 @@ void add_bench_daemon_subcommand(CLI::App* bench) {
   c->add_option("--clients", o->clients, "concurrent kept-alive clients, one load per value")
       ->capture_default_str()
       ->check(integer_in(1, 1000));
+  c->add_option("--paths", o->paths,
+                "the endpoints the clients read, in turn (default: status, chips, a chip, faults, "
+                "log, config, routes, scans, traffic, topology)");
   c->add_option("--streams", o->streams, "event streams open while status is timed")
       ->capture_default_str()
       ->check(integer_in(0, 4000));

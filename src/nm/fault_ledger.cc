@@ -31,11 +31,34 @@ std::vector<LinkChange> FaultLedger::advance(int64_t& known, int64_t to, uint32_
   return out;
 }
 
+int64_t FaultLedger::link_index(uint32_t chip, uint8_t port, int64_t local, int64_t known) {
+  EndState& e = ends_[{chip, port}];
+  // Even offsets keep an index's parity, which is the link's state (up even, down odd).
+  auto even_at_least = [](int64_t v) { return v + (v % 2 != 0 ? 1 : 0); };
+  if (known >= 0) {
+    if (e.last < 0 && local + e.offset < known) {
+      // First seen behind the link: its chip counts from a later power-on. Numbered at the
+      // link's last change, or one behind it when the read is older than that change.
+      e.offset = even_at_least(known - local) - ((known - local) % 2 != 0 ? 2 : 0);
+    } else if (e.last >= 0 && local < e.last) {
+      // Its count went back: the chip restarted. Now at the link's state, or one change on.
+      e.offset = even_at_least(known - local);
+    }
+  }
+  e.last = local;
+  return local + e.offset;
+}
+
 std::vector<LinkChange> FaultLedger::report(uint32_t chip, uint8_t port, bool up,
                                             uint64_t handshakes) {
-  const int64_t at = index(up, handshakes);
-  auto [it, fresh] = links_.try_emplace(link_of(chip, port), at);
-  if (fresh) return {LinkChange{chip, port, up, handshakes, false}};
+  const End link = link_of(chip, port);
+  auto it = links_.find(link);
+  const int64_t at =
+      link_index(chip, port, index(up, handshakes), it == links_.end() ? -1 : it->second);
+  if (it == links_.end()) {
+    links_[link] = at;
+    return {LinkChange{chip, port, up, handshakes, false}};
+  }
   if (at <= it->second) {
     ++merged_;  // the other end's report of this change, or one a read already proved
     return {};
@@ -45,20 +68,17 @@ std::vector<LinkChange> FaultLedger::report(uint32_t chip, uint8_t port, bool up
 
 std::vector<LinkChange> FaultLedger::observe(uint32_t chip, uint8_t port, bool up,
                                              uint64_t handshakes) {
-  const int64_t at = index(up, handshakes);
-  auto [it, fresh] = links_.try_emplace(link_of(chip, port), at);
-  if (fresh) return {};
-  if (at > it->second) return advance(it->second, at, chip, port, false);
-  // A count behind the known one: the chip restarted and counts from its power-on again. What
-  // the link is now is what counts; follow the new numbering from here.
-  if (at < it->second && (at % 2) != (it->second % 2)) {
-    LinkChange c{chip, port, up, handshakes, true};
-    ++inferred_;
-    it->second = at;
-    return {c};
+  const End link = link_of(chip, port);
+  auto it = links_.find(link);
+  const int64_t at =
+      link_index(chip, port, index(up, handshakes), it == links_.end() ? -1 : it->second);
+  if (it == links_.end()) {
+    links_[link] = at;
+    return {};
   }
-  it->second = std::min(it->second, at);
-  return {};
+  // Behind the known change: a read older than a report already taken. Nothing to add.
+  if (at <= it->second) return {};
+  return advance(it->second, at, chip, port, false);
 }
 
 std::vector<LinkChange> FaultLedger::observe_state(uint32_t chip, uint8_t port, bool up) {

@@ -72,13 +72,22 @@ class FaultLedger {
   static int64_t index(bool up, uint64_t handshakes) {
     return 2 * static_cast<int64_t>(handshakes) + (up ? 0 : 1);
   }
+  // The link-level index of an end's own index (local): each end keeps an even offset, 0 while
+  // both ends count alike; an end seen first behind the link, or whose count went back (its chip
+  // restarted and counts from its power-on again), is renumbered onto the link's sequence.
+  int64_t link_index(uint32_t chip, uint8_t port, int64_t local, int64_t known);
   // Records the changes after the link's known index up to `to` (the last one as reported when
   // `reported`), at end (chip, port).
   std::vector<LinkChange> advance(int64_t& known, int64_t to, uint32_t chip, uint8_t port,
                                   bool reported);
 
   const fabric::Topology* plan_;
-  std::map<End, int64_t> links_;           // link -> index of its last recorded change
+  std::map<End, int64_t> links_;  // link -> index of its last recorded change
+  struct EndState {
+    int64_t last = -1;  // the end's own index when last seen
+    int64_t offset = 0;
+  };
+  std::map<End, EndState> ends_;
   std::map<uint32_t, uint16_t> expected_;  // chip -> next report sequence number
   uint64_t merged_ = 0;
   uint64_t inferred_ = 0;

@@ -70,6 +70,15 @@ ApiResult with_route(ApiResult r, const ApiRoute& route) {
 
 }  // namespace
 
+const ApiRoute* find_api_route(const std::string& method, const std::string& raw_path) {
+  ApiCall call;
+  call.method = method;
+  call.path = raw_path;
+  bool known = false;
+  std::map<std::string, std::string> params;
+  return find_route(call, known, params);
+}
+
 ApiResult dispatch(Daemon& daemon, const ApiCall& call) {
   bool path_known = false;
   ApiRequest ar;

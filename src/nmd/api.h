@@ -35,6 +35,17 @@ struct ApiParam {
 
 using ApiHandler = std::function<Result<nlohmann::json>(Daemon&, const ApiRequest&)>;
 
+// What answering a route reads. The HTTP server answers kSnapshots routes on its I/O thread
+// (they never wait for the session, which a scan may hold for seconds) and caches their answers
+// by the generations of what they read (ApiRoute::cached_by) while those stay the same.
+enum class ApiReads : uint8_t {
+  kSession,    // management requests to the fabric, or the session's state
+  kSnapshots,  // the published view, counters, configuration, event store and metrics only
+};
+// ApiRoute::cached_by bits: the answer depends on the request and on these alone.
+inline constexpr uint8_t kCachedByView = 1;    // Daemon::view_generation()
+inline constexpr uint8_t kCachedByEvents = 2;  // EventStore::generation()
+
 struct ApiRoute {
   std::string method;  // GET, POST, PUT
   std::string path;    // "/api/chips/{chip}/registers/{addr}"
@@ -42,6 +53,8 @@ struct ApiRoute {
   std::vector<ApiParam> params;
   bool write = false;  // needs the token
   ApiHandler handler;
+  ApiReads reads = ApiReads::kSession;
+  uint8_t cached_by = 0;  // 0: never cached
 };
 
 // The whole table, built once by the api_*.cc files' add functions.
@@ -69,6 +82,9 @@ struct ApiResult {
 // Finds the route (404 unknown path, 405 known path with another method), checks the token,
 // decodes the body, runs the handler; errors become their HTTP status and JSON error.
 ApiResult dispatch(Daemon& daemon, const ApiCall& call);
+
+// The route of a method and raw path (null when none matches).
+const ApiRoute* find_api_route(const std::string& method, const std::string& raw_path);
 
 // Matches a concrete path against a route pattern, filling the {name} parameters.
 bool match_path(const std::string& pattern, const std::string& path,

@@ -256,6 +256,8 @@ void add_event_routes(std::vector<ApiRoute>& routes) {
       {"after_id", "query", "integer", "only events with a larger id, oldest first"}};
   routes.push_back({"GET", "/api/faults", "Fault and alarm events, newest first, filtered", filter,
                     false, faults});
+  routes.back().reads = ApiReads::kSnapshots;
+  routes.back().cached_by = kCachedByEvents;
   routes.push_back({"POST",
                     "/api/faults/{id}/ack",
                     "Acknowledge a fault or alarm",
@@ -269,12 +271,15 @@ void add_event_routes(std::vector<ApiRoute>& routes) {
                     "Every event (faults, alarms, configuration changes, scan "
                     "summaries, daemon log), filtered",
                     filter, false, log});
+  routes.back().reads = ApiReads::kSnapshots;
+  routes.back().cached_by = kCachedByEvents;
   routes.push_back({"GET",
                     "/api/config",
                     "Routing engine, scan and sweep intervals, fault mask; the engine registry",
                     {},
                     false,
                     config_get});
+  routes.back().reads = ApiReads::kSnapshots;
   routes.push_back(
       {"PUT",
        "/api/config",
@@ -297,6 +302,8 @@ void add_event_routes(std::vector<ApiRoute>& routes) {
                     {{"limit", "query", "integer", "1-1000 (default 20)"}},
                     false,
                     scans_get});
+  routes.back().reads = ApiReads::kSnapshots;
+  routes.back().cached_by = kCachedByEvents;
   routes.push_back({"POST", "/api/scans", "Scan the fabric now", {}, true, scans_post});
   routes.push_back({"POST",
                     "/api/discover",

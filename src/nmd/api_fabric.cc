@@ -157,6 +157,7 @@ void add_fabric_routes(std::vector<ApiRoute>& routes) {
                     {},
                     false,
                     status});
+  routes.back().reads = ApiReads::kSnapshots;
   routes.push_back(
       {"GET",
        "/api/topology",
@@ -167,6 +168,8 @@ void add_fabric_routes(std::vector<ApiRoute>& routes) {
         {"path", "query", "string", "group values from the top, e.g. 3/1 (cabinet 3, chassis 1)"}},
        false,
        topology});
+  routes.back().reads = ApiReads::kSnapshots;
+  routes.back().cached_by = kCachedByView;
   routes.push_back({"GET",
                     "/api/chips",
                     "Chips of the fabric with location, level, discovery and fault counts",
@@ -176,12 +179,16 @@ void add_fabric_routes(std::vector<ApiRoute>& routes) {
                      {"limit", "query", "integer", "results at most, 1-10000 (default 100)"}},
                     false,
                     chips});
+  routes.back().reads = ApiReads::kSnapshots;
+  routes.back().cached_by = kCachedByView;
   routes.push_back({"GET",
                     "/api/chips/{chip}",
                     "One chip: location, ports with peers, link states, last scanned counters",
                     {{"chip", "path", "string", "chip id, name or nic:<index>"}},
                     false,
                     chip});
+  routes.back().reads = ApiReads::kSnapshots;
+  routes.back().cached_by = kCachedByView | kCachedByEvents;
   routes.push_back(
       {"GET",
        "/api/traffic",
@@ -189,6 +196,8 @@ void add_fabric_routes(std::vector<ApiRoute>& routes) {
        {{"group", "query", "string", "chip, switch (default), chassis, cabinet or level"}},
        false,
        traffic});
+  routes.back().reads = ApiReads::kSnapshots;
+  routes.back().cached_by = kCachedByView;
   routes.push_back({"GET",
                     "/api/trace",
                     "Path trace between two NICs through the route tables (SYSTEM.md 2.5.4)",
@@ -204,6 +213,7 @@ void add_fabric_routes(std::vector<ApiRoute>& routes) {
                     [](Daemon& d, const ApiRequest&) -> Result<nlohmann::json> {
                       return d.metrics().to_json();
                     }});
+  routes.back().reads = ApiReads::kSnapshots;
   routes.push_back(
       {"GET",
        "/api/openapi.json",
@@ -211,8 +221,10 @@ void add_fabric_routes(std::vector<ApiRoute>& routes) {
        {},
        false,
        [](Daemon&, const ApiRequest&) -> Result<nlohmann::json> { return openapi_json(); }});
+  routes.back().reads = ApiReads::kSnapshots;
   routes.push_back(
       {"GET", "/api/routes", "The loaded routing and its verification", {}, false, routes_get});
+  routes.back().reads = ApiReads::kSnapshots;
   routes.push_back({"POST",
                     "/api/routes",
                     "Compute, verify and load route tables with an engine now",

@@ -343,7 +343,14 @@ void Daemon::audit_faults_locked() {
     if (v != map.server_node && map.hops[v] != UINT8_MAX && (!region_nodes_ || region_nodes_(v)))
       nodes.push_back(v);
   ++counters_.audits;
+  // One quick try per chip: a chip that does not answer brings a sweep, which finds why.
+  const nm::RequesterOptions usual = session_.requester->options();
+  nm::RequesterOptions quick = usual;
+  quick.retries = 0;
+  quick.timeout = std::min<nm::Picoseconds>(usual.timeout, 200 * nm::kMs);
+  session_.requester->set_options(quick);
   const auto counts = nm::read_faults_reported(*session_.requester, map, nodes);
+  session_.requester->set_options(usual);
   for (auto [node, reported] : counts)
     if (ledger_->missing_reports(map.chip_id[node], reported)) to_check_.insert(map.chip_id[node]);
   // A chip that no longer answers on its route: a link on the route is down, and the chip's
@@ -465,6 +472,8 @@ Result<nlohmann::json> Daemon::scan_locked() {
   nm::Scanner scanner(*session_.requester, session_.discovery.map);
   nm::ScanOptions so;
   so.include = region_nodes_;
+  // Chips of the fabric that discovery no longer reaches (a host gone) count as not responding.
+  so.plan = &session_.plan();
   auto r = scanner.scan_once(so);
   if (!r.ok()) return r.error();
   const double wall_s = seconds_since(t0);
@@ -692,6 +701,8 @@ void Daemon::rebuild_view_locked() {
     v->scans = counters_.scans;
     std::set<uint16_t> silent;
     for (uint32_t node : last_scan_->non_responding) silent.insert(map.chip_id[node]);
+    for (uint16_t chip : last_scan_->unreached)
+      if (chip < v->chips.size()) v->chips[chip].responding = false;
     for (const nm::ChipStatus& cs : last_scan_->chips) {
       if (cs.chip_id >= v->chips.size()) continue;
       ChipView& c = v->chips[cs.chip_id];
@@ -750,6 +761,7 @@ void Daemon::rebuild_view_locked() {
   update_port_metrics(*v);
   std::lock_guard lock(view_mu_);
   view_ = std::move(v);
+  view_generation_.fetch_add(1, std::memory_order_release);
 }
 
 void Daemon::update_port_metrics(const FabricView& v) {
@@ -814,6 +826,7 @@ void Daemon::refresh_fault_counts() {
       (void)alarms->set({{"severity", sev}}, static_cast<double>(count));
   std::lock_guard lock(view_mu_);
   view_ = std::move(v);
+  view_generation_.fetch_add(1, std::memory_order_release);
 }
 
 Result<nlohmann::json> Daemon::chip_routes(const std::string& chip) {

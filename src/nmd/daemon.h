@@ -99,6 +99,8 @@ class Daemon {
 
   // Lock-free readers.
   std::shared_ptr<const FabricView> view() const;
+  // Changes whenever view() returns a new snapshot (answers made from a view are cached by it).
+  uint64_t view_generation() const { return view_generation_.load(std::memory_order_acquire); }
   EventStore& events() { return *events_; }
   MetricRegistry& metrics() { return metrics_; }
   const DaemonOptions& options() const { return options_; }
@@ -229,6 +231,7 @@ class Daemon {
 
   mutable std::mutex view_mu_;
   std::shared_ptr<const FabricView> view_;
+  std::atomic<uint64_t> view_generation_{0};
 
   std::mutex event_mu_;
   std::condition_variable event_cv_;

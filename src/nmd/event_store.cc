@@ -434,6 +434,7 @@ Result<int64_t> EventStore::append(Event e) {
   ++size_;
   if (!e.acknowledged && is_fault_or_alarm(static_cast<int64_t>(e.kind)))
     add_open(open_, static_cast<int64_t>(e.severity), e.chip, 1);
+  generation_.fetch_add(1, std::memory_order_release);
   return id;
 }
 
@@ -466,6 +467,7 @@ Result<int64_t> EventStore::append_all(const std::vector<Event>& events) {
     return err;
   }
   std::lock_guard counts(counts_mu_);
+  generation_.fetch_add(1, std::memory_order_release);
   size_ += static_cast<int64_t>(events.size());
   for (const Event& e : events)
     if (!e.acknowledged && is_fault_or_alarm(static_cast<int64_t>(e.kind)))
@@ -561,6 +563,7 @@ Status EventStore::acknowledge(int64_t id, const std::string& by, int64_t time_u
                                   path_, id, sqlite3_errmsg(db_)));
   }
   if (changed) {
+    generation_.fetch_add(1, std::memory_order_release);
     if (is_fault_or_alarm(kind)) {
       std::lock_guard counts(counts_mu_);
       add_open(open_, severity, chip, -1);
@@ -668,6 +671,7 @@ Result<int64_t> EventStore::prune_older_than(int64_t time_us) {
       std::lock_guard counts(counts_mu_);
       subtract_open(open_, gone);
       size_ -= n;
+      generation_.fetch_add(1, std::memory_order_release);
     }
     deleted += n;
     if (n < kPruneBatch) return deleted;

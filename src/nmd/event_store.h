@@ -15,6 +15,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -125,6 +126,9 @@ class EventStore {
   // The counters of unacknowledged faults and alarms; reads no rows.
   OpenFaultCounts open_fault_counts() const;
   std::array<int64_t, 4> open_faults_by_severity() const;
+  // Changes whenever an event is appended, acknowledged or pruned (answers made from the store
+  // are cached by it).
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   // Events kept (every kind); reads no rows.
   int64_t size() const;
   // Retention: deletes the events with time_us < time_us and returns how many. Deletes in
@@ -157,6 +161,7 @@ class EventStore {
   mutable std::mutex counts_mu_;
   OpenFaultCounts open_;
   int64_t size_ = 0;
+  std::atomic<uint64_t> generation_{0};
 };
 
 // Field names as in Event; kind and severity as their names.

@@ -17,6 +17,7 @@
 #include <deque>
 #include <fstream>
 #include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -169,8 +170,11 @@ class HttpServer::Impl {
   asio::io_context& ioc() { return ioc_; }
   asio::thread_pool& workers() { return workers_; }
   bool stopping() const { return stopping_; }
-  // On a worker: the whole answer to a request that is not an event stream.
+  // The whole answer to a request that is not an event stream: on a worker, or on the I/O
+  // thread when answers_inline.
   Answer answer(const Request& req);
+  // GET of the console's files, /metrics and the API routes that read snapshots only.
+  bool answers_inline(const Request& req) const;
   Status read_auth(const Request& req) const;
   Answer error_answer(const Error& e) const;
   Answer error_answer(int status, const Error& e) const;
@@ -211,6 +215,13 @@ class HttpServer::Impl {
   bool stopped_ = false;
   int port_ = 0;
   int64_t pumped_ = 0;  // I/O thread: the newest event id handed to the streams
+  // Answers of cached routes (ApiRoute::cached_by) by request target, with the generation they
+  // were made from (I/O thread only).
+  struct Cached {
+    uint64_t generation = 0;
+    Answer answer;
+  };
+  std::map<std::string, Cached> cache_;
 };
 
 // One accepted socket: requests one at a time (keep-alive), or, after GET /api/events, an
@@ -351,7 +362,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const std::string path(req.target().substr(0, req.target().find('?')));
     if (path == "/api/events" && (req.method() == http::verb::get))
       return start_stream(std::move(req));
+    // Answers from the published snapshots are made here: they never wait for the session.
     // Everything else runs on a worker; the answer comes back to this thread to be written.
+    if (s_.answers_inline(req)) {
+      const bool head = req.method() == http::verb::head;
+      Response res = to_response(s_.answer(req), req.version(), req.keep_alive(), head);
+      const bool keep = res.keep_alive();
+      return write(std::move(res), keep);
+    }
     asio::post(s_.workers(), [self = shared_from_this(), req = std::move(req)]() mutable {
       Answer a = self->s_.answer(req);
       const bool head = req.method() == http::verb::head;
@@ -760,6 +778,15 @@ void HttpServer::Impl::observe(const std::string& route, const std::string& meth
     (void)f->observe({{"route", route}, {"method", method}, {"code", std::to_string(status)}}, s);
 }
 
+bool HttpServer::Impl::answers_inline(const Request& req) const {
+  if (req.method() != http::verb::get && req.method() != http::verb::head) return false;
+  const std::string_view target = req.target();
+  const std::string raw_path(target.substr(0, target.find('?')));
+  if (raw_path.rfind("/api/", 0) != 0) return true;  // the console's files, /metrics
+  const ApiRoute* route = find_api_route("GET", raw_path);
+  return route && route->reads != ApiReads::kSession;
+}
+
 Answer HttpServer::Impl::answer(const Request& req) {
   const auto t0 = Clock::now();
   const std::string method(req.method_string());
@@ -797,10 +824,26 @@ Answer HttpServer::Impl::answer(const Request& req) {
     const std::string what = method + " " + url_decode(raw_path);
     call.write_auth = check_token(bearer(req, query), o_.token, what);
     call.read_auth = read_auth(req);
+    // A cached answer stays right while what it was made from is unchanged.
+    const ApiRoute* known = get ? find_api_route("GET", raw_path) : nullptr;
+    const bool cacheable = known && known->cached_by != 0 && call.read_auth.ok() &&
+                           req.method() == http::verb::get && cache_.size() < 4096;
+    // Both generations only grow: their sum changes whenever either does.
+    const uint64_t generation =
+        (known && (known->cached_by & kCachedByView) ? daemon_.view_generation() : 0) +
+        (known && (known->cached_by & kCachedByEvents) ? daemon_.events().generation() : 0);
+    if (cacheable) {
+      auto hit = cache_.find(target);
+      if (hit != cache_.end() && hit->second.generation == generation) {
+        observe(known->path, method, 200, std::chrono::duration<double>(Clock::now() - t0).count());
+        return hit->second.answer;
+      }
+    }
     ApiResult r = dispatch(daemon_, call);
     route = std::move(r.route);
     a.status = r.status;
     a.body = r.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (cacheable && a.status == 200) cache_[target] = {generation, a};
   } else if (!get) {
     a = error_answer(405, make_error(Code::kUnsupported, 8319,
                                      fmt::format("{} is not allowed on {} (the console is read "

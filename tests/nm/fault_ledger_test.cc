@@ -91,6 +91,34 @@ TEST_F(FaultLedgerTest, AReadFindsWhatNoReportToldAndTheFirstReadOnlySetsTheBase
   ASSERT_EQ(next.size(), 1u) << "the new numbering is followed";
 }
 
+TEST_F(FaultLedgerTest, AnEndThatRestartedIsRenumberedAndReadsAddNothingAfter) {
+  FaultLedger l(plan_);
+  // Both ends trained 5 times; the far host dies: the near end reports down(5).
+  EXPECT_TRUE(l.observe(a_.node, a_.port, true, 5).empty());
+  EXPECT_TRUE(l.observe(b_.node, b_.port, true, 5).empty());
+  ASSERT_EQ(l.report(a_.node, a_.port, false, 5).size(), 1u);
+  // The far host comes back: its chip trained once since its power-on, the near end a 6th time.
+  ASSERT_EQ(l.report(a_.node, a_.port, true, 6).size(), 1u);
+  // Scan after scan reads both ends: nothing more happened.
+  for (int scan = 0; scan < 5; ++scan) {
+    EXPECT_TRUE(l.observe(a_.node, a_.port, true, 6).empty()) << scan;
+    EXPECT_TRUE(l.observe(b_.node, b_.port, true, 1).empty()) << scan;
+  }
+  // And the next flap is one change per report at either end.
+  EXPECT_EQ(l.report(b_.node, b_.port, false, 1).size(), 1u);
+  EXPECT_TRUE(l.report(a_.node, a_.port, false, 6).empty());
+  EXPECT_TRUE(l.observe(b_.node, b_.port, false, 1).empty());
+  EXPECT_TRUE(l.observe(a_.node, a_.port, false, 6).empty());
+  // A daemon that starts after the restart sees the ends count apart from the first read.
+  FaultLedger fresh(plan_);
+  EXPECT_TRUE(fresh.observe(a_.node, a_.port, true, 6).empty());
+  EXPECT_TRUE(fresh.observe(b_.node, b_.port, true, 1).empty());
+  EXPECT_TRUE(fresh.observe(a_.node, a_.port, true, 6).empty());
+  EXPECT_TRUE(fresh.observe(b_.node, b_.port, true, 1).empty());
+  EXPECT_EQ(fresh.report(b_.node, b_.port, false, 1).size(), 1u);
+  EXPECT_TRUE(fresh.report(a_.node, a_.port, false, 6).empty());
+}
+
 TEST_F(FaultLedgerTest, ALongUnseenRunIsSummarisedByItsLastChanges) {
   FaultLedger l(plan_);
   EXPECT_TRUE(l.observe(a_.node, a_.port, true, 1).empty());

@@ -100,9 +100,12 @@ TEST(NmdFaultPath, ALinkDownWhoseReportsAreAllLostIsFoundByTheAudit) {
   // did not answer, so a discovery sweep found the link down.
   EXPECT_NE(t.detail_of_first_inferred.find("\"found_by\":\"discovery\""), std::string::npos)
       << t.detail_of_first_inferred;
-  Reply status = nmd->get("/api/status");
-  EXPECT_GE(status.json["fault_ledger"]["audits"], 1) << status.body;
-  EXPECT_GE(status.json["fault_ledger"]["changes_inferred"], 1) << status.body;
+  // The counters are published when the sweep that found it ends.
+  EXPECT_TRUE(wait_until([&] {
+    const Reply status = nmd->get("/api/status");
+    return status.json["fault_ledger"]["audits"] >= 1 &&
+           status.json["fault_ledger"]["changes_inferred"] >= 1;
+  })) << nmd->get("/api/status").body;
   // The alarm follows as for a reported link-down.
   EXPECT_TRUE(wait_until([&] {
     const Reply faults = nmd->get("/api/faults");

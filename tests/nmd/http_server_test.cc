@@ -334,5 +334,50 @@ TEST_F(NmdHttpTest, EventStreamsAndConnectionsBeyondTheLimitsAre503) {
       3000ms));
 }
 
+TEST_F(NmdHttpTest, SnapshotReadsAnswerWhileTheSessionIsBusyAndCachedAnswersFollowChanges) {
+  auto nmd = start([](HttpOptions& h) { h.threads = 2; });
+  ASSERT_TRUE(nmd->ok());
+  // A long operation holds the session (as a scan of a large fabric does), and requests that
+  // need it wait on every worker.
+  std::atomic<bool> holding{false};
+  std::thread busy([&] {
+    nmd->daemon().with_session([&](Session&) {
+      holding = true;
+      std::this_thread::sleep_for(1500ms);
+      return 0;
+    });
+  });
+  ASSERT_TRUE(wait_until([&] { return holding.load(); }));
+  std::vector<std::thread> waiting;
+  for (int i = 0; i < 3; ++i)
+    waiting.emplace_back([&] { (void)nmd->get("/api/chips/3/registers/SCRATCH"); });
+  std::this_thread::sleep_for(100ms);
+  for (const char* path : {"/api/status", "/api/topology", "/api/chips", "/api/faults", "/api/log",
+                           "/api/config", "/api/routes", "/api/chips/3", "/metrics"}) {
+    const auto t0 = Clock::now();
+    Reply r = nmd->get(path);
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    EXPECT_EQ(r.status, 200) << path << " " << r.describe();
+    EXPECT_LT(ms, 500) << path << " waited for the session";
+  }
+  busy.join();
+  for (auto& t : waiting) t.join();
+  // A cached answer is made again once what it reads changed: a new event, an acknowledgement.
+  Reply before = nmd->get("/api/log?limit=5");
+  ASSERT_EQ(before.status, 200);
+  ASSERT_EQ(nmd->put("/api/chips/3/registers/SCRATCH", {{"value", 11}}).status, 200);
+  Reply after = nmd->get("/api/log?limit=5");
+  EXPECT_NE(before.body, after.body);
+  EXPECT_NE(after.body.find("SCRATCH"), std::string::npos) << after.body;
+  ASSERT_FALSE(inject_and_wait(*nmd).is_null());
+  Reply faults = nmd->get("/api/faults?limit=1");
+  ASSERT_EQ(faults.json["faults"].size(), 1u);
+  const int64_t id = faults.json["faults"][0]["id"];
+  EXPECT_EQ(faults.json["faults"][0]["acknowledged"], false);
+  ASSERT_EQ(nmd->post("/api/faults/" + std::to_string(id) + "/ack").status, 200);
+  Reply acked = nmd->get("/api/faults?limit=1");
+  EXPECT_EQ(acked.json["faults"][0]["acknowledged"], true) << acked.body;
+}
+
 }  // namespace
 }  // namespace galaxy::nmd::api_test
