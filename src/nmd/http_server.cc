@@ -284,8 +284,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.cancel();
   }
   // A client that writes a request in pieces (head, then body) without TCP_NODELAY waits for
-  // our ACK of the first before sending the next; Linux delays that ACK by up to 40 ms unless
-  // asked not to, once per read.
+  // our ACK of the head before sending the body; Linux delays that ACK by up to 40 ms. Asking
+  // for a quick ACK once the head is in and a body is due sends the pending one at once.
   void quick_ack() {
     int one = 1;
     (void)::setsockopt(socket_.native_handle(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
@@ -298,7 +298,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (buffer_.size() > 0) return read_request();
     // Idle until the next request begins.
     arm(Wait::kIdle, s_.options().idle_timeout_ms);
-    quick_ack();
     socket_.async_read_some(buffer_.prepare(4096),
                             [self = shared_from_this()](beast::error_code ec, size_t n) {
                               if (ec) return self->close();
@@ -309,7 +308,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void read_request() {
     arm(Wait::kRequest, s_.options().request_timeout_ms);
-    quick_ack();
     http::async_read_header(
         socket_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
           if (ec || self->parser_->is_done()) return self->on_request(ec);
