@@ -172,7 +172,9 @@ bool Nma::queue_fault_report(FaultCode code, uint8_t port, uint32_t detail) {
   p.dest_vp = static_cast<uint8_t>((chip_.fault_dest_ >> 16) & 63);
   p.src_id = chip_.chip_id();
   p.src_type = chip_.type();
-  p.transaction_id = report_sequence_++;
+  // The report's sequence number is the chip's count of reports sent before it (FAULTS_REPORTED,
+  // counted by the caller once this one is queued): the server finds lost reports by it.
+  p.transaction_id = static_cast<uint16_t>(chip_.faults_reported_);
   p.backward_route = *route;
   p.hop_count = is_nrc ? 1 : 0;
   p.data.fault_code = static_cast<uint8_t>(code);

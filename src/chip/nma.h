@@ -70,7 +70,6 @@ class Nma {
   Chip& chip_;
   Fifo<NmaOutput> responses_;
   Fifo<NmaOutput> reports_;
-  uint16_t report_sequence_ = 0;
 };
 
 }  // namespace galaxy::chip

@@ -434,17 +434,6 @@ StormResult run_storm(nmd::Daemon& d, int port, unsigned flaps, double storm_s) 
   return r;
 }
 
-double rss_mb() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (!f) return 0;
-  char line[256];
-  double kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::strncmp(line, "VmRSS:", 6) == 0) kb = std::atof(line + 6);
-  std::fclose(f);
-  return kb / 1024.0;
-}
-
 void run_bench_daemon(const DaemonBenchOptions& o) {
   const double rss_before = rss_mb();
   const std::string db = (std::filesystem::temp_directory_path() /

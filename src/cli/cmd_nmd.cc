@@ -27,6 +27,7 @@ struct NmdOptions {
   std::string web_dir;
   std::string ready_file;
   std::string retention = "none";
+  nmd::HttpOptions http;  // limits only; address and tokens from the options above
 };
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -52,7 +53,7 @@ void run_nmd(NmdOptions& o) {
   auto retention = nmd::parse_retention(o.retention);
   if (!retention.ok()) return report_error(retention.error(), json);
   o.daemon.retention_s = *retention;
-  nmd::HttpOptions http;
+  nmd::HttpOptions http = o.http;
   if (Status l = nmd::parse_listen(o.listen, http.host, http.port); !l.ok())
     return report_error(l.error(), json);
   bool generated = false;
@@ -138,6 +139,23 @@ void add_nmd_command(CLI::App& app) {
                 "seconds between discovery sweeps (0: none)")
       ->capture_default_str()
       ->check(real_in(0, nmd::kMaxIntervalS));
+  c->add_option("--http-threads", o->http.threads,
+                "workers for API requests that wait for the fabric (reads of snapshots, event "
+                "streams and idle connections take none)")
+      ->capture_default_str()
+      ->check(integer_in(1, 256));
+  c->add_option("--max-connections", o->http.max_connections,
+                "open HTTP connections, event streams included; beyond: 503 (E8318)")
+      ->capture_default_str()
+      ->check(integer_in(1, 1000000));
+  c->add_option("--max-streams", o->http.max_streams,
+                "open /api/events streams; beyond: 503 (E8317)")
+      ->capture_default_str()
+      ->check(integer_in(1, 1000000));
+  c->add_option("--max-body-bytes", o->http.max_body_bytes,
+                "request body limit, Content-Length or chunked; beyond: 413 (E8312)")
+      ->capture_default_str()
+      ->check(integer_in(1, 1 << 30));
   c->add_option("--fault-audit-s", o->daemon.fault_audit_s,
                 "seconds between comparisons of every chip's count of fault reports sent with "
                 "those received (lost reports are then found by reading the chip; 0: never)")

@@ -49,36 +49,35 @@ int64_t FaultLedger::link_index(uint32_t chip, uint8_t port, int64_t local, int6
   return local + e.offset;
 }
 
-std::vector<LinkChange> FaultLedger::report(uint32_t chip, uint8_t port, bool up,
-                                            uint64_t handshakes) {
+std::vector<LinkChange> FaultLedger::take(uint32_t chip, uint8_t port, bool up, uint64_t handshakes,
+                                          bool reported) {
   const End link = link_of(chip, port);
   auto it = links_.find(link);
   const int64_t at =
       link_index(chip, port, index(up, handshakes), it == links_.end() ? -1 : it->second);
   if (it == links_.end()) {
+    // The first word of a link: a report is its change; a read only sets what is known.
     links_[link] = at;
+    if (!reported) return {};
     return {LinkChange{chip, port, up, handshakes, false}};
   }
   if (at <= it->second) {
-    ++merged_;  // the other end's report of this change, or one a read already proved
+    // A report: the other end's of this change, or one a read already proved. A read: older
+    // than a report already taken. Nothing to add either way.
+    merged_ += reported;
     return {};
   }
-  return advance(it->second, at, chip, port, true);
+  return advance(it->second, at, chip, port, reported);
+}
+
+std::vector<LinkChange> FaultLedger::report(uint32_t chip, uint8_t port, bool up,
+                                            uint64_t handshakes) {
+  return take(chip, port, up, handshakes, true);
 }
 
 std::vector<LinkChange> FaultLedger::observe(uint32_t chip, uint8_t port, bool up,
                                              uint64_t handshakes) {
-  const End link = link_of(chip, port);
-  auto it = links_.find(link);
-  const int64_t at =
-      link_index(chip, port, index(up, handshakes), it == links_.end() ? -1 : it->second);
-  if (it == links_.end()) {
-    links_[link] = at;
-    return {};
-  }
-  // Behind the known change: a read older than a report already taken. Nothing to add.
-  if (at <= it->second) return {};
-  return advance(it->second, at, chip, port, false);
+  return take(chip, port, up, handshakes, false);
 }
 
 std::vector<LinkChange> FaultLedger::observe_state(uint32_t chip, uint8_t port, bool up) {

@@ -76,6 +76,9 @@ class FaultLedger {
   // both ends count alike; an end seen first behind the link, or whose count went back (its chip
   // restarted and counts from its power-on again), is renumbered onto the link's sequence.
   int64_t link_index(uint32_t chip, uint8_t port, int64_t local, int64_t known);
+  // report() when `reported`, observe() otherwise.
+  std::vector<LinkChange> take(uint32_t chip, uint8_t port, bool up, uint64_t handshakes,
+                               bool reported);
   // Records the changes after the link's known index up to `to` (the last one as reported when
   // `reported`), at end (chip, port).
   std::vector<LinkChange> advance(int64_t& known, int64_t to, uint32_t chip, uint8_t port,

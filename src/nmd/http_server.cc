@@ -157,6 +157,7 @@ class HttpServer::Impl {
         o_(std::move(options)),
         acceptor_(ioc_),
         keepalive_timer_(ioc_),
+        deadline_timer_(ioc_),
         workers_(static_cast<size_t>(std::max(1, o_.threads))) {}
   ~Impl() { stop(); }
 
@@ -193,6 +194,7 @@ class HttpServer::Impl {
   void pump(int64_t last);  // its own thread: new events from the store to every live stream
   void deliver(std::vector<std::pair<int64_t, std::string>> frames);
   void keepalive();
+  void check_deadlines();
   std::vector<std::shared_ptr<Connection>> streams();
 
   Daemon& daemon_;
@@ -207,6 +209,7 @@ class HttpServer::Impl {
   asio::io_context ioc_;
   tcp::acceptor acceptor_;
   asio::steady_timer keepalive_timer_;
+  asio::steady_timer deadline_timer_;  // every connection's deadline, checked every 50 ms
   asio::thread_pool workers_;
   std::thread io_thread_;
   std::thread pump_thread_;
@@ -228,10 +231,9 @@ class HttpServer::Impl {
 // event stream until either side closes.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  // What the connection's one deadline is for (timer_).
-  enum class Wait : uint8_t { kIdle, kRequest, kWrite, kLinger };
-  Connection(HttpServer::Impl& s, tcp::socket socket)
-      : s_(s), socket_(std::move(socket)), timer_(socket_.get_executor()) {}
+  // What the connection's one deadline is for.
+  enum class Wait : uint8_t { kNone, kIdle, kRequest, kWrite, kLinger };
+  Connection(HttpServer::Impl& s, tcp::socket socket) : s_(s), socket_(std::move(socket)) {}
   ~Connection() {
     if (stream_mode_) s_.forget_stream(this);
     s_.forget(this);
@@ -244,7 +246,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
   void close() {
     beast::error_code ec;
-    timer_.cancel();
+    waiting_ = Wait::kNone;
     socket_.shutdown(tcp::socket::shutdown_both, ec);
     socket_.close(ec);
   }
@@ -265,24 +267,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
+  // Deadlines are kept as times and checked by the server's sweep (check_deadline), not one
+  // timer per request: re-arming a timer for every request costs system calls.
   void arm(Wait w, int ms) {
-    const uint64_t gen = ++generation_;
-    timer_.expires_after(std::chrono::milliseconds(std::max(ms, 0)));
-    timer_.async_wait([self = shared_from_this(), w, gen](beast::error_code ec) {
-      if (ec || gen != self->generation_) return;
-      if (w == Wait::kRequest) {
-        self->timed_out_ = true;
-        beast::error_code ignored;
-        self->socket_.cancel(ignored);  // the read ends with operation_aborted: answered 408
-      } else {
-        self->close();
-      }
-    });
+    waiting_ = w;
+    deadline_ = Clock::now() + std::chrono::milliseconds(std::max(ms, 0));
   }
-  void disarm() {
-    ++generation_;
-    timer_.cancel();
+  void disarm() { waiting_ = Wait::kNone; }
+
+ public:
+  // The server's deadline sweep (I/O thread): a request that ran out of time is answered 408
+  // (its read is cancelled and ends with operation_aborted); otherwise the connection closes.
+  void check_deadline(Clock::time_point now) {
+    if (waiting_ == Wait::kNone || now < deadline_) return;
+    const Wait w = waiting_;
+    waiting_ = Wait::kNone;
+    if (w == Wait::kRequest) {
+      timed_out_ = true;
+      beast::error_code ignored;
+      socket_.cancel(ignored);
+    } else {
+      close();
+    }
   }
+
+ private:
   // A client that writes a request in pieces (head, then body) without TCP_NODELAY waits for
   // our ACK of the head before sending the body; Linux delays that ACK by up to 40 ms. Asking
   // for a quick ACK once the head is in and a body is due sends the pending one at once.
@@ -535,8 +544,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // One deadline at a time: for the next request to begin (idle), for it to arrive whole, for
   // an answer to be taken, for a refused request's remains. A request that runs out of time is
   // answered 408; the others close the connection.
-  asio::steady_timer timer_;
-  uint64_t generation_ = 0;
+  Wait waiting_ = Wait::kNone;
+  Clock::time_point deadline_{};
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -622,6 +631,7 @@ void HttpServer::Impl::start() {
   pumped_ = daemon_.wait_for_event(INT64_MAX, 0);
   accept();
   keepalive();
+  check_deadlines();
   io_thread_ = std::thread([this] { ioc_.run(); });
   pump_thread_ = std::thread([this, from = pumped_] { pump(from); });
 }
@@ -635,6 +645,7 @@ void HttpServer::Impl::stop() {
     beast::error_code ec;
     acceptor_.close(ec);
     keepalive_timer_.cancel();
+    deadline_timer_.cancel();
     std::vector<std::shared_ptr<Connection>> open;
     {
       std::lock_guard lock(mu_);
@@ -749,6 +760,22 @@ void HttpServer::Impl::keepalive() {
     const auto now = Clock::now();
     for (auto& c : streams()) c->keepalive(now);
     keepalive();
+  });
+}
+
+void HttpServer::Impl::check_deadlines() {
+  deadline_timer_.expires_after(std::chrono::milliseconds(50));
+  deadline_timer_.async_wait([this](beast::error_code ec) {
+    if (ec || stopping_) return;
+    std::vector<std::shared_ptr<Connection>> open;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& w : connections_)
+        if (auto c = w.lock()) open.push_back(std::move(c));
+    }
+    const auto now = Clock::now();
+    for (auto& c : open) c->check_deadline(now);
+    check_deadlines();
   });
 }
 

@@ -18,6 +18,7 @@
 
 #include "nmd/api.h"
 #include "nmd/daemon.h"
+#include "nmd_fixture.h"
 
 namespace galaxy::nmd {
 namespace {
@@ -28,27 +29,7 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-// A database path unique to this test and process, removed (with -wal and -shm) at both ends.
-class TempDb {
- public:
-  TempDb() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = (std::filesystem::path(::testing::TempDir()) /
-             (std::string("galaxy_event_counts_") + info->name() + "_" +
-              std::to_string(::getpid()) + ".db"))
-                .string();
-    remove_all();
-  }
-  ~TempDb() { remove_all(); }
-  const std::string& path() const { return path_; }
-
- private:
-  void remove_all() {
-    std::error_code ec;
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + suffix, ec);
-  }
-  std::string path_;
-};
+using api_test::TempDb;
 
 DaemonOptions options(const std::string& db) {
   DaemonOptions o;

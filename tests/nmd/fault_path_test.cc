@@ -80,18 +80,26 @@ Reply inject(const NmdInstance& nmd, const char* action, uint32_t chip, uint8_t 
                   {{"action", action}, {"chip", std::to_string(chip)}, {"port", port}});
 }
 
+// Takes down a link no report of which arrives: the near end reports nothing (FAULT_ENABLE 0),
+// the far end's report leaves through the dead link. `before`: the newest event before.
+void take_down_unheard(NmdInstance& nmd, LostLink& l, int64_t& before) {
+  auto found = find_lost_link(nmd.daemon());
+  ASSERT_TRUE(found.has_value());
+  l = *found;
+  ASSERT_EQ(nmd.put("/api/chips/" + std::to_string(l.a) + "/registers/FAULT_ENABLE", {{"value", 0}})
+                .status,
+            200);
+  before = nmd.daemon().wait_for_event(INT64_MAX, 0);
+  ASSERT_EQ(inject(nmd, "link-down", l.a, l.a_port).status, 200);
+}
+
 TEST(NmdFaultPath, ALinkDownWhoseReportsAreAllLostIsFoundByTheAudit) {
   auto nmd = start(0.3);
   ASSERT_TRUE(nmd->ok());
-  auto l = find_lost_link(nmd->daemon());
-  ASSERT_TRUE(l.has_value());
-  // The near end reports nothing; the far end's report leaves through the dead link.
-  ASSERT_EQ(
-      nmd->put("/api/chips/" + std::to_string(l->a) + "/registers/FAULT_ENABLE", {{"value", 0}})
-          .status,
-      200);
-  const int64_t before = nmd->daemon().wait_for_event(INT64_MAX, 0);
-  ASSERT_EQ(inject(*nmd, "link-down", l->a, l->a_port).status, 200);
+  LostLink lost;
+  int64_t before = 0;
+  ASSERT_NO_FATAL_FAILURE(take_down_unheard(*nmd, lost, before));
+  const LostLink* l = &lost;
   ASSERT_TRUE(wait_until([&] { return tally(nmd->daemon(), *l, before).downs == 1; }, 5s))
       << "the audit did not find the lost link-down; " << nmd->get("/api/log?limit=15").body;
   Tally t = tally(nmd->daemon(), *l, before);
@@ -126,14 +134,10 @@ TEST(NmdFaultPath, ALinkDownWhoseReportsAreAllLostIsFoundByTheAudit) {
 TEST(NmdFaultPath, ALostLinkDownIsProvedByTheNextReportOfTheLink) {
   auto nmd = start(0);  // no audit: only the next report can tell
   ASSERT_TRUE(nmd->ok());
-  auto l = find_lost_link(nmd->daemon());
-  ASSERT_TRUE(l.has_value());
-  ASSERT_EQ(
-      nmd->put("/api/chips/" + std::to_string(l->a) + "/registers/FAULT_ENABLE", {{"value", 0}})
-          .status,
-      200);
-  const int64_t before = nmd->daemon().wait_for_event(INT64_MAX, 0);
-  ASSERT_EQ(inject(*nmd, "link-down", l->a, l->a_port).status, 200);
+  LostLink lost;
+  int64_t before = 0;
+  ASSERT_NO_FATAL_FAILURE(take_down_unheard(*nmd, lost, before));
+  const LostLink* l = &lost;
   std::this_thread::sleep_for(300ms);
   ASSERT_EQ(tally(nmd->daemon(), *l, before).downs, 0) << "the reports were not lost after all";
   ASSERT_EQ(inject(*nmd, "link-up", l->a, l->a_port).status, 200);
