@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.h"
 #include "base/sysinfo.h"
 #include "cli/bench_sim.h"
 #include "cli/option_checks.h"
@@ -435,6 +436,10 @@ StormResult run_storm(nmd::Daemon& d, int port, unsigned flaps, double storm_s) 
 }
 
 void run_bench_daemon(const DaemonBenchOptions& o) {
+  // The storm's thousands of faults would each be a log line: the figures are what is printed.
+  log::Options quiet;
+  quiet.level = log::Level::kError;
+  (void)log::configure(quiet);
   const double rss_before = rss_mb();
   const std::string db = (std::filesystem::temp_directory_path() /
                           ("galaxy-bench-daemon-" + std::to_string(::getpid()) + ".db"))

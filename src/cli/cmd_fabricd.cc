@@ -6,8 +6,10 @@
 #include <atomic>
 #include <cstdio>
 
+#include "base/log.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/log_options.h"
 #include "cli/option_checks.h"
 #include "engine/live/daemon.h"
 #include "engine/live/live_spec.h"
@@ -29,6 +31,7 @@ struct FabricdOptions {
   uint64_t op_timeout_ms = 5000;
   uint64_t spin_us = 50;
   bool json = false;
+  LogCliOptions log;
 };
 
 nlohmann::json link_json(const live::FabricDaemon& d) {
@@ -48,6 +51,8 @@ nlohmann::json link_json(const live::FabricDaemon& d) {
 }
 
 void run_fabricd(const FabricdOptions& o) {
+  if (Status st = apply_log_options(o.log, "galaxy-fabricd"); !st.ok())
+    return report_error(st.error(), o.json);
   auto f = live::parse_live_fabric(o.fabric);
   if (!f.ok()) return report_error(f.error(), o.json);
   int host = f->host_index(o.host);
@@ -82,8 +87,12 @@ void run_fabricd(const FabricdOptions& o) {
                        {"links", (*daemon)->links().size()}};
   std::printf("%s\n", ready.dump().c_str());
   std::fflush(stdout);
+  log::info("serving host {} of fabric {} on udp {}: {} links", o.host, f->name,
+            ready["udp"].get<std::string>(), (*daemon)->links().size());
   (*daemon)->run(g_stop);
   const live::DaemonStats st = (*daemon)->stats();
+  log::info("stopped: {} items sent, {} received, {} MPs delivered, {} dropped", st.items_sent,
+            st.items_received, st.mps_delivered, st.dropped);
   nlohmann::json bye{{"event", "stopped"},
                      {"host", o.host},
                      {"egress_cells", st.egress_cells},
@@ -118,6 +127,7 @@ void add_fabricd_command(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_in(0, 1000000));
   c->add_flag("--json", o->json, "machine-readable errors");
+  add_log_options(c, o->log);
   c->callback([o]() { run_fabricd(*o); });
 }
 

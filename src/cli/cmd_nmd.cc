@@ -9,6 +9,7 @@
 #include "base/env.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
+#include "cli/log_options.h"
 #include "cli/option_checks.h"
 #include "cli/session.h"
 #include "nmd/daemon.h"
@@ -28,6 +29,7 @@ struct NmdOptions {
   std::string ready_file;
   std::string retention = "none";
   nmd::HttpOptions http;  // limits only; address and tokens from the options above
+  LogCliOptions log;
 };
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -50,6 +52,8 @@ Result<std::string> read_secret(const std::string& path, const char* what) {
 
 void run_nmd(NmdOptions& o) {
   const bool json = o.session.json;
+  if (Status st = apply_log_options(o.log, "galaxy-nmd"); !st.ok())
+    return report_error(st.error(), json);
   auto retention = nmd::parse_retention(o.retention);
   if (!retention.ok()) return report_error(retention.error(), json);
   o.daemon.retention_s = *retention;
@@ -156,6 +160,7 @@ void add_nmd_command(CLI::App& app) {
                 "request body limit, Content-Length or chunked; beyond: 413 (E8312)")
       ->capture_default_str()
       ->check(integer_in(1, 1 << 30));
+  add_log_options(c, o->log);
   c->add_option("--fault-audit-s", o->daemon.fault_audit_s,
                 "seconds between comparisons of every chip's count of fault reports sent with "
                 "those received (lost reports are then found by reading the chip; 0: never)")

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <set>
 
+#include "base/log.h"
 #include "base/spec.h"
 #include "chip/chip.h"
 #include "chip/register_names.h"
@@ -874,9 +875,17 @@ nlohmann::json Daemon::routes_json() const {
 }
 
 void Daemon::note(Event e) {
+  // What the daemon does goes to its log as well as to the store: faults and alarms as
+  // warnings, the rest (start, discovery, scans, sweeps, re-routes) as information.
+  const log::Level level = e.kind == EventKind::kFault || e.kind == EventKind::kAlarm ||
+                                   e.severity >= EventSeverity::kMajor
+                               ? log::Level::kWarn
+                               : log::Level::kInfo;
+  log::line(level, 0, "{} {}{}{}: {}{}{}", event_kind_name(e.kind), event_severity_name(e.severity),
+            e.location.empty() ? "" : " ", e.location, e.cause, e.detail.empty() ? "" : " ",
+            e.detail.substr(0, 300));
   auto id = record(std::move(e));
-  if (!id.ok())
-    std::fprintf(stderr, "galaxy nmd: event not stored: %s\n", id.error().to_string().c_str());
+  if (!id.ok()) log::error(id.error().id, "event not stored: {}", id.error().message);
 }
 
 Result<int64_t> Daemon::record(Event e) {

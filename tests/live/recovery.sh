@@ -58,6 +58,22 @@ host_field() { # host field
 exchange || fail "no traffic between h1 and h2 after fabric up"
 echo "ok: fabric up; traffic between h1 and h2"
 
+# A drop is logged with its id, and a storm of them is rate-limited: 50 datagrams that name no
+# link of h1, sent to its port.
+log1=/tmp/galaxy.$name.h1.log
+before=$(grep -c ' E4823 ' "$log1" || true)
+for i in $(seq 50); do echo -n "not a link frame $i" >/dev/udp/127.0.0.1/17470; done
+for i in $(seq 50); do
+  [ "$(grep -c ' E4823 ' "$log1" || true)" -gt "$before" ] && break
+  sleep 0.1
+done
+lines=$(($(grep -c ' E4823 ' "$log1" || true) - before))
+[ "$lines" -ge 1 ] || fail "no E4823 line in h1's log after 50 foreign datagrams: $(tail -3 "$log1")"
+[ "$lines" -le 10 ] || fail "$lines E4823 lines for 50 drops: not rate-limited"
+grep ' E4823 ' "$log1" | head -1 | grep -q 'WARN E4823 dropped: a datagram of' ||
+  fail "E4823 line: $(grep ' E4823 ' "$log1" | head -1)"
+echo "ok: 50 dropped datagrams logged as E4823, $lines lines (rate-limited)"
+
 # The management daemon on h1, scanning every second.
 "$galaxy" nmd --fabric "$F" --host h1 --engine minhop --listen 127.0.0.1:0 --db "$work/nmd.db" \
   --scan-interval-s 1 --sweep-interval-s 2 --ready-file "$work/ready" >"$work/nmd.log" 2>&1 &

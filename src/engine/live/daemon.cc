@@ -18,6 +18,7 @@
 #include <cstring>
 #include <optional>
 
+#include "base/log.h"
 #include "chip/event.h"
 #include "chip/forwarding.h"
 #include "chip/mgmt_step.h"
@@ -36,6 +37,13 @@
 namespace galaxy::live {
 
 namespace {
+
+// "127.0.0.1:17471", for log lines.
+std::string endpoint_text(const sockaddr_in& a) {
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+  return fmt::format("{}:{}", ip, ntohs(a.sin_port));
+}
 
 constexpr size_t kMaxFramesQueued = 8;  // per link, before the NICs' DMA engines pause
 constexpr uint64_t kOpScanNs = 10'000'000;
@@ -534,7 +542,10 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       std::memcpy(&m, cell.body, sizeof m);
       if (m.nic >= chips_.size() || !chips_[m.nic] || !fabric_.topology.is_nic(m.nic) ||
           m.vp >= kVps || m.length > sizeof m.descriptor) {
-        ++stats_.dropped;
+        drop(4800,
+             "a management descriptor from the egress ring names no NIC or VP of this host (nic "
+             "{}, vp {}, {} bytes)",
+             m.nic, m.vp, m.length);
         return;
       }
       auto& nic = static_cast<chip::Nic&>(*chips_[m.nic]);
@@ -552,7 +563,10 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       std::memcpy(&m, cell.body, sizeof m);
       if (!seg_->nic_of(m.src_node) || m.src_vp >= kVps || m.length > 120 ||
           m.dest_node >= seg_->num_chips() || m.dest_vp >= kVps) {
-        ++stats_.dropped;
+        drop(4801,
+             "an MP from the egress ring with a bad source or destination (node {} vp {} -> node "
+             "{} vp {}, {} bytes)",
+             m.src_node, m.src_vp, m.dest_node, m.dest_vp, m.length);
         return;
       }
       if ((m.kind_flags >> 4) != static_cast<uint8_t>(wire::MpKind::kUser)) {
@@ -581,7 +595,7 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       return;
     }
   }
-  ++stats_.dropped;  // an unknown kind
+  drop(4802, "an egress cell of unknown kind {}", static_cast<int>(cell.kind));  // an unknown kind
 }
 
 // An RDMA descriptor whose path leaves the host: the daemon posts it, in wire form, to the
@@ -590,7 +604,9 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
 void FabricDaemon::start_rdma(const EgressRdma& d) {
   NicSlot* slot = seg_->nic_of(d.src_node);
   if (!slot || d.src_vp >= kVps) {
-    ++stats_.dropped;
+    drop(4803,
+         "an RDMA descriptor from the egress ring names no NIC or VP of this host (node {}, vp {})",
+         d.src_node, d.src_vp);
     return;
   }
   VpSlot& vp = slot->vps[d.src_vp];
@@ -748,7 +764,8 @@ bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::
     case Forwarded::Kind::kMisrouted:
       if (seg_->nic_of(f.chip)) {  // a NIC of this host receives it (and checks it)
         std::vector<uint8_t> copy = packet_bytes_;
-        if (!data_at_nic(f.chip, copy)) ++stats_.dropped;
+        if (!data_at_nic(f.chip, copy))
+          drop(4804, "a data packet for NIC {} that the NIC refused", f.chip);
         return true;
       }
       break;
@@ -766,7 +783,10 @@ void FabricDaemon::to_vc_class(std::span<uint8_t> packet_bytes, uint8_t vc_class
 }
 
 void FabricDaemon::discard_data(const Forwarded& f, const wire::Flit& head_flit) {
-  ++stats_.dropped;
+  drop(4805,
+       "a data packet stopped at chip {} port {}: no usable output, its port down or past the hop "
+       "limit",
+       f.chip, f.port);
   auto head = chip::routable_head(head_flit);
   if (!head) return;
   // Stopped at the sender's own NIC: its port is down; anywhere else an NRC had no usable output
@@ -782,7 +802,8 @@ void FabricDaemon::discard_data(const Forwarded& f, const wire::Flit& head_flit)
 void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPacket& p) {
   auto flits = wire::encode_data_packet(p);
   if (!flits.ok()) {
-    ++stats_.dropped;
+    drop(4806, "a data packet leaving chip {} could not be encoded: {}", chip,
+         flits.error().message);
     return;
   }
   flit_bytes(*flits, &packet_bytes_);
@@ -810,13 +831,14 @@ void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPac
     default:
       break;
   }
-  ++stats_.dropped;  // a refusal that finds no way is not answered (chip/refusal.h)
+  drop(4807, "a data packet from chip {} port {} found no way on and is not answered", chip,
+       in_port);  // a refusal that finds no way is not answered (chip/refusal.h)
 }
 
 bool FabricDaemon::send_packet(uint32_t nic, const wire::DataPacket& p) {
   auto flits = wire::encode_data_packet(p);
   if (!flits.ok()) {
-    ++stats_.dropped;
+    drop(4808, "a data packet from NIC {} could not be encoded: {}", nic, flits.error().message);
     return false;
   }
   return send_data(nic, p.head.dest_node, *flits);
@@ -844,12 +866,13 @@ bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
 void FabricDaemon::send_mgmt(uint32_t chip, uint8_t out_port, std::span<const uint8_t> packet) {
   // A response's port comes from the request's backward route: any value a requester chose.
   if (out_port >= seg_->chip(chip).num_ports) {
-    ++stats_.dropped;
+    drop(4809, "a management packet for port {} of chip {}, which has {} ports", out_port, chip,
+         seg_->chip(chip).num_ports);
     return;
   }
   PeerInfo& l = seg_->peer(chip, out_port);
   if (l.chip == kNoChip || !l.up.load(std::memory_order_relaxed)) {
-    ++stats_.dropped;
+    drop(4810, "a management packet out of chip {} port {}, whose link is down", chip, out_port);
     return;
   }
   count_tx(*seg_, chip, out_port, wire::kMgmtPacketTraffic);
@@ -863,13 +886,13 @@ void FabricDaemon::send_mgmt(uint32_t chip, uint8_t out_port, std::span<const ui
 
 void FabricDaemon::arrive_mgmt(uint32_t chip, uint8_t in_port, std::span<const uint8_t> packet) {
   if (chip >= chips_.size() || !chips_[chip]) {
-    ++stats_.dropped;
+    drop(4811, "a management packet for chip {}, which is not on this host", chip);
     return;
   }
   count_rx(*seg_, chip, in_port, wire::kMgmtPacketTraffic);
   wire::MgmtPacketBytes bytes{};
   if (packet.size() != bytes.size()) {
-    ++stats_.dropped;
+    drop(4812, "a management packet of {} bytes at chip {} port {}", packet.size(), chip, in_port);
     return;
   }
   std::copy(packet.begin(), packet.end(), bytes.begin());
@@ -885,12 +908,15 @@ void FabricDaemon::arrive_mgmt(uint32_t chip, uint8_t in_port, std::span<const u
     case chip::MgmtArrival::Action::kToHost:
       break;
     case chip::MgmtArrival::Action::kDrop:
-      ++stats_.dropped;
+      drop(4813,
+           "a management packet at chip {} port {} dropped by its forwarding (malformed, or for "
+           "another chip)",
+           chip, in_port);
       return;
   }
   auto& nic = static_cast<chip::Nic&>(c);
   if (nic.receive_mgmt(bytes) == chip::NicRx::kDiscarded) {
-    ++stats_.dropped;
+    drop(4814, "a management packet discarded by NIC {}", chip);
     return;
   }
   if (!mgmt_to_host(chip)) mgmt_waiting_.insert(chip);
@@ -915,7 +941,8 @@ bool FabricDaemon::mgmt_to_host(uint32_t chip) {
       }
       auto e = nic.poll_mpq(v);
       if (admit != chip::MpqAdmit::kWrite) {
-        ++stats_.dropped;  // a response for an endpoint that closed or died: nobody to tell
+        drop(4815, "a management answer for NIC {} VP {}, which no process has open", chip,
+             v);  // a response for an endpoint that closed or died: nobody to tell
         continue;
       }
       fill_mpq(vp, cell, pos,
@@ -969,7 +996,7 @@ void FabricDaemon::run_nma(uint32_t chip, std::span<const uint8_t> packet) {
   chip::Chip& c = *chips_[chip];
   auto out = chip::serve_nma(c, packet);
   if (!out) {
-    ++stats_.dropped;
+    drop(4816, "a management packet chip {}'s NMA could not serve", chip);
     return;
   }
   c.nma().push_response(out->response);
@@ -1066,12 +1093,13 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
   ItemHead h;
   if (!read_struct(item, 0, &h) || h.length != item.size() || h.from_chip >= seg_->num_chips() ||
       h.from_port >= seg_->max_ports()) {
-    ++stats_.dropped;
+    drop(4817, "an item from link {} with a bad head", link);
     return true;
   }
   PeerInfo& entry = seg_->peer(h.from_chip, h.from_port);
   if (entry.chip == kNoChip || !seg_->is_local(entry.chip)) {
-    ++stats_.dropped;
+    drop(4818, "an item for chip {} port {}, whose far end is not on this host", h.from_chip,
+         h.from_port);
     return true;
   }
   (void)link;
@@ -1086,7 +1114,8 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
     case ItemType::kData:
       return arrive_data(chip, in_port, body);
   }
-  ++stats_.dropped;  // a malformed item: counted and discarded, the rest of the frame goes on
+  drop(4819, "an item of unknown type {} for chip {} port {}", static_cast<int>(h.type), chip,
+       in_port);  // a malformed item: counted and discarded, the rest of the frame goes on
   return true;
 }
 
@@ -1103,7 +1132,7 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
   if (!head) {
     count_rx(*seg_, chip, in_port, t);
     count_discard(*seg_, chip, in_port, t);
-    ++stats_.dropped;
+    drop(4820, "a data item without a routable head at chip {} port {}", chip, in_port);
     return true;
   }
   Forwarded f = forward_arrived(*seg_, chip, in_port, head->dest_node, t, nullptr, head->hops,
@@ -1126,7 +1155,7 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
   if (auto flit = wire::decode_flit(bytes.first(wire::kFlitBytes)); flit.ok())
     discard_data(f, *flit);
   else
-    ++stats_.dropped;
+    drop(4821, "a data item at chip {} whose head flit does not decode", f.chip);
   return true;
 }
 
@@ -1170,7 +1199,7 @@ bool FabricDaemon::process_lane(size_t link, Lane& l, unsigned* budget) {
       ItemHead h;
       if (!read_struct(std::span<const uint8_t>(f), l.held_offset, &h) || h.length < sizeof h ||
           l.held_offset + h.length > f.size()) {
-        ++stats_.dropped;
+        drop(4822, "a frame from link {} with a malformed item at byte {}", link, l.held_offset);
         l.held_offset = f.size();
         break;
       }
@@ -1274,8 +1303,11 @@ bool FabricDaemon::flush_links(uint64_t now) {
 
 void FabricDaemon::send_datagram(const HostLink& l, std::span<const uint8_t> d) {
   if (sendto(sock_, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&l.peer_address),
-             sizeof l.peer_address) < 0)
+             sizeof l.peer_address) < 0) {
     ++stats_.udp_errors;  // the link layer retransmits what the kernel dropped
+    log::warn(4825, "a datagram to {} was not sent: {}", endpoint_text(l.peer_address),
+              std::strerror(errno));
+  }
   ++stats_.frames_sent;
 }
 
@@ -1292,7 +1324,7 @@ bool FabricDaemon::receive_udp(uint64_t now) {
     auto id = peek_link_id(d);
     auto it = id ? link_by_id_.find(*id) : link_by_id_.end();
     if (it == link_by_id_.end()) {
-      ++stats_.dropped;
+      drop(4823, "a datagram of {} bytes that names no link of this host", n);
       continue;
     }
     HostLink& l = links_[it->second / wire::kNumVcs];
@@ -1301,6 +1333,8 @@ bool FabricDaemon::receive_udp(uint64_t now) {
     // speaks for a link.
     if (!from_peer(l, from)) {
       ++stats_.foreign_datagrams;
+      log::warn(4824, "dropped: a datagram for link {} from {}, not that link's peer daemon", *id,
+                endpoint_text(from));
       continue;
     }
     l.lanes[it->second % wire::kNumVcs].link->on_datagram(d, now);
@@ -1370,6 +1404,8 @@ void FabricDaemon::scan_liveness() {
       vp.owner_pid.store(0);
       vp.generation.fetch_add(1);
       ++stats_.dead_processes;
+      log::warn(4826, "process {}, owner of NIC slot {} VP {}, died: the VP is closed", pid, s,
+                &vp - nic.vps);
     }
     for (AttEntry& e : nic.att)
       if (e.state.load() == 2 && !process_alive(e.pid)) {

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/log.h"
 #include "base/status.h"
 #include "chip/chip.h"
 #include "engine/live/forward.h"
@@ -91,6 +92,15 @@ RdmaFailure rdma_failure(uint16_t id, OpCode op);
 Status rdma_descriptor(const EgressRdma& d, uint32_t num_chips, wire::RdmaDescriptor* out);
 
 class FabricDaemon {
+  // A packet, item or cell dropped: counted in DaemonStats::dropped and logged with its id
+  // (rate-limited per id, base/log.h).
+  template <class... A>
+  void drop(uint16_t id, fmt::format_string<A...> f, A&&... args) {
+    ++stats_.dropped;
+    if (log::admit(log::Level::kWarn, id))
+      log::write(log::Level::kWarn, id, "dropped: " + fmt::format(f, std::forward<A>(args)...));
+  }
+
  public:
   static Result<std::unique_ptr<FabricDaemon>> start(const LiveFabric& f, int host,
                                                      const DaemonOptions& o);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <string>
 
+#include "base/log.h"
 #include "wire/crc16.h"
 
 namespace galaxy::live {
@@ -402,6 +403,8 @@ void Link::rtt_sample(uint64_t r) {
 void Link::process_ack(uint32_t ack, uint64_t sack, uint32_t credits) {
   if (seq_diff(ack, snd_tx_) > 0) {
     ++stats_.bad_acks;
+    log::warn(4830, "link {}: dropped an ack of {} beyond the last sent {}", cfg_.link_id, ack,
+              snd_tx_);
     return;
   }
   uint32_t limit = ack + credits;
@@ -483,17 +486,23 @@ void Link::process_data(const LinkFrame& f) {
   int32_t ahead = seq_diff(f.seq, rcv_nxt_);
   if (ahead < 0) {
     ++stats_.duplicates;
+    log::line(log::Level::kDebug, 4832, "link {}: dropped frame {}, a duplicate", cfg_.link_id,
+              f.seq);
     ack_now_ = true;
     return;
   }
   if (static_cast<uint32_t>(f.seq - pop_seq_) >= cfg_.rx_credits) {
     ++stats_.credit_overruns;
+    log::warn(4831, "link {}: dropped frame {} beyond the {} credits given (the sender resends)",
+              cfg_.link_id, f.seq, cfg_.rx_credits);
     ack_now_ = true;
     return;
   }
   RxSlot& slot = rx_[f.seq & rx_mask_];
   if (slot.present) {
     ++stats_.duplicates;
+    log::line(log::Level::kDebug, 4838, "link {}: dropped frame {}, a duplicate", cfg_.link_id,
+              f.seq);
     ack_now_ = true;
     return;
   }
@@ -567,6 +576,7 @@ void Link::become_up() {
 void Link::go_down() {
   state_ = LinkState::kDown;
   ++stats_.link_downs;
+  log::warn(4833, "link {}: down (no answer from the peer daemon)", cfg_.link_id);
   ack_now_ = probe_now_ = false;
   ack_deadline_ns_ = UINT64_MAX;
   hs_deadline_ns_ = now_;
@@ -602,10 +612,13 @@ void Link::handle_handshake(const LinkFrame& f) {
   if (f.epoch != peer_epoch_) {
     if (peer_epoch_ != 0 && f.epoch < peer_epoch_ && state_ != LinkState::kDown) {
       ++stats_.stale_frames;
+      log::warn(4834, "link {}: dropped a frame of an earlier incarnation of the peer",
+                cfg_.link_id);
       return;
     }
     if (peer_epoch_ != 0) {
       ++stats_.peer_restarts;
+      log::warn(4835, "link {}: the peer daemon restarted", cfg_.link_id);
       drop_out_of_order();
       ack_now_ = probe_now_ = false;
       ack_deadline_ns_ = UINT64_MAX;
@@ -635,11 +648,14 @@ void Link::on_datagram(std::span<const uint8_t> bytes, uint64_t now_ns) {
       ++stats_.crc_errors;
     else
       ++stats_.malformed;
+    log::warn(decoded.error().id, "link {}: dropped a frame of {} bytes: {}", cfg_.link_id,
+              bytes.size(), decoded.error().message);
     return;
   }
   const LinkFrame& f = *decoded;
   if (f.link_id != cfg_.link_id) {
     ++stats_.foreign_link;
+    log::warn(4836, "link {}: dropped a frame of link {}", cfg_.link_id, f.link_id);
     return;
   }
   if (f.type == LinkFrameType::kHandshake) {
@@ -649,6 +665,8 @@ void Link::on_datagram(std::span<const uint8_t> bytes, uint64_t now_ns) {
   if (disabled_ || peer_disabled_ || peer_epoch_ == 0 || f.epoch != peer_epoch_ ||
       f.peer_epoch != epoch_) {
     ++stats_.stale_frames;
+    log::warn(4837, "link {}: dropped a frame from outside the current pairing of the daemons",
+              cfg_.link_id);
     return;
   }
   last_rx_ns_ = now_;
