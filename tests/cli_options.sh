@@ -9,6 +9,8 @@ fail() { echo "FAILED: $*" >&2; exit 1; }
 
 # command line | text the error must contain
 cases=(
+  "bogus|E9508 galaxy: 'bogus' is not a command; the commands are: bench,"
+  "bench bogus|E9508 galaxy bench: 'bogus' is not a command; the commands are: mgmt,"
   "sim regread --seed -1|--seed: E9703 .*-1 is outside \[0, 18446744073709551615\]"
   "sim regread --seed 18446744073709551616|--seed: E9703"
   "sim regread --count 0|--count: E9703 .*0 is outside \[1, 1000000\]"

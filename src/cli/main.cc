@@ -32,6 +32,21 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // "galaxy bogus": CLI11 would say only that a subcommand is required; name the word it
+    // did not know, and the commands it could have been.
+    const CLI::App* at = &app;
+    while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
+    const std::vector<std::string> rest = at->remaining();
+    if (dynamic_cast<const CLI::RequiredError*>(&e) && !rest.empty() && !rest.front().empty() &&
+        rest.front()[0] != '-' && at->get_require_subcommand_min() > 0) {
+      std::string names;
+      for (const CLI::App* c : at->get_subcommands({}))
+        names += (names.empty() ? "" : ", ") + c->get_name();
+      const std::string path = at == &app ? "galaxy" : "galaxy " + at->get_name();
+      std::fprintf(stderr, "E9508 %s: '%s' is not a command; the commands are: %s\n", path.c_str(),
+                   rest.front().c_str(), names.c_str());
+      return 106;
+    }
     return app.exit(e);
   }
   return galaxy::cli::exit_code();
