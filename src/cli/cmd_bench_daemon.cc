@@ -49,6 +49,7 @@ struct DaemonBenchOptions {
   unsigned flaps = 1000;
   double storm_s = 10;
   bool json = false;
+  bool during_scan = true;
 };
 
 constexpr const char* kToken = "bench-daemon-token";
@@ -129,6 +130,68 @@ int round_trip(int fd, const std::string& request, std::string& in, std::string*
     if (r <= 0) return 0;
     in.append(buf, static_cast<size_t>(r));
   }
+}
+
+struct DuringScan {
+  double scan_s = 0;
+  int reads = 0;  // answered while the scan ran
+  double trace_p50_ms = 0, trace_max_ms = 0, reg_p50_ms = 0, reg_max_ms = 0;
+  std::string trace;
+};
+
+double percentile(std::vector<double> v, double q);
+
+// A status scan of the whole fabric (POST /api/scans) and, while it runs, path traces between
+// the first and last NIC and register reads of a switch, one after the other, each timed.
+DuringScan run_during_scan(nmd::Daemon& d, int port) {
+  DuringScan r;
+  std::string last_nic, nrc;
+  {
+    auto v = d.view();
+    for (uint32_t c = 0; c < v->chips.size(); ++c) {
+      if (v->chips[c].kind == fabric::NodeKind::kNic) last_nic = std::to_string(c);
+      if (nrc.empty() && v->chips[c].kind == fabric::NodeKind::kNrc) nrc = std::to_string(c);
+    }
+  }
+  r.trace = "nic:0 -> chip " + last_nic;
+  std::atomic<bool> scanning{true};
+  std::thread scan([&] {
+    int fd = connect_loopback(port);
+    std::string in;
+    const auto t0 = Clock::now();
+    (void)round_trip(fd,
+                     "POST /api/scans HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " +
+                         std::string(kToken) + "\r\nContent-Length: 0\r\n\r\n",
+                     in);
+    r.scan_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    scanning = false;
+    ::close(fd);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the scan has the session
+  int fd = connect_loopback(port);
+  std::string in;
+  std::vector<double> trace_ms, reg_ms;
+  while (scanning) {
+    auto t0 = Clock::now();
+    if (round_trip(fd, get_request("/api/trace?src=nic:0&dst=" + last_nic), in) == 200 &&
+        scanning) {
+      trace_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      ++r.reads;
+    }
+    t0 = Clock::now();
+    if (round_trip(fd, get_request("/api/chips/" + nrc + "/registers/SCRATCH"), in) == 200 &&
+        scanning) {
+      reg_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      ++r.reads;
+    }
+  }
+  ::close(fd);
+  scan.join();
+  r.trace_p50_ms = percentile(trace_ms, 0.5);
+  r.trace_max_ms = trace_ms.empty() ? 0 : *std::max_element(trace_ms.begin(), trace_ms.end());
+  r.reg_p50_ms = percentile(reg_ms, 0.5);
+  r.reg_max_ms = reg_ms.empty() ? 0 : *std::max_element(reg_ms.begin(), reg_ms.end());
+  return r;
 }
 
 double percentile(std::vector<double> v, double q) {
@@ -497,6 +560,22 @@ void run_bench_daemon(const DaemonBenchOptions& o) {
         "%.2f ms  max %.1f ms  failed %u   (goal <= 100 ms)\n",
         s.streams_open, s.slow_open, s.p50_ms, s.p99_ms, s.max_ms, s.failed);
 
+  if (o.during_scan) {
+    DuringScan ds = run_during_scan(**d, port);
+    out["during_scan"] = {{"scan_s", ds.scan_s},
+                          {"answered", ds.reads},
+                          {"trace_p50_ms", ds.trace_p50_ms},
+                          {"trace_max_ms", ds.trace_max_ms},
+                          {"reg_p50_ms", ds.reg_p50_ms},
+                          {"reg_max_ms", ds.reg_max_ms}};
+    if (!o.json)
+      std::printf(
+          "  during a status scan of %.2f s: %d traces (%s) and register reads answered; trace "
+          "p50 %.1f ms max %.1f ms, register read p50 %.1f ms max %.1f ms   (goal <= 200 ms)\n",
+          ds.scan_s, ds.reads, ds.trace.c_str(), ds.trace_p50_ms, ds.trace_max_ms, ds.reg_p50_ms,
+          ds.reg_max_ms);
+  }
+
   StormResult st = run_storm(**d, port, o.flaps, o.storm_s);
   const uint64_t lost = (st.downs - st.downs_stored) + (st.ups - st.ups_stored);
   out["storm"] = {{"links", st.links},
@@ -578,6 +657,8 @@ void add_bench_daemon_subcommand(CLI::App* bench) {
   c->add_option("--storm-s", o->storm_s, "the storm's length")
       ->capture_default_str()
       ->check(real_in(0.1, 3600, Bounds::kClosed));
+  c->add_flag("!--no-scan", o->during_scan,
+              "leave out the traces and register reads timed during a status scan");
   c->add_flag("--json", o->json, "machine-readable output");
   c->callback([o]() { run_bench_daemon(*o); });
 }

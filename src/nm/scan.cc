@@ -58,7 +58,7 @@ std::array<uint8_t, kStatusRegisters> grade_order() {
 }
 
 bool scanned(const FabricMap& map, uint32_t v, const ScanOptions& o) {
-  if (v == map.server_node) return false;
+  if (v == map.server_node || v < o.first_node || v >= o.end_node) return false;
   if (o.only_node != fabric::kNoNode) return v == o.only_node;
   if (o.include && !o.include(v)) return false;
   return !map.topology.is_nic(v) || o.include_nics;
@@ -101,6 +101,20 @@ double paper_model_us(const FabricMap& map, const ScanOptions& options) {
   return us;
 }
 
+void merge_scan(ScanResult& into, ScanResult&& batch) {
+  for (ChipStatus& c : batch.chips) into.chips.push_back(std::move(c));
+  into.non_responding.insert(into.non_responding.end(), batch.non_responding.begin(),
+                             batch.non_responding.end());
+  into.unreached.insert(into.unreached.end(), batch.unreached.begin(), batch.unreached.end());
+  into.requests += batch.requests;
+  into.responses += batch.responses;
+  into.error_responses += batch.error_responses;
+  into.skipped += batch.skipped;
+  into.absent_ports += batch.absent_ports;
+  into.paper_model_us += batch.paper_model_us;
+  into.elapsed = batch.started + batch.elapsed - into.started;
+}
+
 Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
   ScanResult r;
   for (uint32_t v = 0; v < map_.num_nodes(); ++v) {
@@ -111,7 +125,8 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
     c.ports.resize(map_.topology.num_ports(v));
     r.chips.push_back(std::move(c));
   }
-  if (options.plan && options.only_node == fabric::kNoNode && !options.include)
+  if (options.plan && options.only_node == fabric::kNoNode && !options.include &&
+      options.first_node == 0)
     for (uint16_t c : shortfall(map_, *options.plan).unreached)
       if (!options.plan->is_nic(c) || options.include_nics) r.unreached.push_back(c);
   if (r.chips.empty() && r.unreached.empty())

@@ -50,6 +50,11 @@ struct ScanOptions {
   // those of the kinds it scans as not responding (ScanResult::unreached) instead of leaving
   // them out of the count unseen.
   const fabric::Topology* plan = nullptr;
+  // Only the map nodes in [first_node, end_node): one batch of a scan that lets other requests
+  // in between batches (the management daemon). The unreached chips of `plan` are counted in
+  // the batch that starts at node 0.
+  uint32_t first_node = 0;
+  uint32_t end_node = UINT32_MAX;
 };
 
 struct PortStatus {
@@ -95,6 +100,10 @@ struct ScanResult {
   // Chips that gave no answer: asked in vain, or beyond reach.
   size_t not_responding() const { return non_responding.size() + unreached.size(); }
 };
+
+// Adds a later batch of the same scan (ScanOptions::first_node) to `into`: its chips after
+// those of `into`, its counts added, the elapsed time running to the batch's end.
+void merge_scan(ScanResult& into, ScanResult&& batch);
 
 // What the planned fabric has that discovery did not find (chip id = plan node id).
 struct PlannedLink {

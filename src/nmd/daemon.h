@@ -93,8 +93,16 @@ class Daemon {
   // Runs f with the session to itself (API handlers that send management requests).
   template <class F>
   auto with_session(F&& f) {
-    std::lock_guard lock(mu_);
+    auto lock = lock_session();
     return f(session_);
+  }
+  // The session's lock, counted while waited for: a status scan running in batches lets the
+  // waiters in between its batches.
+  std::unique_lock<std::mutex> lock_session() const {
+    session_waiters_.fetch_add(1, std::memory_order_acq_rel);
+    std::unique_lock lock(mu_);
+    session_waiters_.fetch_sub(1, std::memory_order_acq_rel);
+    return lock;
   }
 
   // Lock-free readers.
@@ -171,7 +179,13 @@ class Daemon {
                                  bool any_up);
   void reroute_locked();
   Status route_locked(const std::string& engine);
-  Result<nlohmann::json> scan_locked();
+  // The status scan in batches of chips (kScanBatchChips), the session released between
+  // batches so a trace or a register request waits at most one batch; reports that arrived are
+  // taken between batches. Takes the lock itself.
+  Result<nlohmann::json> scan_batched();
+  // What a whole scan leads to: the summary event, alarms for chips that stopped answering, the
+  // ledger's comparison, the view.
+  nlohmann::json finish_scan_locked(nm::ScanResult scan, double wall_s);
   Result<nlohmann::json> sweep_locked();
   void rebuild_view_locked();
   void count_faults(FabricView& v) const;
@@ -191,6 +205,8 @@ class Daemon {
   MetricRegistry metrics_;
 
   mutable std::mutex mu_;  // the session and everything below it
+
+  mutable std::atomic<int> session_waiters_{0};
   Session session_;
   nm::RouteSet routes_;
   nlohmann::json routes_summary_;
