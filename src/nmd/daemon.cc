@@ -485,6 +485,7 @@ Result<nlohmann::json> Daemon::scan_batched() {
   last_scan_started_us_ = wall_us();
   const nm::FabricMap* map = &session_.discovery.map;
   const uint32_t nodes = map->num_nodes();
+  const uint64_t generation = map_generation_;
   std::optional<nm::ScanResult> total;
   for (uint32_t first = 0; first < nodes; first += kScanBatchChips) {
     if (first > 0) {
@@ -496,7 +497,7 @@ Result<nlohmann::json> Daemon::scan_batched() {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       lock.lock();
       // A sweep replaced the map meanwhile: the nodes scanned so far are of the old one.
-      if (&session_.discovery.map != map || map->num_nodes() != nodes)
+      if (map_generation_ != generation)
         return make_error(Code::kUnsupported, 8320,
                           "the status scan stopped: a sweep replaced the fabric map meanwhile "
                           "(the next scan reads the new one)");
@@ -673,6 +674,7 @@ Result<nlohmann::json> Daemon::sweep_locked() {
         .detail = fmt::format("{} chips gone, {} new, links {:+}; map replaced", gone.size(),
                               came.size(), links_delta)});
   session_.discovery = std::move(*r);
+  ++map_generation_;
   // A link this sweep found is up, whatever was reported before it began.
   for (auto it = reported_down_.begin(); it != reported_down_.end();) {
     const nm::FabricMap& m = session_.discovery.map;

@@ -207,6 +207,7 @@ class Daemon {
   mutable std::mutex mu_;  // the session and everything below it
 
   mutable std::atomic<int> session_waiters_{0};
+  uint64_t map_generation_ = 0;  // session locked: a sweep replaced session_.discovery
   Session session_;
   nm::RouteSet routes_;
   nlohmann::json routes_summary_;

@@ -173,9 +173,11 @@ class HttpServer::Impl {
   bool stopping() const { return stopping_; }
   // The whole answer to a request that is not an event stream: on a worker, or on the I/O
   // thread when answers_inline.
-  Answer answer(const Request& req);
+  // `route`: the API route when the caller found it already (answers_inline).
+  Answer answer(const Request& req, const ApiRoute* route = nullptr);
   // GET of the console's files, /metrics and the API routes that read snapshots only.
-  bool answers_inline(const Request& req) const;
+  // Sets *route to the API route found, if any.
+  bool answers_inline(const Request& req, const ApiRoute** route) const;
   Status read_auth(const Request& req) const;
   Answer error_answer(const Error& e) const;
   Answer error_answer(int status, const Error& e) const;
@@ -371,9 +373,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return start_stream(std::move(req));
     // Answers from the published snapshots are made here: they never wait for the session.
     // Everything else runs on a worker; the answer comes back to this thread to be written.
-    if (s_.answers_inline(req)) {
+    if (const ApiRoute* route = nullptr; s_.answers_inline(req, &route)) {
       const bool head = req.method() == http::verb::head;
-      Response res = to_response(s_.answer(req), req.version(), req.keep_alive(), head);
+      Response res = to_response(s_.answer(req, route), req.version(), req.keep_alive(), head);
       const bool keep = res.keep_alive();
       return write(std::move(res), keep);
     }
@@ -803,16 +805,16 @@ void HttpServer::Impl::observe(const std::string& route, const std::string& meth
     (void)f->observe({{"route", route}, {"method", method}, {"code", std::to_string(status)}}, s);
 }
 
-bool HttpServer::Impl::answers_inline(const Request& req) const {
+bool HttpServer::Impl::answers_inline(const Request& req, const ApiRoute** route) const {
   if (req.method() != http::verb::get && req.method() != http::verb::head) return false;
   const std::string_view target = req.target();
   const std::string raw_path(target.substr(0, target.find('?')));
   if (raw_path.rfind("/api/", 0) != 0) return true;  // the console's files, /metrics
-  const ApiRoute* route = find_api_route("GET", raw_path);
-  return route && route->reads != ApiReads::kSession;
+  *route = find_api_route("GET", raw_path);
+  return *route && (*route)->reads != ApiReads::kSession;
 }
 
-Answer HttpServer::Impl::answer(const Request& req) {
+Answer HttpServer::Impl::answer(const Request& req, const ApiRoute* route_found) {
   const auto t0 = Clock::now();
   const std::string method(req.method_string());
   const std::string target(req.target());
@@ -850,9 +852,13 @@ Answer HttpServer::Impl::answer(const Request& req) {
     call.write_auth = check_token(bearer(req, query), o_.token, what);
     call.read_auth = read_auth(req);
     // A cached answer stays right while what it was made from is unchanged.
-    const ApiRoute* known = get ? find_api_route("GET", raw_path) : nullptr;
-    const bool cacheable = known && known->cached_by != 0 && call.read_auth.ok() &&
-                           req.method() == http::verb::get && cache_.size() < 4096;
+    // Answers of snapshot routes are made on the I/O thread alone, which owns the cache.
+    const ApiRoute* known = route_found ? route_found
+                            : get       ? find_api_route("GET", raw_path)
+                                        : nullptr;
+    const bool cacheable = known && known->reads == ApiReads::kSnapshots && known->cached_by != 0 &&
+                           call.read_auth.ok() && req.method() == http::verb::get &&
+                           cache_.size() < 4096;
     // Both generations only grow: their sum changes whenever either does.
     const uint64_t generation =
         (known && (known->cached_by & kCachedByView) ? daemon_.view_generation() : 0) +
