@@ -1,5 +1,7 @@
 #include "engine/sim/simulator.h"
 
+#include "base/check.h"
+
 namespace galaxy::sim {
 
 namespace {
@@ -53,7 +55,7 @@ inline void BasicSimulator<Queue>::handle_top() {
 
 template <class Queue>
 uint64_t BasicSimulator<Queue>::run(Time until) {
-  assert(!running_ && "Simulator::run is not reentrant");
+  GALAXY_CHECK(!running_, "Simulator::run is not reentrant");
   running_ = true;
   stop_requested_ = false;
   const uint64_t start = events_processed_;
@@ -69,7 +71,7 @@ uint64_t BasicSimulator<Queue>::run(Time until) {
 
 template <class Queue>
 bool BasicSimulator<Queue>::step() {
-  assert(!running_ && "Simulator::step is not reentrant");
+  GALAXY_CHECK(!running_, "Simulator::step is not reentrant");
   if (queue_.empty()) return false;
   running_ = true;
   handle_top();

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/check.h"
 #include "engine/sim/event_queue.h"
 #include "engine/sim/ladder_queue.h"
 #include "engine/sim/rng.h"
@@ -33,10 +34,10 @@ class BasicSimulator {
 
   Time now() const { return now_; }
 
-  // Scheduling in the past is a programming error (asserted). Events at equal times fire in the
+  // Scheduling in the past is a programming error (checked). Events at equal times fire in the
   // order they were scheduled.
   void schedule_at(Time t, EventHandler* handler, uint64_t a = 0, uint64_t b = 0) {
-    assert(t >= now_ && "schedule_at: time is in the past");
+    GALAXY_CHECK(t >= now_, "schedule_at: time is in the past");
     if (top_fired_) {
       // The event being handled is still the queue's top; replace it instead of pop + push.
       top_fired_ = false;
@@ -46,7 +47,7 @@ class BasicSimulator {
     }
   }
   void schedule_in(Time dt, EventHandler* handler, uint64_t a = 0, uint64_t b = 0) {
-    assert(dt <= kNever - now_);
+    GALAXY_CHECK(dt <= kNever - now_, "schedule_in: the time would overflow");
     schedule_at(now_ + dt, handler, a, b);
   }
 
@@ -59,7 +60,7 @@ class BasicSimulator {
   }
   template <class F>
   void schedule_fn_in(Time dt, F&& f) {
-    assert(dt <= kNever - now_);
+    GALAXY_CHECK(dt <= kNever - now_, "schedule_in: the time would overflow");
     schedule_fn_at(now_ + dt, std::forward<F>(f));
   }
 
