@@ -225,6 +225,11 @@ void Daemon::prune_events() {
 }
 
 void Daemon::publish_locked() {
+  // The ledger keeps its own counts; the published counters read them.
+  if (ledger_) {
+    counters_.faults_merged = ledger_->merged();
+    counters_.faults_inferred = ledger_->inferred();
+  }
   std::lock_guard lock(published_mu_);
   published_ = {config_, counters_, routes_summary_};
 }
@@ -275,10 +280,8 @@ void Daemon::take_reports_locked(std::vector<std::pair<uint32_t, uint8_t>>& down
       note(fault_event(f));
       continue;
     }
-    const uint64_t merged = ledger_->merged();
     for (const nm::LinkChange& c : ledger_->report(f.chip, f.port, up, f.detail))
       record_link_change_locked(c, &f, "a later report of the link", downs, any_up);
-    counters_.faults_merged += ledger_->merged() - merged;
   }
 }
 
@@ -302,7 +305,6 @@ void Daemon::record_link_change_locked(const nm::LinkChange& c, const nm::FaultR
   } else {
     // No report of this change arrived: a later report or a read of the port proves it.
     detail["found_by"] = found_by;
-    ++counters_.faults_inferred;
   }
   e.detail = detail.dump();
   note(std::move(e));
@@ -319,6 +321,16 @@ void Daemon::record_link_change_locked(const nm::LinkChange& c, const nm::FaultR
     reported_down_[end] = wall_us();
     downs.emplace_back(c.chip, c.port);
   }
+}
+
+void Daemon::alarm_link_down_locked(uint32_t chip, uint8_t port, std::string detail) {
+  note({.kind = EventKind::kAlarm,
+        .severity = EventSeverity::kCritical,
+        .location = location_of(chip, port),
+        .chip = chip,
+        .port = port,
+        .cause = "link down",
+        .detail = std::move(detail)});
 }
 
 void Daemon::check_chips_locked(std::vector<std::pair<uint32_t, uint8_t>>& downs, bool& any_up) {
@@ -392,15 +404,11 @@ void Daemon::after_link_changes_locked(const std::vector<std::pair<uint32_t, uin
       continue;
     }
     for (auto [c, p] : upd->links_down)
-      note({.kind = EventKind::kAlarm,
-            .severity = EventSeverity::kCritical,
-            .location = location_of(c, p),
-            .chip = c,
-            .port = p,
-            .cause = "link down",
-            .detail = fmt::format("found down after a report from {}; {} source routes "
-                                  "changed, {} chips unreachable",
-                                  location_of(chip, port), upd->routes_changed, upd->unreachable)});
+      alarm_link_down_locked(
+          c, p,
+          fmt::format("found down after a report from {}; {} source routes "
+                      "changed, {} chips unreachable",
+                      location_of(chip, port), upd->routes_changed, upd->unreachable));
     reroute = reroute || !upd->links_down.empty();
   }
   // What is known is shown before re-routing, which may wait on chips that no longer answer.
@@ -627,13 +635,7 @@ Result<nlohmann::json> Daemon::sweep_locked() {
       }
     }
     for (auto [chip, port] : downs)
-      note({.kind = EventKind::kAlarm,
-            .severity = EventSeverity::kCritical,
-            .location = location_of(chip, port),
-            .chip = chip,
-            .port = port,
-            .cause = "link down",
-            .detail = "found down by a discovery sweep"});
+      alarm_link_down_locked(chip, port, "found down by a discovery sweep");
   }
   std::set<uint16_t> before, after;
   for (uint16_t c : old_map.chip_id) before.insert(c);

@@ -71,8 +71,9 @@ struct DaemonCounters {
   int64_t last_sweep_us = 0;
   uint64_t faults = 0;  // reports received
   uint64_t reroutes = 0;
-  // The fault ledger (nm/fault_ledger.h): reports of a change the other end reported first,
-  // changes recorded without a report, chips read because reports of theirs were lost, audits.
+  // The fault ledger (nm/fault_ledger.h): reports of a change the other end reported first and
+  // changes recorded without a report (the ledger's counts, copied when published), chips read
+  // because reports of theirs were lost, audits.
   uint64_t faults_merged = 0;
   uint64_t faults_inferred = 0;
   uint64_t chips_checked = 0;
@@ -170,6 +171,8 @@ class Daemon {
   void record_link_change_locked(const nm::LinkChange& c, const nm::FaultRecord* report,
                                  const char* found_by,
                                  std::vector<std::pair<uint32_t, uint8_t>>& downs, bool& any_up);
+  // The critical alarm of a link found down (after a report, or by a sweep).
+  void alarm_link_down_locked(uint32_t chip, uint8_t port, std::string detail);
   // Reads the ports of the chips in to_check_ and records what the reads prove happened.
   void check_chips_locked(std::vector<std::pair<uint32_t, uint8_t>>& downs, bool& any_up);
   // Compares every managed chip's FAULTS_REPORTED with what arrived (fault_audit_s).

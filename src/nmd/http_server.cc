@@ -179,6 +179,8 @@ class HttpServer::Impl {
   // Sets *route to the API route found, if any.
   bool answers_inline(const Request& req, const ApiRoute** route) const;
   Status read_auth(const Request& req) const;
+  // The same with the request's bearer token already taken out (bearer()).
+  Status read_auth_with(const std::string& got) const;
   Answer error_answer(const Error& e) const;
   Answer error_answer(int status, const Error& e) const;
   void observe(const std::string& route, const std::string& method, int status, double s);
@@ -783,7 +785,11 @@ void HttpServer::Impl::check_deadlines() {
 
 Status HttpServer::Impl::read_auth(const Request& req) const {
   if (o_.read_token.empty()) return {};
-  const std::string got = bearer(req, query_of(req));
+  return read_auth_with(bearer(req, query_of(req)));
+}
+
+Status HttpServer::Impl::read_auth_with(const std::string& got) const {
+  if (o_.read_token.empty()) return {};
   if (same_secret(got, o_.read_token) || same_secret(got, o_.token)) return {};
   return check_token(got, o_.read_token, "reading");
 }
@@ -849,8 +855,9 @@ Answer HttpServer::Impl::answer(const Request& req, const ApiRoute* route_found)
     const std::string user = header(req, "X-Galaxy-User");
     call.by = user.empty() ? "api" : user.substr(0, 64);
     const std::string what = method + " " + url_decode(raw_path);
-    call.write_auth = check_token(bearer(req, query), o_.token, what);
-    call.read_auth = read_auth(req);
+    const std::string got = bearer(req, query);
+    call.write_auth = check_token(got, o_.token, what);
+    call.read_auth = read_auth_with(got);
     // A cached answer stays right while what it was made from is unchanged.
     // Answers of snapshot routes are made on the I/O thread alone, which owns the cache.
     const ApiRoute* known = route_found ? route_found
