@@ -149,6 +149,7 @@ glex_ret_t glex_recv_mp(glex_ep_handle_t ep, int32_t timeout_ms, struct glex_mp*
 #define GLEX_OP_GET 2
 #define GLEX_OP_IMM 3 /* immediate put: 1..128 bytes carried in the descriptor */
 #define GLEX_OP_MP 4
+#define GLEX_OP_COLL 5 /* a collective's completion (glex_ibarrier, ...) */
 #define GLEX_IMM_MAX 128
 struct glex_event {
   uint64_t data[2]; /* 16 bytes written at the event address when the RDMA has completed */
@@ -189,6 +190,54 @@ glex_ret_t glex_fence(glex_ep_handle_t ep, int32_t timeout_ms);
  * returns it and clears it for the next use. */
 glex_ret_t glex_wait_event(volatile struct glex_event* evt, int32_t timeout_ms,
                            struct glex_event* out);
+
+/* ---- Collectives (SYSTEM.md 1.1 "Offloaded collectives"; docs/glex.md "Collectives") -------- */
+/* A group of endpoints, one per member. By default its collectives are offloaded: each member
+ * posts its part of a tree as CP-triggered descriptors and the NICs run it with no host thread.
+ * GLEX_COLL_P2P runs the same trees host-driven (MPs and RDMA), for comparison. The endpoint
+ * serves the group alone while it exists; members call collectives in the same order. */
+typedef struct glex_coll* glex_coll_handle_t;
+#define GLEX_COLL_P2P 0x1
+struct glex_coll_attr {
+  uint32_t flags;         /* GLEX_COLL_* */
+  uint32_t degree;        /* the trees' degree, 2..64; 0: chosen from the timing model */
+  int32_t timeout_ms;     /* creation and every blocking collective; 0: 10000 */
+  uint64_t scratch_bytes; /* per member, for broadcasts over 120 bytes; 0: 262144 */
+};
+/* Every member calls it with its rank, the group's size and every member's endpoint address
+ * (glex_bootstrap's array); it returns once all have joined. attr may be NULL. */
+glex_ret_t glex_coll_create(glex_ep_handle_t ep, uint32_t rank, uint32_t size,
+                            const glex_ep_addr_t* addrs, const struct glex_coll_attr* attr,
+                            glex_coll_handle_t* group);
+glex_ret_t glex_coll_destroy(glex_coll_handle_t group);
+uint32_t glex_coll_degree(glex_coll_handle_t group);
+
+#define GLEX_TYPE_INT64 1
+#define GLEX_TYPE_DOUBLE 2
+#define GLEX_SUM 1
+#define GLEX_MIN 2
+#define GLEX_MAX 3
+#define GLEX_COLL_INLINE 120 /* bytes a broadcast or allreduce carries in control packets */
+
+/* Blocking: they return when this member's part is done, or with an error within the group's
+ * timeout (a member died or never came: GLEX_TIMEOUT, and the group is unusable after). */
+glex_ret_t glex_barrier(glex_coll_handle_t group);
+glex_ret_t glex_bcast(glex_coll_handle_t group, void* buf, uint64_t len, uint32_t root);
+glex_ret_t glex_allreduce(glex_coll_handle_t group, const void* in, void* out, uint32_t count,
+                          uint32_t type, uint32_t op);
+glex_ret_t glex_reduce(glex_coll_handle_t group, const void* in, void* out, uint32_t count,
+                       uint32_t type, uint32_t op, uint32_t root);
+
+/* Non-blocking (offloaded groups): posting is the host's only work; completion is a CQ entry of
+ * op GLEX_OP_COLL with `cookie` on the group's endpoint (errors too). Results are written by the
+ * NIC into `buf`/`out`, which lie in memory registered as `mh` with GLEX_MEM_WRITE; a broadcast
+ * carries at most GLEX_COLL_INLINE bytes, an allreduce at most 15 values. */
+glex_ret_t glex_ibarrier(glex_coll_handle_t group, uint64_t cookie);
+glex_ret_t glex_ibcast(glex_coll_handle_t group, void* buf, glex_mem_handle_t mh, uint32_t len,
+                       uint32_t root, uint64_t cookie);
+glex_ret_t glex_iallreduce(glex_coll_handle_t group, const void* in, void* out,
+                           glex_mem_handle_t mh, uint32_t count, uint32_t type, uint32_t op,
+                           uint64_t cookie);
 
 /* ---- Bootstrap ------------------------------------------------------------------------------ */
 /* Exchanges endpoint addresses among the processes of a job. Rank and size come from PMIx when

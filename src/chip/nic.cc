@@ -29,6 +29,21 @@ Status Nic::check_vp(uint8_t vp) const {
   return {};
 }
 
+Status Nic::check_room(uint8_t vp, uint16_t error_id) const {
+  const size_t depth = is_pio_vp(vp) ? kHdqDepth : kDefaultSdqDepth;
+  if (vps_[vp].dq.size() < depth) return {};
+  return make_error(
+      Code::kResourceExhausted, error_id,
+      fmt::format("vp {} {} full ({} descriptors)", vp, is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
+}
+
+// A descriptor joins its VP's queue; the VP is served unless its head waits for CPs.
+void Nic::queue(uint8_t vp, QueuedDescriptor q) {
+  VpState& v = vps_[vp];
+  v.dq.push_back(std::move(q));
+  if (!v.waits_cp) dq_busy_ |= uint64_t{1} << vp;
+}
+
 Status Nic::post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor) {
   GALAXY_TRY(check_vp(vp));
   // Management always goes through SDQs, never the scarce HDQs (SYSTEM.md 2.2).
@@ -43,18 +58,15 @@ Status Nic::post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor) {
         Code::kMalformed, 2042,
         fmt::format("management descriptor length = {}, expected {} or {} (wide)",
                     descriptor.size(), wire::kMgmtDescriptorBytes, wire::kMgmtWideDescriptorBytes));
+  GALAXY_TRY(check_room(vp, 2043));  // a DMA VP: its SDQ
   VpState& v = vps_[vp];
-  if (v.dq.size() >= kDefaultSdqDepth)
-    return make_error(Code::kResourceExhausted, 2043,
-                      fmt::format("vp {} SDQ full ({} descriptors)", vp, kDefaultSdqDepth));
   QueuedDescriptor d{QueuedDescriptor::Kind::kMgmt,
                      false,
                      v.next_sequence++,
                      std::vector<uint8_t>(descriptor.begin(), descriptor.end()),
                      0,
                      0};
-  v.dq.push_back(std::move(d));
-  dq_busy_ |= uint64_t{1} << vp;
+  queue(vp, std::move(d));
   return {};
 }
 
@@ -68,15 +80,11 @@ Status Nic::post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<c
     return make_error(
         Code::kOutOfRange, 2045,
         fmt::format("MP data length = {} exceeds {} bytes", data.size(), kMpPayloadBytes));
+  GALAXY_TRY(check_room(vp, 2046));
   VpState& v = vps_[vp];
-  size_t depth = is_pio_vp(vp) ? kHdqDepth : kDefaultSdqDepth;
-  if (v.dq.size() >= depth)
-    return make_error(
-        Code::kResourceExhausted, 2046,
-        fmt::format("vp {} {} full ({} descriptors)", vp, is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
-  v.dq.push_back({QueuedDescriptor::Kind::kMp, fence, v.next_sequence++,
-                  std::vector<uint8_t>(data.begin(), data.end()), dest_node, dest_vp, notify});
-  dq_busy_ |= uint64_t{1} << vp;
+  queue(vp, QueuedDescriptor(QueuedDescriptor::Kind::kMp, fence, v.next_sequence++,
+                             std::vector<uint8_t>(data.begin(), data.end()), dest_node, dest_vp,
+                             notify));
   return {};
 }
 
@@ -88,15 +96,17 @@ Status Nic::post_rdma(uint8_t vp, std::span<const uint8_t> descriptor) {
     return make_error(Code::kMalformed, 2053,
                       fmt::format("RDMA descriptor length = {}, its first 64 bytes say {}",
                                   descriptor.size(), *size));
+  GALAXY_TRY(check_room(vp, 2054));
   VpState& v = vps_[vp];
-  const size_t depth = is_pio_vp(vp) ? kHdqDepth : kDefaultSdqDepth;
-  if (v.dq.size() >= depth)
-    return make_error(
-        Code::kResourceExhausted, 2054,
-        fmt::format("vp {} {} full ({} descriptors)", vp, is_pio_vp(vp) ? "HDQ" : "SDQ", depth));
-  v.dq.push_back({QueuedDescriptor::Kind::kRdma, false, v.next_sequence++,
-                  std::vector<uint8_t>(descriptor.begin(), descriptor.end()), 0, 0});
-  dq_busy_ |= uint64_t{1} << vp;
+  QueuedDescriptor q{QueuedDescriptor::Kind::kRdma,
+                     false,
+                     v.next_sequence++,
+                     std::vector<uint8_t>(descriptor.begin(), descriptor.end()),
+                     0,
+                     0};
+  q.trigger = wire::peek_rdma_cp_count(q.bytes);  // the NIC takes the trigger (chip/coll.h)
+  wire::clear_rdma_cp_count(q.bytes);
+  queue(vp, std::move(q));
   return {};
 }
 
@@ -109,7 +119,16 @@ std::optional<NicWork> Nic::next_work() {
     uint8_t vp = static_cast<uint8_t>((rr_next_ + i) % kNumVps);
     if (!(dq_busy_ >> vp & 1)) continue;  // no descriptor queued: skip without touching it
     VpState& v = vps_[vp];
+    if (!head_may_start(vp, v)) continue;
     QueuedDescriptor& d = v.dq.front();
+    if (d.kind == QueuedDescriptor::Kind::kColl) {
+      if (d.coll.fence && (!v.in_flight.empty() || v.rdma_in_flight != 0)) continue;
+      auto w = start_coll(vp, v, d);
+      v.dq.pop_front();
+      if (v.dq.empty()) dq_busy_ &= ~(uint64_t{1} << vp);
+      rr_next_ = static_cast<uint8_t>((vp + 1) % kNumVps);
+      return w;
+    }
     if (d.kind == QueuedDescriptor::Kind::kRdma) {
       bool wait = false;
       auto w = start_rdma(vp, v, d, wait);
@@ -208,6 +227,7 @@ void Nic::complete(uint8_t vp, bool ok, uint16_t error_id) {
   if (v.in_flight.empty()) return;
   auto f = v.in_flight.front();
   v.in_flight.pop_front();
+  if (f.op == DescriptorOp::kLocal && v.local_in_flight > 0) --v.local_in_flight;
   ++v.desc_done;
   if (!ok) ++v.desc_errors;
   if (!completes_locally(f.notify, !ok)) return;
@@ -354,6 +374,12 @@ RegAccess Nic::read_specific(uint16_t addr) {
         return {NmpError::kNone, v.desc_errors};
       case reg::vp::kMpRefused:
         return {NmpError::kNone, v.mps_refused};
+      case reg::vp::kCpReceived:
+        return {NmpError::kNone, v.cps_received};
+      case reg::vp::kTriggered:
+        return {NmpError::kNone, v.triggered};
+      case reg::vp::kCpDiscarded:
+        return {NmpError::kNone, v.cps_discarded};
       default:
         return {NmpError::kAddressOutOfRange, 0};
     }

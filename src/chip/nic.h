@@ -16,6 +16,7 @@
 #include "base/fifo.h"
 #include "chip/att.h"
 #include "chip/chip.h"
+#include "chip/coll.h"
 #include "chip/data_vc.h"
 #include "chip/host_memory.h"
 #include "chip/refusal.h"
@@ -38,6 +39,10 @@ inline constexpr uint16_t kMaxNicPorts = 4;
 inline bool is_pio_vp(uint8_t vp) {
   return vp < kPioVps;
 }
+
+// CPs whose data wait for the descriptor they replace (SYSTEM.md 1.1), per VP; one more is
+// discarded (counted, and its collective times out at its hosts).
+inline constexpr size_t kCpLatchDepth = 64;
 
 // Transfers a NIC has started and not yet seen completed (tags in flight).
 inline constexpr uint16_t kMaxTransfers = 4096;
@@ -78,7 +83,7 @@ struct MpqEntry {
 // kMpRefused: an MP this VP sent was refused on its way or at its target (chip/refusal.h); it
 // names no descriptor (sequence 0): its descriptor completed when the MP left.
 enum class EventKind : uint8_t { kDescriptorDone = 0, kDescriptorError = 1, kMpRefused = 2 };
-enum class DescriptorOp : uint8_t { kMgmt, kMp, kPut, kGet, kImmediate };
+enum class DescriptorOp : uint8_t { kMgmt, kMp, kPut, kGet, kImmediate, kCp, kLocal };
 struct EqEntry {
   EventKind kind = EventKind::kDescriptorDone;
   uint64_t sequence = 0;  // the descriptor's submission number on its VP
@@ -103,7 +108,10 @@ Failure failure_of(uint16_t error_id);
 struct NicWork {
   // kRdma: the transfer is started; its packets come from next_packet(), its completion from
   // the NIC itself (an ack or the last read response), never from complete().
-  enum class Kind : uint8_t { kMgmtRequest, kMp, kRdma, kRejected };
+  // kMp also carries a CP (op kCp; head.kind kCp). kLocal: a collective's local descriptor
+  // (chip/coll.h): its data are written; the engine completes it once the host memory write is
+  // done (and the VP's later descriptors wait for that).
+  enum class Kind : uint8_t { kMgmtRequest, kMp, kRdma, kRejected, kLocal };
   Kind kind = Kind::kMgmtRequest;
   uint8_t vp = 0;
   uint64_t sequence = 0;
@@ -136,7 +144,16 @@ class Nic : public Chip {
                  bool fence = false, bool notify = false);
   // An RDMA descriptor in wire form (wire/rdma_descriptor.h), fetched and checked when it
   // starts: a malformed one completes with an error event.
+  // A descriptor with a cp_count waits for the VP's CP counter (chip/coll.h).
   Status post_rdma(uint8_t vp, std::span<const uint8_t> descriptor);
+  // A descriptor of the collective engine (chip/coll.h), checked here.
+  Status post_coll(uint8_t vp, const CollDescriptor& d);
+  uint64_t cp_counter(uint8_t vp) const { return vps_[vp].cp_counter; }
+  // Whether the descriptor at the head of `vp`'s queue waits for CPs.
+  bool waits_for_cp(uint8_t vp) const { return vps_[vp].waits_cp; }
+  // Drops what a VP's collectives left behind (counter, latched data, accumulator, queued
+  // descriptors) when its owner closes it or gives a collective up; later CPs count anew.
+  void reset_coll(uint8_t vp);
   std::optional<MpqEntry> poll_mpq(uint8_t vp);
   std::optional<EqEntry> poll_eq(uint8_t vp);
   size_t mpq_count(uint8_t vp) const { return vps_[vp].mpq.size(); }
@@ -231,13 +248,29 @@ class Nic : public Chip {
 
  private:
   struct QueuedDescriptor {
-    enum class Kind : uint8_t { kMgmt, kMp, kRdma } kind;
+    enum class Kind : uint8_t { kMgmt, kMp, kRdma, kColl };
+    QueuedDescriptor(Kind k, bool fen, uint64_t seq, std::vector<uint8_t> b, uint16_t node = 0,
+                     uint8_t vp = 0, bool notify_ = false)
+        : kind(k),
+          fence(fen),
+          sequence(seq),
+          bytes(std::move(b)),
+          dest_node(node),
+          dest_vp(vp),
+          notify(notify_) {}
+    Kind kind;
     bool fence = false;
     uint64_t sequence = 0;
     std::vector<uint8_t> bytes;  // management: the 64-byte descriptor; MP: the data
     uint16_t dest_node = 0;
     uint8_t dest_vp = 0;
-    bool notify = false;  // MP: a completion event when it is out
+    bool notify = false;   // MP: a completion event when it is out
+    uint16_t trigger = 0;  // CPs it waits for at the head (RDMA: its cp_count; kColl)
+    CollDescriptor coll;   // kColl
+  };
+  struct CpData {
+    uint8_t length = 0;
+    std::array<uint8_t, kMpPayloadBytes> data{};
   };
   struct VpState {
     Fifo<QueuedDescriptor> dq;
@@ -262,6 +295,18 @@ class Nic : public Chip {
     uint64_t desc_errors = 0;
     uint64_t mps_refused = 0;  // refusals of this VP's MPs (chip/refusal.h; MP_REFUSED register)
     uint64_t cp_counter = 0;
+    uint64_t cps_received = 0;
+    uint64_t triggered = 0;
+    uint64_t cps_discarded = 0;
+    bool waits_cp = false;         // the head descriptor waits for CPs (not in dq_busy_)
+    uint32_t local_in_flight = 0;  // kLocal descriptors handed out: later ones wait
+    Fifo<CpData> cp_latch;         // data of replacing CPs, oldest first
+    CpData acc;                    // combined data of CPs since the last trigger
+    bool acc_valid = false;
+    CpData group_data;  // what the last trigger released: a replacing CP's data
+    bool group_data_valid = false;
+    CpData group_acc;  // ... and the accumulator
+    bool group_acc_valid = false;
   };
   // A transfer this NIC started (source side), by tag.
   struct TxTransfer {
@@ -303,6 +348,14 @@ class Nic : public Chip {
     std::array<uint8_t, wire::kNotifyDataBytes> notify_data{};
   };
   Status check_vp(uint8_t vp) const;
+  // Room in `vp`'s descriptor queue (HDQ or SDQ); the error carries `error_id`.
+  Status check_room(uint8_t vp, uint16_t error_id) const;
+  void queue(uint8_t vp, QueuedDescriptor q);
+  // The head of `vp`'s queue may start: false when it waits for CPs (then it leaves dq_busy_
+  // until a CP comes); a trigger that is reached fires here.
+  bool head_may_start(uint8_t vp, VpState& v);
+  std::optional<NicWork> start_coll(uint8_t vp, VpState& v, QueuedDescriptor& q);
+  NicRx rx_cp(const wire::DataPacket& p, std::span<const wire::Flit> flits);
   std::optional<NicWork> start_rdma(uint8_t vp, VpState& v, QueuedDescriptor& q, bool& wait);
   std::optional<NicPacket> make_packet(wire::DataPacket p, DmaEngine e, uint32_t host_bytes);
   std::optional<NicPacket> next_local_packet();

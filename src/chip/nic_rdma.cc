@@ -439,9 +439,10 @@ NicRx Nic::receive_checked(const DataPacket& packet, std::span<const wire::Flit>
   const bool in_transfer = (h.flags & wire::kDataFlagInTransfer) != 0;
   switch (h.kind) {
     case PacketKind::kMp:
-    case PacketKind::kCp:
       if (!in_transfer) return receive_mp(h, p->data());
       return rx_write(*p, flits);
+    case PacketKind::kCp:
+      return rx_cp(*p, flits);
     case PacketKind::kRdmaWrite:
     case PacketKind::kImmediate:
     case PacketKind::kEvent:
@@ -614,8 +615,10 @@ NicRx Nic::rx_ack(const DataPacket& p, std::span<const wire::Flit> flits) {
     }
     VpState& v = vps_[h.dest_vp];
     ++v.mps_refused;
-    push_event(
-        v, {EventKind::kMpRefused, 0, static_cast<uint16_t>(p.ext.offset), DescriptorOp::kMp, 0});
+    const DescriptorOp op = h.tag == static_cast<uint16_t>(wire::PacketKind::kCp)
+                                ? DescriptorOp::kCp
+                                : DescriptorOp::kMp;
+    push_event(v, {EventKind::kMpRefused, 0, static_cast<uint16_t>(p.ext.offset), op, 0});
     return NicRx::kDelivered;
   }
   TxTransfer* t = tx_by_tag(h.tag);

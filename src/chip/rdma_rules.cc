@@ -15,8 +15,8 @@ Status check_rdma_start(const wire::RdmaDescriptor& d, const AttTable& local,
                         const AttTable::PieceFn* local_pieces) {
   if (d.cp_count != 0)
     return make_error(Code::kUnsupported, 2055,
-                      fmt::format("RDMA descriptor: cp_count = {}: CP-triggered descriptors are "
-                                  "not started by this NIC model",
+                      fmt::format("RDMA descriptor: cp_count = {}: a CP-triggered descriptor "
+                                  "waits in a NIC's queue for its CPs, and this path has none",
                                   d.cp_count));
   if (d.remote_vp >= kNumVps)
     return make_error(Code::kOutOfRange, 2056,

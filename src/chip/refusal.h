@@ -32,9 +32,11 @@ inline constexpr uint16_t kErrNoUsableRoute =
 inline constexpr uint16_t kErrNicPortDown = 2035;  // the sender's own NIC port is down
 inline constexpr uint16_t kErrHopLimit = 2037;     // passed kMaxDataHops NRCs (chip/forwarding.h)
 
-// Whether a discarded packet is answered: an MP on its own (not the trailing MP of a transfer).
+// Whether a discarded packet is answered: an MP on its own (not the trailing MP of a transfer),
+// or a collective's control packet (chip/coll.h), whose sender's collective then fails at once.
 constexpr bool answers_discard(const wire::DataHead& h) {
-  return h.kind == wire::PacketKind::kMp && (h.flags & wire::kDataFlagInTransfer) == 0;
+  return (h.kind == wire::PacketKind::kMp || h.kind == wire::PacketKind::kCp) &&
+         (h.flags & wire::kDataFlagInTransfer) == 0;
 }
 
 // The refusal chip `at` sends for the MP whose head is `mp`, refused with `error_id`.
@@ -48,6 +50,7 @@ inline wire::DataPacket mp_refusal(const wire::DataHead& mp, uint16_t at, uint16
   a.head.src_vp = mp.dest_vp;
   a.ext.address = kMpRefusedAckAddress;
   a.ext.offset = error_id;
+  a.head.tag = static_cast<uint16_t>(mp.kind);  // which of the sender's descriptors it was
   return a;
 }
 

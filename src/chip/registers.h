@@ -113,7 +113,10 @@ inline constexpr uint16_t kMpqFull = 0x07;     // RO MPs that found the MPQ full
 inline constexpr uint16_t kDescErrors = 0x08;  // RO descriptors rejected as malformed
 inline constexpr uint16_t kMpRefused =
     0x09;  // RO MPs of this VP refused on the way or at the target
-inline constexpr uint16_t kEnd = 0x0A;
+inline constexpr uint16_t kCpReceived = 0x0A;   // RO CPs that arrived for this VP
+inline constexpr uint16_t kTriggered = 0x0B;    // RO CP-triggered descriptors started
+inline constexpr uint16_t kCpDiscarded = 0x0C;  // RO CPs discarded: their data found no room
+inline constexpr uint16_t kEnd = 0x0D;
 }  // namespace vp
 
 // The address of register `offset` (vp::k*) of VP `v`.

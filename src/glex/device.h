@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/status.h"
+#include "chip/coll.h"
 #include "glex.h"
 #include "wire/mgmt.h"
 
@@ -34,6 +35,22 @@ struct glex_device {
   // A device whose NIC moves only while its host waits (the simulated ones) waits for the event
   // word at `addr` itself; glex_wait_event asks such a device (see add_event_waiter).
   virtual glex_ret_t wait_event(uint64_t addr, int32_t timeout_ms, glex_event* out);
+
+  // The NIC's collective engine (chip/coll.h; glex/coll.cc): a descriptor, whose completion
+  // (when it notifies, or fails) is a CQ entry of op GLEX_OP_COLL with `cookie`; a put that
+  // waits for `cp_count` CPs; and dropping what a VP's collectives left in the NIC.
+  virtual glex_ret_t post_coll(uint8_t vp, const galaxy::chip::CollDescriptor& d, uint64_t cookie);
+  virtual glex_ret_t rdma_triggered(uint8_t vp, const glex_rdma_req& req, uint16_t cp_count);
+  virtual void reset_coll(uint8_t /*vp*/) {}
+  // The key a descriptor carries for memory handle `mh` (a local descriptor's destination).
+  virtual uint32_t descriptor_key(glex_mem_handle_t mh) const { return static_cast<uint32_t>(mh); }
+  // What a collective tree's degree is chosen from (coll::choose_degree): the time of one level
+  // of the tree and what each further child adds, offloaded and host-driven, in picoseconds.
+  struct CollTiming {
+    uint64_t offload_level_ps = 0, offload_child_ps = 0;
+    uint64_t p2p_level_ps = 0, p2p_child_ps = 0;
+  };
+  virtual CollTiming coll_timing() const;
   // Whether [addr, addr + 16) lies in memory registered through this device (its NIC writes
   // the events there): glex_wait_event asks that device.
   bool holds(uint64_t addr) const {

@@ -61,6 +61,18 @@ glex_ret_t glex_device::fence(uint8_t, int32_t) {
 glex_ret_t glex_device::wait_event(uint64_t, int32_t, glex_event*) {
   GALAXY_UNSUPPORTED("waiting for an event by the device");
 }
+glex_ret_t glex_device::post_coll(uint8_t, const galaxy::chip::CollDescriptor&, uint64_t) {
+  GALAXY_UNSUPPORTED("the NIC's collective engine");
+}
+glex_ret_t glex_device::rdma_triggered(uint8_t, const glex_rdma_req&, uint16_t) {
+  GALAXY_UNSUPPORTED("a CP-triggered RDMA");
+}
+// A device without a timing model of its own: a level of a tree costs a few times what a child
+// adds, so trees come out a few wide (coll::choose_degree). The simulated device gives its
+// calibration's figures instead.
+glex_device::CollTiming glex_device::coll_timing() const {
+  return {2000000, 300000, 3000000, 600000};
+}
 
 namespace galaxy::glex {
 namespace {

@@ -57,9 +57,14 @@ static_assert(static_cast<int>(OpStatus::kPeerDead) == GLEX_PEER_DEAD);
 static_assert(static_cast<int>(OpCode::kPut) == GLEX_OP_PUT &&
               static_cast<int>(OpCode::kGet) == GLEX_OP_GET &&
               static_cast<int>(OpCode::kImm) == GLEX_OP_IMM &&
-              static_cast<int>(OpCode::kMp) == GLEX_OP_MP);
+              static_cast<int>(OpCode::kMp) == GLEX_OP_MP &&
+              static_cast<int>(OpCode::kColl) == GLEX_OP_COLL);
 static_assert(live::kFlagFence == GLEX_FLAG_FENCE && live::kFlagLocalCq == GLEX_FLAG_LOCAL_CQ &&
               live::kFlagRemoteEvent == GLEX_FLAG_REMOTE_EVT);
+
+// How long dropping a VP's collective state waits for the daemon (a daemon that is gone never
+// answers).
+constexpr uint64_t kResetWaitNs = 2'000'000'000;
 
 uint64_t deadline_after(int32_t timeout_ms) {
   return timeout_ms < 0 ? UINT64_MAX
@@ -126,6 +131,8 @@ class LiveDevice final : public glex_device {
   void close_vp(uint8_t vp) override {
     live::VpSlot& s = nic_->vps[vp];
     if (s.owner_pid.load() != pid_ || !my_vps_[vp]) return;
+    // What its collectives left in the daemon's NIC goes before another process may take it.
+    if (coll_used_[vp]) reset_coll(vp);
     my_vps_[vp] = false;
     s.open.store(0, std::memory_order_release);
     s.owner_pid.store(0);
@@ -337,7 +344,9 @@ class LiveDevice final : public glex_device {
                    : set_error(GLEX_TIMEOUT,
                                fmt::format("E6117 no MP on vp {} within {} ms", vp, timeout_ms));
       const uint64_t w = c->header.load(std::memory_order_relaxed);
-      if (wire::mp_word::kind(w) != static_cast<uint8_t>(wire::MpKind::kUser)) {
+      // User MPs and CPs the NIC wrote into the MPQ (chip::kCpFlagToMpq); not management.
+      if (wire::mp_word::kind(w) != static_cast<uint8_t>(wire::MpKind::kUser) &&
+          wire::mp_word::kind(w) != static_cast<uint8_t>(wire::MpKind::kCp)) {
         q.pop();
         continue;
       }
@@ -351,6 +360,107 @@ class LiveDevice final : public glex_device {
   }
 
   glex_ret_t rdma(uint8_t vp, const glex_rdma_req& r) override {
+    return start_rdma(vp, r, false, 0);
+  }
+
+  // A CP-triggered RDMA descriptor always goes to the daemon's NIC, even towards this host: it
+  // waits there in the VP's queue, behind the VP's collective descriptors, for its CPs.
+  glex_ret_t rdma_triggered(uint8_t vp, const glex_rdma_req& r, uint16_t cp_count) override {
+    if (glex_ret_t x = check_coll_vp(vp, "rdma_triggered"); x != GLEX_SUCCESS) return x;
+    coll_used_[vp] = true;
+    return start_rdma(vp, r, true, cp_count);
+  }
+
+  // A descriptor of the NIC's collective engine (chip/coll.h), for the daemon's model of this
+  // NIC: it runs with no thread of this process. Refused here with the field that is wrong.
+  glex_ret_t post_coll(uint8_t vp, const chip::CollDescriptor& d, uint64_t cookie) override {
+    if (glex_ret_t x = check_coll_vp(vp, "post_coll"); x != GLEX_SUCCESS) return x;
+    if (Status st = chip::check_coll_descriptor(d); !st.ok())
+      return set_error(GLEX_INVALID_PARAM, st.error().to_string());
+    if (d.kind == chip::CollDescriptor::Kind::kCp)
+      GALAXY_GLEX_TRY(check_dest(GLEX_EP_ADDR(d.dest_node, d.dest_vp)));
+    if (d.kind == chip::CollDescriptor::Kind::kLocal && d.length > 0) {
+      live::AttEntry e{};
+      if (!live::lookup_att(*nic_, d.key, d.address, d.length, chip::kAccessWrite, &e).ok() ||
+          e.pid != pid_)
+        return set_error(GLEX_ACCESS_ERROR,
+                         fmt::format("E6123 post_coll: key {:#x} address {:#x} length {}: not "
+                                     "memory this process registered for write on NIC {}",
+                                     d.key, d.address, d.length, node_));
+    }
+    live::VpSlot& s = nic_->vps[vp];
+    const size_t depth = chip::is_pio_vp(vp) ? chip::kHdqDepth : chip::kDefaultSdqDepth;
+    if (s.outstanding.load(std::memory_order_relaxed) >= depth)
+      return set_error(GLEX_BUSY, fmt::format("E6121 post_coll: the descriptor queue of vp {} is "
+                                              "full ({} descriptors); retry",
+                                              vp, depth));
+    live::EgressColl c{};
+    c.nic = node_;
+    c.vp = vp;
+    c.kind = static_cast<uint8_t>(d.kind);
+    c.data_from = static_cast<uint8_t>(d.data_from);
+    c.op = static_cast<uint8_t>(d.op);
+    c.pid = pid_;
+    c.trigger = d.trigger;
+    c.dest_node = d.dest_node;
+    c.dest_vp = d.dest_vp;
+    c.flags = static_cast<uint8_t>((d.fence ? live::kCollFlagFence : 0) |
+                                   (d.notify ? live::kCollFlagNotify : 0));
+    c.increment = d.increment;
+    c.cp_flags = d.cp_flags;
+    c.cp_op = static_cast<uint8_t>(d.cp_op);
+    c.length = d.length;
+    c.key = d.key;
+    c.address = d.address;
+    c.cookie = cookie;
+    std::memcpy(c.data, d.data.data(), sizeof c.data);
+    coll_used_[vp] = true;
+    s.outstanding.fetch_add(1);  // the daemon's NIC completes it (a CQ entry when asked for)
+    if (!egress(live::EgressKind::kColl, &c, sizeof c)) {
+      s.outstanding.fetch_sub(1);
+      return set_error(GLEX_BUSY, "E6122 the daemon's egress ring is full; retry");
+    }
+    return GLEX_SUCCESS;
+  }
+
+  // Drops what the VP's collectives left in the daemon's NIC, and returns once the daemon has:
+  // descriptors posted after it are not dropped, CPs counted after it count anew.
+  void reset_coll(uint8_t vp) override {
+    if (vp >= live::kVps || !my_vps_[vp]) return;
+    live::EgressCollReset r{};
+    r.nic = node_;
+    r.vp = vp;
+    r.pid = pid_;
+    // A full ring is drained by the daemon; one that is gone never does (its NIC went with it)
+    // and never hands the cell back after acting on it, hence the bound on both waits.
+    const uint64_t deadline = live::monotonic_ns() + kResetWaitNs;
+    uint64_t pos = 0;
+    while (!egress(live::EgressKind::kCollReset, &r, sizeof r, &pos)) {
+      if (live::monotonic_ns() >= deadline) return;
+      usleep(50);
+    }
+    coll_used_[vp] = false;
+    live::EgressRing& ring = seg_->egress();
+    for (uint32_t i = 0; ring.head.load(std::memory_order_acquire) <= pos; ++i) {
+      if (live::monotonic_ns() >= deadline) return;
+      if (i < 1000)
+        live::cpu_relax();
+      else
+        usleep(50);
+    }
+  }
+
+  uint32_t descriptor_key(glex_mem_handle_t mh) const override { return live::wire_key(mh); }
+
+ private:
+  glex_ret_t check_coll_vp(uint8_t vp, const char* fn) {
+    if (vp >= live::kVps || !my_vps_[vp])
+      return set_error(GLEX_INVALID_PARAM,
+                       fmt::format("E6124 {}: vp {} is not an open VP of this device", fn, vp));
+    return GLEX_SUCCESS;
+  }
+
+  glex_ret_t start_rdma(uint8_t vp, const glex_rdma_req& r, bool triggered, uint16_t cp_count) {
     const uint32_t dn = GLEX_EP_ADDR_NODE(r.target);
     GALAXY_GLEX_TRY(check_dest(r.target));
     const bool imm = r.op == GLEX_OP_IMM;
@@ -367,7 +477,10 @@ class LiveDevice final : public glex_device {
                         e.pid != pid_ && why[0] == 0 ? "not this process's memory" : why,
                         r.local_mh));
     }
-    if ((r.flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
+    // A fenced descriptor waits for the earlier ones of its VP; a triggered one does so in the
+    // NIC (its fence bit), since what it follows may wait there for CPs.
+    if ((r.flags & GLEX_FLAG_FENCE) && !triggered && fence(vp, -1) != GLEX_SUCCESS)
+      return GLEX_TIMEOUT;
     const OpCode op = static_cast<OpCode>(r.op);
     // Every field is set; the 128 bytes of immediate data only when they are used.
     live::EgressRdma d;
@@ -388,8 +501,11 @@ class LiveDevice final : public glex_device {
     d.event[0] = r.event.data[0];
     d.event[1] = r.event.data[1];
     d.cookie = r.cookie;
+    d.cp_count = cp_count;
+    std::memset(d.reserved, 0, sizeof d.reserved);
     if (imm) std::memcpy(d.imm, r.local_addr, r.len);
-    if (!seg_->is_local(dn) || path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost ||
+    if (triggered || !seg_->is_local(dn) ||
+        path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost ||
         (op == OpCode::kGet && path_from(dn).result.kind == live::Forwarded::Kind::kLeavesHost)) {
       if (!imm) std::memset(d.imm, 0, sizeof d.imm);  // nothing of this stack goes out
       nic_->vps[vp].outstanding.fetch_add(1);
@@ -434,6 +550,7 @@ class LiveDevice final : public glex_device {
     return complete(vp, r, static_cast<glex_ret_t>(f.status), err, f.reason);
   }
 
+ public:
   glex_ret_t poll_cq(uint8_t vp, int32_t timeout_ms, glex_cq_entry* out) override {
     live::CqRing& q = nic_->vps[vp].cq;
     live::CqCell* c = timeout_ms == 0 ? q.peek() : wait_idle(q, deadline_after(timeout_ms));
@@ -541,11 +658,12 @@ class LiveDevice final : public glex_device {
     }
   }
 
-  bool egress(live::EgressKind kind, const void* body, size_t len) {
+  bool egress(live::EgressKind kind, const void* body, size_t len, uint64_t* at = nullptr) {
     live::EgressRing& ring = seg_->egress();
     uint64_t pos;
     live::EgressCell* c = ring.claim(&pos);
     if (!c) return false;
+    if (at) *at = pos;
     c->kind = static_cast<uint8_t>(kind);
     c->length = static_cast<uint32_t>(len);
     std::memcpy(c->body, body, len);
@@ -672,6 +790,7 @@ class LiveDevice final : public glex_device {
   CopyEngines engines_;
   std::vector<live::PathCounters> paths_;  // by destination NIC
   std::array<bool, live::kVps> my_vps_{};
+  std::array<bool, live::kVps> coll_used_{};  // VPs with collective work in the daemon's NIC
   std::set<uint64_t> my_registrations_;
   uint64_t last_alive_check_ = 0;
   int32_t last_alive_pid_ = 0;

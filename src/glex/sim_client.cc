@@ -123,7 +123,36 @@ class SimClientDevice final : public glex_device {
     return ret;
   }
   glex_ret_t rdma(uint8_t vp, const glex_rdma_req& x) override {
-    simwire::Request q = request(Op::kRdma, vp);
+    return rdma_request(Op::kRdma, vp, x, 0);
+  }
+  glex_ret_t rdma_triggered(uint8_t vp, const glex_rdma_req& x, uint16_t cp_count) override {
+    return rdma_request(Op::kRdmaTriggered, vp, x, cp_count);
+  }
+  glex_ret_t post_coll(uint8_t vp, const chip::CollDescriptor& d, uint64_t cookie) override {
+    simwire::Request q = request(Op::kPostColl, vp);
+    static_assert(sizeof d <= sizeof q.data);
+    q.a[0] = cookie;
+    q.len = sizeof d;
+    std::memcpy(q.data, &d, sizeof d);
+    simwire::Response r;
+    return call(q, &r);
+  }
+  void reset_coll(uint8_t vp) override {
+    simwire::Request q = request(Op::kResetColl, vp);
+    simwire::Response r;
+    (void)call(q, &r);
+  }
+  CollTiming coll_timing() const override {
+    simwire::Request q = request(Op::kCollTiming);
+    simwire::Response r;
+    if (call(q, &r) != GLEX_SUCCESS) return glex_device::coll_timing();
+    return {r.a[0], r.a[1], r.a[2], r.a[3]};
+  }
+
+ private:
+  glex_ret_t rdma_request(Op op, uint8_t vp, const glex_rdma_req& x, uint16_t cp_count) {
+    simwire::Request q = request(op, vp);
+    q.timeout_ms = cp_count;
     q.flags = x.flags;
     q.a[0] = x.target;
     q.a[1] = x.op;
@@ -144,6 +173,8 @@ class SimClientDevice final : public glex_device {
     simwire::Response r;
     return call(q, &r);
   }
+
+ public:
   glex_ret_t poll_cq(uint8_t vp, int32_t timeout_ms, glex_cq_entry* e) override {
     simwire::Request q = request(Op::kPollCq, vp);
     q.timeout_ms = timeout_ms;

@@ -78,6 +78,22 @@ class SimDevice final : public glex_device {
     return host_.rdma(vp, req, imm);
   }
 
+  glex_ret_t post_coll(uint8_t vp, const chip::CollDescriptor& d, uint64_t cookie) override {
+    catch_up();
+    advance_host(host_now_ + host_.post_cost(vp, SimHost::coll_descriptor_bytes(d)));
+    return host_.post_coll(vp, d, cookie);
+  }
+  glex_ret_t rdma_triggered(uint8_t vp, const glex_rdma_req& req, uint16_t cp_count) override {
+    catch_up();
+    advance_host(host_now_ + host_.post_cost(vp, SimHost::rdma_descriptor_bytes(req.op, req.len)));
+    return host_.rdma(vp, req, {}, cp_count);
+  }
+  void reset_coll(uint8_t vp) override { host_.reset_coll(vp); }
+  CollTiming coll_timing() const override {
+    if (links_ < 0) links_ = mean_links(f_.topology(), host_.node(), {});
+    return glex::coll_timing(f_.timing(), links_);
+  }
+
   glex_ret_t recv_mp(uint8_t vp, int32_t timeout_ms, glex_mp* mp) override {
     return take(SimWait::kMp, vp, 0, timeout_ms, [&] { return host_.try_recv_mp(vp, mp); });
   }
@@ -148,6 +164,7 @@ class SimDevice final : public glex_device {
   sim::SimFabric& f_;
   SimHost host_;
   sim::Time host_now_ = 0;
+  mutable double links_ = -1;
 };
 
 }  // namespace

@@ -35,6 +35,9 @@ uint32_t glex_op(chip::DescriptorOp op) {
       return GLEX_OP_GET;
     case chip::DescriptorOp::kImmediate:
       return GLEX_OP_IMM;
+    case chip::DescriptorOp::kCp:
+    case chip::DescriptorOp::kLocal:
+      return GLEX_OP_COLL;
     case chip::DescriptorOp::kMgmt:
       break;
   }
@@ -73,6 +76,43 @@ uint64_t SimHost::rdma_descriptor_bytes(uint32_t op, uint64_t len) {
 
 uint64_t SimHost::mp_descriptor_bytes(uint32_t len) {
   return wire::kMpBytes - wire::kMpPayloadBytes + len;  // the MP's header, then its data
+}
+
+glex_device::CollTiming coll_timing(const sim::Timing& t, double links) {
+  const unsigned cp_flits = static_cast<unsigned>(wire::data_packet_flits(8));
+  const double hop =
+      static_cast<double>(t.serialisation(cp_flits) + t.link_latency + t.chip_input_pipeline);
+  glex_device::CollTiming c;
+  c.offload_level_ps = t.nic_mp_build + static_cast<uint64_t>(links * hop);
+  c.offload_child_ps = std::max(t.nic_descriptor_interval, t.serialisation(cp_flits));
+  const sim::Time post = post_cost(t, 0, SimHost::mp_descriptor_bytes(8));
+  c.p2p_level_ps =
+      c.offload_level_ps + t.nic_rx_dma + t.host_poll_detect + take_cost(t, true) + post;
+  c.p2p_child_ps = post + take_cost(t, false);
+  return c;
+}
+
+double mean_links(const fabric::Topology& topo, uint32_t node, std::span<const uint32_t> members) {
+  const std::vector<uint32_t> d = topo.bfs_distances(node);
+  double sum = 0;
+  uint64_t n = 0;
+  auto add = [&](uint32_t m) {
+    if (m == node || m >= d.size() || d[m] == fabric::kNoNode) return;
+    sum += d[m] + 1;  // bfs_distances counts the NRCs on the way: one link more
+    ++n;
+  };
+  if (members.empty())
+    for (uint32_t i = 0; i < topo.num_nics(); ++i) add(topo.nic_node(i));
+  else
+    for (uint32_t m : members) add(m);
+  return n ? sum / static_cast<double>(n) : 2.0;
+}
+
+uint64_t SimHost::coll_descriptor_bytes(const chip::CollDescriptor& d) {
+  // A CP is a special MP (SYSTEM.md 1.1): its descriptor is an MP's with one word more (trigger
+  // count, increment, flags, combining operation); a local descriptor's adds the address word.
+  const uint64_t extra = d.kind == chip::CollDescriptor::Kind::kLocal ? 16 : 8;
+  return mp_descriptor_bytes(d.length) + extra;
 }
 
 uint64_t SimHost::mgmt_descriptor_bytes(const wire::MgmtDescriptor& d) {
@@ -121,6 +161,7 @@ void SimHost::close_vp(uint8_t vp) {
   if (vp < chip::kNumVps) {
     used_[vp] = false;
     posted_[vp].clear();
+    nic().reset_coll(vp);
   }
 }
 
@@ -206,7 +247,8 @@ glex_ret_t SimHost::send_mp(uint8_t vp, glex_ep_addr_t dest, std::span<const uin
   return GLEX_SUCCESS;
 }
 
-glex_ret_t SimHost::rdma(uint8_t vp, const glex_rdma_req& r, std::span<const uint8_t> immediate) {
+glex_ret_t SimHost::rdma(uint8_t vp, const glex_rdma_req& r, std::span<const uint8_t> immediate,
+                         uint16_t cp_count) {
   if (glex_ret_t x = check_vp_open(vp, "glex_rdma"); x != GLEX_SUCCESS) return x;
   if (glex_ret_t x = check_dest(r.target); x != GLEX_SUCCESS) return x;
   if (r.len > UINT32_MAX)
@@ -224,6 +266,7 @@ glex_ret_t SimHost::rdma(uint8_t vp, const glex_rdma_req& r, std::span<const uin
   d.length = static_cast<uint32_t>(r.len);
   d.remote_address = r.remote_addr;
   d.remote_key = static_cast<uint32_t>(r.remote_mh);
+  d.cp_count = cp_count;
   if (r.op == GLEX_OP_IMM) {
     std::copy(immediate.begin(), immediate.end(), d.immediate_data.begin());
   } else {
@@ -244,6 +287,21 @@ glex_ret_t SimHost::rdma(uint8_t vp, const glex_rdma_req& r, std::span<const uin
                      s.error().to_string());
   remember(vp, seq, {r.op, r.cookie, r.len, d.local_cq});
   return GLEX_SUCCESS;
+}
+
+glex_ret_t SimHost::post_coll(uint8_t vp, const chip::CollDescriptor& d, uint64_t cookie) {
+  if (glex_ret_t x = check_vp_open(vp, "glex_coll"); x != GLEX_SUCCESS) return x;
+  const uint64_t seq = nic().next_sequence(vp);
+  Status s = fabric_.post_coll(node_, vp, d);
+  if (!s.ok())
+    return set_error(s.error().code == Code::kResourceExhausted ? GLEX_BUSY : GLEX_INVALID_PARAM,
+                     s.error().to_string());
+  remember(vp, seq, {GLEX_OP_COLL, cookie, d.length, d.notify});
+  return GLEX_SUCCESS;
+}
+
+void SimHost::reset_coll(uint8_t vp) {
+  if (vp < chip::kNumVps) nic().reset_coll(vp);
 }
 
 glex_ret_t SimHost::try_recv_mp(uint8_t vp, glex_mp* mp) {

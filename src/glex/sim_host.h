@@ -17,6 +17,7 @@
 
 #include "engine/sim/sim_fabric.h"
 #include "glex.h"
+#include "glex/device.h"
 
 namespace galaxy::glex {
 
@@ -35,6 +36,26 @@ class ProcessMemory final : public chip::HostMemory {
   pid_t pid_;
   static inline uint64_t writes_ = 0;
 };
+
+// The host's time for posting a descriptor of `bytes` on `vp` (calibration): a PIO VP's
+// descriptor is written into the NIC's HDQ by PIO (pio_submit); a DMA VP's goes into host memory
+// with a doorbell (host_send), and the NIC fetches it (the engine's nic_sdq_fetch).
+inline sim::Time post_cost(const sim::Timing& t, uint8_t vp, uint64_t bytes) {
+  return chip::is_pio_vp(vp) ? t.pio_submit(bytes) : t.host_send;
+}
+// The host's time for taking an entry (an MP, a completion), and the extra when it had to wait
+// for it (host_receive, host_wakeup).
+inline sim::Time take_cost(const sim::Timing& t, bool waited) {
+  return t.host_receive + (waited ? t.host_wakeup : 0);
+}
+
+// The timing model's collective figures (glex_device::CollTiming) when a tree's neighbours are
+// `links` links apart on average: a level is a CP's build, its hops and (host-driven) the
+// receiving host's MP write, poll, wake-up and the next post; a child adds a descriptor at the
+// NIC, or a post and a take at the host.
+glex_device::CollTiming coll_timing(const sim::Timing& t, double links);
+// The mean distance in links from NIC `node` to the NICs of `members` (all NICs when empty).
+double mean_links(const fabric::Topology& topo, uint32_t node, std::span<const uint32_t> members);
 
 // What a blocked host call waits for.
 enum class SimWait : uint8_t { kMp, kCq, kFence, kEvent, kMgmt };
@@ -61,7 +82,14 @@ class SimHost {
                      uint32_t flags);
   // req.local_addr is an address of the process; `immediate` holds an immediate RDMA's bytes
   // (the caller read them from local_addr).
-  glex_ret_t rdma(uint8_t vp, const glex_rdma_req& req, std::span<const uint8_t> immediate);
+  // cp_count: a CP-triggered put (chip/coll.h).
+  glex_ret_t rdma(uint8_t vp, const glex_rdma_req& req, std::span<const uint8_t> immediate,
+                  uint16_t cp_count = 0);
+  // A descriptor of the NIC's collective engine; its completion is a CQ entry of op
+  // GLEX_OP_COLL with `cookie`.
+  glex_ret_t post_coll(uint8_t vp, const chip::CollDescriptor& d, uint64_t cookie);
+  // Drops what the VP's collectives left in the NIC (chip::Nic::reset_coll).
+  void reset_coll(uint8_t vp);
 
   // Non-blocking halves of the waiting calls: GLEX_NO_ENTRY when there is nothing yet.
   glex_ret_t try_recv_mp(uint8_t vp, glex_mp* mp);
@@ -75,16 +103,15 @@ class SimHost {
   // descriptor is written into the NIC's HDQ by PIO (pio_submit); a DMA VP's goes into host
   // memory with a doorbell (host_send), and the NIC fetches it (the engine's nic_sdq_fetch).
   sim::Time post_cost(uint8_t vp, uint64_t descriptor_bytes) const {
-    return chip::is_pio_vp(vp) ? fabric_.timing().pio_submit(descriptor_bytes)
-                               : fabric_.timing().host_send;
+    return glex::post_cost(fabric_.timing(), vp, descriptor_bytes);
   }
   // The descriptor each posting call writes (wire/rdma_descriptor.h, wire/mp.h, wire/mgmt.h).
   static uint64_t rdma_descriptor_bytes(uint32_t op, uint64_t len);
   static uint64_t mp_descriptor_bytes(uint32_t len);
   static uint64_t mgmt_descriptor_bytes(const wire::MgmtDescriptor& d);
-  sim::Time take_cost(bool waited) const {
-    return fabric_.timing().host_receive + (waited ? fabric_.timing().host_wakeup : 0);
-  }
+  // A collective descriptor: an MP descriptor and one word (a local one: two).
+  static uint64_t coll_descriptor_bytes(const chip::CollDescriptor& d);
+  sim::Time take_cost(bool waited) const { return glex::take_cost(fabric_.timing(), waited); }
 
  private:
   struct Posted {

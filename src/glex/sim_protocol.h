@@ -19,23 +19,27 @@ namespace galaxy::glex::simwire {
 inline constexpr uint32_t kVersion = 1;
 
 enum class Op : uint32_t {
-  kHello = 1,     // a[0] pid, a[1] wanted NIC (chip id, or UINT64_MAX), a[2] rank
-  kOpenVp,        // a[0] wanted VP (int32 as uint64; -1 any)
-  kCloseVp,       // vp
-  kPostMgmt,      // vp, data: the management descriptor (64 bytes, 128 when wide)
-  kWaitMgmt,      // vp, a[0] timeout ps -> data: the management packet
-  kNow,           // -> a[0] host time ps
-  kReadRegister,  // a[0] address -> a[0] value
-  kRegister,      // a[0] addr, a[1] len, a[2] access -> a[0] mh
-  kDeregister,    // a[0] mh
-  kSendMp,        // vp, a[0] dest, flags, data
-  kRecvMp,        // vp, timeout_ms -> a[0] src, data
-  kRdma,          // vp, flags, a[]: see glex_rdma_req, data: immediate bytes
-  kPollCq,        // vp, timeout_ms -> cq entry in a[] and error
-  kFence,         // vp, timeout_ms
-  kWaitEvent,     // a[0] addr, timeout_ms -> a[0], a[1]
+  kHello = 1,      // a[0] pid, a[1] wanted NIC (chip id, or UINT64_MAX), a[2] rank
+  kOpenVp,         // a[0] wanted VP (int32 as uint64; -1 any)
+  kCloseVp,        // vp
+  kPostMgmt,       // vp, data: the management descriptor (64 bytes, 128 when wide)
+  kWaitMgmt,       // vp, a[0] timeout ps -> data: the management packet
+  kNow,            // -> a[0] host time ps
+  kReadRegister,   // a[0] address -> a[0] value
+  kRegister,       // a[0] addr, a[1] len, a[2] access -> a[0] mh
+  kDeregister,     // a[0] mh
+  kSendMp,         // vp, a[0] dest, flags, data
+  kRecvMp,         // vp, timeout_ms -> a[0] src, data
+  kRdma,           // vp, flags, a[]: see glex_rdma_req, data: immediate bytes
+  kPollCq,         // vp, timeout_ms -> cq entry in a[] and error
+  kFence,          // vp, timeout_ms
+  kWaitEvent,      // a[0] addr, timeout_ms -> a[0], a[1]
+  kPostColl,       // vp, a[0] cookie, data: chip::CollDescriptor as it lies in memory
+  kRdmaTriggered,  // as kRdma, with the CP count in timeout_ms
+  kResetColl,      // vp
+  kCollTiming,     // -> a[0..3]: glex_device::CollTiming in order
 };
-inline constexpr uint32_t kMaxOp = static_cast<uint32_t>(Op::kWaitEvent);
+inline constexpr uint32_t kMaxOp = static_cast<uint32_t>(Op::kCollTiming);
 
 inline constexpr size_t kDataBytes = 256;
 

@@ -55,7 +55,14 @@ uint64_t posted_bytes(const simwire::Request& q) {
     case Op::kSendMp:
       return SimHost::mp_descriptor_bytes(q.len);
     case Op::kRdma:
+    case Op::kRdmaTriggered:
       return SimHost::rdma_descriptor_bytes(static_cast<uint32_t>(q.a[1]), q.a[4]);
+    case Op::kPostColl: {
+      chip::CollDescriptor d;
+      if (q.len != sizeof d) return 0;
+      std::memcpy(&d, q.data, sizeof d);
+      return SimHost::coll_descriptor_bytes(d);
+    }
     default:
       return 0;
   }
@@ -403,7 +410,32 @@ void SimServer::start(Client& c) {
       ret = h.send_mp(vp, q.a[0], std::span<const uint8_t>(q.data, std::min<uint32_t>(q.len, 120)),
                       q.flags);
       break;
-    case Op::kRdma: {
+    case Op::kPostColl: {
+      chip::CollDescriptor d;
+      if (q.len != sizeof d) {
+        ret = set_error(
+            GLEX_INVALID_PARAM,
+            fmt::format("E6205 collective descriptor of {} bytes, expected {}", q.len, sizeof d));
+        break;
+      }
+      std::memcpy(&d, q.data, sizeof d);  // every field is checked by the NIC (chip/coll.cc)
+      ret = h.post_coll(vp, d, q.a[0]);
+      break;
+    }
+    case Op::kResetColl:
+      h.reset_coll(vp);
+      break;
+    case Op::kCollTiming: {
+      const glex_device::CollTiming t =
+          coll_timing(fabric_.timing(), mean_links(fabric_.topology(), h.node(), {}));
+      r.a[0] = t.offload_level_ps;
+      r.a[1] = t.offload_child_ps;
+      r.a[2] = t.p2p_level_ps;
+      r.a[3] = t.p2p_child_ps;
+      break;
+    }
+    case Op::kRdma:
+    case Op::kRdmaTriggered: {
       glex_rdma_req x{};
       x.target = q.a[0];
       x.op = static_cast<uint32_t>(q.a[1]);
@@ -418,7 +450,11 @@ void SimServer::start(Client& c) {
       x.event.data[0] = q.a[9];
       x.event.data[1] = q.a[10];
       x.cookie = q.a[11];
-      ret = h.rdma(vp, x, std::span<const uint8_t>(q.data, std::min<uint64_t>(q.len, x.len)));
+      const uint16_t cp_count = static_cast<Op>(q.op) == Op::kRdmaTriggered
+                                    ? static_cast<uint16_t>(std::clamp(q.timeout_ms, 0, 65535))
+                                    : 0;
+      ret = h.rdma(vp, x, std::span<const uint8_t>(q.data, std::min<uint64_t>(q.len, x.len)),
+                   cp_count);
       break;
     }
     case Op::kRecvMp:

@@ -117,6 +117,15 @@ Result<std::vector<uint8_t>> encode_rdma_descriptor(const RdmaDescriptor& d) {
   return b;
 }
 
+uint16_t peek_rdma_cp_count(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kRdmaDescriptorBytes) return 0;
+  return static_cast<uint16_t>(get_bits(bytes, kCpCountBit, 16));
+}
+
+void clear_rdma_cp_count(std::span<uint8_t> bytes) {
+  if (bytes.size() >= kRdmaDescriptorBytes) put_bits(bytes, kCpCountBit, 16, 0);
+}
+
 Result<RdmaDescriptor> decode_rdma_descriptor(std::span<const uint8_t> b) {
   auto size = peek_rdma_descriptor_size(b);
   if (!size.ok()) return size.error();

@@ -60,6 +60,11 @@ size_t rdma_descriptor_size(const RdmaDescriptor& d);
 // The total size announced by the first 64 bytes, so that a NIC knows how much to fetch.
 Result<size_t> peek_rdma_descriptor_size(std::span<const uint8_t> bytes);
 
+// The cp_count of a descriptor's first 64 bytes, and clearing it (a NIC that took the trigger
+// starts the descriptor as an untriggered one). 0 when `bytes` is shorter than 64.
+uint16_t peek_rdma_cp_count(std::span<const uint8_t> bytes);
+void clear_rdma_cp_count(std::span<uint8_t> bytes);
+
 // Fields a descriptor does not carry (see above) are not encoded and decode as zero.
 Result<std::vector<uint8_t>> encode_rdma_descriptor(const RdmaDescriptor& d);
 // `bytes` must be exactly rdma_descriptor_size() long.

@@ -18,42 +18,12 @@
 #include "glex.h"
 #include "glex/sim_client.h"
 #include "glex/sim_protocol.h"
+#include "served_fabric.h"
 
 namespace galaxy {
 namespace {
 
-struct Served {
-  std::unique_ptr<sim::SimFabric> fabric;
-  std::unique_ptr<glex::SimServer> server;
-  std::atomic<bool> stop{false};
-  std::thread thread;
-  std::string path;
-  Served() {
-    fabric = sim::testing::make("fattree:k=4,levels=2");
-    sim::testing::program_minimal_routes(*fabric);
-    char tmpl[] = "/tmp/galaxy-simsrv-XXXXXX";
-    path = std::string(mkdtemp(tmpl)) + "/sock";
-    server = std::move(glex::SimServer::listen(*fabric, path).value());
-    setenv("GLEX_SIM_SOCKET", path.c_str(), 1);
-    thread = std::thread([this] { server->run(stop); });
-  }
-  ~Served() {
-    stop = true;
-    thread.join();
-    server.reset();
-    unsetenv("GLEX_SIM_SOCKET");
-    std::filesystem::remove_all(std::filesystem::path(path).parent_path());
-  }
-  uint32_t nic(uint32_t i) const { return fabric->topology().nic_node(i); }
-  int raw() const {
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::strcpy(a.sun_path, path.c_str());
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    return fd;
-  }
-};
+using glex::testing::Served;
 
 glex::simwire::Response ask(int fd, const void* req, size_t len) {
   glex::simwire::Response r;

@@ -56,6 +56,12 @@ constexpr uint16_t kErrRdmaMalformed = 4753;
 constexpr uint16_t kErrHandleIndex = 4738;
 constexpr uint16_t kErrHandleKey = 4739;
 constexpr uint16_t kErrLocalNotOwned = 4754;
+constexpr uint16_t kErrDqFull = 4737;
+// chip/coll.h's ids of a collective descriptor that failed in the NIC (nic_coll.cc).
+constexpr uint16_t kErrCollDqFull = 2114;
+constexpr uint16_t kErrCollLocalWrite = 2115;
+constexpr uint16_t kErrCollCpEncode = 2116;
+constexpr uint16_t kErrCollLength = 2119;
 // Packets a NIC's DMA engines put out per round of the daemon's loop (the others wait).
 constexpr int kPacketsPerRound = 256;
 
@@ -103,6 +109,26 @@ void set_reason(char* dst, size_t n, const char* src) {
 // What an error id of a NIC's completion tells its owner (chip::failure_of, and the ids of
 // this engine's memory port and timeouts), with the reason the CQ entry carries.
 RdmaFailure rdma_failure(uint16_t id, OpCode op) {
+  if (op == OpCode::kColl) {
+    switch (id) {
+      case kErrCollDqFull:
+      case kErrDqFull:
+        return {OpStatus::kBusy, "the NIC's descriptor queue is full"};
+      case kErrCollLocalWrite:
+        return {OpStatus::kAccessError, "local write refused by the ATT"};
+      case kErrCollCpEncode:
+        return {OpStatus::kDescriptorError, "CP could not be encoded"};
+      case kErrCollLength:
+        return {OpStatus::kDescriptorError, "members disagree on the data length"};
+      case kErrLocalNotOwned:
+        return {OpStatus::kAccessError, "memory not the VP owner's registration"};
+      default:
+        break;
+    }
+    if (chip::failure_of(id) == chip::Failure::kUnreachable)
+      return {OpStatus::kUnreachable, "no such VP at the target"};
+    return {OpStatus::kDescriptorError, "collective descriptor refused"};
+  }
   switch (id) {
     case kErrOpTimeout:
       return {OpStatus::kTimeout, "no answer from the target within the timeout"};
@@ -155,7 +181,8 @@ Status rdma_descriptor(const EgressRdma& d, uint32_t num_chips, wire::RdmaDescri
   if ((op != OpCode::kPut && op != OpCode::kGet && op != OpCode::kImm) ||
       (op == OpCode::kImm && (d.length == 0 || d.length > sizeof d.imm)) || d.length > UINT32_MAX ||
       d.dest_node >= num_chips || d.dest_node > UINT16_MAX || d.dest_vp >= kVps ||
-      d.remote_addr + d.length < d.remote_addr)
+      d.remote_addr + d.length < d.remote_addr ||
+      std::any_of(std::begin(d.reserved), std::end(d.reserved), [](uint8_t b) { return b != 0; }))
     return malformed();
   // A handle the wire cannot carry names no registration at the target.
   for (uint64_t mh : {d.remote_mh, (d.flags & kFlagRemoteEvent) ? d.event_mh : 0}) {
@@ -182,7 +209,6 @@ Status rdma_descriptor(const EgressRdma& d, uint32_t num_chips, wire::RdmaDescri
   w.length = static_cast<uint32_t>(d.length);
   w.remote_address = d.remote_addr;
   w.remote_key = wire_key(d.remote_mh);
-  w.cp_count = 0;
   w.local_address = 0;
   w.local_key = 0;
   if (op == OpCode::kImm) {
@@ -199,6 +225,43 @@ Status rdma_descriptor(const EgressRdma& d, uint32_t num_chips, wire::RdmaDescri
     w.notify_key = wire_key(d.event_mh);
     std::memcpy(w.notify_data.data(), d.event, sizeof d.event);  // little-endian words
   }
+  w.cp_count = d.cp_count;
+  return {};
+}
+
+Status coll_descriptor(const EgressColl& c, const Segment& seg, chip::CollDescriptor* out) {
+  static_assert(sizeof c.data == wire::kMpPayloadBytes);
+  if (c.reserved0 != 0 || c.reserved1 != 0 || (c.flags & ~(kCollFlagFence | kCollFlagNotify)))
+    return make_error(
+        Code::kMalformed, 4763,
+        fmt::format("collective descriptor: flags = {:#x} or reserved fields set", c.flags));
+  chip::CollDescriptor& d = *out;
+  d.kind = static_cast<chip::CollDescriptor::Kind>(c.kind);
+  d.trigger = c.trigger;
+  d.data_from = static_cast<chip::CollData>(c.data_from);
+  d.op = static_cast<chip::CombineOp>(c.op);
+  d.fence = (c.flags & kCollFlagFence) != 0;
+  d.notify = (c.flags & kCollFlagNotify) != 0;
+  d.dest_node = c.dest_node;
+  d.dest_vp = c.dest_vp;
+  d.increment = c.increment;
+  d.cp_flags = c.cp_flags;
+  d.cp_op = static_cast<chip::CombineOp>(c.cp_op);
+  d.key = c.key;
+  d.address = c.address;
+  d.length = c.length;
+  std::memcpy(d.data.data(), c.data, sizeof c.data);
+  GALAXY_TRY(chip::check_coll_descriptor(d));
+  // A CP goes to a VP of a NIC: a chip id beyond the fabric or a switch's would only be
+  // discarded on the way.
+  if (d.kind == chip::CollDescriptor::Kind::kCp &&
+      (c.dest_node >= seg.num_chips() ||
+       seg.chip(c.dest_node).type != static_cast<uint8_t>(wire::ChipType::kNic) ||
+       c.dest_vp >= kVps))
+    return make_error(Code::kOutOfRange, 4764,
+                      fmt::format("collective descriptor: a CP for node {} vp {}, which is not a "
+                                  "VP of a NIC of this fabric",
+                                  c.dest_node, c.dest_vp));
   return {};
 }
 
@@ -594,6 +657,18 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       start_rdma(d);
       return;
     }
+    case EgressKind::kColl: {
+      EgressColl c;
+      std::memcpy(&c, cell.body, sizeof c);
+      start_coll(c);
+      return;
+    }
+    case EgressKind::kCollReset: {
+      EgressCollReset r;
+      std::memcpy(&r, cell.body, sizeof r);
+      on_coll_reset(r);
+      return;
+    }
   }
   drop(4802, "an egress cell of unknown kind {}", static_cast<int>(cell.kind));  // an unknown kind
 }
@@ -633,21 +708,137 @@ void FabricDaemon::start_rdma(const EgressRdma& d) {
                   "local memory not registered by the VP's owner");
   }
   w.local_cq = true;  // every completion reaches the daemon: it keeps the VP's count for fences
+  if (w.cp_count != 0) mark_coll(d.src_node, d.src_vp);
   auto bytes = wire::encode_rdma_descriptor(w);
   if (!bytes.ok())
     return fail(OpStatus::kDescriptorError, kErrRdmaMalformed, "malformed RDMA descriptor");
   auto& nic = static_cast<chip::Nic&>(*chips_[d.src_node]);
   const uint64_t sequence = nic.next_sequence(d.src_vp);
   if (Status st = nic.post_rdma(d.src_vp, *bytes); !st.ok())
-    return fail(OpStatus::kBusy, 4737, "the NIC's descriptor queue is full");
+    return fail(OpStatus::kBusy, kErrDqFull, "the NIC's descriptor queue is full");
   const uint64_t key = OpKey{d.src_node, d.src_vp, sequence}.pack();
-  nic_ops_[key] = {op,          d.flags,  d.pid,
-                   d.cookie,    d.length, monotonic_ns() + options_.op_timeout_ns,
-                   std::nullopt};
+  NicOp& o = nic_ops_[key];
+  o = {};
+  o.op = op;
+  o.flags = d.flags;
+  o.pid = d.pid;
+  o.cookie = d.cookie;
+  o.length = d.length;
+  // A triggered descriptor waiting for its CPs is queued, not waiting for its target: its
+  // timeout (FabricDaemon::timers) starts once it is out.
+  o.deadline = monotonic_ns() + options_.op_timeout_ns;
+  o.generation = vp.generation.load(std::memory_order_relaxed);
+  o.trigger = w.cp_count;
   pump_nic(d.src_node);
   // The timeout runs from here unless the transfer moves on (FabricDaemon::timers).
   if (auto it = nic_ops_.find(key); it != nic_ops_.end())
     it->second.answers = nic.awaited_answers(d.src_vp, sequence);
+}
+
+// A descriptor of the NIC's collective engine: the daemon posts it to its model of the VP's NIC,
+// which runs it when its trigger's CPs have come, whether or not the process runs then.
+void FabricDaemon::start_coll(const EgressColl& c) {
+  NicSlot* slot = c.nic < chips_.size() && chips_[c.nic] ? seg_->nic_of(c.nic) : nullptr;
+  if (!slot || c.vp >= kVps) {
+    drop(4840,
+         "a collective descriptor from the egress ring names no NIC or VP of this host (nic {}, vp "
+         "{})",
+         c.nic, c.vp);
+    return;
+  }
+  VpSlot& vp = slot->vps[c.vp];
+  // Only the VP's owner posts on it (its count of outstanding descriptors went up for this).
+  if (c.pid <= 0 || !vp.open.load(std::memory_order_acquire) || vp.owner_pid.load() != c.pid) {
+    drop(4841,
+         "a collective descriptor for NIC {} VP {} from process {}, which does not own that VP",
+         c.nic, c.vp, c.pid);
+    return;
+  }
+  auto fail = [&](uint16_t id) {
+    const RdmaFailure f = rdma_failure(id, OpCode::kColl);
+    complete(c.nic, c.vp, OpCode::kColl, f.status, c.cookie, 0, id, f.reason);
+    vp.outstanding.fetch_sub(1, std::memory_order_release);
+    futex_wake(&vp.cq.futex);
+  };
+  chip::CollDescriptor d;
+  if (Status st = coll_descriptor(c, *seg_, &d); !st.ok()) return fail(st.error().id);
+  // A local descriptor writes into its owner's registered memory, no other process's.
+  if (d.kind == chip::CollDescriptor::Kind::kLocal && d.length > 0) {
+    AttEntry e{};
+    if (!lookup_att(*slot, d.key, d.address, d.length, chip::kAccessWrite, &e).ok() ||
+        e.pid != c.pid)
+      return fail(kErrLocalNotOwned);
+  }
+  mark_coll(c.nic, c.vp);
+  const bool notify = d.notify;
+  d.notify = true;  // every completion reaches the daemon: it keeps the VP's count for fences
+  auto& nic = static_cast<chip::Nic&>(*chips_[c.nic]);
+  const uint64_t sequence = nic.next_sequence(c.vp);
+  if (Status st = nic.post_coll(c.vp, d); !st.ok()) return fail(st.error().id);
+  NicOp& o = nic_ops_[OpKey{c.nic, c.vp, sequence}.pack()];
+  o = {};
+  o.op = OpCode::kColl;
+  o.flags = notify ? kFlagLocalCq : 0;
+  o.pid = c.pid;
+  o.cookie = c.cookie;
+  o.length = d.length;
+  o.deadline = UINT64_MAX;  // it waits for CPs as long as its members take: never timed out
+  o.generation = vp.generation.load(std::memory_order_relaxed);
+  pump_nic(c.nic);
+}
+
+void FabricDaemon::on_coll_reset(const EgressCollReset& r) {
+  NicSlot* slot = r.nic < chips_.size() && chips_[r.nic] ? seg_->nic_of(r.nic) : nullptr;
+  if (!slot || r.vp >= kVps || r.pid <= 0 || slot->vps[r.vp].owner_pid.load() != r.pid ||
+      std::any_of(std::begin(r.reserved), std::end(r.reserved), [](uint8_t b) { return b != 0; })) {
+    drop(4842,
+         "a collective reset from the egress ring for NIC {} VP {} from process {}, which does not "
+         "own that VP",
+         r.nic, r.vp, r.pid);
+    return;
+  }
+  reset_coll(r.nic, r.vp);
+}
+
+void FabricDaemon::mark_coll(uint32_t chip, uint8_t vp) {
+  CollVp& c = nic_ports_[chip].coll[vp];
+  const uint32_t g = seg_->nic_of(chip)->vps[vp].generation.load(std::memory_order_relaxed);
+  if (c.active && c.generation != g) reset_coll(chip, vp);  // an earlier owner's leftovers
+  c.active = true;
+  c.generation = g;
+}
+
+// The NIC drops the VP's queued collective and CP-triggered descriptors (chip::Nic::reset_coll);
+// their owner's count of outstanding descriptors goes down by those it posted, so glex_fence
+// returns. A triggered RDMA descriptor whose CPs have come but that has not started yet (at the
+// head of the queue, waiting for a transfer slot) stays: it is the oldest of those not started.
+void FabricDaemon::reset_coll(uint32_t chip, uint8_t v) {
+  auto& nic = static_cast<chip::Nic&>(*chips_[chip]);
+  const size_t before = nic.outstanding(v);
+  nic.reset_coll(v);
+  const size_t dropped = before - nic.outstanding(v);
+  std::vector<std::pair<uint64_t, uint64_t>> gone;  // (sequence, key), oldest first
+  for (const auto& [key, op] : nic_ops_) {
+    const OpKey k = OpKey::unpack(key);
+    if (k.nic == chip && k.vp == v && (op.op == OpCode::kColl || (op.trigger != 0 && !op.started)))
+      gone.emplace_back(k.sequence, key);
+  }
+  std::sort(gone.begin(), gone.end());
+  if (gone.size() > dropped)
+    gone.erase(gone.begin(), gone.begin() + static_cast<std::ptrdiff_t>(gone.size() - dropped));
+  VpSlot& vp = seg_->nic_of(chip)->vps[v];
+  const uint32_t generation = vp.generation.load(std::memory_order_relaxed);
+  uint32_t owed = 0;
+  for (const auto& g : gone) {
+    auto it = nic_ops_.find(g.second);
+    if (it->second.generation == generation) ++owed;
+    nic_ops_.erase(it);
+  }
+  if (owed != 0) {
+    vp.outstanding.fetch_sub(owed, std::memory_order_release);
+    futex_wake(&vp.cq.futex);
+  }
+  nic_ports_[chip].coll[v].active = false;
 }
 
 // ---- the NICs' data path ------------------------------------------------------------------
@@ -673,7 +864,15 @@ void FabricDaemon::pump_nic(uint32_t chip) {
         if (w->packet) send_data(chip, w->packet->head.dest_node, w->packet->flits);
         break;
       case chip::NicWork::Kind::kRdma:
-        break;  // started: its packets come from the DMA engines below
+        // started: its packets come from the DMA engines below. A triggered one is out of the
+        // queue, so a reset of the VP's collectives (reset_coll) no longer drops it.
+        if (nic_ports_[chip].coll[w->vp].active)
+          if (auto it = nic_ops_.find(OpKey{chip, w->vp, w->sequence}.pack()); it != nic_ops_.end())
+            it->second.started = true;
+        break;
+      case chip::NicWork::Kind::kLocal:
+        nic.complete(w->vp, true);  // its data are written (chip/coll.h); the event follows
+        break;
     }
   }
   // DMA engine 2 (acks, writes) always goes; the readers pause while a link's window is full.
@@ -728,6 +927,9 @@ void FabricDaemon::drain_eq(uint32_t chip) {
       if (e->op == chip::DescriptorOp::kMgmt || it == nic_ops_.end()) continue;
       const NicOp op = it->second;
       nic_ops_.erase(it);
+      VpSlot& vp = slot->vps[v];
+      // The VP closed and opened again since: its new owner's CQ and count are not this one's.
+      if (vp.generation.load(std::memory_order_relaxed) != op.generation) continue;
       // The NIC wrote every completion (the daemon counts them for fences); the owner's CQ gets
       // those the rule gives it.
       const bool failed = e->kind != chip::EventKind::kDescriptorDone;
@@ -740,7 +942,6 @@ void FabricDaemon::drain_eq(uint32_t chip) {
           complete(chip, v, op.op, OpStatus::kSuccess, op.cookie, op.length, 0, "");
         }
       }
-      VpSlot& vp = slot->vps[v];
       vp.outstanding.fetch_sub(1, std::memory_order_release);
       futex_wake(&vp.cq.futex);
     }
@@ -854,6 +1055,17 @@ bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
   if (!p) return true;
   const bool in_transfer = p->head.flags & wire::kDataFlagInTransfer;
   if (p->head.kind == wire::PacketKind::kMp && !in_transfer) return deliver_mp(chip, *p);
+  if (p->head.kind == wire::PacketKind::kCp) {
+    // A CP counts for the VP's collective engine (chip/coll.h); the descriptors it lets start
+    // run when pump_nics next runs the NIC, in this round of the loop.
+    mark_coll(chip, p->head.dest_vp);
+    const chip::NicRx rx = nic.receive_checked(*p, flits.view());
+    if (rx != chip::NicRx::kDiscarded && (p->head.flags & chip::kCpFlagToMpq))
+      nic_ports_[chip].cps_to_host.push_back(uint32_t{p->head.dest_vp} << 24 |
+                                             uint32_t{p->head.flags} << 16 | p->head.tag);
+    if (nic.mpq_count(p->head.dest_vp) > 0 && !mgmt_to_host(chip)) mgmt_waiting_.insert(chip);
+    return true;
+  }
   // Its acks and read responses go out when pump_nics next runs the NIC.
   nic.receive_checked(*p, flits.view());
   drain_eq(chip);  // an ack or the last read response completed a descriptor
@@ -932,7 +1144,7 @@ bool FabricDaemon::mgmt_to_host(uint32_t chip) {
   for (uint8_t v = 0; v < kVps; ++v) {
     VpSlot& vp = slot->vps[v];
     while (nic.mpq_count(v) > 0) {
-      uint64_t pos;
+      uint64_t pos = 0;
       MpqCell* cell;
       const chip::MpqAdmit admit = claim_mpq(vp, &cell, &pos);
       if (admit == chip::MpqAdmit::kWait) {
@@ -940,6 +1152,10 @@ bool FabricDaemon::mgmt_to_host(uint32_t chip) {
         break;
       }
       auto e = nic.poll_mpq(v);
+      if (e->kind == wire::PacketKind::kCp) {
+        cp_to_host(chip, v, *e, admit, cell, pos);
+        continue;
+      }
       if (admit != chip::MpqAdmit::kWrite) {
         drop(4815, "a management answer for NIC {} VP {}, which no process has open", chip,
              v);  // a response for an endpoint that closed or died: nobody to tell
@@ -952,6 +1168,33 @@ bool FabricDaemon::mgmt_to_host(uint32_t chip) {
     }
   }
   return empty;
+}
+
+// A CP the NIC writes into the MPQ (chip::kCpFlagToMpq): an MP of kind CP whose header carries
+// the CP's flags (wire/cp.h: interrupt, written to the MPQ, replacing) and its increment.
+void FabricDaemon::cp_to_host(uint32_t chip, uint8_t v, const chip::MpqEntry& e,
+                              chip::MpqAdmit admit, MpqCell* cell, uint64_t pos) {
+  // The oldest of this VP's: the VPs' entries leave the chip's MPQ VP by VP, not in the order
+  // they came (one VP's host ring may be full).
+  std::deque<uint32_t>& meta = nic_ports_[chip].cps_to_host;
+  uint32_t m = uint32_t{chip::kCpFlagToMpq} << 16 | 1;  // never without its entry; in case
+  for (auto it = meta.begin(); it != meta.end(); ++it)
+    if ((*it >> 24) == v) {
+      m = *it;
+      meta.erase(it);
+      break;
+    }
+  if (admit != chip::MpqAdmit::kWrite) {
+    drop(4843, "a CP for the MPQ of NIC {} VP {}, which no process has open", chip, v);
+    return;
+  }
+  const uint8_t f = static_cast<uint8_t>(m >> 16);
+  const uint8_t flags = static_cast<uint8_t>(((f & chip::kCpFlagInterrupt) ? 0x1 : 0) | 0x2 |
+                                             ((f & chip::kCpFlagReplace) ? 0x4 : 0));
+  fill_mpq(seg_->nic_of(chip)->vps[v], cell, pos,
+           wire::mp_word::make(wire::MpKind::kCp, flags, v, e.src_vp, e.src_node, e.length,
+                               static_cast<uint16_t>(m)),
+           e.data.data());
 }
 
 bool FabricDaemon::retry_mgmt_to_host() {
@@ -1412,6 +1655,16 @@ void FabricDaemon::scan_liveness() {
         e.generation++;
         e.state.store(0, std::memory_order_release);
       }
+  }
+  // Collective state of a VP that closed, changed hands or lost its owner goes (its queued
+  // descriptors would otherwise start on a later owner's CPs).
+  for (uint32_t n : local_nics_) {
+    NicSlot* slot = seg_->nic_of(n);
+    for (uint8_t v = 0; v < kVps; ++v) {
+      const CollVp& c = nic_ports_[n].coll[v];
+      if (c.active && (!slot->vps[v].open.load() || slot->vps[v].generation.load() != c.generation))
+        reset_coll(n, v);
+    }
   }
   // Transfers of a process that died end now: nobody waits for them.
   std::vector<uint64_t> orphaned;

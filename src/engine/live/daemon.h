@@ -23,6 +23,9 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "chip/chip.h"
+#include "chip/coll.h"
+#include "chip/mpq.h"
+#include "chip/nic.h"
 #include "engine/live/forward.h"
 #include "engine/live/items.h"
 #include "engine/live/link.h"
@@ -90,6 +93,10 @@ RdmaFailure rdma_failure(uint16_t id, OpCode op);
 // the network's would be: E4753 malformed, E4738/E4739 a handle the wire cannot carry, E4754 a
 // local handle that names no registration.
 Status rdma_descriptor(const EgressRdma& d, uint32_t num_chips, wire::RdmaDescriptor* out);
+// A process's collective descriptor (an egress cell) as the NIC takes it, every field checked:
+// E4763 reserved bits set, E4764 a CP for no VP of a NIC of the fabric, then
+// chip::check_coll_descriptor's ids.
+Status coll_descriptor(const EgressColl& c, const Segment& seg, chip::CollDescriptor* out);
 
 class FabricDaemon {
   // A packet, item or cell dropped: counted in DaemonStats::dropped and logged with its id
@@ -171,11 +178,25 @@ class FabricDaemon {
     uint64_t length = 0;
     uint64_t deadline = 0;            // a check, the timeout after the last change
     std::optional<uint64_t> answers;  // chip::Nic::awaited_answers then
+    uint32_t generation = 0;          // the VP's when posted: a reopened VP owes it nothing
+    uint16_t trigger = 0;             // CPs an RDMA descriptor waits for (chip/coll.h)
+    bool started = false;             // a triggered RDMA descriptor left the NIC's queue
+  };
+  // A VP whose collectives left state in the NIC (descriptors, a CP count): the VP's generation
+  // then. State of an earlier generation (the VP closed, its owner died) is dropped.
+  struct CollVp {
+    bool active = false;
+    uint32_t generation = 0;
   };
   // The host side of a NIC the daemon runs: the segment's registrations and memory.
   struct NicPort {
     std::unique_ptr<SegmentAtt> att;
     std::unique_ptr<SegmentHostMemory> memory;
+    std::array<CollVp, kVps> coll{};
+    // How the CPs waiting in the chip's MPQ were flagged, in order (chip::MpqEntry keeps
+    // neither flags nor increment), as VP << 24 | flags << 16 | increment: the host's MPQ cell
+    // carries both.
+    std::deque<uint32_t> cps_to_host;
   };
 
   FabricDaemon(const LiveFabric& f, int host, const DaemonOptions& o);
@@ -186,6 +207,8 @@ class FabricDaemon {
   bool drain_egress();
   void on_egress(const EgressCell& cell);
   void start_rdma(const EgressRdma& d);
+  void start_coll(const EgressColl& c);
+  void on_coll_reset(const EgressCollReset& r);
 
   // Management packets, hop by hop through the chip models.
   void send_mgmt(uint32_t chip, uint8_t out_port, std::span<const uint8_t> packet);
@@ -227,6 +250,13 @@ class FabricDaemon {
                 uint64_t bytes, uint16_t error_id, const char* reason);
   bool retry_completions();
   bool mgmt_to_host(uint32_t chip);
+  void cp_to_host(uint32_t chip, uint8_t vp, const chip::MpqEntry& e, chip::MpqAdmit admit,
+                  MpqCell* cell, uint64_t pos);
+  // Collective state of a VP (chip/coll.h): marked when a descriptor is posted or a CP comes
+  // (an earlier generation's is dropped first), dropped on request, when the VP closes or its
+  // owner dies (scan_liveness).
+  void mark_coll(uint32_t chip, uint8_t vp);
+  void reset_coll(uint32_t chip, uint8_t vp);
   bool retry_mgmt_to_host();
   bool flush_links(uint64_t now);
   void send_datagram(const HostLink& l, std::span<const uint8_t> datagram);

@@ -1,6 +1,8 @@
 // What travels inside the live engine besides the shared rings (docs/live.md):
-//   * egress cells: a process hands the daemon a management descriptor, or traffic whose path
-//     leaves the host (an MP, an RDMA descriptor);
+//   * egress cells: a process hands the daemon a management descriptor, traffic whose path
+//     leaves the host (an MP, an RDMA descriptor), or work of the NIC's collective engine, which
+//     must progress while no thread of the process runs (a collective descriptor, a CP-triggered
+//     RDMA descriptor, dropping a VP's collective state);
 //   * link items: the packets that cross a UDP link, several per link-layer frame. Each names
 //     the chip and port it left from, so the receiving daemon knows where it enters.
 // All are plain little-endian structs copied with memcpy; the receiving side validates every
@@ -15,7 +17,7 @@
 
 namespace galaxy::live {
 
-enum class EgressKind : uint8_t { kMgmt = 1, kMp = 2, kRdma = 3 };
+enum class EgressKind : uint8_t { kMgmt = 1, kMp = 2, kRdma = 3, kColl = 4, kCollReset = 5 };
 
 struct EgressMgmt {
   uint32_t nic;
@@ -49,7 +51,8 @@ enum class OpStatus : uint8_t {
   kUnreachable = 8,
   kPeerDead = 9,
 };
-enum class OpCode : uint8_t { kPut = 1, kGet = 2, kImm = 3, kMp = 4 };
+// GLEX_OP_*; kColl: a descriptor of the NIC's collective engine (chip/coll.h).
+enum class OpCode : uint8_t { kPut = 1, kGet = 2, kImm = 3, kMp = 4, kColl = 5 };
 inline constexpr uint8_t kFlagFence = 0x1;
 inline constexpr uint8_t kFlagLocalCq = 0x4;
 inline constexpr uint8_t kFlagRemoteEvent = 0x8;
@@ -73,9 +76,51 @@ struct EgressRdma {
   uint64_t event_mh;
   uint64_t event[2];
   uint64_t cookie;
+  // CP-triggered (chip/coll.h): the NIC starts it when the VP's CP counter reaches this; such a
+  // descriptor always goes through the daemon's NIC, whose queue holds the VP's collective work.
+  uint16_t cp_count;
+  uint8_t reserved[6];  // 0
   uint8_t imm[128];
 };
 static_assert(sizeof(EgressRdma) <= 248);
+
+// A descriptor of the NIC's collective engine (chip::CollDescriptor) for the daemon's model of
+// the VP's NIC, which runs the collective while the process sleeps or computes. Its fields as
+// the descriptor's; `pid` must own the VP. The daemon checks all of it again.
+struct EgressColl {
+  uint32_t nic;
+  uint8_t vp;
+  uint8_t kind;       // chip::CollDescriptor::Kind
+  uint8_t data_from;  // chip::CollData
+  uint8_t op;         // chip::CombineOp
+  int32_t pid;
+  uint16_t trigger;
+  uint16_t dest_node;  // kCp
+  uint8_t dest_vp;     // kCp
+  uint8_t flags;       // kCollFlag*
+  uint16_t increment;  // kCp
+  uint8_t cp_flags;    // kCp: chip::kCpFlag*
+  uint8_t cp_op;       // kCp: chip::CombineOp
+  uint8_t length;      // 0-120
+  uint8_t reserved0;   // 0
+  uint32_t key;        // kLocal: the owner's registration, as a descriptor carries it
+  uint32_t reserved1;  // 0
+  uint64_t address;    // kLocal
+  uint64_t cookie;     // the CQ entry's
+  uint8_t data[120];
+};
+static_assert(sizeof(EgressColl) == 168);
+inline constexpr uint8_t kCollFlagFence = 0x1;
+inline constexpr uint8_t kCollFlagNotify = 0x2;
+
+// Drops what a VP's collectives left in the daemon's NIC (chip::Nic::reset_coll): its queued
+// collective descriptors and CP-triggered ones, its CP counter and the data CPs brought.
+struct EgressCollReset {
+  uint32_t nic;
+  uint8_t vp;
+  uint8_t reserved[3];  // 0
+  int32_t pid;          // must own the VP
+};
 
 enum class ItemType : uint8_t {
   kMgmt = 1,  // a management packet (100 bytes)

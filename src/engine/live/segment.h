@@ -26,7 +26,7 @@
 namespace galaxy::live {
 
 inline constexpr uint64_t kSegmentMagic = 0x4753594c4158414bull;
-inline constexpr uint32_t kSegmentVersion = 3;
+inline constexpr uint32_t kSegmentVersion = 4;
 inline constexpr uint32_t kMpqDepth = 1024;
 inline constexpr uint32_t kCqDepth = 1024;
 inline constexpr uint32_t kEgressDepth = 4096;

@@ -173,6 +173,13 @@ Status SimFabric::post_rdma(uint32_t nic_node, uint8_t vp, const wire::RdmaDescr
   return {};
 }
 
+Status SimFabric::post_coll(uint32_t nic_node, uint8_t vp, const chip::CollDescriptor& d) {
+  GALAXY_TRY(check_nic(nic_node, 4214));
+  GALAXY_TRY(nic(nic_node).post_coll(vp, d));
+  kick_nic(nic_node);
+  return {};
+}
+
 Result<uint32_t> SimFabric::register_memory(uint32_t nic_node, uint64_t vaddr, uint64_t length,
                                             uint32_t access) {
   GALAXY_TRY(check_nic(nic_node, 4210));
@@ -339,6 +346,8 @@ void SimFabric::on_nic_kick(uint32_t node) {
   }
   if (w->kind == chip::NicWork::Kind::kRejected) {
     n.complete(w->vp, false, w->error.id);
+    // A collective's end that failed is its end all the same (chip/coll.h).
+    if (w->op == chip::DescriptorOp::kLocal && local_listener_) local_listener_(node, w->vp);
     schedule(sim_.now(), kNicKick, 0, node);
     return;
   }
@@ -350,6 +359,14 @@ void SimFabric::on_nic_kick(uint32_t node) {
     // The transfer is DMA engine 0's once its descriptor is fetched and decoded.
     schedule(sim_.now() + fetch + timing_.nic_mp_build, kEngineKick, 0, node,
              static_cast<uint8_t>(chip::DmaEngine::kLocalRead));
+    schedule(sim_.now() + timing_.nic_descriptor_interval, kNicKick, 0, node);
+    return;
+  }
+  if (w->kind == chip::NicWork::Kind::kLocal) {
+    // A collective's local descriptor: DMA engine 2 writes its data and its completion into
+    // host memory, where the host's poll sees them (as an MP's); the VP's next waits for it.
+    schedule(sim_.now() + fetch + timing_.nic_rx_dma + timing_.host_poll_detect, kLocalDone, 0,
+             node, w->vp);
     schedule(sim_.now() + timing_.nic_descriptor_interval, kNicKick, 0, node);
     return;
   }
@@ -554,9 +571,13 @@ void SimFabric::on_arrive(uint32_t slot, uint32_t node, uint8_t in_port) {
     return;
   }
   // NIC: the receive path takes the packet from the input buffer at once (DMA engine 2 writes
-  // it into host memory, an MP into its MPQ).
+  // it into host memory, an MP into its MPQ). A CP that stays on the chip (chip/coll.h) writes
+  // nothing there: its counter moves at once.
   if (p.held_node != fabric::kNoNode) release_input(slot, sim_.now());
-  schedule(sim_.now() + timing_.nic_rx_dma + timing_.host_poll_detect, kMpqDeliver, slot, node);
+  auto head = wire::decode_data_head(p.flits[0]);
+  const Time rx =
+      head.ok() && chip::stays_on_chip(*head) ? 0 : timing_.nic_rx_dma + timing_.host_poll_detect;
+  schedule(sim_.now() + rx, kMpqDeliver, slot, node);
 }
 
 void SimFabric::account_background(uint32_t node) {
@@ -692,6 +713,11 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       kick_nic(node);
       break;
     }
+    case kLocalDone:
+      nic(node).complete(port, true);
+      if (local_listener_) local_listener_(node, port);
+      kick_nic(node);
+      break;
     case kMpqDeliver: {
       Packet& p = packet(slot);
       if (!p.mgmt) {

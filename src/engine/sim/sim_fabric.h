@@ -79,6 +79,8 @@ class SimFabric final : private EventHandler {
   // RDMA (chip/nic.h): the descriptor in its wire form goes through the NIC's queue; the NIC's
   // DMA engines read and write the host memory below, registered in its ATT.
   Status post_rdma(uint32_t nic_node, uint8_t vp, const wire::RdmaDescriptor& d);
+  // A descriptor of the NIC's collective engine (chip/coll.h).
+  Status post_coll(uint32_t nic_node, uint8_t vp, const chip::CollDescriptor& d);
   Result<uint32_t> register_memory(uint32_t nic_node, uint64_t vaddr, uint64_t length,
                                    uint32_t access);
   // The host's own accesses to its registered memory (no time passes).
@@ -90,6 +92,9 @@ class SimFabric final : private EventHandler {
   // Called when an MP (a management response or fault report included) is visible in an MPQ.
   using MpqListener = std::function<void(uint32_t nic_node, uint8_t vp)>;
   void set_mpq_listener(MpqListener l) { mpq_listener_ = std::move(l); }
+  // Called when a collective's local descriptor (chip/coll.h) completed on (node, vp): its
+  // data and completion event are in host memory.
+  void set_local_listener(MpqListener l) { local_listener_ = std::move(l); }
 
   // Cuts (false) or mends (true) the cable of a link. The link is up while its cable carries
   // signal and neither port holds it down (PORT_CTRL bit 1, written by management); both ends
@@ -177,6 +182,7 @@ class SimFabric final : private EventHandler {
     kNicKick,
     kNicSent,
     kMpqDeliver,
+    kLocalDone,  // a collective's local descriptor has written host memory (port = VP)
     kOutputFree,
     kBistDone,
     kEngineKick,  // a DMA engine may have work (port = engine)
@@ -241,6 +247,7 @@ class SimFabric final : private EventHandler {
   std::vector<Time> background_until_;  // per node: load accounted up to here
   bool background_load_ = false;
   MpqListener mpq_listener_;
+  MpqListener local_listener_;
   SimStats stats_;
   Time data_packet_time_ = 0;
 };
