@@ -12,5 +12,7 @@ void add_bench_nic_subcommand(CLI::App* bench);
 void add_bench_scale_subcommand(CLI::App* bench);
 // `galaxy bench daemon` (cmd_bench_daemon.cc): the management daemon under load and faults.
 void add_bench_daemon_subcommand(CLI::App* bench);
+// `galaxy bench coll` (cmd_bench_coll.cc): offloaded collectives beside point-to-point.
+void add_bench_coll_subcommand(CLI::App* bench);
 
 }  // namespace galaxy::cli
