@@ -7,7 +7,10 @@
 // posting, a collective that never completes and is reset, and a dead owner's state dropped.
 // The test process holds every member itself: nothing but the daemons moves a collective.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -448,6 +451,128 @@ TEST_F(LiveColl, ADeadOwnersQueuedDescriptorsNeverStartForTheNextOwner) {
   EXPECT_TRUE(cq_empty(m(1)));  // the dead one's CP to m[1] never left
   m(1).device()->reset_coll(m(1).vp());
   EXPECT_EQ(glex_fence(m(1).ep, kWaitMs), GLEX_SUCCESS) << glex_last_error();
+}
+
+// libglex's collectives (glex/coll.cc) on the live engine, the four members in threads of their
+// own as processes would be: barrier, broadcasts (in CPs, and by RDMA through 4 KiB of scratch in
+// two pieces), allreduce and reduce, offloaded and host-driven.
+TEST_F(LiveColl, TheLibglexCollectivesRunOnTheLiveEngine) {
+  std::array<glex_ep_addr_t, 4> addrs;
+  for (int i = 0; i < 4; ++i) addrs[static_cast<size_t>(i)] = m(i).addr();
+  for (uint32_t flags : {0u, uint32_t{GLEX_COLL_P2P}}) {
+    std::array<std::string, 4> failure;
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < 4; ++r) {
+      threads.emplace_back([&, r] {
+        auto fail = [&](const std::string& what) {
+          if (failure[r].empty()) failure[r] = what + ": " + glex_last_error();
+        };
+        glex_coll_attr attr{flags, 2, kWaitMs, 4096};
+        glex_coll_handle_t g;
+        if (glex_coll_create(m(static_cast<int>(r)).ep, r, 4, addrs.data(), &attr, &g) !=
+            GLEX_SUCCESS)
+          return fail("create");
+        for (int i = 0; i < 5; ++i)
+          if (glex_barrier(g) != GLEX_SUCCESS) return fail("barrier");
+        for (auto [len, root] : {std::pair<uint32_t, uint32_t>{8, 3}, {5000, 1}}) {
+          std::vector<uint8_t> buf(len, 0);
+          if (r == root)
+            for (uint32_t i = 0; i < len; ++i) buf[i] = static_cast<uint8_t>(i * 7 + root);
+          if (glex_bcast(g, buf.data(), len, root) != GLEX_SUCCESS) return fail("bcast");
+          for (uint32_t i = 0; i < len; ++i)
+            if (buf[i] != static_cast<uint8_t>(i * 7 + root))
+              return fail(fmt::format("bcast of {} from {}: byte {} = {}", len, root, i, buf[i]));
+        }
+        const int64_t in[3] = {r, 10 * r, -1};
+        int64_t out[3] = {};
+        if (glex_allreduce(g, in, out, 3, GLEX_TYPE_INT64, GLEX_SUM) != GLEX_SUCCESS)
+          return fail("allreduce");
+        if (out[0] != 6 || out[1] != 60 || out[2] != -4)
+          return fail(fmt::format("allreduce: {} {} {}", out[0], out[1], out[2]));
+        const double v = 1.5 * r;
+        double mx = 0;
+        if (glex_reduce(g, &v, &mx, 1, GLEX_TYPE_DOUBLE, GLEX_MAX, 2) != GLEX_SUCCESS)
+          return fail("reduce");
+        if (r == 2 && mx != 4.5) return fail(fmt::format("reduce: {}", mx));
+        if (glex_coll_destroy(g) != GLEX_SUCCESS) return fail("destroy");
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (uint32_t r = 0; r < 4; ++r)
+      EXPECT_TRUE(failure[r].empty())
+          << (flags ? "host-driven" : "offloaded") << ", rank " << r << ": " << failure[r];
+  }
+}
+
+// A member killed in the middle of a collective: the others' barrier fails within the group's
+// timeout, offloaded and host-driven, and nothing hangs.
+TEST_F(LiveColl, AMemberKilledMidCollectiveFailsTheOthersWithinTheTimeout) {
+  for (uint32_t flags : {0u, uint32_t{GLEX_COLL_P2P}}) {
+    int to_child[2], from_child[2];
+    ASSERT_EQ(pipe(to_child), 0);
+    ASSERT_EQ(pipe(from_child), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // rank 3, on host 1
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      glex_device_handle_t dev = f().open(1, 1);
+      glex_ep_attr attr{-1};
+      glex_ep_handle_t ep;
+      glex_ep_addr_t addr = 0;
+      if (dev && glex_create_ep(dev, &attr, &ep) == GLEX_SUCCESS) addr = glex_ep_addr(ep);
+      if (write(from_child[1], &addr, sizeof addr) != sizeof addr || addr == 0) _exit(1);
+      std::array<glex_ep_addr_t, 4> addrs;
+      if (read(to_child[0], addrs.data(), sizeof addrs) != sizeof addrs) _exit(1);
+      glex_coll_attr a{flags, 2, 2000, 0};
+      glex_coll_handle_t g;
+      if (glex_coll_create(ep, 3, 4, addrs.data(), &a, &g) != GLEX_SUCCESS) _exit(1);
+      (void)glex_barrier(g);  // with the others
+      char c = 1;
+      if (write(from_child[1], &c, 1) != 1) _exit(1);
+      pause();  // killed here, before the second barrier
+      _exit(0);
+    }
+    glex_ep_addr_t child_addr = 0;
+    ASSERT_EQ(read(from_child[0], &child_addr, sizeof child_addr),
+              static_cast<ssize_t>(sizeof child_addr));
+    ASSERT_NE(child_addr, 0u);
+    std::array<glex_ep_addr_t, 4> addrs{m(0).addr(), m(1).addr(), m(2).addr(), child_addr};
+    ASSERT_EQ(write(to_child[1], addrs.data(), sizeof addrs), static_cast<ssize_t>(sizeof addrs));
+    std::array<glex_ret_t, 3> second{};
+    std::array<double, 3> seconds{};
+    std::vector<std::thread> threads;
+    for (uint32_t r = 0; r < 3; ++r) {
+      threads.emplace_back([&, r] {
+        glex_coll_attr a{flags, 2, 2000, 0};
+        glex_coll_handle_t g;
+        if (glex_coll_create(m(static_cast<int>(r)).ep, r, 4, addrs.data(), &a, &g) !=
+            GLEX_SUCCESS) {
+          second[r] = GLEX_INVALID_PARAM;
+          return;
+        }
+        if (glex_barrier(g) != GLEX_SUCCESS) {
+          second[r] = GLEX_INVALID_PARAM;
+          return;
+        }
+        if (r == 0) {  // the child passed the first barrier too: now it dies
+          char c;
+          if (read(from_child[0], &c, 1) == 1) kill(child, SIGKILL);
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        second[r] = glex_barrier(g);
+        seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        glex_coll_destroy(g);
+      });
+    }
+    for (auto& t : threads) t.join();
+    int status = 0;
+    waitpid(child, &status, 0);
+    for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
+    for (uint32_t r = 0; r < 3; ++r) {
+      EXPECT_EQ(second[r], GLEX_TIMEOUT) << (flags ? "host-driven" : "offloaded") << ", rank " << r;
+      EXPECT_LT(seconds[r], 6.0) << "rank " << r;  // the 2 s timeout, with room for a busy host
+    }
+  }
 }
 
 }  // namespace
