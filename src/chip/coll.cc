@@ -68,9 +68,10 @@ void combine(CombineOp op, std::span<uint8_t> acc, std::span<const uint8_t> in) 
 }
 
 Status check_coll_descriptor(const CollDescriptor& d) {
-  if (d.kind != CollDescriptor::Kind::kCp && d.kind != CollDescriptor::Kind::kLocal)
+  if (static_cast<uint8_t>(d.kind) > static_cast<uint8_t>(CollDescriptor::Kind::kMp))
     return make_error(Code::kInvalidArgument, 2100,
-                      fmt::format("collective descriptor: kind = {}, expected 0 (cp) or 1 (local)",
+                      fmt::format("collective descriptor: kind = {}, expected 0 (cp), 1 (local) "
+                                  "or 2 (mp)",
                                   static_cast<unsigned>(d.kind)));
   if (static_cast<uint8_t>(d.data_from) > kMaxCollData)
     return make_error(Code::kInvalidArgument, 2101,
@@ -97,6 +98,15 @@ Status check_coll_descriptor(const CollDescriptor& d) {
   if (d.data_from == CollData::kCombined && d.op == CombineOp::kNone)
     return make_error(Code::kInvalidArgument, 2105,
                       "collective descriptor: data_from = combined needs an op");
+  if (d.kind == CollDescriptor::Kind::kMp && (d.cp_flags & ~kCpFlagInterrupt))
+    return make_error(Code::kInvalidArgument, 2121,
+                      fmt::format("collective descriptor: cp_flags = {:#x} on an MP: only the "
+                                  "interrupt ({:#x})",
+                                  d.cp_flags, kCpFlagInterrupt));
+  if (d.sends() && d.dest_vp > wire::mp_word::kMaxVp)
+    return make_error(Code::kOutOfRange, 2108,
+                      fmt::format("collective descriptor: dest_vp = {} exceeds {}", d.dest_vp,
+                                  wire::mp_word::kMaxVp));
   if (d.kind == CollDescriptor::Kind::kCp) {
     if (d.increment == 0)
       return make_error(Code::kOutOfRange, 2106,
@@ -106,10 +116,6 @@ Status check_coll_descriptor(const CollDescriptor& d) {
           Code::kInvalidArgument, 2107,
           fmt::format("collective descriptor: cp_flags = {:#x} has bits outside {:#x}", d.cp_flags,
                       kCpFlagsMask));
-    if (d.dest_vp > wire::mp_word::kMaxVp)
-      return make_error(Code::kOutOfRange, 2108,
-                        fmt::format("collective descriptor: dest_vp = {} exceeds {}", d.dest_vp,
-                                    wire::mp_word::kMaxVp));
   }
   return {};
 }

@@ -65,11 +65,13 @@ enum class CollData : uint8_t {
 inline constexpr uint8_t kMaxCollData = 2;
 
 // A descriptor of the NIC's collective engine, posted into a VP's queue like any other
-// (Nic::post_coll). kCp sends a CP; kLocal sends nothing: the NIC writes its data (if any) into
-// the VP owner's registered memory and, with notify, a completion event — the end of a
-// collective as its host sees it.
+// (Nic::post_coll). kCp sends a CP; kMp sends an ordinary MP into the target's MPQ (so a CP's
+// data may replace the data of a queued MP descriptor, SYSTEM.md 1.1); kLocal sends nothing: the
+// NIC writes its data (if any) into the VP owner's registered memory and, with notify, a
+// completion event — the end of a collective as its host sees it.
 struct CollDescriptor {
-  enum class Kind : uint8_t { kCp = 0, kLocal = 1 };
+  enum class Kind : uint8_t { kCp = 0, kLocal = 1, kMp = 2 };
+  bool sends() const { return kind != Kind::kLocal; }
   Kind kind = Kind::kCp;
   uint16_t trigger = 0;  // CP count that starts it; 0: starts when it reaches the head
   CollData data_from = CollData::kOwn;

@@ -126,18 +126,19 @@ std::optional<NicWork> Nic::start_coll(uint8_t vp, VpState& v, QueuedDescriptor&
     return w;
   }
   // A CP: a special MP (SYSTEM.md 1.1) whose head carries the increment and flags and whose
-  // extension carries the combining operation.
+  // extension carries the combining operation. An MP: an ordinary one, its data perhaps a CP's.
   w.kind = NicWork::Kind::kMp;
   w.op = DescriptorOp::kCp;
   DataPacket p;
-  p.head.kind = PacketKind::kCp;
+  const bool cp = d.kind == CollDescriptor::Kind::kCp;
+  p.head.kind = cp ? PacketKind::kCp : PacketKind::kMp;
   p.head.dest_node = d.dest_node;
   p.head.dest_vp = d.dest_vp;
   p.head.src_vp = vp;
-  p.head.tag = d.increment;
-  p.head.flags = d.cp_flags;
+  p.head.tag = cp ? d.increment : 0;
+  p.head.flags = cp ? d.cp_flags : static_cast<uint8_t>(d.cp_flags & wire::kDataFlagInterrupt);
   p.head.bytes = data.length;
-  p.ext.key = static_cast<uint32_t>(d.cp_op);
+  p.ext.key = cp ? static_cast<uint32_t>(d.cp_op) : 0;
   std::copy(data.data.begin(), data.data.end(), p.payload.begin());
   w.packet = make_packet(p, DmaEngine::kLocalRead, d.data_from == CollData::kOwn ? data.length : 0);
   if (!w.packet) {

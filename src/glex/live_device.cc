@@ -377,8 +377,7 @@ class LiveDevice final : public glex_device {
     if (glex_ret_t x = check_coll_vp(vp, "post_coll"); x != GLEX_SUCCESS) return x;
     if (Status st = chip::check_coll_descriptor(d); !st.ok())
       return set_error(GLEX_INVALID_PARAM, st.error().to_string());
-    if (d.kind == chip::CollDescriptor::Kind::kCp)
-      GALAXY_GLEX_TRY(check_dest(GLEX_EP_ADDR(d.dest_node, d.dest_vp)));
+    if (d.sends()) GALAXY_GLEX_TRY(check_dest(GLEX_EP_ADDR(d.dest_node, d.dest_vp)));
     if (d.kind == chip::CollDescriptor::Kind::kLocal && d.length > 0) {
       live::AttEntry e{};
       if (!live::lookup_att(*nic_, d.key, d.address, d.length, chip::kAccessWrite, &e).ok() ||

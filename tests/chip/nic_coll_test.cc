@@ -75,7 +75,8 @@ void run(std::map<uint16_t, Node*> nodes) {
         n->nic.complete(w->vp, true);
         if (w->kind != NicWork::Kind::kMp) continue;
         ASSERT_TRUE(w->packet);
-        ASSERT_EQ(w->packet->head.kind, wire::PacketKind::kCp);
+        ASSERT_TRUE(w->packet->head.kind == wire::PacketKind::kCp ||
+                    w->packet->head.kind == wire::PacketKind::kMp);
         nodes.at(w->packet->head.dest_node)->nic.receive_packet(w->packet->flits);
       }
     }
@@ -146,6 +147,34 @@ TEST(NicCollTest, ReplacingCpDataGoOnThroughTheTreeAndIntoHostMemory) {
   EXPECT_EQ(done_events(leaf.nic), 1u);
   EXPECT_EQ(std::string(reinterpret_cast<char*>(mid.mem.bytes.data()), 5), "hello");
   EXPECT_EQ(std::string(reinterpret_cast<char*>(leaf.mem.bytes.data()), 5), "hello");
+}
+
+TEST(NicCollTest, ACpsDataReplaceThoseOfAQueuedMpDescriptor) {
+  Node a(1), b(2), c(3);
+  CollDescriptor mp;
+  mp.kind = CollDescriptor::Kind::kMp;
+  mp.dest_node = 3;
+  mp.dest_vp = kVp;
+  mp.trigger = 1;
+  mp.data_from = CollData::kCp;
+  mp.length = 3;
+  std::memcpy(mp.data.data(), "old", 3);
+  ASSERT_TRUE(b.nic.post_coll(kVp, mp).ok());
+  CollDescriptor r = cp_to(2);
+  r.cp_flags = kCpFlagReplace;
+  r.length = 4;
+  std::memcpy(r.data.data(), "new!", 4);
+  ASSERT_TRUE(a.nic.post_coll(kVp, r).ok());
+  run({{1, &a}, {2, &b}, {3, &c}});
+  auto e = c.nic.poll_mpq(kVp);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->kind, wire::PacketKind::kMp);  // an ordinary MP, its data the CP's
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(e->data.data()), e->length), "new!");
+  EXPECT_EQ(e->src_node, 2);
+  EXPECT_EQ(c.nic.cp_counter(kVp), 0u);  // an MP counts nothing
+  CollDescriptor bad = mp;
+  bad.cp_flags = kCpFlagToMpq;
+  EXPECT_EQ(b.nic.post_coll(kVp, bad).error().id, 2121);
 }
 
 TEST(NicCollTest, CombiningCpsReduceInTheNic) {

@@ -254,10 +254,9 @@ Status coll_descriptor(const EgressColl& c, const Segment& seg, chip::CollDescri
   GALAXY_TRY(chip::check_coll_descriptor(d));
   // A CP goes to a VP of a NIC: a chip id beyond the fabric or a switch's would only be
   // discarded on the way.
-  if (d.kind == chip::CollDescriptor::Kind::kCp &&
-      (c.dest_node >= seg.num_chips() ||
-       seg.chip(c.dest_node).type != static_cast<uint8_t>(wire::ChipType::kNic) ||
-       c.dest_vp >= kVps))
+  if (d.sends() && (c.dest_node >= seg.num_chips() ||
+                    seg.chip(c.dest_node).type != static_cast<uint8_t>(wire::ChipType::kNic) ||
+                    c.dest_vp >= kVps))
     return make_error(Code::kOutOfRange, 4764,
                       fmt::format("collective descriptor: a CP for node {} vp {}, which is not a "
                                   "VP of a NIC of this fabric",
