@@ -88,16 +88,6 @@ std::string bin_dir() {
   return self.substr(0, self.rfind('/') + 1);
 }
 
-std::string find_in_path(const std::string& name) {
-  std::stringstream ss(env_string_or_default("PATH"));
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    std::string p = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
-}
-
 std::string tail(const std::string& out, size_t n = 300) {
   std::string t = out.size() > n ? out.substr(out.size() - n) : out;
   std::replace(t.begin(), t.end(), '\n', ' ');

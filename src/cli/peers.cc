@@ -97,16 +97,6 @@ std::string tail(const std::string& out, size_t n = 240) {
   return t;
 }
 
-std::string find_in_path(const std::string& name) {
-  std::stringstream ss(env_string_or_default("PATH"));
-  std::string dir;
-  while (std::getline(ss, dir, ':')) {
-    std::string p = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(p.c_str(), X_OK) == 0) return p;
-  }
-  return "";
-}
-
 // --- processes -----------------------------------------------------------------------------
 
 struct Child {
@@ -441,6 +431,16 @@ std::string mpi_pingpong_path(const PeerOptions& opt) {
 }
 
 }  // namespace
+
+std::string find_in_path(const std::string& name) {
+  std::stringstream ss(env_string_or_default("PATH"));
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    std::string p = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(p.c_str(), X_OK) == 0) return p;
+  }
+  return "";
+}
 
 Result<CommandOutput> run_command(const std::vector<std::string>& argv,
                                   const std::vector<std::string>& env, int timeout_s) {

@@ -65,6 +65,9 @@ Result<PeerChoice> parse_peer_list(const std::string& text);
 
 // Physical limits: single-thread memcpy of `bytes` (median of 3 passes, MB/s), and the one-way
 // latency (ns) of a cache-line ping-pong between two processes through MAP_SHARED memory.
+// The executable `name` on $PATH, or "" when there is none.
+std::string find_in_path(const std::string& name);
+
 double memcpy_mbps(size_t bytes);
 double cacheline_pingpong_ns(int iterations);
 

@@ -40,31 +40,6 @@ int64_t ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
 }
 
-AssertionResult last_error_has(const std::string& part) {
-  if (std::strstr(glex_last_error(), part.c_str())) return AssertionSuccess();
-  return AssertionFailure() << "glex_last_error() = '" << glex_last_error() << "' lacks '" << part
-                            << "'";
-}
-
-// A device on the k-th NIC of a host with one endpoint, both closed at the end of the scope.
-struct Port {
-  glex_device_handle_t dev = nullptr;
-  glex_ep_handle_t ep = nullptr;
-  Port(const LiveFabricUnderTest& f, int host, int k, int32_t vp = -1) {
-    dev = f.open(host, k);
-    glex_ep_attr attr{vp};
-    if (dev && glex_create_ep(dev, &attr, &ep) != GLEX_SUCCESS) ep = nullptr;
-  }
-  ~Port() {
-    if (ep) glex_destroy_ep(ep);
-    if (dev) glex_close_device(dev);
-  }
-  Port(const Port&) = delete;
-  Port& operator=(const Port&) = delete;
-  bool ok() const { return ep != nullptr; }
-  glex_ep_addr_t addr() const { return glex_ep_addr(ep); }
-};
-
 // Memory registered on a device: from malloc, or shared (glex_alloc_mem).
 struct Registered {
   glex_device_handle_t dev = nullptr;

@@ -40,29 +40,9 @@ using ::testing::AssertionSuccess;
 constexpr int32_t kWaitMs = 5000;  // bound for what takes milliseconds
 constexpr int kQuietMs = 60;       // how long "nothing happens" is watched
 
-AssertionResult last_error_has(const std::string& part) {
-  if (std::strstr(glex_last_error(), part.c_str())) return AssertionSuccess();
-  return AssertionFailure() << "glex_last_error() = '" << glex_last_error() << "' lacks '" << part
-                            << "'";
-}
-
 // A member of a group: a device on one NIC and an endpoint on it.
-struct Member {
-  glex_device_handle_t dev = nullptr;
-  glex_ep_handle_t ep = nullptr;
-  Member(const LiveFabricUnderTest& f, int host, int k, int32_t vp = -1) {
-    dev = f.open(host, k);
-    glex_ep_attr attr{vp};
-    if (dev && glex_create_ep(dev, &attr, &ep) != GLEX_SUCCESS) ep = nullptr;
-  }
-  ~Member() {
-    if (ep) glex_destroy_ep(ep);
-    if (dev) glex_close_device(dev);
-  }
-  Member(const Member&) = delete;
-  Member& operator=(const Member&) = delete;
-  bool ok() const { return ep != nullptr; }
-  glex_ep_addr_t addr() const { return glex_ep_addr(ep); }
+struct Member : Port {
+  using Port::Port;
   uint16_t node() const { return static_cast<uint16_t>(GLEX_EP_ADDR_NODE(addr())); }
   uint8_t vp() const { return ep->vp; }
   glex_device* device() const { return ep->device; }

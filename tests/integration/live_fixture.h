@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -344,5 +346,31 @@ inline int wait_exit(pid_t pid, int timeout_s = 60) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
+
+// The last libglex error names `part`.
+inline ::testing::AssertionResult last_error_has(const std::string& part) {
+  if (std::strstr(glex_last_error(), part.c_str())) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "glex_last_error() = '" << glex_last_error() << "' lacks '" << part << "'";
+}
+
+// A device on the k-th NIC of a host with one endpoint, both closed at the end of the scope.
+struct Port {
+  glex_device_handle_t dev = nullptr;
+  glex_ep_handle_t ep = nullptr;
+  Port(const LiveFabricUnderTest& f, int host, int k, int32_t vp = -1) {
+    dev = f.open(host, k);
+    glex_ep_attr attr{vp};
+    if (dev && glex_create_ep(dev, &attr, &ep) != GLEX_SUCCESS) ep = nullptr;
+  }
+  ~Port() {
+    if (ep) glex_destroy_ep(ep);
+    if (dev) glex_close_device(dev);
+  }
+  Port(const Port&) = delete;
+  Port& operator=(const Port&) = delete;
+  bool ok() const { return ep != nullptr; }
+  glex_ep_addr_t addr() const { return glex_ep_addr(ep); }
+};
 
 }  // namespace galaxy::live::testing
