@@ -282,26 +282,7 @@ constexpr Side kSameHost{"same_host", 0, 1};
 constexpr Side kCrossHost{"cross_host", 1, 0};
 
 // One brought-up two-host fabric per test suite.
-class LiveApiSuite : public ::testing::Test {
- public:
-  static void SetUpTestSuite() {
-    fabric_ = new LiveFabricUnderTest(2);
-    Status s = fabric_->bring_up();
-    error_ = s.ok() ? "" : s.error().to_string();
-  }
-  static void TearDownTestSuite() {
-    delete fabric_;
-    fabric_ = nullptr;
-  }
-
- protected:
-  void SetUp() override { ASSERT_TRUE(error_.empty()) << "bring-up: " << error_; }
-  static LiveFabricUnderTest& f() { return *fabric_; }
-
- private:
-  static inline LiveFabricUnderTest* fabric_ = nullptr;
-  static inline std::string error_;
-};
+class LiveApiSuite : public LiveTwoHostSuite {};
 
 // ---- Devices ----------------------------------------------------------------------------------
 

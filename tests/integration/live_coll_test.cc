@@ -132,32 +132,19 @@ std::array<uint8_t, 120> pattern(uint8_t seed) {
 
 // One brought-up two-host fabric per suite; four members per test (a fresh VP each, so what a
 // test leaves behind goes with its endpoints): m[0], m[1] on host 0, m[2], m[3] on host 1.
-class LiveColl : public ::testing::Test {
- public:
-  static void SetUpTestSuite() {
-    fabric_ = new LiveFabricUnderTest(2);
-    Status s = fabric_->bring_up();
-    error_ = s.ok() ? "" : s.error().to_string();
-  }
-  static void TearDownTestSuite() {
-    delete fabric_;
-    fabric_ = nullptr;
-  }
-
+class LiveColl : public LiveTwoHostSuite {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(error_.empty()) << "bring-up: " << error_;
+    LiveTwoHostSuite::SetUp();
+    if (HasFatalFailure()) return;
     for (int i = 0; i < 4; ++i) {
       m_[i] = std::make_unique<Member>(f(), i / 2, i % 2);
       ASSERT_TRUE(m_[i]->ok()) << "member " << i << ": " << glex_last_error();
     }
   }
-  static LiveFabricUnderTest& f() { return *fabric_; }
   const Member& m(int i) const { return *m_[static_cast<size_t>(i)]; }
 
  private:
-  static inline LiveFabricUnderTest* fabric_ = nullptr;
-  static inline std::string error_;
   std::array<std::unique_ptr<Member>, 4> m_;
 };
 

@@ -373,4 +373,26 @@ struct Port {
   glex_ep_addr_t addr() const { return glex_ep_addr(ep); }
 };
 
+// One brought-up fabric of two hosts for each test suite that derives from this one.
+class LiveTwoHostSuite : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() {
+    fabric_ = new LiveFabricUnderTest(2);
+    Status s = fabric_->bring_up();
+    error_ = s.ok() ? "" : s.error().to_string();
+  }
+  static void TearDownTestSuite() {
+    delete fabric_;
+    fabric_ = nullptr;
+  }
+
+ protected:
+  void SetUp() override { ASSERT_TRUE(error_.empty()) << "bring-up: " << error_; }
+  static LiveFabricUnderTest& f() { return *fabric_; }
+
+ private:
+  static inline LiveFabricUnderTest* fabric_ = nullptr;
+  static inline std::string error_;
+};
+
 }  // namespace galaxy::live::testing
