@@ -30,7 +30,7 @@ Status Nic::check_vp(uint8_t vp) const {
 }
 
 Status Nic::check_room(uint8_t vp, uint16_t error_id) const {
-  const size_t depth = is_pio_vp(vp) ? kHdqDepth : kDefaultSdqDepth;
+  const size_t depth = dq_depth(vp);
   if (vps_[vp].dq.size() < depth) return {};
   return make_error(
       Code::kResourceExhausted, error_id,

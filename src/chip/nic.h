@@ -40,6 +40,11 @@ inline bool is_pio_vp(uint8_t vp) {
   return vp < kPioVps;
 }
 
+// How many descriptors VP `vp`'s queue holds: an on-chip HDQ or an SDQ in host memory.
+inline size_t dq_depth(uint8_t vp) {
+  return is_pio_vp(vp) ? kHdqDepth : kDefaultSdqDepth;
+}
+
 // CPs whose data wait for the descriptor they replace (SYSTEM.md 1.1), per VP; one more is
 // discarded (counted, and its collective times out at its hosts).
 inline constexpr size_t kCpLatchDepth = 64;

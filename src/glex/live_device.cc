@@ -388,7 +388,7 @@ class LiveDevice final : public glex_device {
                                      d.key, d.address, d.length, node_));
     }
     live::VpSlot& s = nic_->vps[vp];
-    const size_t depth = chip::is_pio_vp(vp) ? chip::kHdqDepth : chip::kDefaultSdqDepth;
+    const size_t depth = chip::dq_depth(vp);  // the NIC's queue, as the daemon's model holds it
     if (s.outstanding.load(std::memory_order_relaxed) >= depth)
       return set_error(GLEX_BUSY, fmt::format("E6121 post_coll: the descriptor queue of vp {} is "
                                               "full ({} descriptors); retry",
