@@ -101,7 +101,7 @@ class RawClient {
 };
 
 std::string auth_header() {
-  return std::string("Authorization: Bearer ") + kToken + "\r\n";
+  return fmt::format("Authorization: Bearer {}\r\n", kToken);
 }
 
 class NmdHttpTest : public ::testing::Test {

@@ -53,7 +53,7 @@ TEST(DataPacket, Golden) {
             "00000000");
   EXPECT_EQ((*flits)[1].kind, FlitKind::kBody);
   EXPECT_EQ((*flits)[3].kind, FlitKind::kTail);
-  EXPECT_EQ(hex((*flits)[3].payload), "191a1b1c1d1e" + std::string(2 * 18, '0'));
+  EXPECT_EQ(hex((*flits)[3].payload), std::string("191a1b1c1d1e").append(2 * 18, '0'));
   // The CRC: CRC-16/CCITT-FALSE of the head payload (CRC field zero), the extension and data.
   std::array<uint8_t, kFlitPayloadBytes> zeroed = h.payload;
   put_bits(zeroed, 83, 16, 0);

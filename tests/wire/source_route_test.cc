@@ -25,14 +25,14 @@ TEST(SourceRoute, GoldenThreeHops) {
   // 00011 | 00011<<5 | 10001<<10 | 11111<<15 = 0xFC463.
   std::vector<uint8_t> buf(14, 0);
   ASSERT_TRUE(encode_source_route(route({3, 17, 31}), buf, 0).ok());
-  EXPECT_EQ(hex(buf), "63c40f" + std::string(2 * 11, '0'));
+  EXPECT_EQ(hex(buf), std::string("63c40f").append(2 * 11, '0'));
 }
 
 TEST(SourceRoute, GoldenAtOddOffset) {
   std::vector<uint8_t> buf(15, 0);
   ASSERT_TRUE(encode_source_route(route({1}), buf, 3).ok());
   // hop_num 1 at bits 3-7 (0x08), hop0 = 1 at bits 8-12.
-  EXPECT_EQ(hex(buf), "0801" + std::string(2 * 13, '0'));
+  EXPECT_EQ(hex(buf), std::string("0801").append(2 * 13, '0'));
 }
 
 TEST(SourceRoute, FullRouteFillsBits0To104) {
