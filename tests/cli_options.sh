@@ -111,3 +111,44 @@ out=$("$galaxy" fabric --fabric sim:fattree:k=4 --no-chips --server-nic 0xb --js
   fail "fabric --server-nic 0xb: exit $?: $out"
 grep -q '"server_nic": 11' <<<"$out" || fail "fabric --server-nic 0xb is not NIC 11: $out"
 echo "ok: numbers in range are accepted, decimal or 0x hex"
+
+# Topology files users give (docs/topologies.md): bad ones are refused with an error id and a
+# non-zero exit, never a crash (134/139) or a hang; --json output stays JSON whatever bytes the
+# input holds (Latin-1 descriptions are written as U+FFFD).
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+: >"$dir/empty"
+printf '#\n# comments only\n' >"$dir/comments"
+mkdir "$dir/adir"
+printf 'Switch\t8 "S-01\000"\n' >"$dir/nul"
+printf 'x%.0s' $(seq 1 5000) >"$dir/long"
+printf '\037\213\010\000gz' >"$dir/gz"
+printf 'ibwarn: [7] _do_madrpc: recv failed\nSwitch\t8 "S-0000000000000001"\t# "sw\351" base port 0 lid 1 lmc 0\n[2]\t"H-0000000000000002"[2]\t# "n\366de HCA-1" lid 9 4xEDR\n[3]\t"H-0000000000000003"[1]\n\nCa\t1 "H-0000000000000003"\t# "other HCA-1"\n[1]\t"S-0000000000000001"[3]\n\nHca\t2 "H-0000000000000002"\t# "n\366de HCA-1"\n[2]\t"S-0000000000000001"[2]\t# lid 9 lmc 0 "sw\351" lid 1 4xEDR\n' >"$dir/latin1"
+for c in "empty|E3954" "comments|E3915" "adir|E3957" "nul|E3956" "long|E3912" "gz|E3955" \
+  "/dev/zero|E3958"; do
+  f=${c%%|*}
+  want=${c#*|}
+  [[ $f == /* ]] || f=$dir/$f
+  for json in "" --json; do
+    set +e
+    out=$(timeout 60 "$galaxy" fabric --fabric "file:$f" --no-chips $json 2>&1)
+    rc=$?
+    set -e
+    [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] || fail "fabric file:$f $json: exit $rc: $out"
+    grep -q -- "$want" <<<"$out" || fail "fabric file:$f $json: '$want' not in: $out"
+  done
+done
+out=$("$galaxy" fabric --fabric "file:$dir/latin1" --no-chips --chips --json 2>/dev/null) ||
+  fail "latin1 --json: exit $?: $out"
+python3 -c 'import json,sys; json.loads(sys.stdin.read())' <<<"$out" || fail "not JSON: $out"
+grep -q '"description": "n.de HCA-1"' <<<"$out" || fail "latin1 description lost: $out"
+err=$("$galaxy" fabric --fabric "file:$dir/latin1" --no-chips 2>&1 >/dev/null)
+grep -q "E3920 .*latin1:1: not a topology line" <<<"$err" || fail "no warning for line 1: $err"
+# A NIC cabled on its second port only is routed and reached; trace takes descriptions and GUIDs.
+out=$("$galaxy" bringup --fabric "file:$dir/latin1" --mps 8 2>&1) || fail "bringup: $out"
+grep -q "8 of 8 MPs delivered" <<<"$out" || fail "port-2 NIC not reached: $out"
+for name in 1 nic:0 H-0000000000000002 0x2; do
+  out=$("$galaxy" trace --fabric "file:$dir/latin1" --load-minhop 0x2 "$name" 2>&1) || true
+  grep -q "E3009\|E9011" <<<"$out" && fail "trace does not take '$name': $out"
+done
+echo "ok: bad topology files refused with their error ids; identities and names kept"

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -35,9 +36,14 @@ struct Error {
   uint16_t id = 0;      // stable unique id, printed as E<id>
   std::string message;  // names the field and the bad value
 
-  // "E1203 malformed: hop_num = 21 exceeds the maximum 20"
+  // "E1203 malformed: hop_num = 21 exceeds the maximum 20"; control bytes of the message (a NUL
+  // quoted from a file) shown as \xNN, so that printing it with "%s" neither cuts nor garbles it.
   std::string to_string() const;
 };
+
+// User input quoted in a message: at most `max` bytes, cut with "... (N bytes)", control bytes
+// and NUL as \xNN. A 50 MB line of a pasted file is named, not echoed.
+std::string excerpt(std::string_view text, size_t max = 64);
 
 inline Error make_error(Code code, uint16_t id, std::string message) {
   return Error{code, id, std::move(message)};

@@ -22,6 +22,24 @@ Failure failure_of(uint16_t error_id) {
 
 Nic::Nic(uint16_t num_ports) : Chip(wire::ChipType::kNic, num_ports, reg::kNicAddressSpace) {}
 
+Status check_model_ports(bool nic, uint32_t ports, uint32_t node, const std::string& name) {
+  if (nic && (ports < 1 || ports > kMaxNicPorts))
+    return make_error(Code::kOutOfRange, 4208,
+                      fmt::format("NIC {} ({}) has {} ports; a NIC model has 1 to {}", node, name,
+                                  ports, kMaxNicPorts));
+  if (!nic && (ports < 2 || ports > kMaxSwitchPorts))
+    return make_error(Code::kOutOfRange, 4201,
+                      fmt::format("NRC {} ({}) has {} ports; an NRC model has 2 to {}", node, name,
+                                  ports, kMaxSwitchPorts));
+  return {};
+}
+
+uint8_t Nic::network_port() const {
+  for (uint16_t p = 0; p < num_ports(); ++p)
+    if (port_usable(static_cast<uint8_t>(p))) return static_cast<uint8_t>(p);
+  return 0;
+}
+
 Status Nic::check_vp(uint8_t vp) const {
   if (vp >= kNumVps)
     return make_error(Code::kOutOfRange, 2040,

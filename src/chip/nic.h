@@ -36,6 +36,11 @@ inline constexpr size_t kDefaultEqDepth = 1024;
 inline constexpr size_t kMpPayloadBytes = wire::kMpPayloadBytes;
 inline constexpr uint16_t kMaxNicPorts = 4;
 
+// Whether chip models can stand for node `node` (`name`) of a topology: a NIC has 1 to
+// kMaxNicPorts ports, an NRC 2 to kMaxSwitchPorts. A topology may hold wider InfiniBand nodes
+// (fabric::kMaxTopologyPorts) to show and check them; every engine refuses them through this.
+Status check_model_ports(bool nic, uint32_t ports, uint32_t node, const std::string& name);
+
 inline bool is_pio_vp(uint8_t vp) {
   return vp < kPioVps;
 }
@@ -138,6 +143,10 @@ class Nic : public Chip {
  public:
   // TH-2 NICs have one network port; an InfiniBand HCA loaded from ibnetdiscover may have more.
   explicit Nic(uint16_t num_ports = 1);
+  // The port the NIC's packets (data and management) leave on: the first whose link is usable,
+  // so an HCA cabled on any one of its ports reaches the fabric; port 0 while none is (a packet
+  // sent then meets a link that is down, as on a one-port NIC).
+  uint8_t network_port() const;
   Nic(const Nic&) = delete;  // att_table_ may point at att_
   Nic& operator=(const Nic&) = delete;
 

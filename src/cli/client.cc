@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "base/env.h"
+#include "base/json_text.h"
 #include "cli/commands.h"
 #include "nmd/api.h"
 
@@ -115,7 +116,7 @@ void print_all(const std::vector<std::pair<std::string, Result<nlohmann::json>>>
     if (!json) std::fprintf(stderr, "galaxy: %s\n", e.to_string().c_str());
     set_exit_code(2);
   }
-  if (json) std::printf("%s\n", nlohmann::json{{"servers", all}}.dump(2).c_str());
+  if (json) std::printf("%s\n", json_text(nlohmann::json{{"servers", all}}, 2).c_str());
 }
 
 }  // namespace galaxy::cli

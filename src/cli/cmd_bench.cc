@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 
+#include "base/json_text.h"
 #include "base/sysinfo.h"
 #include "chip/registers.h"
 #include "cli/bench_comm.h"
@@ -217,10 +218,11 @@ void run_bench(const BenchOptions& o) {
                   {"unit", r.unit},
                   {"note", r.note}});
   if (o.json) {
-    std::printf("%s\n",
-                nlohmann::json{{"fabric", o.fabric}, {"rows", jr}, {"peak_rss_mb", peak_rss_mb()}}
-                    .dump(2)
-                    .c_str());
+    std::printf(
+        "%s\n",
+        json_text(
+            nlohmann::json{{"fabric", o.fabric}, {"rows", jr}, {"peak_rss_mb", peak_rss_mb()}}, 2)
+            .c_str());
     return;
   }
   std::printf("%-52s %12s %12s %8s  %s\n", "what", "paper", "ours", "ratio", "note");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "base/json_text.h"
 #include "cli/bench_sim.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
@@ -132,7 +133,7 @@ void run_bench_coll(CollBenchCliOptions& o) {
                            {"mean_links", r.links}});
   if (!o.plot.empty()) write_plot(o.plot, *rows, so.fabric);
   if (o.json) {
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", json_text(out, 2).c_str());
     return;
   }
   for (const auto& r : *rows)

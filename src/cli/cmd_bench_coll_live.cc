@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "base/env.h"
+#include "base/json_text.h"
 #include "cli/bench_sim.h"
 #include "cli/fabric_live.h"
 #include "cli/json_out.h"
@@ -676,7 +677,7 @@ void run_coll_live(const CollLiveOptions& given) {
       {"notes", notes},
       {"placements", placements}};
   if (o.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
     return;
   }
   print_text(j);

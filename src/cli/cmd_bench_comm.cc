@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/json_text.h"
 #include "base/spec.h"
 #include "cli/bench_comm.h"
 #include "cli/comm_bench.h"
@@ -172,7 +173,7 @@ void run_comm(const std::string& what, const std::vector<Row>& rows, const CommO
                    {"physical_limits", limits}};
   if (!up.is_null()) j["fabric_up_ms"] = up["wall_ms"];
   if (o.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
     return;
   }
   std::printf("%-18s %-7s %12s %12s %8s   %s\n", "test", "unit", "galaxy", "ucx", "ratio",

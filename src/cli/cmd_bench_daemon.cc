@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/json_text.h"
 #include "base/log.h"
 #include "base/sysinfo.h"
 #include "cli/bench_sim.h"
@@ -419,7 +420,7 @@ StormResult run_storm(nmd::Daemon& d, int port, unsigned flaps, double storm_s) 
     const json body{{"action", down ? "link-down" : "link-up"},
                     {"chip", std::to_string(links[l].first)},
                     {"port", links[l].second}};
-    const std::string b = body.dump();
+    const std::string b = json_text(body);
     const std::string req =
         "POST /api/inject HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer " + std::string(kToken) +
         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(b.size()) +
@@ -623,7 +624,7 @@ void run_bench_daemon(const DaemonBenchOptions& o) {
   (*d)->stop();
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix, ec);
-  if (o.json) std::printf("%s\n", out.dump(2).c_str());
+  if (o.json) std::printf("%s\n", json_text(out, 2).c_str());
 }
 
 }  // namespace

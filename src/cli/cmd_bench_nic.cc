@@ -4,6 +4,7 @@
 // whose figure a parameter of the timing file was fitted to say so.
 #include <cstdio>
 
+#include "base/json_text.h"
 #include "cli/bench_sim.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
@@ -76,7 +77,7 @@ void run_bench_nic(NicBenchCliOptions& o) {
   for (const auto& [size, gbps] : n->bandwidth)
     out["bandwidth"].push_back({{"bytes", size}, {"gbytes_per_s", gbps}});
   if (o.json) {
-    std::printf("%s\n", out.dump(2).c_str());
+    std::printf("%s\n", json_text(out, 2).c_str());
     return;
   }
   std::printf("TH-1A NIC (SYSTEM.md 1.1) on %s, NICs %u and %u (one NRC between), timing %s\n",

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json_text.h"
 #include "cli/bench_sim.h"
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
@@ -145,7 +146,7 @@ void run_bench_scale(const ScaleOptions& o) {
                    {"memory_exponent", growth(pts, &Point::rss_mb)}});
   }
   if (o.json) {
-    std::printf("%s\n", nlohmann::json{{"families", out}}.dump(2).c_str());
+    std::printf("%s\n", json_text(nlohmann::json{{"families", out}}, 2).c_str());
     return;
   }
   for (const auto& f : out) {

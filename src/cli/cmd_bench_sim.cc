@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "base/json_text.h"
 #include "base/sysinfo.h"
 #include "chip/registers.h"
 #include "cli/bench_sim.h"
@@ -245,8 +246,9 @@ void run_bench_sim(const SimBenchOptions& o) {
       rows.push_back(r);
     }
   if (o.json) {
-    std::printf("%s\n",
-                nlohmann::json{{"fabric", o.route.session.fabric}, {"rows", rows}}.dump(2).c_str());
+    std::printf(
+        "%s\n",
+        json_text(nlohmann::json{{"fabric", o.route.session.fabric}, {"rows", rows}}, 2).c_str());
     return;
   }
   std::printf("%-16s %-9s %6s %10s %12s %12s %14s %12s %8s %14s %10s\n", "pattern", "choice",

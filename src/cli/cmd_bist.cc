@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "base/json_text.h"
 #include "chip/register_names.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -125,7 +126,7 @@ void run_bist(BistCliOptions& o) {
   if (!r.ok()) return report_error(r.error(), json);
   const nlohmann::json& j = *r;
   if (json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
   } else {
     const size_t tested = j["links_tested"].get<size_t>();
     for (const auto& l : j["links"])

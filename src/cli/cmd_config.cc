@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "base/json_text.h"
 #include "chip/register_names.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -66,7 +67,7 @@ void run_apply(ConfigOptions& o) {
   nlohmann::json& j = *r;
   j["file"] = o.file;
   if (json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
   } else {
     for (const auto& f : j["failures"])
       std::printf("entry %zu: chip %u (%s) %s %s refused: %s\n", f["entry"].get<size_t>(),
@@ -98,7 +99,7 @@ void run_eeprom_defaults(ConfigOptions& o) {
   if (!r.ok()) return report_error(r.error(), json);
   const nlohmann::json& j = *r;
   if (json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
   } else {
     std::printf(
         "chip %u (%s): boot image of %zu registers, %zu bytes, written in %.1f ms and "

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/json_text.h"
 #include "base/sysinfo.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -85,7 +86,7 @@ void run_discover(DiscoverOptions& o) {
     j["cabling"] = list;
   }
   if (o.session.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
   } else {
     std::printf("discovered %u NRCs, %u NICs, %u links with %llu requests (%s)\n", t.num_nrcs(),
                 t.num_nics(), t.num_links(), static_cast<unsigned long long>(r.requests),

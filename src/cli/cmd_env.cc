@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/env.h"
+#include "base/json_text.h"
 #include "cli/commands.h"
 
 namespace galaxy::cli {
@@ -35,7 +36,7 @@ void run_env(bool json) {
     if (!problem.empty()) std::printf("  %s\n", problem.c_str());
   }
   if (json)
-    std::printf("%s\n", nlohmann::json{{"variables", all}}.dump(2).c_str());
+    std::printf("%s\n", json_text(nlohmann::json{{"variables", all}}, 2).c_str());
   else
     std::printf("\n%s", describe_env().c_str());
 }

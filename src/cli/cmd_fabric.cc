@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/json_text.h"
 #include "base/sysinfo.h"
 #include "cli/commands.h"
 #include "cli/fabric_live.h"
@@ -19,6 +20,7 @@ struct FabricOptions {
   bool json = false;
   bool list = false;
   bool no_chips = false;
+  bool chips = false;
   uint32_t server_nic = 0;
   std::string write;
 };
@@ -77,10 +79,32 @@ void run_fabric(const FabricOptions& o) {
                    {"analyze_ms", analyze_ms},
                    {"instantiate_ms", chips_ms},
                    {"peak_rss_mb", peak_rss_mb()}};
+  if (o.chips) {
+    // Every chip with the names commands accept for it (docs/topologies.md "Naming chips").
+    nlohmann::json list = nlohmann::json::array();
+    for (uint32_t v = 0; v < topo->num_nodes(); ++v) {
+      nlohmann::json c{{"chip", v},
+                       {"kind", fabric::node_kind_name(topo->kind(v))},
+                       {"ports", topo->num_ports(v)},
+                       {"name", topo->name(v)}};
+      if (topo->is_nic(v)) c["nic"] = topo->nic_index(v);
+      fabric::add_identity_json(c, topo->identity(v));
+      list.push_back(std::move(c));
+    }
+    j["chips"] = std::move(list);
+  }
   if (o.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
     return;
   }
+  if (o.chips)
+    for (uint32_t v = 0; v < topo->num_nodes(); ++v) {
+      const std::string nic =
+          topo->is_nic(v) ? fmt::format("nic:{}", topo->nic_index(v)) : std::string();
+      std::printf("%6u %-3s %-8s %3u ports  %s  %s\n", v, fabric::node_kind_name(topo->kind(v)),
+                  nic.c_str(), topo->num_ports(v), excerpt(topo->name(v)).c_str(),
+                  fabric::identity_text(topo->identity(v)).c_str());
+    }
   std::printf("fabric %s\n  NICs %u  NRCs %u  links %u  connected %s\n", o.fabric.c_str(), st.nics,
               st.nrcs, st.links, st.connected ? "yes" : "NO");
   std::printf("  max hops between NICs: %u NRCs; from server NIC %u: at most h = %u\n", st.max_hops,
@@ -105,10 +129,14 @@ void add_fabric_command(CLI::App& app) {
   c->add_flag("--json", o->json, "machine-readable output");
   c->add_flag("--list", o->list, "list the registered topology builders and their parameters");
   c->add_flag("--no-chips", o->no_chips, "only the graph: do not instantiate the chip models");
+  c->add_flag("--chips", o->chips,
+              "list every chip: id, NIC index, name, GUID, description, LIDs (the names commands "
+              "accept)");
   c->add_option("--server-nic", o->server_nic, "NIC index of the management server")
       ->capture_default_str()
       ->check(integer_in(0, 65534));
-  c->add_option("--write", o->write, "save the topology (.json or .dot by extension)");
+  c->add_option("--write", o->write,
+                "save the topology (.json, .dot, or .net for ibsim, by extension)");
   add_fabric_live_subcommands(c);
   c->require_subcommand(0, 1);
   c->callback([o, c]() {

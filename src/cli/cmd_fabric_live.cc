@@ -17,6 +17,7 @@
 #include <fstream>
 #include <thread>
 
+#include "base/json_text.h"
 #include "cli/fabric_live.h"
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
@@ -369,15 +370,15 @@ Result<nlohmann::json> bring_up(const LiveUpRequest& o, const live::LiveFabric& 
     r["unreached"] = unreached;
     Status problem;
     if (!r["routes_verified"].get<bool>() || r["load_failed"].get<uint64_t>() > 0)
-      problem =
-          make_error(Code::kIoError, 9417,
-                     fmt::format("live fabric routes not verified or not loaded: {}", r.dump()));
+      problem = make_error(
+          Code::kIoError, 9417,
+          fmt::format("live fabric routes not verified or not loaded: {}", json_text(r)));
     else if (all_running && !gone.unreached.empty())
       problem = make_error(
           Code::kIoError, 9423,
           fmt::format("every host runs, but discovery from host {} did not reach {} chips: {}",
                       f.hosts[static_cast<size_t>(server_host)].name, gone.unreached.size(),
-                      unreached.dump()));
+                      json_text(unreached)));
     else
       problem = probe_data(f, server_host, started, 1000);
     if (problem.ok()) return r;
@@ -466,7 +467,7 @@ void run_up(const LiveOptions& lo) {
   if (!r.ok()) return report_error(r.error(), o.json);
   const nlohmann::json& j = *r;
   if (o.json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
     return;
   }
   std::printf("live fabric %s up: %zu daemon(s) in %.0f ms\n",
@@ -549,7 +550,8 @@ void run_status(const LiveOptions& lo) {
   }
   if (!all) set_exit_code(1);
   if (o.json) {
-    std::printf("%s\n", nlohmann::json{{"fabric", f->name}, {"hosts", hosts}}.dump(2).c_str());
+    std::printf("%s\n",
+                json_text(nlohmann::json{{"fabric", f->name}, {"hosts", hosts}}, 2).c_str());
     return;
   }
   for (const auto& h : hosts)

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "base/json_text.h"
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
@@ -85,7 +86,7 @@ void run_fabricd(const FabricdOptions& o) {
                        {"udp", fmt::format("{}:{}", f->hosts[static_cast<size_t>(host)].ip,
                                            f->hosts[static_cast<size_t>(host)].port)},
                        {"links", (*daemon)->links().size()}};
-  std::printf("%s\n", ready.dump().c_str());
+  std::printf("%s\n", json_text(ready).c_str());
   std::fflush(stdout);
   log::info("serving host {} of fabric {} on udp {}: {} links", o.host, f->name,
             ready["udp"].get<std::string>(), (*daemon)->links().size());
@@ -107,7 +108,7 @@ void run_fabricd(const FabricdOptions& o) {
                      {"dead_processes", st.dead_processes},
                      {"dropped", st.dropped},
                      {"links", link_json(**daemon)}};
-  std::printf("%s\n", bye.dump().c_str());
+  std::printf("%s\n", json_text(bye).c_str());
 }
 
 void add_fabricd_command(CLI::App& app) {

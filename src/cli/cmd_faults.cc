@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "base/json_text.h"
 #include "base/spec.h"
 #include "chip/register_names.h"
 #include "cli/client.h"
@@ -200,7 +201,7 @@ void run_faults(FaultsOptions& o) {
                    {"faults", list},
                    {"region_updates", updates}};
   if (json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
     return;
   }
   std::printf("fault reporting enabled on %llu chips (%llu requests, %.1f us simulated)\n",
@@ -210,7 +211,7 @@ void run_faults(FaultsOptions& o) {
   for (const auto& f : faults)
     std::printf("%12.3f us  %-8s %-24s %s (detail %u)\n", static_cast<double>(f.time) / nm::kUs,
                 f.severity.c_str(), f.location.c_str(), f.cause.c_str(), f.detail);
-  for (const auto& u : updates) std::printf("region update: %s\n", u.dump().c_str());
+  for (const auto& u : updates) std::printf("region update: %s\n", json_text(u).c_str());
   for (const auto& l : links_down)
     std::printf("critical link down: %s (to %s), found down by discovery\n",
                 l["location"].get<std::string>().c_str(), l["peer"].get<std::string>().c_str());

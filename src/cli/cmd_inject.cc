@@ -4,6 +4,7 @@
 // reporting is the faults module's job; fault reports that do arrive are counted.
 #include <cstdio>
 
+#include "base/json_text.h"
 #include "chip/register_names.h"
 #include "chip/registers.h"
 #include "cli/client.h"
@@ -201,7 +202,7 @@ void run_inject(InjectOptions& o) {
   j["fault_reports_received"] = reports;
   j["sim_time_us"] = static_cast<double>(s.port->now() - t0) / nm::kUs;
   if (json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
   } else {
     std::printf("%s %s: %zu links changed state\n", o.action.c_str(), o.target.c_str(),
                 changed.size());

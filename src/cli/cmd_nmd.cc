@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/env.h"
+#include "base/json_text.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/log_options.h"
@@ -97,7 +98,7 @@ void run_nmd(NmdOptions& o) {
   // The token is printed once, only when the daemon made it up.
   if (generated) ready["token"] = http.token;
   if (json) {
-    std::printf("%s\n", ready.dump().c_str());
+    std::printf("%s\n", json_text(ready).c_str());
   } else {
     std::printf("galaxy nmd: serving %s (%zu chips, %u links) at %s\n", o.session.fabric.c_str(),
                 view->chips.size(), view->links(), url.c_str());
@@ -106,7 +107,7 @@ void run_nmd(NmdOptions& o) {
   std::fflush(stdout);
   if (!o.ready_file.empty()) {
     std::ofstream out(o.ready_file + ".tmp");
-    out << ready.dump() << "\n";
+    out << json_text(ready) << "\n";
     out.close();
     std::rename((o.ready_file + ".tmp").c_str(), o.ready_file.c_str());
   }

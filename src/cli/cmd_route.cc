@@ -7,6 +7,7 @@
 #include <future>
 #include <random>
 
+#include "base/json_text.h"
 #include "base/sysinfo.h"
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -234,7 +235,7 @@ void run_route(RouteOptions& o) {
   j["wall_ms"] = ms_since(t0);
   j["peak_rss_mb"] = peak_rss_mb();
   if (o.session.json)
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
   else
     print_text(j);
 }
@@ -319,7 +320,7 @@ void run_bringup(RouteOptions& o) {
                    {"peak_rss_mb", peak_rss_mb()}};
   if (!ok) set_exit_code(1);
   if (o.session.json) {
-    std::printf("%s\n", b.dump(2).c_str());
+    std::printf("%s\n", json_text(b, 2).c_str());
   } else {
     print_text(j);
     std::printf(

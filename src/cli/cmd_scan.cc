@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "base/json_text.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
@@ -256,7 +257,7 @@ void run_scan(ScanCmdOptions& o) {
   }
   j["fault_reports"] = fault_reports;
   if (json) {
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
   } else if (o.mode == "single") {
     print_summary(j);
     std::printf("wall %.0f ms (paper, serial: %.0f us)\n", j["wall_ms"].get<double>(),

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 
+#include "base/json_text.h"
 #include "chip/registers.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
@@ -118,7 +119,7 @@ void run_regread(const RegreadOptions& o) {
                    {"rows", rows},
                    {"mgmt_waits_behind_data", fab.stats().mgmt_waits_behind_data},
                    {"sim_events", fab.sim().events_processed()}};
-  if (o.json) std::printf("%s\n", j.dump(2).c_str());
+  if (o.json) std::printf("%s\n", json_text(j, 2).c_str());
 }
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdio>
 
+#include "base/json_text.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
@@ -64,7 +65,7 @@ void run_simd(SimdOptions& o) {
                        {"longest_path_nrcs", phases["max_path_nrcs"]},
                        {"bringup_sim_time_us", phases["discovery_sim_time_us"].get<double>() +
                                                    phases["load_sim_time_us"].get<double>()}};
-  std::printf("%s\n", ready.dump().c_str());
+  std::printf("%s\n", json_text(ready).c_str());
   std::fflush(stdout);
   (*server)->run(g_stop);
   const glex::SimServerStats& st = (*server)->stats();
@@ -74,7 +75,7 @@ void run_simd(SimdOptions& o) {
                      {"events", st.events},
                      {"sim_time_us", sim::to_us(fabric->sim().now())},
                      {"data_packets_received", fabric->stats().data_packets_received}};
-  std::printf("%s\n", bye.dump().c_str());
+  std::printf("%s\n", json_text(bye).c_str());
 }
 
 void add_simd_command(CLI::App& app) {

@@ -78,8 +78,10 @@ void add_trace_command(CLI::App& app) {
   auto o = std::make_shared<TraceOptions>();
   auto* c = app.add_subcommand("trace", "Path trace between two NICs through the route tables");
   add_session_options(c, o->session);
-  c->add_option("src", o->src, "source NIC: chip id, name or nic:<index>")->required();
-  c->add_option("dst", o->dst, "destination NIC: chip id, name or nic:<index>")->required();
+  c->add_option("src", o->src, "source NIC: chip id, nic:<index>, name, description or GUID")
+      ->required();
+  c->add_option("dst", o->dst, "destination NIC: chip id, nic:<index>, name, description or GUID")
+      ->required();
   c->add_flag("--load-minhop", o->load_minhop,
               "debugging aid: first program min-hop tables towards the destination");
   c->callback([o]() { run_trace(*o); });

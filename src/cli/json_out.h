@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/json_text.h"
 #include "base/status.h"
 #include "cli/commands.h"
 
@@ -19,7 +20,7 @@ inline void report_error(const Error& e, bool json) {
                       {{"id", fmt::format("E{:04}", e.id)},
                        {"code", code_name(e.code)},
                        {"message", e.message}}}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j, 2).c_str());
   } else {
     std::fprintf(stderr, "galaxy: %s\n", e.to_string().c_str());
   }

@@ -355,7 +355,7 @@ Status add_node(Topology& t, const DotNode& n, std::string_view source) {
   NodeKind kind = kind_tok->text == "nic" ? NodeKind::kNic : NodeKind::kNrc;
   int64_t ports = 1;
   if (const Token* tok = find("ports")) {
-    auto v = int_attr(*tok, fmt::format("node {}: ports", n.id), 1, kMaxPorts, source);
+    auto v = int_attr(*tok, fmt::format("node {}: ports", n.id), 1, kMaxTopologyPorts, source);
     GALAXY_TRY(v);
     ports = *v;
   } else if (kind == NodeKind::kNrc) {

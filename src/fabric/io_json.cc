@@ -1,8 +1,10 @@
 // Native JSON topology format (docs/topologies.md, "Native JSON").
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "fabric/io.h"
 #include "fabric/io_util.h"
 
@@ -18,7 +20,7 @@ constexpr int kVersion = 1;
 // JSON text is UTF-8, but names and roles read from dot or ibnetdiscover files may hold any
 // bytes: those that are not UTF-8 are written as U+FFFD rather than failing the whole write.
 std::string json_string(const std::string& s) {
-  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+  return json_text(json(s));
 }
 
 void append_location(std::string& out, const Location& loc) {
@@ -33,6 +35,16 @@ void append_location(std::string& out, const Location& loc) {
   if (!loc.role.empty())
     fields += fmt::format("{}\"role\":{}", fields.empty() ? "" : ",", json_string(loc.role));
   out += fmt::format("\"location\":{{{}}}", fields);
+}
+
+// What ibnetdiscover said of the node, where it said anything (add_identity_json's fields).
+void append_identity(std::string& out, const Identity& id) {
+  if (id.empty()) return;
+  json j = json::object();
+  add_identity_json(j, id);
+  const std::string text = json_text(j);
+  out += ',';
+  out.append(text, 1, text.size() - 2);  // the fields without the object's braces
 }
 
 // Offsets of the elements of the arrays under the top-level keys "nodes" and "links", so that a
@@ -125,10 +137,10 @@ struct Reader {
     size_t line = node_line(i);
     if (!node.is_object())
       return error(Code::kMalformed, 3704, line,
-                   fmt::format("nodes[{}] is not an object: {}", i, node.dump()));
+                   fmt::format("nodes[{}] is not an object: {}", i, excerpt(json_text(node))));
     for (const auto& [key, value] : node.items())
       if (key != "id" && key != "kind" && key != "ports" && key != "name" && key != "location" &&
-          key != "level")
+          key != "level" && key != "guid" && key != "description" && key != "lids")
         return error(Code::kMalformed, 3705, line,
                      fmt::format("nodes[{}]: unknown field \"{}\"", i, key));
     auto id = get_int(node, "id", line, 0, 0, INT64_MAX, true);
@@ -143,7 +155,7 @@ struct Reader {
                    fmt::format("node {}: \"kind\" = {} is not \"nic\" or \"nrc\"", i,
                                kind_it == node.end() ? "(missing)" : kind_it->dump()));
     NodeKind kind = *kind_it == "nic" ? NodeKind::kNic : NodeKind::kNrc;
-    auto ports = get_int(node, "ports", line, 0, 1, kMaxPorts, true);
+    auto ports = get_int(node, "ports", line, 0, 1, kMaxTopologyPorts, true);
     GALAXY_TRY(ports);
     auto name = get_string(node, "name", line);
     GALAXY_TRY(name);
@@ -173,6 +185,35 @@ struct Reader {
     auto added = t.add_node(kind, static_cast<uint32_t>(*ports), std::move(name).value(),
                             std::move(loc), static_cast<uint8_t>(*level));
     if (!added.ok()) return detail::at_line(added.error(), source, line);
+    Identity identity;
+    auto guid = get_string(node, "guid", line);
+    GALAXY_TRY(guid);
+    if (!guid->empty()) {
+      auto g = parse_guid(*guid);
+      if (!g)
+        return error(Code::kMalformed, 3719, line,
+                     fmt::format("node {}: \"guid\" = \"{}\" is not a GUID such as "
+                                 "\"0x2c90300500001\"",
+                                 i, excerpt(*guid)));
+      identity.guid = *g;
+    }
+    auto description = get_string(node, "description", line);
+    GALAXY_TRY(description);
+    identity.description = std::move(description).value();
+    if (auto it = node.find("lids"); it != node.end()) {
+      if (!it->is_array() || it->size() > static_cast<size_t>(*ports))
+        return error(
+            Code::kMalformed, 3717, line,
+            fmt::format("node {}: \"lids\" is not an array of at most {} LIDs", i, *ports));
+      for (const json& lid : *it) {
+        if (!lid.is_number_unsigned() || lid.get<uint64_t>() > 0xFFFF)
+          return error(Code::kMalformed, 3718, line,
+                       fmt::format("node {}: LID {} is not a number in [0, 65535]", i,
+                                   excerpt(json_text(lid))));
+        identity.lids.push_back(static_cast<uint16_t>(lid.get<uint64_t>()));
+      }
+    }
+    t.set_identity(*added, std::move(identity));
     return {};
   }
 
@@ -180,14 +221,15 @@ struct Reader {
     size_t line = link_line(i);
     if (!link.is_array() || link.size() != 4)
       return error(Code::kMalformed, 3710, line,
-                   fmt::format("links[{}] = {} is not [node, port, node, port]", i, link.dump()));
+                   fmt::format("links[{}] = {} is not [node, port, node, port]", i,
+                               excerpt(json_text(link))));
     uint32_t v[4];
     for (size_t f = 0; f < 4; ++f) {
       if (!link[f].is_number_integer() || link[f].get<int64_t>() < 0 ||
           link[f].get<int64_t>() > (f % 2 == 0 ? INT32_MAX : 255))
         return error(Code::kMalformed, 3711, line,
-                     fmt::format("links[{}][{}] = {} is not a {} number", i, f, link[f].dump(),
-                                 f % 2 == 0 ? "node" : "port"));
+                     fmt::format("links[{}][{}] = {} is not a {} number", i, f,
+                                 excerpt(json_text(link[f])), f % 2 == 0 ? "node" : "port"));
       v[f] = static_cast<uint32_t>(link[f].get<int64_t>());
     }
     Status s = t.connect({v[0], static_cast<uint8_t>(v[1])}, {v[2], static_cast<uint8_t>(v[3])});
@@ -198,6 +240,23 @@ struct Reader {
 
 }  // namespace
 
+// The GUID as a hex string: a 64-bit number does not survive JavaScript's doubles.
+void add_identity_json(json& j, const Identity& id) {
+  if (id.guid) j["guid"] = fmt::format("{:#x}", id.guid);
+  if (!id.description.empty()) j["description"] = id.description;
+  if (!id.lids.empty()) j["lids"] = id.lids;
+}
+
+std::string identity_text(const Identity& id) {
+  std::string out;
+  if (id.guid) out += fmt::format("guid {:#x}", id.guid);
+  if (!id.description.empty())
+    out += fmt::format("{}\"{}\"", out.empty() ? "" : " ", excerpt(id.description));
+  if (!id.lids.empty())
+    out += fmt::format("{}lid {}", out.empty() ? "" : " ", fmt::join(id.lids, ","));
+  return out;
+}
+
 std::string write_json(const Topology& t) {
   std::string out =
       fmt::format("{{\"format\":\"galaxy-topology\",\"version\":{},\n\"nodes\":[\n", kVersion);
@@ -206,7 +265,9 @@ std::string write_json(const Topology& t) {
     out += fmt::format("{{\"id\":{},\"kind\":\"{}\",\"ports\":{},\"name\":{},", v,
                        node_kind_name(t.kind(v)), t.num_ports(v), json_string(t.name(v)));
     append_location(out, t.location(v));
-    out += fmt::format(",\"level\":{}}}{}\n", t.level(v), v + 1 < t.num_nodes() ? "," : "");
+    out += fmt::format(",\"level\":{}", t.level(v));
+    append_identity(out, t.identity(v));
+    out += fmt::format("}}{}\n", v + 1 < t.num_nodes() ? "," : "");
   }
   out += "],\n\"links\":[\n";
   uint32_t written = 0;
@@ -259,7 +320,7 @@ Result<Topology> read_json(std::string_view text, std::string_view source) {
   if (doc.value("version", json()) != kVersion)
     return file_error(Code::kUnsupported, 3714, source, 1, 0,
                       fmt::format("\"version\" = {} is not supported (expected {})",
-                                  doc.value("version", json()).dump(), kVersion));
+                                  json_text(doc.value("version", json())), kVersion));
   for (const auto& [key, value] : doc.items())
     if (key != "format" && key != "version" && key != "nodes" && key != "links")
       return file_error(Code::kMalformed, 3715, source, 1, 0,
@@ -276,7 +337,8 @@ Result<Topology> read_json(std::string_view text, std::string_view source) {
   uint32_t ports = 0;
   for (const auto& n : nodes)
     if (n.is_object() && n.contains("ports") && n["ports"].is_number_unsigned())
-      ports += static_cast<uint32_t>(std::min<uint64_t>(n["ports"].get<uint64_t>(), kMaxPorts));
+      ports +=
+          static_cast<uint32_t>(std::min<uint64_t>(n["ports"].get<uint64_t>(), kMaxTopologyPorts));
   t.reserve(static_cast<uint32_t>(nodes.size()), ports);
   for (size_t i = 0; i < nodes.size(); ++i) GALAXY_TRY(reader.add_node(t, nodes[i], i));
   for (size_t i = 0; i < links.size(); ++i) GALAXY_TRY(reader.add_link(t, links[i], i));

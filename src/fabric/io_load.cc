@@ -1,12 +1,14 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "fabric/io.h"
+#include "fabric/io_ibsim.h"
 
 namespace galaxy::fabric {
 
@@ -50,6 +52,23 @@ TopologyFormat detect_format(std::string_view text) {
 }
 
 Result<Topology> parse_topology(std::string_view text, std::string_view source) {
+  // Checks every reader would otherwise answer with a confusing syntax error.
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    return make_error(Code::kMalformed, 3954,
+                      fmt::format("topology '{}' is empty: expected ibnetdiscover output, or a "
+                                  "JSON or dot topology",
+                                  source));
+  if (text.substr(0, 2) == "\x1f\x8b")
+    return make_error(
+        Code::kUnsupported, 3955,
+        fmt::format("topology '{}' is gzip-compressed: decompress it first (zcat)", source));
+  if (size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + nul, '\n'));
+    return make_error(Code::kMalformed, 3956,
+                      fmt::format("topology '{}' holds binary data (a NUL byte on line {}): "
+                                  "topology files are text",
+                                  source, line));
+  }
   switch (detect_format(text)) {
     case TopologyFormat::kJson:
       return read_json(text, source);
@@ -62,26 +81,41 @@ Result<Topology> parse_topology(std::string_view text, std::string_view source) 
 }
 
 Result<Topology> load_topology_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_error(Code::kInvalidArgument, 3957,
+                      fmt::format("topology file '{}' is a directory; name a file in it", path));
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return make_error(
         Code::kNotFound, 3950,
         fmt::format("topology file '{}': cannot open: {}", path, std::strerror(errno)));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  // Read in pieces up to the bound, so that a device or pipe that never ends (/dev/zero) is
+  // refused instead of read until memory runs out.
+  std::string text;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+    if (text.size() > kMaxTopologyFileBytes)
+      return make_error(Code::kResourceExhausted, 3958,
+                        fmt::format("topology file '{}' is larger than {} MiB (the largest "
+                                    "fabrics' ibnetdiscover output is a few tens of MiB)",
+                                    path, kMaxTopologyFileBytes >> 20));
+  }
   if (in.bad())
     return make_error(Code::kIoError, 3951, fmt::format("topology file '{}': read failed", path));
-  return parse_topology(buffer.str(), path);
+  return parse_topology(text, path);
 }
 
 Status save_topology_file(const Topology& topology, const std::string& path) {
-  bool dot = path.ends_with(".dot") || path.ends_with(".gv");
+  const bool dot = path.ends_with(".dot") || path.ends_with(".gv");
+  const bool ibsim = path.ends_with(".net") || path.ends_with(".ibsim");
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out)
     return make_error(
         Code::kIoError, 3952,
         fmt::format("topology file '{}': cannot create: {}", path, std::strerror(errno)));
-  out << (dot ? write_dot(topology) : write_json(topology));
+  out << (dot ? write_dot(topology) : ibsim ? write_ibsim_net(topology) : write_json(topology));
   out.close();
   if (!out)
     return make_error(Code::kIoError, 3953, fmt::format("topology file '{}': write failed", path));

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+
+#include "base/spec.h"
 
 namespace galaxy::fabric {
 
@@ -12,13 +15,14 @@ const char* node_kind_name(NodeKind kind) {
 
 Result<uint32_t> Topology::add_node(NodeKind kind, uint32_t ports, std::string name,
                                     Location location, uint8_t level) {
-  // A switch has 2 to kMaxSwitchPorts ports (SYSTEM.md 6); a NIC at least one.
+  // A switch has at least 2 ports, a NIC at least one; InfiniBand's 8-bit port numbers bound
+  // both (kMaxTopologyPorts).
   const uint32_t min_ports = kind == NodeKind::kNrc ? 2 : 1;
-  if (ports < min_ports || ports > kMaxPorts)
+  if (ports < min_ports || ports > kMaxTopologyPorts)
     return make_error(
         Code::kOutOfRange, 3000,
         fmt::format("node '{}': ports = {} is outside [{}, {}] for {} {}", name, ports, min_ports,
-                    kMaxPorts, kind == NodeKind::kNrc ? "an" : "a", node_kind_name(kind)));
+                    kMaxTopologyPorts, kind == NodeKind::kNrc ? "an" : "a", node_kind_name(kind)));
   if (num_nodes() == kNoNode - 1)
     return make_error(Code::kResourceExhausted, 3001, "topology has too many nodes");
   uint32_t id = num_nodes();
@@ -26,6 +30,7 @@ Result<uint32_t> Topology::add_node(NodeKind kind, uint32_t ports, std::string n
   level_.push_back(level);
   name_.push_back(std::move(name));
   location_.push_back(std::move(location));
+  if (!identity_.empty()) identity_.emplace_back();
   if (kind == NodeKind::kNic) {
     nic_index_.push_back(num_nics());
     nic_nodes_.push_back(id);
@@ -88,10 +93,88 @@ std::optional<PortRef> Topology::peer(PortRef p) const {
   return PortRef{peer_node_[s], peer_port_[s]};
 }
 
+std::optional<uint8_t> Topology::network_port(uint32_t nic) const {
+  if (nic >= num_nodes()) return std::nullopt;
+  for (uint32_t s = first_port_[nic]; s < first_port_[nic + 1]; ++s)
+    if (peer_node_[s] != kFree && kind_[peer_node_[s]] == NodeKind::kNrc)
+      return static_cast<uint8_t>(s - first_port_[nic]);
+  return std::nullopt;
+}
+
 std::optional<uint32_t> Topology::find_node(const std::string& name) const {
   for (uint32_t i = 0; i < num_nodes(); ++i)
     if (name_[i] == name) return i;
   return std::nullopt;
+}
+
+const Identity Topology::kNoIdentity{};
+
+std::string guid_name(char prefix, uint64_t guid) {
+  return fmt::format("{}-{:016x}", prefix, guid);
+}
+
+void Topology::set_identity(uint32_t node, Identity identity) {
+  if (node >= num_nodes()) return;
+  if (identity_.empty()) {
+    if (identity.empty()) return;
+    identity_.resize(num_nodes());
+  }
+  identity_[node] = std::move(identity);
+}
+
+std::optional<uint64_t> parse_guid(std::string_view text) {
+  if (text.size() > 2 && (text[0] == 'S' || text[0] == 'H' || text[0] == 'R') && text[1] == '-')
+    text.remove_prefix(2);
+  else if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X'))
+    text.remove_prefix(2);
+  else
+    return std::nullopt;  // bare hex would take chip ids and names such as "add1" for GUIDs
+  uint64_t v = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 16);
+  if (ec != std::errc() || end != text.data() + text.size() || v == 0) return std::nullopt;
+  return v;
+}
+
+Result<uint32_t> Topology::resolve(std::string_view text) const {
+  const std::string s(text);
+  if (s.rfind("nic:", 0) == 0) {
+    if (num_nics() == 0)
+      return make_error(Code::kNotFound, 3006,
+                        fmt::format("chip '{}': the fabric has no NICs", excerpt(text)));
+    auto i = parse_int("nic index", s.substr(4), 0, static_cast<int64_t>(num_nics()) - 1);
+    if (!i.ok()) return i.error();
+    return nic_node(static_cast<uint32_t>(*i));
+  }
+  if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) {
+    auto id = parse_int("chip", s, 0, static_cast<int64_t>(num_nodes()) - 1);
+    if (!id.ok())
+      return make_error(
+          Code::kNotFound, 3007,
+          fmt::format("chip {} is not in the fabric ({} chips)", excerpt(text), num_nodes()));
+    return static_cast<uint32_t>(*id);
+  }
+  if (auto n = find_node(s)) return *n;
+  const auto guid = parse_guid(text);
+  std::vector<uint32_t> described;
+  for (uint32_t v = 0; v < static_cast<uint32_t>(identity_.size()); ++v) {
+    if (guid && identity_[v].guid == *guid) return v;
+    if (!text.empty() && identity_[v].description == text) described.push_back(v);
+  }
+  if (described.size() == 1) return described[0];
+  if (described.size() > 1) {
+    std::string names;
+    for (size_t k = 0; k < described.size() && k < 8; ++k)
+      names += fmt::format("{}{} ({})", k ? ", " : "", described[k], name(described[k]));
+    return make_error(
+        Code::kInvalidArgument, 3008,
+        fmt::format("chip '{}' is the description of {} chips: {}{}; name one by chip id, name or "
+                    "GUID",
+                    excerpt(text), described.size(), names, described.size() > 8 ? ", ..." : ""));
+  }
+  return make_error(Code::kNotFound, 3009,
+                    fmt::format("chip '{}' is neither a chip id, nic:<index>, a chip name, a "
+                                "description nor a GUID of this fabric",
+                                excerpt(text)));
 }
 
 std::vector<uint32_t> Topology::bfs_distances(uint32_t source) const {

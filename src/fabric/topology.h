@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/radix.h"
@@ -20,8 +21,12 @@ enum class NodeKind : uint8_t { kNic, kNrc };
 const char* node_kind_name(NodeKind kind);  // "nic" / "nrc"
 
 // The widest switch any layer handles (base/radix.h); ports above 31 are named by the wide
-// variant of the management packet (docs/protocol.md).
+// variant of the management packet (docs/protocol.md). Builders make chips up to this radix.
 inline constexpr uint32_t kMaxPorts = kMaxSwitchPorts;
+// The widest node a topology holds: InfiniBand numbers ports in 8 bits (1..254; 255 is
+// reserved), so any fabric ibnetdiscover prints loads and can be shown, checked and written.
+// The chip models stop at kMaxPorts: an engine refuses a wider node by name.
+inline constexpr uint32_t kMaxTopologyPorts = 254;
 inline constexpr uint32_t kNoNode = UINT32_MAX;
 
 // Where a chip sits in the machine room; -1 = not applicable.
@@ -35,6 +40,24 @@ struct Location {
   bool operator==(const Location&) const = default;
 };
 
+// What InfiniBand (or a file) says about a chip beyond the graph: GUID, NodeDescription, LIDs.
+// Builders set none; ibnetdiscover input sets what it prints.
+struct Identity {
+  uint64_t guid = 0;        // node GUID; 0 = unknown
+  std::string description;  // NodeDescription ("node018 HCA-1"); "" = none
+  // A switch: one LID (its port 0's). A CA: one per port (port p's base LID at [p]; 0 = none).
+  std::vector<uint16_t> lids;
+
+  bool empty() const { return guid == 0 && description.empty() && lids.empty(); }
+  bool operator==(const Identity&) const = default;
+};
+
+// "S-0002c90200400001": the name ibnetdiscover gives a node (S switch, H CA, R router).
+std::string guid_name(char prefix, uint64_t guid);
+// "0x2c90300500001" or a GUID name "H-0002c90300500001" -> the GUID; nullopt for anything else
+// (bare hex is not taken: chip ids and names such as "add1" would read as GUIDs).
+std::optional<uint64_t> parse_guid(std::string_view text);
+
 struct PortRef {
   uint32_t node = kNoNode;
   uint8_t port = 0;
@@ -45,7 +68,7 @@ struct PortRef {
 class Topology {
  public:
   // Adds a chip and returns its id (ids are dense, in order of addition). NICs also get the
-  // next NIC index. Errors: ports == 0 or > kMaxPorts.
+  // next NIC index. Errors: ports == 0 or > kMaxTopologyPorts.
   Result<uint32_t> add_node(NodeKind kind, uint32_t ports, std::string name, Location location = {},
                             uint8_t level = 0);
   // Joins two free ports. Errors: node or port out of range, port already linked, a == b.
@@ -68,9 +91,19 @@ class Topology {
   const std::string& name(uint32_t node) const { return name_[node]; }
   const Location& location(uint32_t node) const { return location_[node]; }
   uint8_t level(uint32_t node) const { return level_[node]; }
+  // Stored only once some node has one, so generated fabrics pay nothing for them.
+  const Identity& identity(uint32_t node) const {
+    return node < identity_.size() ? identity_[node] : kNoIdentity;
+  }
+  void set_identity(uint32_t node, Identity identity);
+  bool has_identities() const { return !identity_.empty(); }
 
   // The far end of a port's link; nullopt when the port is free or out of range.
   std::optional<PortRef> peer(PortRef p) const;
+  // The port a NIC's packets leave on: its first port linked to an NRC (chip::Nic sends on its
+  // first port whose link is up, the same port while the cables work). An HCA may be cabled on
+  // any of its ports. nullopt when none is.
+  std::optional<uint8_t> network_port(uint32_t nic) const;
 
   // Dense NIC numbering 0..num_nics()-1: the destination id of table-routed data packets
   // (SYSTEM.md 1.2). nic_index() of an NRC is kNoNode.
@@ -85,6 +118,12 @@ class Topology {
   // Linear scan; for readers and tests, not for hot paths.
   std::optional<uint32_t> find_node(const std::string& name) const;
 
+  // A chip as users name it (docs/topologies.md "Naming chips"): its id ("12"), "nic:<i>" (the
+  // NIC index: the order of the file), its name, its description ("node018 HCA-1"), its GUID
+  // name ("H-0002c90300500001") or its GUID ("0x2c90300500001"). A description that several
+  // chips share is an error listing them; so is a name that matches nothing.
+  Result<uint32_t> resolve(std::string_view text) const;
+
  private:
   static constexpr uint32_t kFree = UINT32_MAX;
 
@@ -94,6 +133,8 @@ class Topology {
   std::vector<uint8_t> level_;
   std::vector<std::string> name_;
   std::vector<Location> location_;
+  std::vector<Identity> identity_;  // empty, or one per node
+  static const Identity kNoIdentity;
   std::vector<uint32_t> nic_index_;
   std::vector<uint32_t> nic_nodes_;
   std::vector<uint32_t> first_port_{0};  // node -> first slot; size num_nodes()+1

@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "base/json_text.h"
 #include "chip/register_names.h"
 #include "chip/registers.h"
 
@@ -238,8 +239,9 @@ Result<EepromDefaultsResult> write_eeprom_defaults(Requester& requester, const F
 namespace galaxy::nm {
 
 namespace {
-std::string json_text(const nlohmann::json& v) {
-  return v.is_string() ? v.get<std::string>() : v.dump();
+// A field given as a string or as a number, as text.
+std::string field_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : galaxy::json_text(v);
 }
 }  // namespace
 
@@ -254,12 +256,12 @@ Result<std::vector<ConfigEntry>> parse_config(std::string_view text) {
       return make_error(
           Code::kMalformed, 5451,
           fmt::format("config: writes[{}] needs \"chip\", \"addr\" and \"value\"", i));
-    auto addr = chip::parse_register(json_text(e.at("addr")), fmt::format("writes[{}].addr", i));
+    auto addr = chip::parse_register(field_text(e.at("addr")), fmt::format("writes[{}].addr", i));
     if (!addr.ok()) return addr.error();
     auto value =
-        chip::parse_u64(fmt::format("writes[{}].value", i), json_text(e.at("value")), UINT64_MAX);
+        chip::parse_u64(fmt::format("writes[{}].value", i), field_text(e.at("value")), UINT64_MAX);
     if (!value.ok()) return value.error();
-    out.push_back({json_text(e.at("chip")), *addr, *value, i});
+    out.push_back({field_text(e.at("chip")), *addr, *value, i});
     ++i;
   }
   return out;

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "chip/nic.h"
 #include "chip/registers.h"
 
 namespace galaxy::nm {
@@ -24,16 +25,28 @@ class Bfs {
   Result<DiscoveryResult> run() {
     MgmtPort& port = req_.port();
     Picoseconds start = port.now();
-    auto ident = port.read_local_register(chip::reg::kPortBase + chip::reg::port::kPeerIdent);
-    if (!ident.ok()) return ident.error();
-    PeerInfo first = chip::reg::decode_wide_peer(static_cast<uint32_t>(*ident >> 32));
+    // The server NIC's packets leave on its first port linked to an NRC (chip::Nic::network_port):
+    // an HCA may be cabled on its second port only. A read past its last port fails.
+    PeerInfo first;
+    uint8_t out = 0;
+    for (uint8_t p = 0; p < chip::kMaxNicPorts; ++p) {
+      auto ident =
+          port.read_local_register(chip::reg::port_register(p, chip::reg::port::kPeerIdent));
+      if (!ident.ok()) {
+        if (p == 0) return ident.error();
+        break;
+      }
+      first = chip::reg::decode_wide_peer(static_cast<uint32_t>(*ident >> 32));
+      out = p;
+      if (first.linked && first.nrc) break;
+    }
     server_ = port.server_chip_id();
     chips_[server_] = {false, 0, {}, 0};
     if (!first.linked || !first.nrc)
       return make_error(
           Code::kNotFound, 5030,
-          "discovery: the server NIC's port has no NRC at the other end (link down?)");
-    links_.insert(key(server_, 0, first.chip, first.port));
+          "discovery: no port of the server NIC has an NRC at the other end (link down?)");
+    links_.insert(key(server_, out, first.chip, first.port));
     MgmtTarget t;
     t.chip_id = first.chip;
     t.type = wire::ChipType::kNrc;

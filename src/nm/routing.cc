@@ -82,11 +82,13 @@ PortGraph::PortGraph(const fabric::Topology& t) : topo(t) {
       peer_port[base[v] + p] = q->port;
     }
   }
-  // Table-routed data leave a NIC on port 0 (multi-port NICs from ibnetdiscover use port 0).
+  // Table-routed data leave a NIC on its network port (Topology::network_port), so an HCA
+  // cabled on its second port only is routed as well.
   for (uint32_t v = 0; v < n; ++v) {
-    if (!t.is_nic(v) || peer[base[v]] == fabric::kNoNode || t.is_nic(peer[base[v]])) continue;
-    nic_nrc[v] = peer[base[v]];
-    nic_port[v] = peer_port[base[v]];
+    const auto p = t.is_nic(v) ? t.network_port(v) : std::nullopt;
+    if (!p) continue;
+    nic_nrc[v] = peer[base[v] + *p];
+    nic_port[v] = peer_port[base[v] + *p];
     has_nics[nic_nrc[v]] = 1;
   }
 }
@@ -421,6 +423,14 @@ Result<RouteSet> compute_routes(const FabricMap& map, const std::string& spec_te
   GALAXY_TRY(spec);
   auto entry = routing_engines().find(spec->name);
   GALAXY_TRY(entry);
+  // Route tables and port sets hold kMaxSwitchPorts ports; a wider (InfiniBand) switch in the
+  // map is refused by name rather than routed wrongly.
+  const fabric::Topology& t = map.topology;
+  for (uint32_t v = 0; v < t.num_nodes(); ++v)
+    if (t.num_ports(v) > kMaxSwitchPorts)
+      return make_error(Code::kUnsupported, 5099,
+                        fmt::format("{}: {} ({}) has {} ports; route tables hold at most {}",
+                                    spec->name, t.name(v), v, t.num_ports(v), kMaxSwitchPorts));
   return (*entry)->factory(map, *spec);
 }
 

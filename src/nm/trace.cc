@@ -76,8 +76,8 @@ Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src, ui
   if (src == dst)
     return make_error(Code::kInvalidArgument, 5401,
                       fmt::format("trace source and destination are the same NIC (node {})", src));
-  auto first = t.peer({src, 0});
-  if (!first || t.is_nic(first->node))
+  const auto out = t.network_port(src);
+  if (!out)
     return make_error(
         Code::kNotFound, 5402,
         fmt::format("source NIC {} ({}) is not attached to an NRC in the map", src, t.name(src)));
@@ -105,7 +105,7 @@ Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src, ui
   };
 
   std::vector<bool> visited(map.num_nodes(), false);
-  fabric::PortRef at = *first;
+  fabric::PortRef at = *t.peer({src, *out});
   while (true) {
     const uint32_t v = at.node;
     const size_t k = tr.hops.size();

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "base/json_text.h"
 #include "base/spec.h"
 
 namespace galaxy::nmd {
@@ -251,7 +252,7 @@ Result<std::string> body_string(const ApiRequest& r, const std::string& name, bo
   if (v.is_number_unsigned()) return std::to_string(v.get<uint64_t>());
   if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
   return make_error(Code::kInvalidArgument, 8301,
-                    fmt::format("{} = {} must be a string or an integer", name, v.dump()));
+                    fmt::format("{} = {} must be a string or an integer", name, json_text(v)));
 }
 
 }  // namespace galaxy::nmd

@@ -2,6 +2,7 @@
 // and its route table as loaded (docs/api.md).
 #include <fmt/format.h>
 
+#include "base/json_text.h"
 #include "base/spec.h"
 #include "chip/register_names.h"
 #include "nmd/api.h"
@@ -33,7 +34,7 @@ void note_write(Daemon& d, const nlohmann::json& result, const std::string& what
   e.cause = what;
   nlohmann::json detail = result;
   detail["by"] = by;
-  e.detail = detail.dump();
+  e.detail = json_text(detail);
   (void)d.record(std::move(e));
 }
 
@@ -78,7 +79,7 @@ Result<nlohmann::json> eeprom_put(Daemon& d, const ApiRequest& r) {
     if (!b.is_number_unsigned() || b.get<uint64_t>() > 0xFF)
       return make_error(
           Code::kOutOfRange, 8241,
-          fmt::format("bytes[{}] = {} is not a byte (0-255)", bytes.size(), b.dump()));
+          fmt::format("bytes[{}] = {} is not a byte (0-255)", bytes.size(), json_text(b)));
     bytes.push_back(static_cast<uint8_t>(b.get<uint64_t>()));
   }
   auto out = on_chip(

@@ -2,6 +2,7 @@
 // register writes, and fault injection on simulated fabrics (docs/api.md).
 #include <fmt/format.h>
 
+#include "base/json_text.h"
 #include "nm/routing.h"
 #include "nmd/api.h"
 #include "nmd/daemon.h"
@@ -144,16 +145,15 @@ Result<nlohmann::json> config_writes(Daemon& d, const ApiRequest& r) {
   if (!r.body.is_object() || !r.body.contains("writes"))
     return make_error(Code::kInvalidArgument, 8257,
                       "the body needs 'writes': [{\"chip\", \"addr\", \"value\"}, ...]");
-  const std::string text = r.body.dump();
+  const std::string text = json_text(r.body);
   auto out = d.with_session([&](Session& s) { return config_apply_op(s, text); });
   if (out.ok()) {
     Event e;
     e.kind = EventKind::kConfigChange;
     e.cause = "bulk register writes";
     e.severity = (*out)["failed"].get<size_t>() ? EventSeverity::kMinor : EventSeverity::kInfo;
-    e.detail =
-        nlohmann::json{{"applied", (*out)["applied"]}, {"failed", (*out)["failed"]}, {"by", r.by}}
-            .dump();
+    e.detail = json_text(
+        nlohmann::json{{"applied", (*out)["applied"]}, {"failed", (*out)["failed"]}, {"by", r.by}});
     (void)d.record(std::move(e));
   }
   return out;
@@ -207,8 +207,9 @@ Result<nlohmann::json> bist(Daemon& d, const ApiRequest& r) {
     if (!r.body.contains(k)) return fallback;
     const auto& v = r.body[k];
     if (!v.is_number() || v.get<double>() < lo || v.get<double>() > hi)
-      return make_error(Code::kOutOfRange, 8260,
-                        fmt::format("{} = {} must be a number in [{}, {}]", k, v.dump(), lo, hi));
+      return make_error(
+          Code::kOutOfRange, 8260,
+          fmt::format("{} = {} must be a number in [{}, {}]", k, json_text(v), lo, hi));
     return v.get<double>();
   };
   auto duration = num("duration_us", 1, 65535, 100);
@@ -219,7 +220,7 @@ Result<nlohmann::json> bist(Daemon& d, const ApiRequest& r) {
   if (!port.ok()) return port.error();
   if (r.body.contains("port") && !r.body["port"].is_number_integer())
     return make_error(Code::kInvalidArgument, 8262,
-                      fmt::format("port = {} must be an integer", r.body["port"].dump()));
+                      fmt::format("port = {} must be an integer", json_text(r.body["port"])));
   o.duration_us = static_cast<uint32_t>(*duration);
   o.intensity_percent = static_cast<uint32_t>(*intensity);
   return d.with_session([&](Session& s) -> Result<nlohmann::json> {

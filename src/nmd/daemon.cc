@@ -9,6 +9,7 @@
 #include <set>
 #include <thread>
 
+#include "base/json_text.h"
 #include "base/log.h"
 #include "base/spec.h"
 #include "chip/chip.h"
@@ -251,11 +252,10 @@ Event Daemon::fault_event(const nm::FaultRecord& f) const {
   e.port = f.port;
   e.location = location_of(f.chip, f.port);
   e.cause = f.cause;
-  e.detail = nlohmann::json{{"code", f.code},
-                            {"detail", f.detail},
-                            {"reported_at", f.location},
-                            {"sim_time_us", static_cast<double>(f.time) / nm::kUs}}
-                 .dump();
+  e.detail = json_text(nlohmann::json{{"code", f.code},
+                                      {"detail", f.detail},
+                                      {"reported_at", f.location},
+                                      {"sim_time_us", static_cast<double>(f.time) / nm::kUs}});
   return e;
 }
 
@@ -306,7 +306,7 @@ void Daemon::record_link_change_locked(const nm::LinkChange& c, const nm::FaultR
     // No report of this change arrived: a later report or a read of the port proves it.
     detail["found_by"] = found_by;
   }
-  e.detail = detail.dump();
+  e.detail = json_text(detail);
   note(std::move(e));
   const std::pair<uint16_t, uint8_t> end{static_cast<uint16_t>(c.chip), c.port};
   if (c.up) {
@@ -564,7 +564,7 @@ nlohmann::json Daemon::finish_scan_locked(nm::ScanResult result, double wall_s) 
   note({.kind = EventKind::kScanSummary,
         .severity = scan->non_responding.empty() ? EventSeverity::kInfo : EventSeverity::kMajor,
         .cause = "status scan",
-        .detail = summary.dump()});
+        .detail = json_text(summary)});
   last_scan_ = std::move(scan);
   last_diff_ = std::move(d);
   // A port the scan read in a state no report told of gets its missing fault or clearing
@@ -716,6 +716,7 @@ void Daemon::rebuild_view_locked() {
   const fabric::Topology& plan = session_.plan();
   const nm::FabricMap& map = session_.discovery.map;
   v->chips.resize(plan.num_nodes());
+  v->plan = &plan;
   uint32_t slot = 0;
   for (uint32_t n = 0; n < plan.num_nodes(); ++n) {
     ChipView& c = v->chips[n];
@@ -963,7 +964,7 @@ bool Daemon::in_region(uint32_t chip_id) const {
 Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) const {
   // A name of the described fabric (plan) first: chip id = plan node on every engine.
   Result<uint32_t> node = uint32_t{0};
-  if (auto n = s.plan().find_node(text)) {
+  if (auto n = s.plan().resolve(text); n.ok()) {
     auto it = s.discovery.map.node_of.find(static_cast<uint16_t>(*n));
     if (it == s.discovery.map.node_of.end())
       return make_error(Code::kNotFound, 8211,
@@ -982,24 +983,12 @@ Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) cons
 }
 
 Result<uint32_t> Daemon::resolve_planned(const Session& s, const std::string& text) const {
-  const fabric::Topology& plan = s.plan();
-  if (auto n = plan.find_node(text)) return *n;
-  if (text.rfind("nic:", 0) == 0) {
-    auto i = parse_int("nic index", text.substr(4), 0, static_cast<int64_t>(plan.num_nics()) - 1);
-    if (!i.ok()) return i.error();
-    return plan.nic_node(static_cast<uint32_t>(*i));
-  }
-  // A chip id is the plan node on every engine.
-  if (auto id = parse_int("chip", text, 0, 65534); id.ok()) {
-    if (*id >= static_cast<int64_t>(plan.num_nodes()))
-      return make_error(
-          Code::kNotFound, 8290,
-          fmt::format("chip = {} is not in the fabric ({} chips)", *id, plan.num_nodes()));
-    return static_cast<uint32_t>(*id);
-  }
+  // A chip id is the plan node on every engine; nic:<index> the plan's NIC index.
+  auto planned = s.plan().resolve(text);
+  if (planned.ok()) return planned;
   // Names only discovery gives ("nrc12") need the chip in the map.
   auto node = find_node(s, text);
-  if (!node.ok()) return node.error();
+  if (!node.ok()) return planned.error();
   return s.discovery.map.chip_id[*node];
 }
 
@@ -1020,8 +1009,9 @@ Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) 
     const auto& v = changes[k];
     // Written so that nan fails too (JSON has none, but a number beyond a double reads as inf).
     if (!v.is_number() || !(v.get<double>() >= lo && v.get<double>() <= hi))
-      return make_error(Code::kOutOfRange, 8214,
-                        fmt::format("{} = {} must be a number in [{}, {}]", k, v.dump(), lo, hi));
+      return make_error(
+          Code::kOutOfRange, 8214,
+          fmt::format("{} = {} must be a number in [{}, {}]", k, json_text(v), lo, hi));
     return std::optional<double>{v.get<double>()};
   };
   auto scan = number("scan_interval_s", 0, kMaxIntervalS);
@@ -1038,16 +1028,17 @@ Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) 
       if (!m.ok()) return m.error();
       mask = *m;
     } else {
-      return make_error(Code::kInvalidArgument, 8215,
-                        fmt::format("fault_mask = {} must be a number or a 0x string", v.dump()));
+      return make_error(
+          Code::kInvalidArgument, 8215,
+          fmt::format("fault_mask = {} must be a number or a 0x string", json_text(v)));
     }
   }
   std::optional<std::string> engine;
   if (changes.contains("routing_engine")) {
     if (!changes["routing_engine"].is_string())
-      return make_error(
-          Code::kInvalidArgument, 8216,
-          fmt::format("routing_engine = {} must be a string", changes["routing_engine"].dump()));
+      return make_error(Code::kInvalidArgument, 8216,
+                        fmt::format("routing_engine = {} must be a string",
+                                    json_text(changes["routing_engine"])));
     engine = changes["routing_engine"].get<std::string>();
     if (*engine != "none") {
       auto spec = Spec::parse(*engine);
@@ -1061,7 +1052,7 @@ Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) 
     note({.kind = EventKind::kConfigChange,
           .cause = field + " changed",
           .detail =
-              nlohmann::json{{"field", field}, {"from", from}, {"to", to}, {"by", by}}.dump()});
+              json_text(nlohmann::json{{"field", field}, {"from", from}, {"to", to}, {"by", by}})});
   };
   if (engine && *engine != config_.routing_engine) {
     if (*engine != "none") GALAXY_TRY(route_locked(*engine));
@@ -1106,12 +1097,10 @@ Result<nlohmann::json> Daemon::route_now(const std::string& engine, const std::s
   if (engine != config_.routing_engine)
     note({.kind = EventKind::kConfigChange,
           .cause = "routing_engine changed",
-          .detail = nlohmann::json{
-              {"field", "routing_engine"},
-              {"from", config_.routing_engine},
-              {"to", engine},
-              {"by",
-               by}}.dump()});
+          .detail = json_text(nlohmann::json{{"field", "routing_engine"},
+                                             {"from", config_.routing_engine},
+                                             {"to", engine},
+                                             {"by", by}})});
   config_.routing_engine = engine;
   publish_locked();
   return routes_summary_;

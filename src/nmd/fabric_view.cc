@@ -6,6 +6,7 @@
 #include <map>
 
 #include "base/spec.h"
+#include "fabric/io.h"
 #include "nm/scan.h"
 
 namespace galaxy::nmd {
@@ -383,6 +384,16 @@ Result<nlohmann::json> traffic_json(const FabricView& v, const std::string& grou
 }
 
 Result<uint32_t> resolve_in_view(const FabricView& v, const std::string& text) {
+  Result<uint32_t> planned = v.plan ? v.plan->resolve(text) : Result<uint32_t>(uint32_t{0});
+  if (v.plan && planned.ok()) return planned;
+  if (v.plan) {
+    for (const char* prefix : {"nrc", "nic"})  // the names discovery gives: nrc<chip id>
+      if (text.rfind(prefix, 0) == 0) {
+        auto d = parse_int("chip", text.substr(3), 0, static_cast<int64_t>(v.chips.size()) - 1);
+        if (d.ok()) return static_cast<uint32_t>(*d);
+      }
+    return planned.error();
+  }
   if (text.rfind("nic:", 0) == 0) {
     auto i =
         parse_int("nic index", text.substr(4), 0, static_cast<int64_t>(v.nic_chips.size()) - 1);
@@ -427,6 +438,7 @@ nlohmann::json chip_json(const FabricView& v, uint32_t node, bool with_ports) {
                    {"responding", c.responding},
                    {"in_region", c.in_region},
                    {"faults", c.faults}};
+  if (v.plan) fabric::add_identity_json(j, v.plan->identity(node));
   if (!with_ports) return j;
   nlohmann::json ports = nlohmann::json::array();
   for (uint8_t p = 0; p < c.ports; ++p) {

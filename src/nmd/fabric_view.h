@@ -50,7 +50,10 @@ struct ChipView {
 struct FabricView {
   std::vector<ChipView> chips;      // by plan node = chip id
   std::vector<PortView> ports;      // chips[n].first_port + p
-  std::vector<uint32_t> nic_chips;  // "nic:<i>" -> chip id (the discovered NIC order)
+  std::vector<uint32_t> nic_chips;  // the discovered NICs' chip ids, in discovery order
+  // The described fabric, for names users give (descriptions, GUIDs) and identities; owned by
+  // the daemon's session, which outlives every snapshot and the HTTP server that reads them.
+  const fabric::Topology* plan = nullptr;
   int64_t built_us = 0;
   uint64_t scans = 0;
   double scan_interval_s = 0;  // simulated/real seconds between the last two scans
@@ -82,8 +85,9 @@ Result<nlohmann::json> topology_json(const FabricView& v, const std::string& vie
 // GET /api/traffic: one cell per group ("link", "chip", "switch", "chassis", "cabinet",
 // "level"); "link" is every link of the fabric (75,664 on TH-2: 10 MB), the others aggregate.
 Result<nlohmann::json> traffic_json(const FabricView& v, const std::string& group);
-// A chip named by id, name (described or discovered, "nrc12") or nic:<index>, without the
-// session: the same names Daemon::resolve accepts.
+// A chip named as fabric::Topology::resolve takes it (id, nic:<index> in the file's order, name,
+// description, GUID) or by the name discovery gives ("nrc12"), without the session: the same
+// names Daemon::resolve accepts.
 Result<uint32_t> resolve_in_view(const FabricView& v, const std::string& text);
 // One chip with its ports (GET /api/chips/{chip}).
 nlohmann::json chip_json(const FabricView& v, uint32_t node, bool with_ports);

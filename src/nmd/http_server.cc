@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/json_text.h"
+
 // Beast's string_view is std::string_view (Boost 1.74 defaults to boost::string_view).
 #define BOOST_BEAST_USE_STD_STRING_VIEW 1
 
@@ -102,7 +104,7 @@ std::string content_type_of(const std::string& path) {
 
 std::string sse_frame(const Event& e) {
   return fmt::format("id: {}\nevent: {}\ndata: {}\n\n", e.id, event_kind_name(e.kind),
-                     to_json(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+                     json_text(to_json(e)));
 }
 
 // The bearer token of a request ("" when none). Reads may give it as ?access_token= (RFC 6750
@@ -801,7 +803,7 @@ Answer HttpServer::Impl::error_answer(const Error& e) const {
 Answer HttpServer::Impl::error_answer(int status, const Error& e) const {
   Answer a;
   a.status = status;
-  a.body = error_json(e).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  a.body = json_text(error_json(e)) + "\n";
   return a;
 }
 
@@ -880,7 +882,7 @@ Answer HttpServer::Impl::answer(const Request& req, const ApiRoute* route_found)
     ApiResult r = dispatch(daemon_, call);
     route = std::move(r.route);
     a.status = r.status;
-    a.body = r.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    a.body = json_text(r.body) + "\n";
     if (cacheable && a.status == 200) cache_[target] = {generation, a};
   } else if (!get) {
     a = error_answer(405, make_error(Code::kUnsupported, 8319,

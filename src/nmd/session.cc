@@ -123,21 +123,20 @@ Result<Session> open_discovered_session(const SessionOptions& o) {
 
 Result<uint32_t> find_node(const Session& s, const std::string& text) {
   const nm::FabricMap& m = s.discovery.map;
-  if (text.rfind("nic:", 0) == 0) {
-    auto idx = parse_int("nic index", text.substr(4), 0, m.topology.num_nics() - 1);
-    if (!idx.ok()) return idx.error();
-    return m.topology.nic_node(static_cast<uint32_t>(*idx));
-  }
-  auto id = parse_int("chip", text, 0, 65534);
-  if (id.ok()) {
-    auto it = m.node_of.find(static_cast<uint16_t>(*id));
+  // The described fabric names the chip (chip id = plan node on every engine; nic:<index> in the
+  // file's order; names, descriptions, GUIDs); the map then says where discovery found it.
+  auto planned = s.plan().resolve(text);
+  if (planned.ok()) {
+    auto it = m.node_of.find(static_cast<uint16_t>(*planned));
     if (it == m.node_of.end())
-      return make_error(Code::kNotFound, 9011, fmt::format("chip id {} was not discovered", *id));
+      return make_error(Code::kNotFound, 9011,
+                        fmt::format("chip {} ({}) was not discovered", *planned,
+                                    excerpt(s.plan().name(*planned))));
     return it->second;
   }
+  // Names only discovery gives ("nrc12").
   if (auto n = m.topology.find_node(text)) return *n;
-  return make_error(Code::kNotFound, 9012,
-                    fmt::format("'{}' is neither a chip id, nic:<index>, nor a chip name", text));
+  return planned.error();
 }
 
 }  // namespace galaxy::nmd

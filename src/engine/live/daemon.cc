@@ -354,6 +354,7 @@ Status FabricDaemon::init() {
   nic_ports_.resize(t.num_nodes());
   for (uint32_t n = 0; n < t.num_nodes(); ++n) {
     if (fabric_.host_of[n] != host_) continue;
+    GALAXY_TRY(chip::check_model_ports(t.is_nic(n), t.num_ports(n), n, t.name(n)));
     uint16_t ports = static_cast<uint16_t>(t.num_ports(n));
     if (t.is_nic(n)) {
       auto nic = std::make_unique<chip::Nic>(ports);
@@ -850,7 +851,7 @@ void FabricDaemon::pump_nic(uint32_t chip) {
       case chip::NicWork::Kind::kMgmtRequest:
         nic.complete(w->vp, true);
         ++stats_.mgmt_packets;
-        send_mgmt(chip, 0, w->mgmt);
+        send_mgmt(chip, nic.network_port(), w->mgmt);
         break;
       case chip::NicWork::Kind::kRejected:
         nic.complete(w->vp, false, w->error.id);  // an RDMA's error reaches the EQ (drain_eq)
@@ -951,7 +952,8 @@ void FabricDaemon::drain_eq(uint32_t chip) {
 // (forward) and, where the path leaves the host, onto a link as encoded flits.
 bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::Flit> flits) {
   const wire::Traffic t{1, 0, flits.size()};
-  Forwarded f = forward(*seg_, nic, 0, dest, t);
+  Forwarded f =
+      forward(*seg_, nic, static_cast<const chip::Nic&>(*chips_[nic]).network_port(), dest, t);
   flit_bytes(flits, &packet_bytes_);
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:

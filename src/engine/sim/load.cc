@@ -60,8 +60,9 @@ Result<std::vector<float>> load_alltoall(const SimFabric& f, const Spec& s) {
   std::vector<uint32_t> edge_switches;
   for (uint32_t i = 0; i < N; ++i) {
     uint32_t nic = t.nic_node(i);
-    auto peer = t.peer({nic, 0});
-    if (!peer) continue;
+    const auto out = t.network_port(nic);
+    if (!out) continue;
+    const auto peer = t.peer({nic, *out});
     auto& v = at[peer->node];
     if (v.empty()) {
       v.assign(G, 0);
@@ -69,7 +70,7 @@ Result<std::vector<float>> load_alltoall(const SimFabric& f, const Spec& s) {
     }
     ++v[group_of(i)];
     // Injection and ejection links of the NIC: every NIC sends and receives at rate 1.
-    load[f.output_index({nic, 0})] += 1.0;
+    load[f.output_index({nic, *out})] += 1.0;
     load[f.output_index(*peer)] += 1.0;
   }
 

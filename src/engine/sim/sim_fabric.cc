@@ -33,19 +33,11 @@ Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& top
   f->port_base_.resize(n + 1);
   for (uint32_t v = 0; v < n; ++v) {
     uint32_t ports = topology.num_ports(v);
-    if (topology.is_nic(v)) {
-      if (ports < 1 || ports > chip::kMaxNicPorts)
-        return make_error(Code::kOutOfRange, 4208,
-                          fmt::format("NIC {} ({}) has {} ports; a NIC model has 1 to {}", v,
-                                      topology.name(v), ports, chip::kMaxNicPorts));
+    GALAXY_TRY(chip::check_model_ports(topology.is_nic(v), ports, v, topology.name(v)));
+    if (topology.is_nic(v))
       f->chips_.push_back(std::make_unique<chip::Nic>(static_cast<uint16_t>(ports)));
-    } else {
-      if (ports < 2 || ports > kMaxSwitchPorts)
-        return make_error(Code::kOutOfRange, 4201,
-                          fmt::format("NRC {} ({}) has {} ports; an NRC model has 2 to {}", v,
-                                      topology.name(v), ports, kMaxSwitchPorts));
+    else
       f->chips_.push_back(std::make_unique<chip::Nrc>(static_cast<uint16_t>(ports)));
-    }
     f->port_base_[v + 1] = f->port_base_[v] + ports;
   }
   f->outputs_.resize(f->port_base_[n]);
@@ -707,7 +699,7 @@ void SimFabric::handle(Time now, uint64_t a, uint64_t b) {
       break;
     case kNicSent: {
       uint8_t vp = packet(slot).vp;
-      transmit(node, 0, slot);
+      transmit(node, nic(node).network_port(), slot);
       nic(node).complete(vp, true);
       // A fenced descriptor may have been waiting for this completion.
       kick_nic(node);
