@@ -253,6 +253,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_nic_subcommand(b);
   add_bench_coll_subcommand(b);
   add_bench_coll_live_subcommand(b);
+  add_bench_ibsm_subcommand(b);
   add_bench_scale_subcommand(b);
   add_bench_daemon_subcommand(b);
 }

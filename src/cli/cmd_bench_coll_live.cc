@@ -75,12 +75,6 @@ const char* const kTests[] = {"barrier", "bcast", "allreduce"};
 enum Run { kOffloaded, kHostDriven, kOpenMpi, kCpuRun, kRuns };
 const char* const kRunNames[] = {"offloaded", "host_driven", "openmpi", "offloaded_spin0"};
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 std::string bin_dir() {
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -427,7 +421,7 @@ nlohmann::json median_of(const std::vector<nlohmann::json>& lines, const std::st
       v.push_back(l["tests"][test][field].get<double>());
   if (runs) *runs = v;
   if (v.empty()) return nullptr;
-  return median(v);
+  return cli::median_of(v);
 }
 
 nlohmann::json ratio(const nlohmann::json& a, const nlohmann::json& b) {
@@ -460,8 +454,8 @@ nlohmann::json cell_json(const Cell& c) {
       {"context_switches", median_of(zero, "cpu", "context_switches")},
       {"sleeps", median_of(zero, "cpu", "sleeps")},
       {"cq_entries", median_of(zero, "cpu", "cq_entries")},
-      {"daemon_cpu_us",
-       c.daemon_cpu_us.empty() ? nlohmann::json() : nlohmann::json(median(c.daemon_cpu_us))}};
+      {"daemon_cpu_us", c.daemon_cpu_us.empty() ? nlohmann::json()
+                                                : nlohmann::json(cli::median_of(c.daemon_cpu_us))}};
   const auto& beyond = cpu["spin0"];
   cpu["spin0"]["cpu_beyond_post_us"] =
       beyond["cpu_us"].is_null() || beyond["post_cpu_us"].is_null()

@@ -35,12 +35,6 @@ struct Row {
   size_t bytes;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 const char* unit_of(const std::string& kind) {
   if (kind.find("lat") != std::string::npos) return "us";
   if (kind == "msg_rate") return "Mmsg/s";
@@ -121,7 +115,7 @@ void run_comm(const std::string& what, const std::vector<Row>& rows, const CommO
       }
     }
     for (PeerSample& p : samples)
-      if (p.available) p.median = median(p.runs);
+      if (p.available) p.median = median_of(p.runs);
     nlohmann::json row{{"test", test}, {"unit", unit_of(r.kind)}};
     if (!error.empty()) {
       row["error"] = error;
@@ -129,7 +123,7 @@ void run_comm(const std::string& what, const std::vector<Row>& rows, const CommO
       out.push_back(row);
       continue;
     }
-    row["ours"] = median(mine);
+    row["ours"] = median_of(mine);
     row["ours_runs"] = mine;
     nlohmann::json peers = nlohmann::json::array();
     row["peer"] = nullptr;

@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -61,13 +62,6 @@ std::string unit_of(const std::string& kind) {
   return is_latency(kind) ? "us" : is_bandwidth(kind) ? "MB/s" : "Mmsg/s";
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // About a second per run on this host (ANCHORS: ~0.1-0.7 us one-way, 10-40 GB/s).
 long default_iterations(const std::string& kind, size_t bytes, const PeerOptions& opt) {
   if (opt.iterations > 0) return opt.iterations;
@@ -106,6 +100,9 @@ struct Child {
   bool timed_out = false;
   int status = -1;  // exit status, or 128 + signal
   std::string output;
+  Clock::time_point started = Clock::now();
+  double seconds = 0;    // from spawn to exit
+  long max_rss_kib = 0;  // the child's peak resident set (its own, not its children's)
 };
 
 // fork/exec into its own process group (so a timeout kills everything it started), dying with
@@ -199,8 +196,9 @@ std::vector<pid_t> descendants(pid_t root) {
 void wait_child(Child& c, Clock::time_point deadline) {
   if (c.done || c.pid < 0) return;
   int st = 0;
+  struct rusage ru {};
   for (;;) {
-    pid_t r = ::waitpid(c.pid, &st, WNOHANG);
+    pid_t r = ::wait4(c.pid, &st, WNOHANG, &ru);
     if (r == c.pid) break;
     if (r < 0 && errno != EINTR) {
       st = -1;
@@ -210,12 +208,14 @@ void wait_child(Child& c, Clock::time_point deadline) {
       auto below = descendants(c.pid);
       ::kill(-c.pid, SIGKILL);
       for (pid_t p : below) ::kill(p, SIGKILL);
-      ::waitpid(c.pid, &st, 0);
+      ::wait4(c.pid, &st, 0, &ru);
       c.timed_out = true;
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  c.seconds = std::chrono::duration<double>(Clock::now() - c.started).count();
+  c.max_rss_kib = ru.ru_maxrss;
   ::kill(-c.pid, SIGKILL);  // helpers left in its group
   c.done = true;
   c.status = st < 0 ? -1 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -341,7 +341,7 @@ Result<CommandOutput> run_to_end(const std::vector<std::string>& argv,
     return make_error(
         Code::kTimeout, 9608,
         fmt::format("timed out after {} s; command: {}", timeout_s, env_prefix(env) + join(argv)));
-  return CommandOutput{c->status, std::move(c->output)};
+  return CommandOutput{c->status, std::move(c->output), c->seconds, c->max_rss_kib};
 }
 
 Result<std::string> run_single(const std::vector<std::string>& argv,
@@ -432,6 +432,19 @@ std::string mpi_pingpong_path(const PeerOptions& opt) {
 
 }  // namespace
 
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
 std::string find_in_path(const std::string& name) {
   std::stringstream ss(env_string_or_default("PATH"));
   std::string dir;
@@ -445,6 +458,35 @@ std::string find_in_path(const std::string& name) {
 Result<CommandOutput> run_command(const std::vector<std::string>& argv,
                                   const std::vector<std::string>& env, int timeout_s) {
   return run_to_end(argv, env, timeout_s);
+}
+
+struct BackgroundCommand::Impl {
+  Child child;
+};
+
+BackgroundCommand::BackgroundCommand(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<BackgroundCommand>> BackgroundCommand::start(
+    const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  auto c = spawn(argv, env);
+  if (!c) return c.error();
+  auto impl = std::make_unique<Impl>();
+  impl->child = std::move(*c);
+  return std::make_unique<BackgroundCommand>(std::move(impl));
+}
+
+BackgroundCommand::~BackgroundCommand() {
+  stop();
+}
+
+bool BackgroundCommand::running() const {
+  return !impl_->child.done && child_running(impl_->child);
+}
+
+std::string BackgroundCommand::stop() {
+  if (impl_->child.done) return "";
+  wait_child(impl_->child, Clock::now());  // past its deadline: killed with its group
+  return impl_->child.output;
 }
 
 // --- names and parsers ---------------------------------------------------------------------

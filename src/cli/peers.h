@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,9 +42,29 @@ struct PeerOptions {
 struct CommandOutput {
   int status = 0;
   std::string output;
+  double seconds = 0;    // wall time, start to exit (5 ms resolution)
+  long max_rss_kib = 0;  // peak resident set of the program itself
 };
 Result<CommandOutput> run_command(const std::vector<std::string>& argv,
                                   const std::vector<std::string>& env, int timeout_s);
+
+// A program left running beside a benchmark (a fabric simulator) until stop() or destruction,
+// in its own process group, its output kept in a file. Errors: as run_command's.
+class BackgroundCommand {
+ public:
+  static Result<std::unique_ptr<BackgroundCommand>> start(const std::vector<std::string>& argv,
+                                                          const std::vector<std::string>& env);
+  ~BackgroundCommand();
+  bool running() const;
+  // Kills it and everything it started; what it printed.
+  std::string stop();
+
+  struct Impl;
+  explicit BackgroundCommand(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
 
 // Each runs the peer's server and client on this host and parses its figure; a peer that is not
 // installed, cannot run the test or fails comes back with available = false and why.
@@ -65,6 +86,11 @@ Result<PeerChoice> parse_peer_list(const std::string& text);
 
 // Physical limits: single-thread memcpy of `bytes` (median of 3 passes, MB/s), and the one-way
 // latency (ns) of a cache-line ping-pong between two processes through MAP_SHARED memory.
+// The median of a sample (0 when empty).
+double median_of(std::vector<double> v);
+// This program's path (/proc/self/exe), "" when it cannot be read.
+std::string self_executable();
+
 // The executable `name` on $PATH, or "" when there is none.
 std::string find_in_path(const std::string& name);
 

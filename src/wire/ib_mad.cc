@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "wire/big_endian.h"
+
 namespace galaxy::wire {
 namespace {
 
@@ -18,16 +20,6 @@ constexpr size_t kTransactionId = 8;
 constexpr size_t kAttributeId = 16;
 constexpr size_t kReserved = 18;
 constexpr size_t kAttributeModifier = 20;
-
-uint64_t get_be(std::span<const uint8_t> b, size_t at, unsigned n) {
-  uint64_t v = 0;
-  for (unsigned i = 0; i < n; ++i) v = (v << 8) | b[at + i];
-  return v;
-}
-
-void put_be(std::span<uint8_t> b, size_t at, unsigned n, uint64_t v) {
-  for (unsigned i = n; i-- > 0; v >>= 8) b[at + i] = static_cast<uint8_t>(v);
-}
 
 }  // namespace
 

@@ -1,0 +1,200 @@
+// galaxy sm — Galaxy as the subnet manager of an InfiniBand subnet (SYSTEM.md 3; nm/ib_sm.h):
+// discovery, LIDs, routing with a Galaxy engine, LFTs, ports ACTIVE, once or every sweep
+// interval until stopped. Reaches the subnet through libibumad: a real adapter's port, or ibsim
+// when run under LD_PRELOAD=libumad2sim.so (docs/management.md "Galaxy as an InfiniBand SM").
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "base/json_text.h"
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "cli/option_checks.h"
+#include "ib/umad_port.h"
+#include "nm/ib_sm.h"
+
+namespace galaxy::cli {
+namespace {
+
+struct SmCliOptions {
+  std::string fabric = "ib:";
+  std::string routing = "minhop";
+  unsigned window = 64;
+  int timeout_ms = 200;
+  int retries = 2;
+  bool once = false;
+  unsigned sweep_interval_s = 10;
+  bool json = false;
+  bool audit = false;
+  std::string guid2lid;
+};
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  g_stop = true;
+}
+
+nlohmann::json report_json(const nm::IbSweepReport& r, const ib::LocalPort& local) {
+  return nlohmann::json{{"port",
+                         {{"ca", local.ca},
+                          {"port", local.port},
+                          {"guid", fmt::format("{:#018x}", local.port_guid)}}},
+                        {"subnet_up", r.subnet_up},
+                        {"switches", r.switches},
+                        {"ca_ports", r.ca_ports},
+                        {"links", r.links},
+                        {"lids_assigned", r.lids.assigned},
+                        {"lids_kept", r.lids.kept},
+                        {"max_lid", r.lids.max_lid},
+                        {"sm_lid", r.sm_lid},
+                        {"engine", r.engine},
+                        {"lft_blocks", r.lft_blocks},
+                        {"port_sets", r.port_sets},
+                        {"ports_active", r.ports_active},
+                        {"ports_not_active", r.ports_not_active},
+                        {"unreachable_routes", r.unreachable},
+                        {"max_paths_per_port", r.max_paths_per_port},
+                        {"max_lids_per_port", r.max_lids_per_port},
+                        {"smps_sent", r.smps.sent},
+                        {"smps_answered", r.smps.answered},
+                        {"smps_retried", r.smps.retries},
+                        {"smps_failed", r.smps.failed},
+                        {"smps_error_status", r.smps.error_status},
+                        {"discover_s", r.discover_s},
+                        {"route_s", r.route_s},
+                        {"program_s", r.program_s},
+                        {"activate_s", r.activate_s},
+                        {"total_s", r.total_s},
+                        {"problems", r.problems}};
+}
+
+void print_report(const nm::IbSweepReport& r) {
+  std::printf("discovered %u switches, %u CA ports, %llu links in %.3f s\n", r.switches, r.ca_ports,
+              static_cast<unsigned long long>(r.links), r.discover_s);
+  std::printf("LIDs: %u assigned, %u kept, max LID %u; SM LID %u\n", r.lids.assigned, r.lids.kept,
+              r.lids.max_lid, r.sm_lid);
+  std::printf(
+      "routes (%s): %llu unreachable; busiest link between switches: %llu CA-to-CA routes, "
+      "%llu CA LIDs; %.3f s\n",
+      r.engine.c_str(), static_cast<unsigned long long>(r.unreachable),
+      static_cast<unsigned long long>(r.max_paths_per_port),
+      static_cast<unsigned long long>(r.max_lids_per_port), r.route_s);
+  std::printf(
+      "programmed: %llu LFT blocks, %llu PortInfo sets in %.3f s; %llu ports ACTIVE, "
+      "%llu not\n",
+      static_cast<unsigned long long>(r.lft_blocks), static_cast<unsigned long long>(r.port_sets),
+      r.program_s + r.activate_s, static_cast<unsigned long long>(r.ports_active),
+      static_cast<unsigned long long>(r.ports_not_active));
+  std::printf("SMPs: %llu sent, %llu answered, %llu retried, %llu failed, %llu refused\n",
+              static_cast<unsigned long long>(r.smps.sent),
+              static_cast<unsigned long long>(r.smps.answered),
+              static_cast<unsigned long long>(r.smps.retries),
+              static_cast<unsigned long long>(r.smps.failed),
+              static_cast<unsigned long long>(r.smps.error_status));
+  for (size_t i = 0; i < r.problems.size() && i < 10; ++i)
+    std::printf("problem: %s\n", r.problems[i].c_str());
+  if (r.problems.size() > 10) std::printf("(%zu problems in all)\n", r.problems.size());
+  std::printf("%s in %.3f s\n", r.subnet_up ? "SUBNET UP" : "subnet NOT up", r.total_s);
+  std::fflush(stdout);
+}
+
+// OpenSM's guid2lid file: "<port GUID> <base LID> <top LID>" per line, in hex (LMC 0).
+Status write_guid2lid(const nm::IbSubnet& net, const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    return make_error(Code::kIoError, 7150,
+                      fmt::format("--guid2lid {}: cannot write: {}", path, std::strerror(errno)));
+  }
+  for (const nm::IbNode& node : net.nodes)
+    for (const nm::IbPort& port : node.ports)
+      if (port.lid != 0)
+        std::fprintf(f, "0x%016llx 0x%04x 0x%04x\n", static_cast<unsigned long long>(port.guid),
+                     port.lid, port.lid);
+  const bool ok = std::fclose(f) == 0;
+  if (!ok)
+    return make_error(Code::kIoError, 7151, fmt::format("--guid2lid {}: write failed", path));
+  return {};
+}
+
+void run_sm(const SmCliOptions& o) {
+  ib::UmadOptions uo;
+  if (Status s = ib::parse_ib_fabric(o.fabric, uo); !s) return report_error(s.error(), o.json);
+  uo.timeout_ms = o.timeout_ms;
+  uo.retries = o.retries;
+  auto port = ib::open_umad_port(uo);
+  if (!port) return report_error(port.error(), o.json);
+  const ib::LocalPort& local = (*port)->local();
+  if (!o.json)
+    std::printf("galaxy sm: %s port %u (port GUID %#018llx), routing %s\n", local.ca.c_str(),
+                local.port, static_cast<unsigned long long>(local.port_guid), o.routing.c_str());
+  nm::IbSmOptions so;
+  so.routing = o.routing;
+  so.requests.window = o.window;
+  so.requests.deadline_ms = o.timeout_ms * (o.retries + 1) * 4 + 1000;
+  nm::IbSubnetManager sm(**port, so);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  for (unsigned sweep = 1; !g_stop; ++sweep) {
+    auto r = o.audit ? sm.audit() : sm.sweep();
+    if (!r) return report_error(r.error(), o.json);
+    if (!o.guid2lid.empty()) {
+      if (Status s = write_guid2lid(sm.subnet(), o.guid2lid); !s)
+        return report_error(s.error(), o.json);
+    }
+    if (o.json) {
+      nlohmann::json j = report_json(*r, local);
+      j["sweep"] = sweep;
+      std::printf("%s\n", json_text(j, o.once ? 2 : -1).c_str());
+      std::fflush(stdout);
+    } else {
+      print_report(*r);
+    }
+    set_exit_code(r->subnet_up ? 0 : 1);
+    if (o.once) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o.sweep_interval_s);
+    while (!g_stop && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+void add_sm_command(CLI::App& app) {
+  auto o = std::make_shared<SmCliOptions>();
+  auto* c = app.add_subcommand(
+      "sm",
+      "Subnet manager of an InfiniBand subnet: discover, assign LIDs, route, program the "
+      "LFTs, bring ports ACTIVE (libibumad; ibsim under LD_PRELOAD=libumad2sim.so)");
+  c->add_option("--fabric", o->fabric, "ib:[<adapter>[:<port>]] (the first active port by default)")
+      ->capture_default_str();
+  c->add_option("--routing", o->routing, "routing engine and parameters (galaxy route --help)")
+      ->capture_default_str();
+  c->add_option("--window", o->window, "SMPs in flight at once (OpenSM's max_smps)")
+      ->capture_default_str()
+      ->check(integer_in(1, 4096));
+  c->add_option("--timeout-ms", o->timeout_ms, "wait for an SMP's answer before a resend")
+      ->capture_default_str()
+      ->check(integer_in(1, 60000));
+  c->add_option("--retries", o->retries, "resends of an unanswered SMP")
+      ->capture_default_str()
+      ->check(integer_in(0, 20));
+  c->add_flag("--once,-o", o->once, "one sweep, then exit (0 when the subnet is up)");
+  c->add_option("--sweep-interval", o->sweep_interval_s, "seconds between sweeps")
+      ->capture_default_str()
+      ->check(integer_in(1, 86400));
+  c->add_flag("--json", o->json, "one JSON object per sweep");
+  c->add_flag("--audit", o->audit,
+              "change nothing: read the LIDs, states and forwarding tables another SM left and "
+              "check every route (exit 0 when all arrive and every link is ACTIVE)");
+  c->add_option(
+      "--guid2lid", o->guid2lid,
+      "after each sweep, write every port's GUID and LID here (OpenSM's guid2lid format)");
+  c->callback([o]() { run_sm(*o); });
+}
+
+const CommandRegistrar kRegistrar("sm", add_sm_command);
+
+}  // namespace
+}  // namespace galaxy::cli

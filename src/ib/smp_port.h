@@ -1,0 +1,44 @@
+// Where a subnet manager's SMPs go (SYSTEM.md 3): a port of an InfiniBand channel adapter or
+// switch that sends subnet management packets and receives their answers. The subnet manager
+// (nm/ib_sm.h) sees only this; UmadPort (umad_port.h) is the one over the kernel's user MAD
+// interface, which also reaches ibsim through libumad2sim.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "wire/ib_smp.h"
+
+namespace galaxy::ib {
+
+// The local end: what the subnet manager starts discovery from.
+struct LocalPort {
+  std::string ca;     // "mlx5_0", "ibsim0"
+  unsigned port = 0;  // 0 on a switch's management port
+  uint64_t port_guid = 0;
+  uint16_t lid = 0;
+  uint16_t sm_lid = 0;
+  unsigned state = 0;  // IBA port state as the kernel reports it
+};
+
+// One finished request: its answer, or why there is none (timed out, refused by the transport).
+struct SmpCompletion {
+  uint32_t tid = 0;  // the low 32 bits of the transaction id (the transport owns the high ones)
+  Status status;
+  wire::Smp smp;  // the answer when status is ok
+};
+
+class SmpPort {
+ public:
+  virtual ~SmpPort() = default;
+  virtual const LocalPort& local() const = 0;
+  // Queues one request. `dlid` is wire::kPermissiveLid for a directed route, else the LID a
+  // LID-routed SMP goes to. The low 32 bits of the transaction id name the request.
+  virtual Status send(const wire::Smp& smp, uint16_t dlid) = 0;
+  // The next completion, waiting at most `timeout_ms`; Code::kTimeout when none came. A request
+  // that was never answered completes with Code::kTimeout after the transport's timeout.
+  virtual Result<SmpCompletion> receive(int timeout_ms) = 0;
+};
+
+}  // namespace galaxy::ib

@@ -1,0 +1,164 @@
+#include "ib/umad_port.h"
+
+#include <fmt/format.h>
+#include <infiniband/umad.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace galaxy::ib {
+namespace {
+
+constexpr int kSmpClassVersion = 1;
+
+class UmadPort final : public SmpPort {
+ public:
+  UmadPort(int fd, int dr_agent, int lid_agent, LocalPort local, UmadOptions options)
+      : fd_(fd),
+        dr_agent_(dr_agent),
+        lid_agent_(lid_agent),
+        local_(std::move(local)),
+        options_(std::move(options)),
+        buf_(umad_size() + wire::kMadBytes) {}
+  ~UmadPort() override { umad_close_port(fd_); }
+
+  const LocalPort& local() const override { return local_; }
+
+  Status send(const wire::Smp& smp, uint16_t dlid) override {
+    auto bytes = wire::encode_smp(smp);
+    if (!bytes) return bytes.error();
+    std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
+    std::memcpy(umad_get_mad(out.data()), bytes->data(), bytes->size());
+    // QP0, SL 0, no Q_Key (IBA 13.5.3: SMPs go to QP0).
+    umad_set_addr(out.data(), dlid, 0, 0, 0);
+    const int agent = smp.directed ? dr_agent_ : lid_agent_;
+    if (int r = umad_send(fd_, agent, out.data(), static_cast<int>(wire::kMadBytes),
+                          options_.timeout_ms, options_.retries);
+        r < 0) {
+      return make_error(Code::kIoError, 7000,
+                        fmt::format("umad: sending an SMP on {} port {}: {}", local_.ca,
+                                    local_.port, std::strerror(-r)));
+    }
+    return {};
+  }
+
+  Result<SmpCompletion> receive(int timeout_ms) override {
+    while (true) {
+      int length = static_cast<int>(wire::kMadBytes);
+      int r = umad_recv(fd_, buf_.data(), &length, timeout_ms);
+      if (r == -ETIMEDOUT || r == -EAGAIN || r == -EINTR) {
+        return make_error(Code::kTimeout, 7001, "umad: no SMP answer within the wait");
+      }
+      if (r < 0) {
+        return make_error(Code::kIoError, 7002,
+                          fmt::format("umad: receiving on {} port {}: {}", local_.ca, local_.port,
+                                      std::strerror(-r)));
+      }
+      const auto* mad = static_cast<const uint8_t*>(umad_get_mad(buf_.data()));
+      SmpCompletion c;
+      // The transaction id's low 32 bits, wherever the answer came from (bytes 12-15).
+      c.tid = static_cast<uint32_t>(mad[12]) << 24 | static_cast<uint32_t>(mad[13]) << 16 |
+              static_cast<uint32_t>(mad[14]) << 8 | mad[15];
+      if (int st = umad_status(buf_.data()); st != 0) {
+        // The request itself, handed back: unanswered after the kernel's retries (ETIMEDOUT),
+        // or not deliverable.
+        c.status = make_error(st == ETIMEDOUT ? Code::kTimeout : Code::kIoError, 7003,
+                              fmt::format("umad: request {:#x} {}", c.tid,
+                                          st == ETIMEDOUT ? "timed out" : std::strerror(st)));
+        return c;
+      }
+      auto smp = wire::decode_smp(std::span<const uint8_t>(mad, wire::kMadBytes));
+      if (!smp) {
+        c.status = smp.error();
+        return c;
+      }
+      // Requests from elsewhere (another SM's SMInfo, a trap) are not ours to answer here.
+      if (!wire::is_response(smp->method)) continue;
+      c.smp = std::move(*smp);
+      return c;
+    }
+  }
+
+ private:
+  int fd_;
+  int dr_agent_;
+  int lid_agent_;
+  LocalPort local_;
+  UmadOptions options_;
+  std::vector<uint8_t> buf_;
+};
+
+}  // namespace
+
+Status parse_ib_fabric(const std::string& spec, UmadOptions& options) {
+  if (spec.rfind("ib:", 0) != 0 && spec != "ib") {
+    return make_error(Code::kInvalidArgument, 7010,
+                      fmt::format("fabric '{}': an InfiniBand fabric is ib:[<adapter>[:<port>]]",
+                                  spec.substr(0, 64)));
+  }
+  std::string rest = spec.size() > 3 ? spec.substr(3) : "";
+  auto colon = rest.find(':');
+  options.ca = rest.substr(0, colon);
+  options.port = 0;
+  if (colon != std::string::npos) {
+    const std::string p = rest.substr(colon + 1);
+    unsigned v = 0;
+    bool ok = !p.empty() && p.size() <= 3;
+    for (char ch : p) ok = ok && ch >= '0' && ch <= '9' && (v = v * 10 + unsigned(ch - '0')) < 255;
+    if (!ok) {
+      return make_error(Code::kInvalidArgument, 7011,
+                        fmt::format("fabric '{}': port '{}' is not a port number 0-254",
+                                    spec.substr(0, 64), p.substr(0, 16)));
+    }
+    options.port = v;
+  }
+  if (options.ca.size() >= UMAD_CA_NAME_LEN) {
+    return make_error(Code::kInvalidArgument, 7012,
+                      fmt::format("fabric '{}': adapter name longer than {} characters",
+                                  spec.substr(0, 64), UMAD_CA_NAME_LEN - 1));
+  }
+  return {};
+}
+
+Result<std::unique_ptr<SmpPort>> open_umad_port(const UmadOptions& options) {
+  if (umad_init() < 0) {
+    return make_error(Code::kIoError, 7020,
+                      "umad: the user MAD interface is not available (no ib_umad, or run under "
+                      "ibsim with LD_PRELOAD=libumad2sim.so)");
+  }
+  const char* ca = options.ca.empty() ? nullptr : options.ca.c_str();
+  umad_port_t info{};
+  if (int r = umad_get_port(ca, static_cast<int>(options.port), &info); r < 0) {
+    return make_error(Code::kNotFound, 7021,
+                      fmt::format("umad: no InfiniBand port {} on adapter '{}': {}", options.port,
+                                  options.ca.empty() ? "(first)" : options.ca, std::strerror(-r)));
+  }
+  LocalPort local;
+  local.ca = info.ca_name;
+  local.port = static_cast<unsigned>(info.portnum);
+  local.port_guid = be64toh(info.port_guid);
+  local.lid = static_cast<uint16_t>(info.base_lid);
+  local.sm_lid = static_cast<uint16_t>(info.sm_lid);
+  local.state = info.state;
+  umad_release_port(&info);
+
+  int fd = umad_open_port(local.ca.c_str(), static_cast<int>(local.port));
+  if (fd < 0) {
+    return make_error(Code::kIoError, 7022,
+                      fmt::format("umad: opening {} port {}: {} (an SM needs access to "
+                                  "/dev/infiniband/umad*)",
+                                  local.ca, local.port, std::strerror(-fd)));
+  }
+  int dr = umad_register(fd, 0x81, kSmpClassVersion, 0, nullptr);
+  int lr = dr < 0 ? dr : umad_register(fd, 0x01, kSmpClassVersion, 0, nullptr);
+  if (dr < 0 || lr < 0) {
+    umad_close_port(fd);
+    return make_error(Code::kIoError, 7023,
+                      fmt::format("umad: registering the SMP agents on {} port {}: {}", local.ca,
+                                  local.port, std::strerror(-(dr < 0 ? dr : lr))));
+  }
+  return std::unique_ptr<SmpPort>(std::make_unique<UmadPort>(fd, dr, lr, local, options));
+}
+
+}  // namespace galaxy::ib

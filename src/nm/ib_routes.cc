@@ -1,0 +1,410 @@
+#include "nm/ib_routes.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+
+#include "nm/routing.h"
+
+namespace galaxy::nm {
+namespace {
+
+constexpr uint32_t kNone = UINT32_MAX;
+constexpr uint16_t kFar = std::numeric_limits<uint16_t>::max();
+
+bool valid_unicast(uint16_t lid) {
+  return lid >= 1 && lid <= wire::kMaxUnicastLid;
+}
+
+// Every port that takes a LID: a switch's port 0, a CA's linked ports (those it was entered by).
+template <class F>
+void for_each_lid_port(IbSubnet& net, F&& f) {
+  for (auto& node : net.nodes) {
+    if (node.is_switch()) {
+      f(node.ports[0]);
+    } else {
+      for (size_t p = 1; p < node.ports.size(); ++p)
+        if (node.ports[p].entered) f(node.ports[p]);
+    }
+  }
+}
+
+struct CaDest {
+  uint16_t lid;
+  uint32_t node, port;  // the CA port
+  uint32_t sw = kNone;  // the switch it is cabled to (index into switches)
+  uint8_t sw_port = 0;
+};
+
+// The switches (dense indices) and the CA ports that take LIDs.
+struct SubnetIndex {
+  std::vector<uint32_t> switches;
+  std::vector<uint32_t> sw_of;  // node -> switch index, kNone for CAs
+  std::vector<CaDest> cas;
+  uint16_t max_lid = 0;
+};
+
+SubnetIndex index_subnet(const IbSubnet& net) {
+  SubnetIndex x;
+  const uint32_t n_nodes = static_cast<uint32_t>(net.nodes.size());
+  x.sw_of.assign(n_nodes, kNone);
+  for (uint32_t n = 0; n < n_nodes; ++n) {
+    if (!net.nodes[n].is_switch()) continue;
+    x.sw_of[n] = static_cast<uint32_t>(x.switches.size());
+    x.switches.push_back(n);
+    x.max_lid = std::max(x.max_lid, net.nodes[n].lid());
+  }
+  for (uint32_t n = 0; n < n_nodes; ++n) {
+    const IbNode& node = net.nodes[n];
+    if (node.is_switch()) continue;
+    for (uint32_t p = 1; p < node.ports.size(); ++p) {
+      const IbPort& port = node.ports[p];
+      if (!port.entered || port.lid == 0) continue;
+      CaDest d{port.lid, n, p};
+      if (port.linked() && net.nodes[port.peer_node].is_switch()) {
+        d.sw = x.sw_of[port.peer_node];
+        d.sw_port = port.peer_port;
+      }
+      x.cas.push_back(d);
+      x.max_lid = std::max(x.max_lid, port.lid);
+    }
+  }
+  return x;
+}
+
+}  // namespace
+
+Result<IbLidReport> assign_lids(IbSubnet& net) {
+  IbLidReport r;
+  std::vector<uint8_t> taken(wire::kMaxUnicastLid + 1u, 0);
+  for_each_lid_port(net, [&](IbPort& p) {
+    const uint16_t held = p.known ? p.info.lid() : 0;
+    if (valid_unicast(held) && !taken[held]) {
+      taken[held] = 1;
+      p.lid = held;
+      r.kept += 1;
+    } else {
+      p.lid = 0;
+    }
+  });
+  uint32_t next = 1;
+  bool full = false;
+  for_each_lid_port(net, [&](IbPort& p) {
+    if (p.lid != 0 || full) return;
+    while (next <= wire::kMaxUnicastLid && taken[next]) ++next;
+    if (next > wire::kMaxUnicastLid) {
+      full = true;
+      return;
+    }
+    taken[next] = 1;
+    p.lid = static_cast<uint16_t>(next);
+    r.assigned += 1;
+  });
+  if (full) {
+    return make_error(
+        Code::kResourceExhausted, 7120,
+        fmt::format("LIDs: the subnet needs more than {} unicast LIDs", wire::kMaxUnicastLid));
+  }
+  for_each_lid_port(net, [&](IbPort& p) { r.max_lid = std::max(r.max_lid, p.lid); });
+  return r;
+}
+
+Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec) {
+  IbRoutes out;
+  out.engine = engine_spec;
+  const uint32_t n_nodes = static_cast<uint32_t>(net.nodes.size());
+
+  SubnetIndex x = index_subnet(net);
+  const auto& switches = x.switches;
+  const auto& sw_of = x.sw_of;
+  const auto& cas = x.cas;
+  out.max_lid = x.max_lid;
+  for (uint32_t n : switches) {
+    if (net.nodes[n].info.num_ports > fabric::kMaxPorts) {
+      return make_error(Code::kUnsupported, 7130,
+                        fmt::format("{}: {} ports; the routing engines handle at most {}",
+                                    net.name(n), net.nodes[n].info.num_ports, fabric::kMaxPorts));
+    }
+  }
+  const uint32_t S = static_cast<uint32_t>(switches.size());
+  out.lft.assign(n_nodes, {});
+  for (uint32_t n : switches) out.lft[n].assign(out.max_lid + 1u, wire::kLftNoPort);
+
+  // The engine, on the subnet as a topology: switches are NRCs (IB port k is port k-1), each
+  // linked CA port a one-port NIC whose chip id is its LID.
+  std::vector<std::vector<chip::PortSet>> allowed(S);  // [switch][ca index] (intersection)
+  if (!cas.empty() && S > 0) {
+    FabricMap map;
+    std::vector<uint32_t> topo_of_sw(S);
+    for (uint32_t i = 0; i < S; ++i) {
+      const uint32_t n = switches[i];
+      auto t =
+          map.topology.add_node(fabric::NodeKind::kNrc, net.nodes[n].info.num_ports, net.name(n));
+      if (!t) return t.error();
+      topo_of_sw[i] = *t;
+      map.chip_id.push_back(net.nodes[n].lid());
+    }
+    std::vector<uint32_t> topo_of_ca(cas.size());
+    std::unordered_map<uint64_t, uint32_t> ca_index;  // (node << 8 | port) -> cas index
+    for (uint32_t c = 0; c < cas.size(); ++c) {
+      auto t = map.topology.add_node(fabric::NodeKind::kNic, 1,
+                                     fmt::format("{} port {}", net.name(cas[c].node), cas[c].port));
+      if (!t) return t.error();
+      topo_of_ca[c] = *t;
+      map.chip_id.push_back(cas[c].lid);
+      ca_index[uint64_t{cas[c].node} << 8 | cas[c].port] = c;
+    }
+    auto endpoint = [&](uint32_t n, uint32_t p) -> std::optional<fabric::PortRef> {
+      if (sw_of[n] != kNone) {
+        if (p == 0) return std::nullopt;
+        return fabric::PortRef{topo_of_sw[sw_of[n]], static_cast<uint8_t>(p - 1)};
+      }
+      auto it = ca_index.find(uint64_t{n} << 8 | p);
+      if (it == ca_index.end()) return std::nullopt;
+      return fabric::PortRef{topo_of_ca[it->second], 0};
+    };
+    for (uint32_t n = 0; n < n_nodes; ++n) {
+      for (uint32_t p = 0; p < net.nodes[n].ports.size(); ++p) {
+        const IbPort& port = net.nodes[n].ports[p];
+        if (!port.linked()) continue;
+        if (std::pair(port.peer_node, uint32_t{port.peer_port}) < std::pair(n, p)) continue;
+        auto a = endpoint(n, p);
+        auto b = endpoint(port.peer_node, port.peer_port);
+        if (!a || !b) continue;
+        if (Status s = map.topology.connect(*a, *b); !s) return s.error();
+      }
+    }
+    for (uint32_t t = 0; t < map.topology.num_nodes(); ++t) map.node_of[map.chip_id[t]] = t;
+    map.target.resize(map.topology.num_nodes());
+    map.hops.resize(map.topology.num_nodes(), 0);
+    map.server_node = topo_of_ca[0];
+    auto routes = compute_routes(map, engine_spec);
+    if (!routes) return routes.error();
+    out.engine = routes->engine;
+
+    // For each (switch, CA): the ports every input that the engine routes agrees on; where the
+    // inputs disagree, any port one of them allows.
+    std::vector<uint32_t> ca_of_lid(out.max_lid + 1u, kNone);
+    for (uint32_t c = 0; c < cas.size(); ++c) ca_of_lid[cas[c].lid] = c;
+    for (uint32_t i = 0; i < S; ++i) {
+      std::vector<chip::PortSet> meet(cas.size(), ~chip::PortSet{});
+      std::vector<chip::PortSet> any(cas.size());
+      for (const RangeWrite& w : routes->writes[topo_of_sw[i]]) {
+        if (w.ports.none()) continue;
+        const uint32_t end = std::min<uint32_t>(uint32_t{w.first_dest} + w.count, out.max_lid + 1u);
+        for (uint32_t lid = w.first_dest; lid < end; ++lid) {
+          const uint32_t c = ca_of_lid[lid];
+          if (c == kNone) continue;
+          meet[c] &= w.ports;
+          any[c] |= w.ports;
+        }
+      }
+      allowed[i].resize(cas.size());
+      for (uint32_t c = 0; c < cas.size(); ++c) allowed[i][c] = meet[c].any() ? meet[c] : any[c];
+    }
+  }
+
+  // Switch-to-switch hop counts, for switch LIDs and for CA entries an engine left open.
+  std::vector<std::vector<std::pair<uint8_t, uint32_t>>> nbr(S);  // (IB port, switch index)
+  for (uint32_t i = 0; i < S; ++i) {
+    const IbNode& node = net.nodes[switches[i]];
+    for (uint32_t p = 1; p < node.ports.size(); ++p)
+      if (node.ports[p].linked() && sw_of[node.ports[p].peer_node] != kNone)
+        nbr[i].emplace_back(static_cast<uint8_t>(p), sw_of[node.ports[p].peer_node]);
+  }
+  std::vector<std::vector<uint16_t>> dist(S, std::vector<uint16_t>(S, kFar));  // [to][from]
+  for (uint32_t t = 0; t < S; ++t) {
+    auto& d = dist[t];
+    std::deque<uint32_t> q{t};
+    d[t] = 0;
+    while (!q.empty()) {
+      uint32_t u = q.front();
+      q.pop_front();
+      for (auto [p, v] : nbr[u])
+        if (d[v] == kFar) {
+          d[v] = static_cast<uint16_t>(d[u] + 1);
+          q.push_back(v);
+        }
+    }
+  }
+
+  // CA LIDs, one destination at a time, from the switches farthest from it inwards: each switch
+  // knows how many CA sources pass it on their way to the destination before it picks a port,
+  // and takes the allowed port that carries the fewest routes so far (then the fewest LIDs).
+  // Sources behind one switch share a path and the others spread over the alternatives, which is
+  // what OpenSM's ftree arranges by construction; a choice per switch and LID alone would send
+  // every pod through the same top switch.
+  std::vector<std::vector<uint64_t>> route_load(S), lid_load(S);
+  std::vector<std::vector<uint32_t>> peer_sw(S);
+  std::vector<uint64_t> sources(S, 0);
+  for (uint32_t i = 0; i < S; ++i) {
+    const size_t np = net.nodes[switches[i]].ports.size();
+    route_load[i].assign(np, 0);
+    lid_load[i].assign(np, 0);
+    peer_sw[i].assign(np, kNone);
+    for (auto [p, v] : nbr[i]) peer_sw[i][p] = v;
+  }
+  for (const CaDest& d : cas)
+    if (d.sw != kNone) sources[d.sw] += 1;
+  auto lighter = [&](uint32_t i, uint8_t a, uint8_t b) {  // is port a a better choice than b?
+    if (b == wire::kLftNoPort) return true;
+    if (route_load[i][a] != route_load[i][b]) return route_load[i][a] < route_load[i][b];
+    return lid_load[i][a] < lid_load[i][b];
+  };
+  auto pick_min_hop = [&](uint32_t i, uint32_t to) -> uint8_t {
+    uint8_t best = wire::kLftNoPort;
+    for (auto [p, v] : nbr[i])
+      if (dist[to][v] != kFar && dist[to][v] + 1 == dist[to][i] && lighter(i, p, best)) best = p;
+    return best;
+  };
+  std::vector<uint64_t> flow(S);
+  std::vector<std::vector<uint32_t>> by_distance;
+  for (uint32_t c = 0; c < cas.size(); ++c) {
+    const CaDest& d = cas[c];
+    if (d.sw == kNone) continue;  // cabled to another CA: no switch forwards to it
+    const auto& to_d = dist[d.sw];
+    by_distance.clear();
+    for (uint32_t i = 0; i < S; ++i) {
+      flow[i] = sources[i] - (i == d.sw ? 1u : 0u);
+      if (to_d[i] == kFar) continue;
+      if (by_distance.size() <= to_d[i]) by_distance.resize(to_d[i] + 1u);
+      by_distance[to_d[i]].push_back(i);
+    }
+    out.lft[switches[d.sw]][d.lid] = d.sw_port;
+    out.entries += 1;
+    for (size_t h = by_distance.size(); h-- > 1;) {
+      for (uint32_t i : by_distance[h]) {
+        const IbNode& node = net.nodes[switches[i]];
+        uint8_t port = wire::kLftNoPort;
+        if (!allowed[i].empty())
+          allowed[i][c].for_each([&](unsigned p) {
+            const auto ib = static_cast<uint8_t>(p + 1);
+            if (ib < node.ports.size() && lighter(i, ib, port)) port = ib;
+          });
+        if (port == wire::kLftNoPort) {
+          port = pick_min_hop(i, d.sw);
+          if (port == wire::kLftNoPort) continue;
+          out.fallback_entries += 1;
+        }
+        out.lft[switches[i]][d.lid] = port;
+        out.entries += 1;
+        route_load[i][port] += flow[i];
+        lid_load[i][port] += 1;
+        if (peer_sw[i][port] != kNone) flow[peer_sw[i][port]] += flow[i];
+      }
+    }
+  }
+  // Switch LIDs (management traffic): minimum hop, the least-loaded port.
+  for (uint32_t i = 0; i < S; ++i) {
+    for (uint32_t t = 0; t < S; ++t) {
+      const uint16_t lid = net.nodes[switches[t]].lid();
+      if (lid == 0) continue;
+      const uint8_t port = t == i ? 0 : pick_min_hop(i, t);
+      if (port == wire::kLftNoPort) continue;
+      out.lft[switches[i]][lid] = port;
+      if (port != 0) lid_load[i][port] += 1;
+      out.entries += 1;
+    }
+  }
+
+  check_ib_routes(net, out);
+  return out;
+}
+
+void check_ib_routes(const IbSubnet& net, IbRoutes& out) {
+  const SubnetIndex x = index_subnet(net);
+  const auto& switches = x.switches;
+  const auto& sw_of = x.sw_of;
+  const auto& cas = x.cas;
+  const uint32_t S = static_cast<uint32_t>(switches.size());
+  out.unreachable = 0;
+  out.max_paths_per_port = 0;
+  out.max_lids_per_port = 0;
+  auto entry = [&](uint32_t n, uint16_t lid) -> uint8_t {
+    return n < out.lft.size() && lid < out.lft[n].size() ? out.lft[n][lid] : wire::kLftNoPort;
+  };
+  // Check every (switch, CA LID) route as the switches will forward it, and count the CA-to-CA
+  // routes through every switch port (the balance OpenSM's ftree is judged by).
+  std::vector<uint32_t> sources(S, 0);  // CA ports cabled to each switch
+  for (const CaDest& d : cas)
+    if (d.sw != kNone) sources[d.sw] += 1;
+  std::vector<std::vector<uint64_t>> paths(S);
+  std::vector<std::vector<uint64_t>> lids(S);  // CA LIDs routed out of each port
+  for (uint32_t i = 0; i < S; ++i) {
+    paths[i].assign(net.nodes[switches[i]].ports.size(), 0);
+    lids[i].assign(net.nodes[switches[i]].ports.size(), 0);
+  }
+  std::vector<uint32_t> next(S), depth(S);
+  std::vector<uint8_t> state(S);  // 0 unknown, 1 on the walk, 2 reaches, 3 does not
+  std::vector<uint32_t> walk;
+  for (const CaDest& d : cas) {
+    std::fill(state.begin(), state.end(), 0);
+    for (uint32_t i = 0; i < S; ++i) {
+      const IbNode& node = net.nodes[switches[i]];
+      const uint8_t o = entry(switches[i], d.lid);
+      next[i] = kNone;
+      if (o == wire::kLftNoPort || o == 0 || o >= node.ports.size()) {
+        state[i] = 3;
+        continue;
+      }
+      const IbPort& port = node.ports[o];
+      if (port.peer_node == d.node && port.peer_port == d.port) {
+        state[i] = 2;
+        depth[i] = 0;
+      } else if (port.linked() && sw_of[port.peer_node] != kNone) {
+        next[i] = sw_of[port.peer_node];
+      } else {
+        state[i] = 3;
+      }
+    }
+    for (uint32_t i = 0; i < S; ++i) {
+      walk.clear();
+      uint32_t u = i;
+      while (state[u] == 0) {
+        state[u] = 1;
+        walk.push_back(u);
+        u = next[u];
+      }
+      const bool ok = state[u] == 2;  // state 1: a loop
+      uint32_t dep = ok ? depth[u] : 0;
+      for (auto it = walk.rbegin(); it != walk.rend(); ++it) {
+        state[*it] = ok ? 2 : 3;
+        depth[*it] = ++dep;
+      }
+    }
+    std::vector<uint32_t> order;
+    for (uint32_t i = 0; i < S; ++i) {
+      if (state[i] == 2) {
+        order.push_back(i);
+      } else if (sources[i] > 0 || i == d.sw) {
+        out.unreachable += 1;
+        if (out.problems.size() < 8)
+          out.problems.push_back(
+              fmt::format("{}: no route to LID {}", net.name(switches[i]), d.lid));
+      }
+    }
+    std::sort(order.begin(), order.end(),
+              [&](uint32_t a, uint32_t b) { return depth[a] > depth[b]; });
+    std::vector<uint64_t> flow(S, 0);
+    for (uint32_t i : order) {
+      flow[i] += sources[i] - (i == d.sw ? 1u : 0u);
+      paths[i][entry(switches[i], d.lid)] += flow[i];
+      lids[i][entry(switches[i], d.lid)] += 1;
+      if (next[i] != kNone) flow[next[i]] += flow[i];
+    }
+  }
+  // Over the links between switches: a CA's own cable carries every route to it whatever the
+  // tables say.
+  for (uint32_t i = 0; i < S; ++i) {
+    const IbNode& node = net.nodes[switches[i]];
+    for (uint32_t p = 1; p < node.ports.size(); ++p) {
+      if (!node.ports[p].linked() || sw_of[node.ports[p].peer_node] == kNone) continue;
+      out.max_paths_per_port = std::max(out.max_paths_per_port, paths[i][p]);
+      out.max_lids_per_port = std::max(out.max_lids_per_port, lids[i][p]);
+    }
+  }
+}
+
+}  // namespace galaxy::nm

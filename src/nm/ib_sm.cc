@@ -1,0 +1,228 @@
+#include "nm/ib_sm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace galaxy::nm {
+namespace {
+
+using wire::IbPortState;
+using wire::MadMethod;
+using wire::SmpAttr;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A directed-route Set; the SMA's answer (the attribute as it now stands) goes to `done`.
+void set(IbRequester& rq, IbSweepReport& report, std::string what, SmpAttr attr, uint32_t modifier,
+         const std::vector<uint8_t>& path, const wire::SmpData& data,
+         std::function<void(const wire::Smp&)> done) {
+  auto smp = wire::Smp::directed_request(MadMethod::kSet, attr, modifier, path);
+  if (!smp) {
+    report.problems.push_back(smp.error().to_string());
+    return;
+  }
+  smp->data = data;
+  rq.submit(*smp, wire::kPermissiveLid,
+            [&report, what = std::move(what), done = std::move(done)](const Status& s,
+                                                                      const wire::Smp& a) {
+              if (!s) {
+                if (report.problems.size() < 64)
+                  report.problems.push_back(fmt::format("{}: {}", what, s.error().message));
+                return;
+              }
+              done(a);
+            });
+}
+
+// Every port with a link to bring up: (node, port, the directed route to use).
+template <class F>
+void for_each_link_port(IbSubnet& net, F&& f) {
+  for (uint32_t n = 0; n < net.nodes.size(); ++n) {
+    IbNode& node = net.nodes[n];
+    for (uint32_t p = 1; p < node.ports.size(); ++p) {
+      IbPort& port = node.ports[p];
+      if (!port.linked() || !port.known) continue;
+      if (node.is_switch())
+        f(n, p, port, node.path);
+      else if (port.entered)
+        f(n, p, port, port.path);
+    }
+  }
+}
+
+}  // namespace
+
+Status IbSubnetManager::discover(IbRequester& rq, IbSweepReport& report) {
+  auto found = discover_ib(rq);
+  if (!found) return found.error();
+  subnet_ = std::move(*found);
+  report.problems = subnet_.problems;
+  report.switches = subnet_.num_switches();
+  report.ca_ports = subnet_.num_ca_ports();
+  report.links = subnet_.num_links();
+  return {};
+}
+
+void IbSubnetManager::count_active(IbSweepReport& report) {
+  for_each_link_port(subnet_, [&](uint32_t, uint32_t, IbPort& port, const std::vector<uint8_t>&) {
+    if (port.info.port_state() == static_cast<uint8_t>(IbPortState::kActive))
+      report.ports_active += 1;
+    else
+      report.ports_not_active += 1;
+  });
+}
+
+Result<IbSweepReport> IbSubnetManager::sweep() {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  IbSweepReport report;
+  IbRequester rq(port_, options_.requests);
+
+  if (Status s = discover(rq, report); !s) return s.error();
+  report.discover_s = seconds_since(t0);
+
+  const auto t1 = Clock::now();
+  auto lids = assign_lids(subnet_);
+  if (!lids) return lids.error();
+  report.lids = *lids;
+  report.sm_lid = subnet_.sm_lid();
+  auto routes = route_ib(subnet_, options_.routing);
+  if (!routes) return routes.error();
+  routes_ = std::move(*routes);
+  report.engine = routes_.engine;
+  report.unreachable = routes_.unreachable;
+  report.max_paths_per_port = routes_.max_paths_per_port;
+  report.max_lids_per_port = routes_.max_lids_per_port;
+  for (const auto& p : routes_.problems) report.problems.push_back(p);
+  report.route_s = seconds_since(t1);
+
+  // Tables and LIDs.
+  const auto t2 = Clock::now();
+  const uint16_t top = routes_.max_lid;
+  for (uint32_t n = 0; n < subnet_.nodes.size(); ++n) {
+    IbNode& node = subnet_.nodes[n];
+    if (node.is_switch()) {
+      if (node.switch_info.linear_fdb_cap() != 0 && node.switch_info.linear_fdb_cap() <= top) {
+        report.problems.push_back(
+            fmt::format("{}: its forwarding table holds {} LIDs, the "
+                        "subnet needs {}",
+                        subnet_.name(n), node.switch_info.linear_fdb_cap(), top + 1));
+      }
+      wire::SwitchInfo si = node.switch_info;
+      si.set_linear_fdb_top(top);
+      si.set_port_state_change(true);  // writing 1 clears it
+      set(rq, report, subnet_.name(n), SmpAttr::kSwitchInfo, 0, node.path, si.raw,
+          [&node](const wire::Smp& a) { node.switch_info.raw = a.data; });
+      const auto& lft = routes_.lft[n];
+      for (uint32_t b = 0; b * wire::kLftBlockLids <= top; ++b) {
+        wire::SmpData block;
+        block.fill(wire::kLftNoPort);
+        for (uint32_t i = 0; i < wire::kLftBlockLids && b * wire::kLftBlockLids + i < lft.size();
+             ++i)
+          block[i] = lft[b * wire::kLftBlockLids + i];
+        set(rq, report, subnet_.name(n), SmpAttr::kLinearForwardingTable, b, node.path, block,
+            [](const wire::Smp&) {});
+        report.lft_blocks += 1;
+      }
+    }
+    for (uint32_t p = 0; p < node.ports.size(); ++p) {
+      IbPort& port = node.ports[p];
+      if (port.lid == 0 || !port.known) continue;
+      wire::PortInfo pi = port.info.for_set();
+      pi.set_lid(port.lid);
+      pi.set_master_sm_lid(report.sm_lid);
+      pi.set_lmc(0);
+      set(rq, report, fmt::format("{} port {}", subnet_.name(n), p), SmpAttr::kPortInfo, p,
+          node.is_switch() ? node.path : port.path, pi.raw,
+          [&port](const wire::Smp& a) { port.info.raw = a.data; });
+      report.port_sets += 1;
+    }
+  }
+  if (Status s = rq.run(); !s) return s.error();
+  report.program_s = seconds_since(t2);
+
+  // INIT -> ARMED on every linked port, then ARMED -> ACTIVE: a port goes ACTIVE only when its
+  // neighbour is at least ARMED (IBA 7.2), so the second pass waits for the first.
+  const auto t3 = Clock::now();
+  for (auto [from, to] : {std::pair{IbPortState::kInit, IbPortState::kArmed},
+                          std::pair{IbPortState::kArmed, IbPortState::kActive}}) {
+    for_each_link_port(
+        subnet_, [&](uint32_t n, uint32_t p, IbPort& port, const std::vector<uint8_t>& path) {
+          if (port.info.port_state() != static_cast<uint8_t>(from)) return;
+          wire::PortInfo pi = port.info.for_set();
+          pi.set_port_state(to);
+          const IbPort& peer = subnet_.nodes[port.peer_node].ports[port.peer_port];
+          std::string what = fmt::format("{} port {} to {} (peer {} port {}: {})", subnet_.name(n),
+                                         p, wire::ib_port_state_name(static_cast<uint8_t>(to)),
+                                         subnet_.name(port.peer_node), port.peer_port,
+                                         wire::ib_port_state_name(peer.info.port_state()));
+          set(rq, report, std::move(what), SmpAttr::kPortInfo, p, path, pi.raw,
+              [&port](const wire::Smp& a) { port.info.raw = a.data; });
+          report.port_sets += 1;
+        });
+    if (Status s = rq.run(); !s) return s.error();
+  }
+  count_active(report);
+  report.activate_s = seconds_since(t3);
+  report.smps = rq.stats();
+  report.total_s = seconds_since(t0);
+  report.subnet_up = report.ports_not_active == 0 && report.unreachable == 0 &&
+                     report.smps.failed == 0 && report.smps.error_status == 0;
+  return report;
+}
+
+Result<IbSweepReport> IbSubnetManager::audit() {
+  const auto t0 = std::chrono::steady_clock::now();
+  IbSweepReport report;
+  IbRequester rq(port_, options_.requests);
+  if (Status s = discover(rq, report); !s) return s.error();
+  report.discover_s = seconds_since(t0);
+  routes_ = IbRoutes{};
+  routes_.engine = "(as found)";
+  routes_.lft.assign(subnet_.nodes.size(), {});
+  for (IbNode& node : subnet_.nodes)
+    for (IbPort& port : node.ports) {
+      port.lid = port.known ? port.info.lid() : 0;
+      if (!node.is_switch() && !port.entered) port.lid = 0;
+      if (node.is_switch() && &port != &node.ports[0]) port.lid = 0;
+      routes_.max_lid = std::max(routes_.max_lid, port.lid);
+    }
+  report.sm_lid = subnet_.sm_lid();
+  for (uint32_t n = 0; n < subnet_.nodes.size(); ++n) {
+    IbNode& node = subnet_.nodes[n];
+    if (!node.is_switch()) continue;
+    const uint16_t top = std::min(node.switch_info.linear_fdb_top(), routes_.max_lid);
+    auto& lft = routes_.lft[n];
+    lft.assign(routes_.max_lid + 1u, wire::kLftNoPort);
+    for (uint32_t b = 0; b * wire::kLftBlockLids <= top; ++b) {
+      auto smp = wire::Smp::directed_request(MadMethod::kGet, SmpAttr::kLinearForwardingTable, b,
+                                             node.path);
+      if (!smp) continue;
+      rq.submit(*smp, wire::kPermissiveLid, [&lft, b](const Status& st, const wire::Smp& a) {
+        if (!st) return;
+        for (uint32_t i = 0; i < wire::kLftBlockLids && b * wire::kLftBlockLids + i < lft.size();
+             ++i)
+          lft[b * wire::kLftBlockLids + i] = a.data[i];
+      });
+      report.lft_blocks += 1;
+    }
+  }
+  if (Status s = rq.run(); !s) return s.error();
+  check_ib_routes(subnet_, routes_);
+  report.engine = routes_.engine;
+  report.unreachable = routes_.unreachable;
+  report.max_paths_per_port = routes_.max_paths_per_port;
+  report.max_lids_per_port = routes_.max_lids_per_port;
+  for (const auto& p : routes_.problems) report.problems.push_back(p);
+  count_active(report);
+  report.smps = rq.stats();
+  report.total_s = seconds_since(t0);
+  report.subnet_up = report.ports_not_active == 0 && report.unreachable == 0;
+  return report;
+}
+
+}  // namespace galaxy::nm

@@ -1,0 +1,68 @@
+// Galaxy as the subnet manager of an InfiniBand subnet (SYSTEM.md 3): one sweep discovers the
+// subnet by directed routes, assigns LIDs (LMC 0), routes it with a Galaxy routing engine,
+// programs every switch's SwitchInfo and linear forwarding table, gives every port its LID and
+// the SM's LID, and brings the links INIT -> ARMED -> ACTIVE: then the subnet is up.
+// All programming goes by directed route, so it does not depend on the tables it writes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ib/smp_port.h"
+#include "nm/ib_discovery.h"
+#include "nm/ib_routes.h"
+
+namespace galaxy::nm {
+
+struct IbSmOptions {
+  std::string routing = "minhop";  // a routing engine spec (nm/routing.h)
+  IbRequesterOptions requests;
+};
+
+struct IbSweepReport {
+  uint32_t switches = 0;
+  uint32_t ca_ports = 0;
+  uint64_t links = 0;
+  IbLidReport lids;
+  uint16_t sm_lid = 0;
+  std::string engine;
+  uint64_t lft_blocks = 0;          // LinearForwardingTable blocks written
+  uint64_t port_sets = 0;           // PortInfo Sets (LIDs and state changes)
+  uint64_t ports_active = 0;        // linked ports ACTIVE at the end
+  uint64_t ports_not_active = 0;    // linked ports that are not
+  uint64_t unreachable = 0;         // (switch, LID) routes that do not arrive
+  uint64_t max_paths_per_port = 0;  // IbRoutes'
+  uint64_t max_lids_per_port = 0;
+  IbRequesterStats smps;
+  double discover_s = 0, route_s = 0, program_s = 0, activate_s = 0, total_s = 0;
+  bool subnet_up = false;
+  std::vector<std::string> problems;
+};
+
+class IbSubnetManager {
+ public:
+  IbSubnetManager(ib::SmpPort& port, IbSmOptions options) : port_(port), options_(options) {}
+  // One heavy sweep. Errors only when nothing could be done (the SM's own port is silent, the
+  // engine refuses the subnet); what went wrong on parts of the subnet is in `problems`.
+  Result<IbSweepReport> sweep();
+  // Changes nothing: discovers the subnet, reads every switch's LinearFDBTop and forwarding
+  // table and checks the routes whoever programmed them (another SM) left there, with the LIDs
+  // the ports hold. Fills the discovery counts, `unreachable`, `max_paths_per_port`, `smps`.
+  Result<IbSweepReport> audit();
+  // The subnet as the last sweep found and programmed it.
+  const IbSubnet& subnet() const { return subnet_; }
+  const IbRoutes& routes() const { return routes_; }
+
+ private:
+  Status discover(IbRequester& rq, IbSweepReport& report);
+  // Linked ports ACTIVE and not, as the last answers left them.
+  void count_active(IbSweepReport& report);
+
+  ib::SmpPort& port_;
+  IbSmOptions options_;
+  IbSubnet subnet_;
+  IbRoutes routes_;
+};
+
+}  // namespace galaxy::nm

@@ -1,0 +1,147 @@
+// LIDs and linear forwarding tables from Galaxy's routing engines on InfiniBand subnets built
+// by hand: every switch reaches every LID, the tables balance, a CA cabled only on its second
+// port is routed, LIDs already held are kept.
+#include "nm/ib_routes.h"
+
+#include <gtest/gtest.h>
+
+namespace galaxy::nm {
+namespace {
+
+struct Builder {
+  IbSubnet net;
+  uint32_t add(wire::IbNodeType type, uint8_t ports, const std::string& desc) {
+    IbNode n;
+    n.info.node_type = static_cast<uint8_t>(type);
+    n.info.num_ports = ports;
+    n.info.node_guid = 0x1000 + net.nodes.size();
+    n.description = desc;
+    n.ports.resize(ports + 1u);
+    for (auto& p : n.ports) p.known = true;
+    net.by_guid[n.info.node_guid] = static_cast<uint32_t>(net.nodes.size());
+    net.nodes.push_back(std::move(n));
+    return static_cast<uint32_t>(net.nodes.size() - 1);
+  }
+  void link(uint32_t a, uint8_t pa, uint32_t b, uint8_t pb) {
+    for (auto [n, p, m, q] : {std::tuple{a, pa, b, pb}, std::tuple{b, pb, a, pa}}) {
+      IbPort& port = net.nodes[n].ports[p];
+      port.peer_node = m;
+      port.peer_port = q;
+      if (!net.nodes[n].is_switch()) {
+        port.entered = true;
+        port.path = {1};
+      }
+    }
+  }
+};
+
+// Two leaves under two spines; each leaf has two one-port CAs; a two-port CA hangs off leaf 1
+// by its port 2 only.
+Builder two_level() {
+  Builder b;
+  using T = wire::IbNodeType;
+  uint32_t s0 = b.add(T::kSwitch, 8, "spine0"), s1 = b.add(T::kSwitch, 8, "spine1");
+  uint32_t l0 = b.add(T::kSwitch, 8, "leaf0"), l1 = b.add(T::kSwitch, 8, "leaf1");
+  b.link(l0, 7, s0, 1);
+  b.link(l0, 8, s1, 1);
+  b.link(l1, 7, s0, 2);
+  b.link(l1, 8, s1, 2);
+  for (uint32_t i = 0; i < 4; ++i) {
+    uint32_t ca = b.add(T::kCa, 1, "host" + std::to_string(i) + " HCA-1");
+    b.link(ca, 1, i < 2 ? l0 : l1, static_cast<uint8_t>(1 + i % 2));
+  }
+  uint32_t dual = b.add(T::kCa, 2, "dual HCA-1");
+  b.link(dual, 2, l1, 5);
+  b.net.sm_node = 4;
+  b.net.sm_port = 1;
+  return b;
+}
+
+TEST(IbRoutes, LidsForSwitchesAndLinkedCaPortsOnly) {
+  Builder b = two_level();
+  auto r = assign_lids(b.net);
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->assigned, 4u + 5u);  // four switches, five linked CA ports
+  EXPECT_EQ(r->max_lid, 9);
+  const IbNode& dual = b.net.nodes[8];
+  EXPECT_EQ(dual.ports[1].lid, 0);  // not cabled
+  EXPECT_NE(dual.ports[2].lid, 0);
+  EXPECT_EQ(b.net.sm_lid(), b.net.nodes[4].ports[1].lid);
+}
+
+TEST(IbRoutes, KeepsValidUniqueLidsAndRenumbersClashes) {
+  Builder b = two_level();
+  b.net.nodes[0].ports[0].info.set_lid(40);
+  b.net.nodes[1].ports[0].info.set_lid(40);      // a clash: the second is renumbered
+  b.net.nodes[4].ports[1].info.set_lid(0xC000);  // multicast range: renumbered
+  auto r = assign_lids(b.net);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->kept, 1u);
+  EXPECT_EQ(b.net.nodes[0].ports[0].lid, 40);
+  EXPECT_NE(b.net.nodes[1].ports[0].lid, 40);
+  EXPECT_LE(b.net.nodes[4].ports[1].lid, wire::kMaxUnicastLid);
+  EXPECT_EQ(r->max_lid, 40);
+}
+
+class IbRoutesByEngine : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(IbRoutesByEngine, EverySwitchReachesEveryLid) {
+  Builder b = two_level();
+  ASSERT_TRUE(assign_lids(b.net).ok());
+  auto r = route_ib(b.net, GetParam());
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->unreachable, 0u) << (r->problems.empty() ? "" : r->problems.front());
+  // Four switches x (five CA LIDs + four switch LIDs).
+  EXPECT_EQ(r->entries, 4u * 9u);
+  const IbSubnet& net = b.net;
+  // A leaf sends a LID of its own CA out of the port that CA is cabled to, a switch its own LID
+  // to port 0, and another leaf's CA up.
+  const uint32_t l1 = 3, dual = 8;
+  EXPECT_EQ(r->lft[l1][net.nodes[dual].ports[2].lid], 5);
+  EXPECT_EQ(r->lft[l1][net.nodes[l1].lid()], 0);
+  const uint8_t up = r->lft[l1][net.nodes[4].ports[1].lid];
+  EXPECT_TRUE(up == 7 || up == 8);
+  // Balanced where the engine allows both up-links (up*/down* from one root allows one): the
+  // two LIDs of leaf 0's CAs leave leaf 1 by different up-links; leaf 0 spreads leaf 1's three
+  // CA LIDs 2 + 1 over its up-links, two sources each (4 routes); a spine forwards all three of
+  // leaf 1's CA LIDs down to it.
+  if (std::string(GetParam()) != "updown") {
+    EXPECT_NE(r->lft[l1][net.nodes[4].ports[1].lid], r->lft[l1][net.nodes[5].ports[1].lid]);
+    EXPECT_EQ(r->max_paths_per_port, 4u);
+    EXPECT_EQ(r->max_lids_per_port, 3u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, IbRoutesByEngine,
+                         ::testing::Values("minhop", "updown", "fattree"));
+
+TEST(IbRoutes, AnUnknownEngineIsAnError) {
+  Builder b = two_level();
+  ASSERT_TRUE(assign_lids(b.net).ok());
+  EXPECT_FALSE(route_ib(b.net, "nosuch").ok());
+}
+
+TEST(IbRoutes, TheCheckSeesDeadEndsAndLoops) {
+  Builder b = two_level();
+  ASSERT_TRUE(assign_lids(b.net).ok());
+  auto r = route_ib(b.net, "minhop");
+  ASSERT_TRUE(r.ok());
+  const uint16_t host0 = b.net.nodes[4].ports[1].lid;
+  IbRoutes dead = *r;
+  dead.lft[3][host0] = 3;  // leaf1 port 3: no cable
+  check_ib_routes(b.net, dead);
+  EXPECT_EQ(dead.unreachable, 1u);
+  ASSERT_FALSE(dead.problems.empty());
+  EXPECT_NE(dead.problems.back().find("leaf1"), std::string::npos);
+  IbRoutes loop = *r;
+  loop.lft[0][host0] = 2;  // spine0 sends it down to leaf1, which sends it up again
+  loop.lft[3][host0] = 7;
+  check_ib_routes(b.net, loop);
+  EXPECT_GE(loop.unreachable, 1u);
+  IbRoutes fine = *r;
+  check_ib_routes(b.net, fine);
+  EXPECT_EQ(fine.unreachable, 0u);
+}
+
+}  // namespace
+}  // namespace galaxy::nm

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Galaxy's subnet manager alone on ibsim fabrics (no OpenSM), judged by infiniband-diags:
+#   ibnetdiscover  every node found, every CA port with the LID Galaxy gave it (guid2lid file);
+#   ibroute        a leaf switch's LFT sends each of its CAs' LIDs out of the port it is cabled to;
+#   ibtracert      CA to CA by LID, through the tables Galaxy programmed;
+#   iblinkinfo     every linked port ACTIVE;
+#   smpquery       PortInfo of a CA: its LID, the SM's LID, ACTIVE.
+# Fabrics: ibsim's example nets (the SM on a switch; two-port HCAs), a 2-level fat tree of
+# 36-port switches and a 3-level fat tree of 1,024 hosts, written by `galaxy fabric --write`.
+# Usage: ibsim_sm.sh <galaxy binary>. Exit 77 (skipped) without ibsim or infiniband-diags.
+set -euo pipefail
+galaxy=$1
+sim_so=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
+examples=/usr/share/doc/ibsim-utils/net-examples
+for tool in ibsim ibnetdiscover ibroute ibtracert iblinkinfo smpquery; do
+  command -v "$tool" >/dev/null || { echo "skip: $tool not installed"; exit 77; }
+done
+[ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
+
+dir=$(mktemp -d)
+sim_pid=""
+stop_sim() {
+  if [ -n "$sim_pid" ]; then
+    kill "$sim_pid" 2>/dev/null || true
+    wait "$sim_pid" 2>/dev/null || true
+    sim_pid=""
+  fi
+}
+trap 'stop_sim; rm -rf "$dir"' EXIT
+fail() {
+  echo "FAIL [$net_name]: $*" >&2
+  for f in sm.json sm.err ibsim.log; do
+    [ -s "$dir/$f" ] && { echo "--- $f" >&2; tail -40 "$dir/$f" >&2; }
+  done
+  exit 1
+}
+# Hexadecimal in any awk (Debian's default awk, mawk, has no strtonum).
+hex='function hex(s,  i, v) { s = tolower(s); sub(/^0x/, "", s); v = 0;
+  for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1;
+  return v }' 
+
+# Under ibsim: the preload, attached at node $1 (ibsim's node id). ASan's runtime must come
+# first in a sanitized build's preload list; it is told not to insist.
+sim() {
+  local host=$1; shift
+  SIM_HOST="$host" LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    timeout 120 "$@"
+}
+
+start_sim() {  # <net file> <a node to probe from>
+  stop_sim
+  # ibsim's tables hold 256 switches by default: sized from the file. No console (-n).
+  local sizes
+  sizes=$(awk '$1 == "Switch" { s++ } $1 == "Switch" || $1 == "Hca" { n++; p += $2 + 1 }
+               END { printf "-S %d -N %d -P %d", s + 16, n + 16, p + 64 }' "$1")
+  # shellcheck disable=SC2086
+  ibsim -n $sizes -s "$1" </dev/null >"$dir/ibsim.log" 2>&1 &
+  sim_pid=$!
+  for _ in $(seq 1 100); do
+    if sim "$2" ibstat >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  cat "$dir/ibsim.log" >&2
+  fail "ibsim did not come up"
+}
+
+check_fabric() {  # <name> <net file> <SM's node> <diags' node> <switches> <CA ports>
+  net_name=$1
+  local net=$2 sm_host=$3 diag_host=$4 want_sw=$5 want_ca=$6
+  start_sim "$net" "$sm_host"
+  sim "$sm_host" "$galaxy" sm --fabric ib: --once --json --guid2lid "$dir/guid2lid" \
+    >"$dir/sm.json" 2>"$dir/sm.err" || { cat "$dir/sm.json" "$dir/sm.err" >&2; fail "galaxy sm"; }
+  jq -e '.subnet_up == true' "$dir/sm.json" >/dev/null || { cat "$dir/sm.json" >&2; fail "not up"; }
+  [ "$(jq .switches "$dir/sm.json")" = "$want_sw" ] || fail "switches: $(jq .switches "$dir/sm.json")"
+  [ "$(jq .ca_ports "$dir/sm.json")" = "$want_ca" ] || fail "CA ports: $(jq .ca_ports "$dir/sm.json")"
+  local sm_lid
+  sm_lid=$(jq .sm_lid "$dir/sm.json")
+
+  # ibnetdiscover: every node, every CA port with Galaxy's LID.
+  sim "$diag_host" ibnetdiscover -p >"$dir/ports.txt" 2>"$dir/disc.err" || fail "ibnetdiscover"
+  local n_ca
+  n_ca=$(awk '$1 == "CA"' "$dir/ports.txt" | wc -l)
+  [ "$n_ca" = "$want_ca" ] || fail "ibnetdiscover lists $n_ca CA ports, want $want_ca"
+  # "CA <lid> <port> <port guid> ..." against "<port guid> <lid> <lid>" (hex).
+  awk "$hex"'NR == FNR { lid[tolower($1)] = hex($2); next }
+       $1 == "CA" { g = tolower($4); if (!(g in lid) || lid[g] != $2) { print "port " g " lid " $2 " want " lid[g]; bad++ } }
+       END { exit bad > 0 }' "$dir/guid2lid" "$dir/ports.txt" || fail "LIDs differ from Galaxy's"
+  awk '$1 == "CA" && $2 == 0 { bad++ } END { exit bad > 0 }' "$dir/ports.txt" ||
+    fail "a CA port without a LID"
+
+  # ibroute: on the switch cabled to the first CA port listed, every CA cabled to that switch
+  # has its LID routed out of its own cable's port. ibnetdiscover -p: CA lines carry the
+  # switch's GUID in field 11 ... lines end "( 'a' - 'b' )"; take the SW lines instead.
+  local leaf_guid leaf_lid
+  leaf_guid=$(awk '$1 == "SW" && $8 == "CA" { print $4; exit }' "$dir/ports.txt")
+  leaf_lid=$(awk -v g="$leaf_guid" '$1 == "SW" && $4 == g { print $2; exit }' "$dir/ports.txt")
+  sim "$diag_host" ibroute "$leaf_lid" >"$dir/lft.txt" 2>&1 || { cat "$dir/lft.txt" >&2; fail "ibroute $leaf_lid"; }
+  # SW <lid> <port> <guid> <w> <s> - CA <lid> <port> <guid> ...
+  awk -v g="$leaf_guid" "$hex"'NR == FNR { if ($1 == "SW" && $4 == g && $8 == "CA") want[$9] = $3; next }
+       /^0x/ { lid = hex($1); if (lid in want) { seen++; if ($2 + 0 != want[lid]) { print "LID " lid " -> port " $2 ", cabled to " want[lid]; bad++ } } }
+       END { exit (bad > 0 || seen == 0) }' "$dir/ports.txt" "$dir/lft.txt" ||
+    { cat "$dir/lft.txt" >&2; fail "ibroute: LFT of switch $leaf_guid (LID $leaf_lid)"; }
+
+  # ibtracert: the first CA port to the last, by LID.
+  local src dst
+  src=$(awk '$1 == "CA" { print $2; exit }' "$dir/ports.txt")
+  dst=$(awk '$1 == "CA" { l = $2 } END { print l }' "$dir/ports.txt")
+  sim "$diag_host" ibtracert "$src" "$dst" >"$dir/trace.txt" 2>&1 || { cat "$dir/trace.txt" >&2; fail "ibtracert $src $dst"; }
+  grep -q "^To ca" "$dir/trace.txt" || { cat "$dir/trace.txt" >&2; fail "ibtracert did not arrive"; }
+
+  # iblinkinfo: every linked port ACTIVE.
+  sim "$diag_host" iblinkinfo >"$dir/links.txt" 2>&1 || fail "iblinkinfo"
+  if grep -E "(Initialize|Armed|Down)/ *LinkUp" "$dir/links.txt" >&2; then fail "ports not ACTIVE"; fi
+  grep -q "Active/ *LinkUp" "$dir/links.txt" || fail "iblinkinfo shows no ACTIVE link"
+
+  # smpquery: a CA port's PortInfo, LID-routed.
+  sim "$diag_host" smpquery portinfo "$dst" >"$dir/pi.txt" 2>&1 || { cat "$dir/pi.txt" >&2; fail "smpquery portinfo $dst"; }
+  grep -Eq "^Lid:\.+$dst\$" "$dir/pi.txt" || { cat "$dir/pi.txt" >&2; fail "smpquery: LID"; }
+  grep -Eq "^SMLid:\.+$sm_lid\$" "$dir/pi.txt" || { cat "$dir/pi.txt" >&2; fail "smpquery: SM LID"; }
+  grep -Eq "^LinkState:\.+Active" "$dir/pi.txt" || { cat "$dir/pi.txt" >&2; fail "smpquery: state"; }
+
+  # A second sweep keeps every LID and changes nothing.
+  sim "$sm_host" "$galaxy" sm --fabric ib: --once --json >"$dir/sm2.json" 2>&1 || fail "second sweep"
+  jq -e '.subnet_up == true and .lids_assigned == 0' "$dir/sm2.json" >/dev/null ||
+    { cat "$dir/sm2.json" >&2; fail "second sweep renumbered"; }
+  echo "ok [$net_name]: $want_sw switches, $want_ca CA ports, $(jq .smps_sent "$dir/sm.json") SMPs, $(jq .total_s "$dir/sm.json") s"
+  stop_sim
+}
+
+check_fabric "ibsim net" "$examples/net" Switch1 Hca1 2 2
+check_fabric "ibsim 2-port HCAs" "$examples/net.2sw2path4hca2port" Hca1 Hca2 2 4
+"$galaxy" fabric --fabric sim:fattree:k=36,levels=2 --no-chips --write "$dir/ft36.net" >/dev/null
+check_fabric "fat tree, 36-port switches, 2 levels" "$dir/ft36.net" nic00000 nic00017 54 648
+"$galaxy" fabric --fabric sim:fattree:k=16,levels=3 --no-chips --write "$dir/ft1k.net" >/dev/null
+check_fabric "fat tree, 1,024 hosts, 3 levels" "$dir/ft1k.net" nic00000 nic01000 320 1024
+echo "all fabrics up under Galaxy's SM, confirmed by infiniband-diags"
