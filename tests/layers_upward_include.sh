@@ -14,6 +14,8 @@ trap 'rm -rf "$tmp"' EXIT
 cases=(
   "galaxy_base|base/status.h|wire/flit.h"
   "galaxy_wire|wire/flit.h|chip/nic.h"
+  "galaxy_ib|ib/umad_port.h|nm/ib_sm.h"
+  "galaxy_ib|ib/umad_port.h|chip/nic.h"
   "galaxy_fabric|fabric/topology.h|chip/nic.h"
   "galaxy_chip|chip/nic.h|engine/sim/sim_fabric.h"
   "galaxy_sim|engine/sim/sim_fabric.h|glex/device.h"
