@@ -117,7 +117,7 @@ TEST(MpscRing, WaitTimesOutAndWakesOnPublish) {
   EXPECT_GE(monotonic_ns() - t0, 20'000'000u);
   std::thread producer([ring] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    uint64_t pos;
+    uint64_t pos = 0;
     Cell* c = ring->claim(&pos);
     c->value = 7;
     ring->publish(c, pos);
