@@ -5,7 +5,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <vector>
+
+#include "wire/big_endian.h"
 
 namespace galaxy::ib {
 namespace {
@@ -58,8 +61,7 @@ class UmadPort final : public SmpPort {
       const auto* mad = static_cast<const uint8_t*>(umad_get_mad(buf_.data()));
       SmpCompletion c;
       // The transaction id's low 32 bits, wherever the answer came from (bytes 12-15).
-      c.tid = static_cast<uint32_t>(mad[12]) << 24 | static_cast<uint32_t>(mad[13]) << 16 |
-              static_cast<uint32_t>(mad[14]) << 8 | mad[15];
+      c.tid = static_cast<uint32_t>(wire::get_be(std::span<const uint8_t>(mad, 16), 12, 4));
       if (int st = umad_status(buf_.data()); st != 0) {
         // The request itself, handed back: unanswered after the kernel's retries (ETIMEDOUT),
         // or not deliverable.
