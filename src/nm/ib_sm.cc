@@ -148,8 +148,10 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   // INIT -> ARMED on every linked port, then ARMED -> ACTIVE: a port goes ACTIVE only when its
   // neighbour is at least ARMED (IBA 7.2), so the second pass waits for the first.
   const auto t3 = Clock::now();
-  for (auto [from, to] : {std::pair{IbPortState::kInit, IbPortState::kArmed},
-                          std::pair{IbPortState::kArmed, IbPortState::kActive}}) {
+  for (const auto& step : {std::pair{IbPortState::kInit, IbPortState::kArmed},
+                           std::pair{IbPortState::kArmed, IbPortState::kActive}}) {
+    // Plain names: a lambda may not capture a structured binding (clang 14).
+    const IbPortState from = step.first, to = step.second;
     for_each_link_port(
         subnet_, [&](uint32_t n, uint32_t p, IbPort& port, const std::vector<uint8_t>& path) {
           if (port.info.port_state() != static_cast<uint8_t>(from)) return;

@@ -93,6 +93,12 @@ Result<Smp> decode_smp(std::span<const uint8_t> bytes) {
                       fmt::format("smp: mgmt_class = {:#04x}, expected 0x01 or 0x81",
                                   static_cast<unsigned>(m->mgmt_class)));
   }
+  // SMPs are base version 1, class version 1 (IBA 14.2.1); Smp does not carry them.
+  if (m->base_version != 1 || m->class_version != 1) {
+    return make_error(Code::kMalformed, 1812,
+                      fmt::format("smp: base/class version = {}/{}, expected 1/1", m->base_version,
+                                  m->class_version));
+  }
   Smp s;
   s.directed = directed;
   s.method = m->method;
@@ -115,6 +121,12 @@ Result<Smp> decode_smp(std::span<const uint8_t> bytes) {
     std::copy_n(m->data.begin() + kInitialPathAt, s.initial_path.size(), s.initial_path.begin());
     std::copy_n(m->data.begin() + kReturnPathAt, s.return_path.size(), s.return_path.begin());
   } else {
+    if (m->class_specific != 0) {
+      return make_error(Code::kMalformed, 1813,
+                        fmt::format("smp: a LID-routed SMP's class-specific field = {:#06x}, "
+                                    "reserved (0)",
+                                    m->class_specific));
+    }
     s.status = m->status;
     s.returning = false;
   }
