@@ -35,6 +35,6 @@ for c in "${cases[@]}"; do
   [ -f "$src/src/$above" ] || fail "$above is not a header of the tree"
   compiles "$target" "$own" || { cat "$tmp/out" >&2; fail "$target: its own $own does not compile"; }
   if compiles "$target" "$above"; then fail "$target: $above (a layer above) compiled"; fi
-  grep -q "No such file" "$tmp/out" || { cat "$tmp/out" >&2; fail "$target: $above failed otherwise"; }
+  grep -qE "No such file|file not found" "$tmp/out" || { cat "$tmp/out" >&2; fail "$target: $above failed otherwise"; }
 done
 echo "layers: ${#cases[@]} upward includes refused, every layer's own header compiles"

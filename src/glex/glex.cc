@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <string>
 
 #include "glex/device.h"
@@ -192,7 +193,12 @@ glex_ret_t glex_read_local_reg(glex_device_handle_t dev, uint16_t addr, uint64_t
 }
 
 const char* glex_error_string(glex_ret_t ret) {
-  switch (ret) {
+  // A C caller may pass any int; reading one outside the enumerators as a glex_ret_t would be
+  // undefined in C++, so the bytes are read as the int they are.
+  int code = 0;
+  static_assert(sizeof code == sizeof ret);
+  std::memcpy(&code, &ret, sizeof code);
+  switch (code) {
     case GLEX_SUCCESS:
       return "success";
     case GLEX_INVALID_PARAM:
