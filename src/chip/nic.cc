@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "chip/mpq.h"
+#include "chip/network_port.h"
 #include "chip/nma.h"
 #include "wire/mp.h"
 
@@ -35,9 +36,10 @@ Status check_model_ports(bool nic, uint32_t ports, uint32_t node, const std::str
 }
 
 uint8_t Nic::network_port() const {
-  for (uint16_t p = 0; p < num_ports(); ++p)
-    if (port_usable(static_cast<uint8_t>(p))) return static_cast<uint8_t>(p);
-  return 0;
+  return chip::network_port(
+             num_ports(),
+             [&](uint8_t p) { return port_usable(p) && port(p).peer.type == wire::ChipType::kNrc; })
+      .value_or(0);
 }
 
 Status Nic::check_vp(uint8_t vp) const {

@@ -143,9 +143,8 @@ class Nic : public Chip {
  public:
   // TH-2 NICs have one network port; an InfiniBand HCA loaded from ibnetdiscover may have more.
   explicit Nic(uint16_t num_ports = 1);
-  // The port the NIC's packets (data and management) leave on: the first whose link is usable,
-  // so an HCA cabled on any one of its ports reaches the fabric; port 0 while none is (a packet
-  // sent then meets a link that is down, as on a one-port NIC).
+  // The port the NIC's packets (data and management) leave on (chip/network_port.h); port 0
+  // while none qualifies (a packet sent then meets a link that is down, as on a one-port NIC).
   uint8_t network_port() const;
   Nic(const Nic&) = delete;  // att_table_ may point at att_
   Nic& operator=(const Nic&) = delete;

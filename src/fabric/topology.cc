@@ -93,14 +93,6 @@ std::optional<PortRef> Topology::peer(PortRef p) const {
   return PortRef{peer_node_[s], peer_port_[s]};
 }
 
-std::optional<uint8_t> Topology::network_port(uint32_t nic) const {
-  if (nic >= num_nodes()) return std::nullopt;
-  for (uint32_t s = first_port_[nic]; s < first_port_[nic + 1]; ++s)
-    if (peer_node_[s] != kFree && kind_[peer_node_[s]] == NodeKind::kNrc)
-      return static_cast<uint8_t>(s - first_port_[nic]);
-  return std::nullopt;
-}
-
 std::optional<uint32_t> Topology::find_node(const std::string& name) const {
   for (uint32_t i = 0; i < num_nodes(); ++i)
     if (name_[i] == name) return i;

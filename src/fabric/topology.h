@@ -100,10 +100,6 @@ class Topology {
 
   // The far end of a port's link; nullopt when the port is free or out of range.
   std::optional<PortRef> peer(PortRef p) const;
-  // The port a NIC's packets leave on: its first port linked to an NRC (chip::Nic sends on its
-  // first port whose link is up, the same port while the cables work). An HCA may be cabled on
-  // any of its ports. nullopt when none is.
-  std::optional<uint8_t> network_port(uint32_t nic) const;
 
   // Dense NIC numbering 0..num_nics()-1: the destination id of table-routed data packets
   // (SYSTEM.md 1.2). nic_index() of an NRC is kNoNode.

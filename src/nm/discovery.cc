@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "chip/network_port.h"
 #include "chip/nic.h"
 #include "chip/registers.h"
 
@@ -25,28 +26,30 @@ class Bfs {
   Result<DiscoveryResult> run() {
     MgmtPort& port = req_.port();
     Picoseconds start = port.now();
-    // The server NIC's packets leave on its first port linked to an NRC (chip::Nic::network_port):
+    // The server NIC's packets leave on its first port linked to an NRC (chip/network_port.h):
     // an HCA may be cabled on its second port only. A read past its last port fails.
-    PeerInfo first;
-    uint8_t out = 0;
-    for (uint8_t p = 0; p < chip::kMaxNicPorts; ++p) {
+    std::vector<PeerInfo> peers;  // read in port order until one qualifies or a read fails
+    std::optional<Error> unreadable;
+    const auto out = chip::network_port(chip::kMaxNicPorts, [&](uint8_t p) {
+      if (unreadable || p > peers.size()) return false;
       auto ident =
           port.read_local_register(chip::reg::port_register(p, chip::reg::port::kPeerIdent));
       if (!ident.ok()) {
-        if (p == 0) return ident.error();
-        break;
+        unreadable = ident.error();
+        return false;
       }
-      first = chip::reg::decode_wide_peer(static_cast<uint32_t>(*ident >> 32));
-      out = p;
-      if (first.linked && first.nrc) break;
-    }
+      peers.push_back(chip::reg::decode_wide_peer(static_cast<uint32_t>(*ident >> 32)));
+      return peers.back().linked && peers.back().nrc;
+    });
+    if (peers.empty() && unreadable) return *unreadable;
     server_ = port.server_chip_id();
     chips_[server_] = {false, 0, {}, 0};
-    if (!first.linked || !first.nrc)
+    if (!out)
       return make_error(
           Code::kNotFound, 5030,
           "discovery: no port of the server NIC has an NRC at the other end (link down?)");
-    links_.insert(key(server_, out, first.chip, first.port));
+    const PeerInfo& first = peers[*out];
+    links_.insert(key(server_, *out, first.chip, first.port));
     MgmtTarget t;
     t.chip_id = first.chip;
     t.type = wire::ChipType::kNrc;

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "chip/network_port.h"
 #include "nm/routing_internal.h"
 
 namespace galaxy::nm {
@@ -82,10 +83,10 @@ PortGraph::PortGraph(const fabric::Topology& t) : topo(t) {
       peer_port[base[v] + p] = q->port;
     }
   }
-  // Table-routed data leave a NIC on its network port (Topology::network_port), so an HCA
-  // cabled on its second port only is routed as well.
+  // Table-routed data leave a NIC on its network port (chip/network_port.h), so an HCA cabled
+  // on its second port only is routed as well.
   for (uint32_t v = 0; v < n; ++v) {
-    const auto p = t.is_nic(v) ? t.network_port(v) : std::nullopt;
+    const auto p = chip::planned_network_port(t, v);
     if (!p) continue;
     nic_nrc[v] = peer[base[v] + *p];
     nic_port[v] = peer_port[base[v] + *p];

@@ -4,6 +4,7 @@
 
 #include <deque>
 
+#include "chip/network_port.h"
 #include "chip/registers.h"
 #include "chip/rt_select.h"
 
@@ -76,7 +77,7 @@ Result<Trace> trace(Requester& requester, const FabricMap& map, uint32_t src, ui
   if (src == dst)
     return make_error(Code::kInvalidArgument, 5401,
                       fmt::format("trace source and destination are the same NIC (node {})", src));
-  const auto out = t.network_port(src);
+  const auto out = chip::planned_network_port(t, src);
   if (!out)
     return make_error(
         Code::kNotFound, 5402,

@@ -20,6 +20,22 @@ wire::MgmtDescriptorBytes descriptor(uint16_t tid, bool fence = false) {
   return wire::encode_mgmt_descriptor(d).value();
 }
 
+// An HCA with two ports: the first one whose link is up and leads to an NRC carries its packets
+// (chip/network_port.h), the same rule the fabric's plans use.
+TEST(NicTest, NetworkPortIsTheFirstUpPortToAnNrc) {
+  Nic nic(3);
+  EXPECT_EQ(nic.network_port(), 0);  // none qualifies yet
+  nic.link_up(0, {true, wire::ChipType::kNic, 5, 0});  // cabled back to back to another HCA
+  nic.link_up(2, {true, wire::ChipType::kNrc, 9, 4});
+  EXPECT_EQ(nic.network_port(), 2);
+  nic.link_up(1, {true, wire::ChipType::kNrc, 8, 1});
+  EXPECT_EQ(nic.network_port(), 1);
+  nic.link_down(1);
+  EXPECT_EQ(nic.network_port(), 2);
+  nic.link_down(2);
+  EXPECT_EQ(nic.network_port(), 0);
+}
+
 TEST(NicTest, ManagementOnlyThroughSdqs) {
   Nic n;
   auto d = descriptor(1);

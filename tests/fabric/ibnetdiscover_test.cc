@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "base/log.h"
+#include "chip/network_port.h"
 #include "fabric/io.h"
 
 namespace galaxy::fabric {
@@ -173,8 +174,8 @@ TEST_F(IbnetdiscoverFile, NicIndexIsFileOrder) {
   EXPECT_EQ(*t->resolve("nic:0"), *t->resolve("node001 HCA-1"));
   EXPECT_EQ(*t->resolve("nic:1"), *t->resolve("node002 HCA-1"));
   // node002 is cabled on its second port only: that is its network port.
-  EXPECT_EQ(t->network_port(2), std::optional<uint8_t>(1));
-  EXPECT_EQ(t->network_port(1), std::optional<uint8_t>(0));
+  EXPECT_EQ(chip::planned_network_port(*t, 2), std::optional<uint8_t>(1));
+  EXPECT_EQ(chip::planned_network_port(*t, 1), std::optional<uint8_t>(0));
 }
 
 TEST_F(IbnetdiscoverFile, BadInputIsAClearError) {

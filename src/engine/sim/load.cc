@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "chip/network_port.h"
+
 namespace galaxy::sim {
 
 namespace {
@@ -60,7 +62,7 @@ Result<std::vector<float>> load_alltoall(const SimFabric& f, const Spec& s) {
   std::vector<uint32_t> edge_switches;
   for (uint32_t i = 0; i < N; ++i) {
     uint32_t nic = t.nic_node(i);
-    const auto out = t.network_port(nic);
+    const auto out = chip::planned_network_port(t, nic);
     if (!out) continue;
     const auto peer = t.peer({nic, *out});
     auto& v = at[peer->node];
