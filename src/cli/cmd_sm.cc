@@ -64,6 +64,7 @@ nlohmann::json report_json(const nm::IbSweepReport& r, const ib::LocalPort& loca
                         {"smps_retried", r.smps.retries},
                         {"smps_failed", r.smps.failed},
                         {"smps_error_status", r.smps.error_status},
+                        {"smp_window", r.window},
                         {"discover_s", r.discover_s},
                         {"route_s", r.route_s},
                         {"program_s", r.program_s},
@@ -89,12 +90,14 @@ void print_report(const nm::IbSweepReport& r) {
       static_cast<unsigned long long>(r.lft_blocks), static_cast<unsigned long long>(r.port_sets),
       r.program_s + r.activate_s, static_cast<unsigned long long>(r.ports_active),
       static_cast<unsigned long long>(r.ports_not_active));
-  std::printf("SMPs: %llu sent, %llu answered, %llu retried, %llu failed, %llu refused\n",
-              static_cast<unsigned long long>(r.smps.sent),
-              static_cast<unsigned long long>(r.smps.answered),
-              static_cast<unsigned long long>(r.smps.retries),
-              static_cast<unsigned long long>(r.smps.failed),
-              static_cast<unsigned long long>(r.smps.error_status));
+  std::printf(
+      "SMPs: %llu sent, %llu answered, %llu retried, %llu failed, %llu refused; %u in flight at "
+      "most\n",
+      static_cast<unsigned long long>(r.smps.sent),
+      static_cast<unsigned long long>(r.smps.answered),
+      static_cast<unsigned long long>(r.smps.retries),
+      static_cast<unsigned long long>(r.smps.failed),
+      static_cast<unsigned long long>(r.smps.error_status), r.window);
   for (size_t i = 0; i < r.problems.size() && i < 10; ++i)
     std::printf("problem: %s\n", r.problems[i].c_str());
   if (r.problems.size() > 10) std::printf("(%zu problems in all)\n", r.problems.size());
@@ -171,7 +174,9 @@ void add_sm_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--routing", o->routing, "routing engine and parameters (galaxy route --help)")
       ->capture_default_str();
-  c->add_option("--window", o->window, "SMPs in flight at once (OpenSM's max_smps)")
+  c->add_option("--window", o->window,
+                "SMPs in flight at once (OpenSM's max_smps); through ibsim's libumad2sim at most "
+                "20, beyond which it stalls")
       ->capture_default_str()
       ->check(integer_in(1, 4096));
   c->add_option("--timeout-ms", o->timeout_ms, "wait for an SMP's answer before a resend")

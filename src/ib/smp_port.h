@@ -39,6 +39,9 @@ class SmpPort {
   // The next completion, waiting at most `timeout_ms`; Code::kTimeout when none came. A request
   // that was never answered completes with Code::kTimeout after the transport's timeout.
   virtual Result<SmpCompletion> receive(int timeout_ms) = 0;
+  // How many requests may be outstanding at once without the transport itself stalling
+  // (UINT32_MAX: no limit of its own).
+  virtual uint32_t max_in_flight() const { return UINT32_MAX; }
 };
 
 }  // namespace galaxy::ib

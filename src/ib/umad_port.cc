@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <infiniband/umad.h>
+#include <link.h>
 
 #include <cerrno>
 #include <cstring>
@@ -15,6 +16,32 @@ namespace {
 
 constexpr int kSmpClassVersion = 1;
 
+// ibsim's libumad2sim holds one lock while it writes a request to ibsim, and its receiving
+// thread needs the same lock to hand an answer over. ibsim blocks writing answers once the
+// socket queue towards us holds net.unix.max_dgram_qlen (10 by default) of them, and reads no
+// requests meanwhile. Both sides wait for ever when our write finds ibsim's queue full while
+// ibsim waits on ours: at least 10 + 10 queued, one answer in ibsim's hands, one in the
+// receiving thread's and the request being written, 23 in flight. 20 keeps clear of that.
+constexpr uint32_t kUmad2simInFlight = 20;
+
+// libumad2sim is preloaded (LD_PRELOAD) in the process: the "kernel" is ibsim.
+bool through_umad2sim() {
+  static const bool found = [] {
+    bool any = false;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+          if (info->dlpi_name && std::strstr(info->dlpi_name, "umad2sim")) {
+            *static_cast<bool*>(data) = true;
+            return 1;
+          }
+          return 0;
+        },
+        &any);
+    return any;
+  }();
+  return found;
+}
+
 class UmadPort final : public SmpPort {
  public:
   UmadPort(int fd, int dr_agent, int lid_agent, LocalPort local, UmadOptions options)
@@ -27,6 +54,10 @@ class UmadPort final : public SmpPort {
   ~UmadPort() override { umad_close_port(fd_); }
 
   const LocalPort& local() const override { return local_; }
+
+  uint32_t max_in_flight() const override {
+    return through_umad2sim() ? kUmad2simInFlight : UINT32_MAX;
+  }
 
   Status send(const wire::Smp& smp, uint16_t dlid) override {
     auto bytes = wire::encode_smp(smp);

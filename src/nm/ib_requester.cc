@@ -11,6 +11,7 @@ using Clock = std::chrono::steady_clock;
 IbRequester::IbRequester(ib::SmpPort& port, IbRequesterOptions options)
     : port_(port), options_(options) {
   if (options_.window == 0) options_.window = 1;
+  options_.window = std::min(options_.window, port_.max_in_flight());
 }
 
 void IbRequester::submit(const wire::Smp& smp, uint16_t dlid, IbReplyFn done) {
@@ -73,11 +74,15 @@ Status IbRequester::run() {
       start(std::move(p));
     }
     if (in_flight_.empty()) continue;
-    auto c = port_.receive(20);
-    if (c) {
-      finish(c->tid, c->status, c->smp);
-    } else if (c.error().code != Code::kTimeout) {
-      return c.error();
+    // Every answer already waiting is taken before more requests go out.
+    for (int wait_ms = 20;; wait_ms = 0) {
+      auto c = port_.receive(wait_ms);
+      if (c) {
+        finish(c->tid, c->status, c->smp);
+        continue;
+      }
+      if (c.error().code != Code::kTimeout) return c.error();
+      break;
     }
     // Our own deadline, behind the transport's: an answer lost without a trace.
     const auto now = Clock::now();

@@ -40,6 +40,8 @@ class IbRequester {
   // Progress until every submitted request has completed.
   Status run();
   const IbRequesterStats& stats() const { return stats_; }
+  // The window in use: the option's, or less where the transport stalls beyond it.
+  unsigned window() const { return options_.window; }
 
  private:
   struct Pending {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 #include <limits>
+#include <numeric>
 
 #include "nm/routing.h"
 
@@ -134,7 +135,9 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec) {
 
   // The engine, on the subnet as a topology: switches are NRCs (IB port k is port k-1), each
   // linked CA port a one-port NIC whose chip id is its LID.
-  std::vector<std::vector<chip::PortSet>> allowed(S);  // [switch][ca index] (intersection)
+  // [ca index * S + switch]: a destination's entries at every switch lie together, as the
+  // balancing below reads them.
+  std::vector<chip::PortSet> allowed;
   if (!cas.empty() && S > 0) {
     FabricMap map;
     std::vector<uint32_t> topo_of_sw(S);
@@ -188,21 +191,32 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec) {
     // inputs disagree, any port one of them allows.
     std::vector<uint32_t> ca_of_lid(out.max_lid + 1u, kNone);
     for (uint32_t c = 0; c < cas.size(); ++c) ca_of_lid[cas[c].lid] = c;
-    for (uint32_t i = 0; i < S; ++i) {
-      std::vector<chip::PortSet> meet(cas.size(), ~chip::PortSet{});
-      std::vector<chip::PortSet> any(cas.size());
-      for (const RangeWrite& w : routes->writes[topo_of_sw[i]]) {
-        if (w.ports.none()) continue;
-        const uint32_t end = std::min<uint32_t>(uint32_t{w.first_dest} + w.count, out.max_lid + 1u);
-        for (uint32_t lid = w.first_dest; lid < end; ++lid) {
-          const uint32_t c = ca_of_lid[lid];
-          if (c == kNone) continue;
-          meet[c] &= w.ports;
-          any[c] |= w.ports;
+    allowed.resize(cas.size() * size_t{S});
+    // A tile of switches at a time, so that each destination's row is written a run at once.
+    constexpr uint32_t kTile = 32;
+    const size_t C = cas.size();
+    std::vector<chip::PortSet> meet(kTile * C), any(kTile * C);
+    for (uint32_t i0 = 0; i0 < S; i0 += kTile) {
+      const uint32_t tile = std::min(kTile, S - i0);
+      std::fill(meet.begin(), meet.end(), ~chip::PortSet{});
+      std::fill(any.begin(), any.end(), chip::PortSet{});
+      for (uint32_t k = 0; k < tile; ++k) {
+        for (const RangeWrite& w : routes->writes[topo_of_sw[i0 + k]]) {
+          if (w.ports.none()) continue;
+          const uint32_t end =
+              std::min<uint32_t>(uint32_t{w.first_dest} + w.count, out.max_lid + 1u);
+          for (uint32_t lid = w.first_dest; lid < end; ++lid) {
+            const uint32_t c = ca_of_lid[lid];
+            if (c == kNone) continue;
+            meet[k * C + c] &= w.ports;
+            any[k * C + c] |= w.ports;
+          }
         }
       }
-      allowed[i].resize(cas.size());
-      for (uint32_t c = 0; c < cas.size(); ++c) allowed[i][c] = meet[c].any() ? meet[c] : any[c];
+      for (uint32_t c = 0; c < C; ++c)
+        for (uint32_t k = 0; k < tile; ++k)
+          allowed[c * size_t{S} + i0 + k] =
+              meet[k * C + c].any() ? meet[k * C + c] : any[k * C + c];
     }
   }
 
@@ -236,22 +250,29 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec) {
   // Sources behind one switch share a path and the others spread over the alternatives, which is
   // what OpenSM's ftree arranges by construction; a choice per switch and LID alone would send
   // every pod through the same top switch.
-  std::vector<std::vector<uint64_t>> route_load(S), lid_load(S);
-  std::vector<std::vector<uint32_t>> peer_sw(S);
+  // Per (switch, port), flat: [port_base[i] + p]. Routes and LIDs of a port side by side, as
+  // the choice reads them.
+  struct PortLoad {
+    uint64_t routes = 0;
+    uint64_t lids = 0;
+    uint32_t peer_sw = kNone;
+  };
+  std::vector<size_t> port_base(S + 1u, 0);
+  for (uint32_t i = 0; i < S; ++i)
+    port_base[i + 1] = port_base[i] + net.nodes[switches[i]].ports.size();
+  std::vector<PortLoad> load(port_base[S]);
+  auto at = [&](uint32_t i, uint8_t p) -> PortLoad& { return load[port_base[i] + p]; };
   std::vector<uint64_t> sources(S, 0);
-  for (uint32_t i = 0; i < S; ++i) {
-    const size_t np = net.nodes[switches[i]].ports.size();
-    route_load[i].assign(np, 0);
-    lid_load[i].assign(np, 0);
-    peer_sw[i].assign(np, kNone);
-    for (auto [p, v] : nbr[i]) peer_sw[i][p] = v;
-  }
+  for (uint32_t i = 0; i < S; ++i)
+    for (auto [p, v] : nbr[i]) at(i, p).peer_sw = v;
   for (const CaDest& d : cas)
     if (d.sw != kNone) sources[d.sw] += 1;
   auto lighter = [&](uint32_t i, uint8_t a, uint8_t b) {  // is port a a better choice than b?
     if (b == wire::kLftNoPort) return true;
-    if (route_load[i][a] != route_load[i][b]) return route_load[i][a] < route_load[i][b];
-    return lid_load[i][a] < lid_load[i][b];
+    const PortLoad& x = at(i, a);
+    const PortLoad& y = at(i, b);
+    if (x.routes != y.routes) return x.routes < y.routes;
+    return x.lids < y.lids;
   };
   auto pick_min_hop = [&](uint32_t i, uint32_t to) -> uint8_t {
     uint8_t best = wire::kLftNoPort;
@@ -260,51 +281,83 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec) {
     return best;
   };
   std::vector<uint64_t> flow(S);
-  std::vector<std::vector<uint32_t>> by_distance;
-  for (uint32_t c = 0; c < cas.size(); ++c) {
+  std::vector<std::vector<uint32_t>> by_distance;  // switches by hops to `by_distance_of`
+  uint32_t by_distance_of = kNone;
+  // Destinations leaf by leaf (as OpenSM's ftree takes them); the switches' order by distance
+  // is the same for every CA of one leaf.
+  std::vector<uint32_t> order(cas.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return cas[a].sw < cas[b].sw; });
+  // The choices of a batch of destinations, [b * S + switch], go into the switches' tables a
+  // switch at a time: one table's lines at once rather than every table's for every LID.
+  constexpr uint32_t kBatch = 64;
+  std::vector<uint8_t> batch(kBatch * size_t{S}, wire::kLftNoPort);
+  std::vector<uint16_t> batch_lid;
+  auto flush = [&] {
+    for (uint32_t i = 0; i < S; ++i) {
+      auto& lft = out.lft[switches[i]];
+      for (uint32_t b = 0; b < batch_lid.size(); ++b) lft[batch_lid[b]] = batch[b * size_t{S} + i];
+    }
+    batch_lid.clear();
+    std::fill(batch.begin(), batch.end(), wire::kLftNoPort);
+  };
+  for (uint32_t c : order) {
     const CaDest& d = cas[c];
     if (d.sw == kNone) continue;  // cabled to another CA: no switch forwards to it
-    const auto& to_d = dist[d.sw];
-    by_distance.clear();
-    for (uint32_t i = 0; i < S; ++i) {
-      flow[i] = sources[i] - (i == d.sw ? 1u : 0u);
-      if (to_d[i] == kFar) continue;
-      if (by_distance.size() <= to_d[i]) by_distance.resize(to_d[i] + 1u);
-      by_distance[to_d[i]].push_back(i);
+    if (batch_lid.size() == kBatch) flush();
+    uint8_t* choice = &batch[batch_lid.size() * size_t{S}];
+    batch_lid.push_back(d.lid);
+    if (by_distance_of != d.sw) {
+      by_distance_of = d.sw;
+      const auto& to_d = dist[d.sw];
+      for (auto& v : by_distance) v.clear();
+      for (uint32_t i = 0; i < S; ++i) {
+        if (to_d[i] == kFar) continue;
+        if (by_distance.size() <= to_d[i]) by_distance.resize(to_d[i] + 1u);
+        by_distance[to_d[i]].push_back(i);
+      }
     }
-    out.lft[switches[d.sw]][d.lid] = d.sw_port;
+    for (uint32_t i = 0; i < S; ++i) flow[i] = sources[i];
+    flow[d.sw] -= 1;
+    const chip::PortSet* allowed_c = allowed.empty() ? nullptr : &allowed[c * size_t{S}];
+    choice[d.sw] = d.sw_port;
     out.entries += 1;
     for (size_t h = by_distance.size(); h-- > 1;) {
       for (uint32_t i : by_distance[h]) {
-        const IbNode& node = net.nodes[switches[i]];
+        const size_t num_ports = port_base[i + 1] - port_base[i];
         uint8_t port = wire::kLftNoPort;
-        if (!allowed[i].empty())
-          allowed[i][c].for_each([&](unsigned p) {
+        if (allowed_c)
+          allowed_c[i].for_each([&](unsigned p) {
             const auto ib = static_cast<uint8_t>(p + 1);
-            if (ib < node.ports.size() && lighter(i, ib, port)) port = ib;
+            if (ib < num_ports && lighter(i, ib, port)) port = ib;
           });
         if (port == wire::kLftNoPort) {
           port = pick_min_hop(i, d.sw);
           if (port == wire::kLftNoPort) continue;
           out.fallback_entries += 1;
         }
-        out.lft[switches[i]][d.lid] = port;
+        choice[i] = port;
         out.entries += 1;
-        route_load[i][port] += flow[i];
-        lid_load[i][port] += 1;
-        if (peer_sw[i][port] != kNone) flow[peer_sw[i][port]] += flow[i];
+        PortLoad& chosen = at(i, port);
+        chosen.routes += flow[i];
+        chosen.lids += 1;
+        if (chosen.peer_sw != kNone) flow[chosen.peer_sw] += flow[i];
       }
     }
   }
+  flush();
   // Switch LIDs (management traffic): minimum hop, the least-loaded port.
+  std::vector<uint16_t> sw_lid(S);
+  for (uint32_t t = 0; t < S; ++t) sw_lid[t] = net.nodes[switches[t]].lid();
   for (uint32_t i = 0; i < S; ++i) {
     for (uint32_t t = 0; t < S; ++t) {
-      const uint16_t lid = net.nodes[switches[t]].lid();
+      const uint16_t lid = sw_lid[t];
       if (lid == 0) continue;
       const uint8_t port = t == i ? 0 : pick_min_hop(i, t);
       if (port == wire::kLftNoPort) continue;
       out.lft[switches[i]][lid] = port;
-      if (port != 0) lid_load[i][port] += 1;
+      if (port != 0) at(i, port).lids += 1;
       out.entries += 1;
     }
   }

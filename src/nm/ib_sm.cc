@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <utility>
 
 namespace galaxy::nm {
 namespace {
@@ -85,24 +87,53 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   if (Status s = discover(rq, report); !s) return s.error();
   report.discover_s = seconds_since(t0);
 
-  const auto t1 = Clock::now();
   auto lids = assign_lids(subnet_);
   if (!lids) return lids.error();
   report.lids = *lids;
   report.sm_lid = subnet_.sm_lid();
-  auto routes = route_ib(subnet_, options_.routing);
+
+  // The routes are computed while the LIDs and the first state change go out: route_ib reads
+  // what discovery found (nodes, links, LIDs), the answers below write only the ports' PortInfo
+  // and the switches' SwitchInfo.
+  const auto t1 = Clock::now();
+  auto routing = std::async(std::launch::async, [this, t1] {
+    auto r = route_ib(subnet_, options_.routing);
+    return std::pair{std::move(r), seconds_since(t1)};
+  });
+  program_lids_and_arm(rq, report);
+  const Status sent = rq.run();
+  auto [routes, route_s] = routing.get();
+  if (!sent) return sent.error();
   if (!routes) return routes.error();
   routes_ = std::move(*routes);
+  report.route_s = route_s;
   report.engine = routes_.engine;
   report.unreachable = routes_.unreachable;
   report.max_paths_per_port = routes_.max_paths_per_port;
   report.max_lids_per_port = routes_.max_lids_per_port;
   for (const auto& p : routes_.problems) report.problems.push_back(p);
-  report.route_s = seconds_since(t1);
 
-  // Tables and LIDs.
-  const auto t2 = Clock::now();
-  const uint16_t top = routes_.max_lid;
+  program_tables(rq, report);
+  if (Status s = rq.run(); !s) return s.error();
+  report.program_s = seconds_since(t1);
+
+  // ARMED -> ACTIVE once every table is in place: a port goes ACTIVE only when its neighbour is
+  // at least ARMED (IBA 7.2), which the first pass made every linked port.
+  const auto t3 = Clock::now();
+  change_state(rq, report, IbPortState::kArmed, IbPortState::kActive);
+  if (Status s = rq.run(); !s) return s.error();
+  count_active(report);
+  report.activate_s = seconds_since(t3);
+  report.smps = rq.stats();
+  report.window = rq.window();
+  report.total_s = seconds_since(t0);
+  report.subnet_up = report.ports_not_active == 0 && report.unreachable == 0 &&
+                     report.smps.failed == 0 && report.smps.error_status == 0;
+  return report;
+}
+
+void IbSubnetManager::program_lids_and_arm(IbRequester& rq, IbSweepReport& report) {
+  const uint16_t top = report.lids.max_lid;
   for (uint32_t n = 0; n < subnet_.nodes.size(); ++n) {
     IbNode& node = subnet_.nodes[n];
     if (node.is_switch()) {
@@ -117,17 +148,6 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
       si.set_port_state_change(true);  // writing 1 clears it
       set(rq, report, subnet_.name(n), SmpAttr::kSwitchInfo, 0, node.path, si.raw,
           [&node](const wire::Smp& a) { node.switch_info.raw = a.data; });
-      const auto& lft = routes_.lft[n];
-      for (uint32_t b = 0; b * wire::kLftBlockLids <= top; ++b) {
-        wire::SmpData block;
-        block.fill(wire::kLftNoPort);
-        for (uint32_t i = 0; i < wire::kLftBlockLids && b * wire::kLftBlockLids + i < lft.size();
-             ++i)
-          block[i] = lft[b * wire::kLftBlockLids + i];
-        set(rq, report, subnet_.name(n), SmpAttr::kLinearForwardingTable, b, node.path, block,
-            [](const wire::Smp&) {});
-        report.lft_blocks += 1;
-      }
     }
     for (uint32_t p = 0; p < node.ports.size(); ++p) {
       IbPort& port = node.ports[p];
@@ -136,45 +156,60 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
       pi.set_lid(port.lid);
       pi.set_master_sm_lid(report.sm_lid);
       pi.set_lmc(0);
+      // A CA port in INIT is armed by the same Set (INIT -> ARMED needs nothing of the
+      // neighbour, IBA 7.2): one SMP fewer per host. A switch's port 0 has no link to arm.
+      if (!node.is_switch() && port.linked() &&
+          port.info.port_state() == static_cast<uint8_t>(IbPortState::kInit))
+        pi.set_port_state(IbPortState::kArmed);
       set(rq, report, fmt::format("{} port {}", subnet_.name(n), p), SmpAttr::kPortInfo, p,
           node.is_switch() ? node.path : port.path, pi.raw,
           [&port](const wire::Smp& a) { port.info.raw = a.data; });
       report.port_sets += 1;
     }
   }
-  if (Status s = rq.run(); !s) return s.error();
-  report.program_s = seconds_since(t2);
+  // The linked ports the Sets above do not arm: a switch's.
+  change_state(rq, report, IbPortState::kInit, IbPortState::kArmed, /*switches_only=*/true);
+}
 
-  // INIT -> ARMED on every linked port, then ARMED -> ACTIVE: a port goes ACTIVE only when its
-  // neighbour is at least ARMED (IBA 7.2), so the second pass waits for the first.
-  const auto t3 = Clock::now();
-  for (const auto& step : {std::pair{IbPortState::kInit, IbPortState::kArmed},
-                           std::pair{IbPortState::kArmed, IbPortState::kActive}}) {
-    // Plain names: a lambda may not capture a structured binding (clang 14).
-    const IbPortState from = step.first, to = step.second;
-    for_each_link_port(
-        subnet_, [&](uint32_t n, uint32_t p, IbPort& port, const std::vector<uint8_t>& path) {
-          if (port.info.port_state() != static_cast<uint8_t>(from)) return;
-          wire::PortInfo pi = port.info.for_set();
-          pi.set_port_state(to);
-          const IbPort& peer = subnet_.nodes[port.peer_node].ports[port.peer_port];
-          std::string what = fmt::format("{} port {} to {} (peer {} port {}: {})", subnet_.name(n),
-                                         p, wire::ib_port_state_name(static_cast<uint8_t>(to)),
-                                         subnet_.name(port.peer_node), port.peer_port,
-                                         wire::ib_port_state_name(peer.info.port_state()));
-          set(rq, report, std::move(what), SmpAttr::kPortInfo, p, path, pi.raw,
-              [&port](const wire::Smp& a) { port.info.raw = a.data; });
-          report.port_sets += 1;
-        });
-    if (Status s = rq.run(); !s) return s.error();
+void IbSubnetManager::program_tables(IbRequester& rq, IbSweepReport& report) {
+  const uint16_t top = routes_.max_lid;
+  for (uint32_t n = 0; n < subnet_.nodes.size(); ++n) {
+    IbNode& node = subnet_.nodes[n];
+    if (!node.is_switch()) continue;
+    const auto& lft = routes_.lft[n];
+    for (uint32_t b = 0; b * wire::kLftBlockLids <= top; ++b) {
+      wire::SmpData block;
+      block.fill(wire::kLftNoPort);
+      for (uint32_t i = 0; i < wire::kLftBlockLids && b * wire::kLftBlockLids + i < lft.size(); ++i)
+        block[i] = lft[b * wire::kLftBlockLids + i];
+      set(rq, report, subnet_.name(n), SmpAttr::kLinearForwardingTable, b, node.path, block,
+          [](const wire::Smp&) {});
+      report.lft_blocks += 1;
+    }
   }
-  count_active(report);
-  report.activate_s = seconds_since(t3);
-  report.smps = rq.stats();
-  report.total_s = seconds_since(t0);
-  report.subnet_up = report.ports_not_active == 0 && report.unreachable == 0 &&
-                     report.smps.failed == 0 && report.smps.error_status == 0;
-  return report;
+}
+
+void IbSubnetManager::change_state(IbRequester& rq, IbSweepReport& report, IbPortState from,
+                                   IbPortState to, bool switches_only) {
+  for_each_link_port(subnet_,
+                     [&](uint32_t n, uint32_t p, IbPort& port, const std::vector<uint8_t>& path) {
+                       if (switches_only && !subnet_.nodes[n].is_switch()) return;
+                       if (port.info.port_state() != static_cast<uint8_t>(from)) return;
+                       wire::PortInfo pi = port.info.for_set();
+                       pi.set_port_state(to);
+                       set(rq, report, state_change_text(n, p, port, to), SmpAttr::kPortInfo, p,
+                           path, pi.raw, [&port](const wire::Smp& a) { port.info.raw = a.data; });
+                       report.port_sets += 1;
+                     });
+}
+
+std::string IbSubnetManager::state_change_text(uint32_t n, uint32_t p, const IbPort& port,
+                                               IbPortState to) const {
+  const IbPort& peer = subnet_.nodes[port.peer_node].ports[port.peer_port];
+  return fmt::format("{} port {} to {} (peer {} port {}: {})", subnet_.name(n), p,
+                     wire::ib_port_state_name(static_cast<uint8_t>(to)),
+                     subnet_.name(port.peer_node), port.peer_port,
+                     wire::ib_port_state_name(peer.info.port_state()));
 }
 
 Result<IbSweepReport> IbSubnetManager::audit() {
@@ -222,6 +257,7 @@ Result<IbSweepReport> IbSubnetManager::audit() {
   for (const auto& p : routes_.problems) report.problems.push_back(p);
   count_active(report);
   report.smps = rq.stats();
+  report.window = rq.window();
   report.total_s = seconds_since(t0);
   report.subnet_up = report.ports_not_active == 0 && report.unreachable == 0;
   return report;

@@ -35,6 +35,9 @@ struct IbSweepReport {
   uint64_t max_paths_per_port = 0;  // IbRoutes'
   uint64_t max_lids_per_port = 0;
   IbRequesterStats smps;
+  unsigned window = 0;  // SMPs in flight at most (the option's, or the transport's limit)
+  // Wall times. route_s runs inside program_s: the routes are computed while the LIDs go out;
+  // program_s runs from the end of discovery to the last forwarding table block.
   double discover_s = 0, route_s = 0, program_s = 0, activate_s = 0, total_s = 0;
   bool subnet_up = false;
   std::vector<std::string> problems;
@@ -58,6 +61,18 @@ class IbSubnetManager {
   Status discover(IbRequester& rq, IbSweepReport& report);
   // Linked ports ACTIVE and not, as the last answers left them.
   void count_active(IbSweepReport& report);
+  // Sweep steps; each queues its Sets on `rq`, the caller runs them.
+  // Every port's LID and the SM's LID (a CA port armed by the same Set), every switch's
+  // LinearFDBTop, and INIT -> ARMED on the switches' linked ports. Needs LIDs, not routes.
+  void program_lids_and_arm(IbRequester& rq, IbSweepReport& report);
+  // Every switch's linear forwarding table, block by block, from routes_.
+  void program_tables(IbRequester& rq, IbSweepReport& report);
+  // `from` -> `to` on every linked port in `from` (only switches' ports when `switches_only`).
+  void change_state(IbRequester& rq, IbSweepReport& report, wire::IbPortState from,
+                    wire::IbPortState to, bool switches_only = false);
+  // What a failed state change reports: both ends of the link and their states.
+  std::string state_change_text(uint32_t n, uint32_t p, const IbPort& port,
+                                wire::IbPortState to) const;
 
   ib::SmpPort& port_;
   IbSmOptions options_;

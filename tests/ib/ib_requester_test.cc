@@ -1,0 +1,100 @@
+// The SM's window of SMPs in flight (nm/ib_requester.h) over a scripted transport: it never has
+// more outstanding than its window or the transport's own limit, retries what timed out, and
+// reports what failed or was refused to the request's owner.
+#include "nm/ib_requester.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <set>
+
+namespace galaxy::nm {
+namespace {
+
+// Answers every request in order of arrival; a request whose attribute modifier is in `silent`
+// is answered with a timeout (as the kernel hands back an unanswered request), one in `refused`
+// with a non-zero MAD status.
+class ScriptedPort final : public ib::SmpPort {
+ public:
+  explicit ScriptedPort(uint32_t limit) : limit_(limit) {}
+  const ib::LocalPort& local() const override { return local_; }
+  uint32_t max_in_flight() const override { return limit_; }
+  Status send(const wire::Smp& smp, uint16_t) override {
+    pending_.push_back(smp);
+    most_outstanding = std::max<size_t>(most_outstanding, pending_.size());
+    sent += 1;
+    return {};
+  }
+  Result<ib::SmpCompletion> receive(int) override {
+    if (pending_.empty()) return make_error(Code::kTimeout, 1, "nothing in flight");
+    wire::Smp req = pending_.front();
+    pending_.pop_front();
+    ib::SmpCompletion c;
+    c.tid = static_cast<uint32_t>(req.transaction_id);
+    if (silent.count(req.attribute_modifier)) {
+      c.status = make_error(Code::kTimeout, 2, "timed out");
+      return c;
+    }
+    c.smp = req;
+    c.smp.method = wire::MadMethod::kGetResp;
+    c.smp.status = refused.count(req.attribute_modifier) ? 0x1c : 0;
+    return c;
+  }
+
+  std::set<uint32_t> silent, refused;
+  size_t most_outstanding = 0;
+  uint64_t sent = 0;
+
+ private:
+  uint32_t limit_;
+  ib::LocalPort local_;
+  std::deque<wire::Smp> pending_;
+};
+
+wire::Smp request(uint32_t modifier) {
+  const uint8_t path[] = {1};
+  return *wire::Smp::directed_request(wire::MadMethod::kGet, wire::SmpAttr::kPortInfo, modifier,
+                                      path);
+}
+
+TEST(IbRequester, NeverMoreInFlightThanTheTransportAllows) {
+  for (const auto& [window, limit, expect] :
+       {std::tuple{64u, 20u, 20u}, std::tuple{4u, 20u, 4u}, std::tuple{64u, UINT32_MAX, 64u}}) {
+    ScriptedPort port(limit);
+    IbRequester rq(port, {.window = window});
+    EXPECT_EQ(rq.window(), expect);
+    unsigned done = 0;
+    for (uint32_t i = 0; i < 500; ++i)
+      rq.submit(request(i), wire::kPermissiveLid, [&](const Status& s, const wire::Smp&) {
+        EXPECT_TRUE(s.ok());
+        ++done;
+      });
+    ASSERT_TRUE(rq.run().ok());
+    EXPECT_EQ(done, 500u);
+    EXPECT_EQ(port.most_outstanding, expect);
+    EXPECT_EQ(rq.stats().answered, 500u);
+  }
+}
+
+TEST(IbRequester, RetriesTimeoutsThenReportsTheFailureAndTheRefusal) {
+  ScriptedPort port(UINT32_MAX);
+  port.silent = {7};
+  port.refused = {9};
+  IbRequester rq(port, {.window = 8, .retries = 2});
+  std::vector<Status> outcome(12);
+  for (uint32_t i = 0; i < 12; ++i)
+    rq.submit(request(i), wire::kPermissiveLid,
+              [&outcome, i](const Status& s, const wire::Smp&) { outcome[i] = s; });
+  ASSERT_TRUE(rq.run().ok());
+  EXPECT_EQ(outcome[7].error().code, Code::kTimeout);
+  EXPECT_EQ(outcome[9].error().id, 7100u);  // the SMA's refusal, with its status named
+  EXPECT_NE(outcome[9].error().message.find("PortInfo"), std::string::npos);
+  for (uint32_t i : {0u, 1u, 8u, 11u}) EXPECT_TRUE(outcome[i].ok()) << i;
+  EXPECT_EQ(rq.stats().retries, 2u);  // request 7 sent three times in all
+  EXPECT_EQ(rq.stats().failed, 1u);
+  EXPECT_EQ(rq.stats().error_status, 1u);
+  EXPECT_EQ(port.sent, 14u);
+}
+
+}  // namespace
+}  // namespace galaxy::nm
