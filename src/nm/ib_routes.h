@@ -39,12 +39,14 @@ struct IbRoutes {
   std::vector<std::string> problems;
 };
 
-// `engine_spec` as compute_routes takes it ("minhop", "updown:root=3", "fattree" ...).
-Result<IbRoutes> route_ib(const IbSubnet& subnet, const std::string& engine_spec);
+// `engine_spec` as compute_routes takes it ("minhop", "updown:root=3", "fattree" ...). With
+// `check`, the routes are checked (check_ib_routes) before they are returned.
+Result<IbRoutes> route_ib(const IbSubnet& subnet, const std::string& engine_spec,
+                          bool check = true);
 
 // Follows every switch's entry for every CA LID as the switches will forward it: fills
 // `unreachable` (with the first few in `problems`) `max_paths_per_port` and `max_lids_per_port`.
-// route_ib calls it.
+// route_ib calls it unless told not to.
 void check_ib_routes(const IbSubnet& subnet, IbRoutes& routes);
 
 }  // namespace galaxy::nm

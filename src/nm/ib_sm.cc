@@ -97,7 +97,7 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   // and the switches' SwitchInfo.
   const auto t1 = Clock::now();
   auto routing = std::async(std::launch::async, [this, t1] {
-    auto r = route_ib(subnet_, options_.routing);
+    auto r = route_ib(subnet_, options_.routing, /*check=*/false);
     return std::pair{std::move(r), seconds_since(t1)};
   });
   program_lids_and_arm(rq, report);
@@ -108,14 +108,19 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   routes_ = std::move(*routes);
   report.route_s = route_s;
   report.engine = routes_.engine;
+
+  // Every route is followed while the tables go out: the check reads them as the Sets do, and
+  // writes only its counts.
+  auto checking = std::async(std::launch::async, [this] { check_ib_routes(subnet_, routes_); });
+  program_tables(rq, report);
+  const Status programmed = rq.run();
+  checking.get();
+  if (!programmed) return programmed.error();
+  report.program_s = seconds_since(t1);
   report.unreachable = routes_.unreachable;
   report.max_paths_per_port = routes_.max_paths_per_port;
   report.max_lids_per_port = routes_.max_lids_per_port;
   for (const auto& p : routes_.problems) report.problems.push_back(p);
-
-  program_tables(rq, report);
-  if (Status s = rq.run(); !s) return s.error();
-  report.program_s = seconds_since(t1);
 
   // ARMED -> ACTIVE once every table is in place: a port goes ACTIVE only when its neighbour is
   // at least ARMED (IBA 7.2), which the first pass made every linked port.
