@@ -250,29 +250,23 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
   // Sources behind one switch share a path and the others spread over the alternatives, which is
   // what OpenSM's ftree arranges by construction; a choice per switch and LID alone would send
   // every pod through the same top switch.
-  // Per (switch, port), flat: [port_base[i] + p]. Routes and LIDs of a port side by side, as
-  // the choice reads them.
-  struct PortLoad {
-    uint64_t routes = 0;
-    uint64_t lids = 0;
-    uint32_t peer_sw = kNone;
-  };
+  // Per (switch, port), flat: [port_base[i] + p]. A port's load is one number, its routes above
+  // its LIDs (fewer than 2^16 LIDs can use a port), so that the lighter of two ports is one
+  // comparison: fewest routes, then fewest LIDs.
+  constexpr unsigned kRouteShift = 16;
   std::vector<size_t> port_base(S + 1u, 0);
   for (uint32_t i = 0; i < S; ++i)
     port_base[i + 1] = port_base[i] + net.nodes[switches[i]].ports.size();
-  std::vector<PortLoad> load(port_base[S]);
-  auto at = [&](uint32_t i, uint8_t p) -> PortLoad& { return load[port_base[i] + p]; };
+  std::vector<uint64_t> weight(port_base[S], 0);
+  std::vector<uint32_t> peer_of(port_base[S], kNone);  // the switch beyond a port
   std::vector<uint64_t> sources(S, 0);
   for (uint32_t i = 0; i < S; ++i)
-    for (auto [p, v] : nbr[i]) at(i, p).peer_sw = v;
+    for (auto [p, v] : nbr[i]) peer_of[port_base[i] + p] = v;
   for (const CaDest& d : cas)
     if (d.sw != kNone) sources[d.sw] += 1;
   auto lighter = [&](uint32_t i, uint8_t a, uint8_t b) {  // is port a a better choice than b?
     if (b == wire::kLftNoPort) return true;
-    const PortLoad& x = at(i, a);
-    const PortLoad& y = at(i, b);
-    if (x.routes != y.routes) return x.routes < y.routes;
-    return x.lids < y.lids;
+    return weight[port_base[i] + a] < weight[port_base[i] + b];
   };
   auto pick_min_hop = [&](uint32_t i, uint32_t to) -> uint8_t {
     uint8_t best = wire::kLftNoPort;
@@ -325,13 +319,19 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
     out.entries += 1;
     for (size_t h = by_distance.size(); h-- > 1;) {
       for (uint32_t i : by_distance[h]) {
-        const size_t num_ports = port_base[i + 1] - port_base[i];
+        const size_t base = port_base[i];
+        const size_t num_ports = port_base[i + 1] - base;
         uint8_t port = wire::kLftNoPort;
-        if (allowed_c)
+        if (allowed_c) {
+          uint64_t lightest = UINT64_MAX;
           allowed_c[i].for_each([&](unsigned p) {
-            const auto ib = static_cast<uint8_t>(p + 1);
-            if (ib < num_ports && lighter(i, ib, port)) port = ib;
+            const size_t ib = p + 1;
+            if (ib < num_ports && weight[base + ib] < lightest) {
+              lightest = weight[base + ib];
+              port = static_cast<uint8_t>(ib);
+            }
           });
+        }
         if (port == wire::kLftNoPort) {
           port = pick_min_hop(i, d.sw);
           if (port == wire::kLftNoPort) continue;
@@ -339,10 +339,9 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
         }
         choice[i] = port;
         out.entries += 1;
-        PortLoad& chosen = at(i, port);
-        chosen.routes += flow[i];
-        chosen.lids += 1;
-        if (chosen.peer_sw != kNone) flow[chosen.peer_sw] += flow[i];
+        weight[port_base[i] + port] += (flow[i] << kRouteShift) + 1;
+        if (const uint32_t next = peer_of[port_base[i] + port]; next != kNone)
+          flow[next] += flow[i];
       }
     }
   }
@@ -357,7 +356,7 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
       const uint8_t port = t == i ? 0 : pick_min_hop(i, t);
       if (port == wire::kLftNoPort) continue;
       out.lft[switches[i]][lid] = port;
-      if (port != 0) at(i, port).lids += 1;
+      if (port != 0) weight[port_base[i] + port] += 1;
       out.entries += 1;
     }
   }
