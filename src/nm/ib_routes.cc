@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <limits>
 #include <numeric>
+#include <unordered_map>
 
 #include "nm/routing.h"
 
@@ -13,6 +15,15 @@ namespace galaxy::nm {
 namespace {
 
 constexpr uint32_t kNone = UINT32_MAX;
+
+struct PortSetHash {
+  size_t operator()(const chip::PortSet& s) const {
+    size_t h = 0;
+    for (unsigned w = 0; w < chip::PortSet::kWords; ++w)
+      h = h * 0x9E3779B97F4A7C15ull + std::hash<uint64_t>{}(s.word(w));
+    return h;
+  }
+};
 constexpr uint16_t kFar = std::numeric_limits<uint16_t>::max();
 
 bool valid_unicast(uint16_t lid) {
@@ -137,7 +148,13 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
   // linked CA port a one-port NIC whose chip id is its LID.
   // [ca index * S + switch]: a destination's entries at every switch lie together, as the
   // balancing below reads them.
-  std::vector<chip::PortSet> allowed;
+  // [ca index * S + switch]: an index into the switch's palette of the distinct port sets it
+  // allows (a few dozen at most switches, fewer than 2^16 at any: one per CA at most), so that
+  // the table costs 2 bytes per entry, not 16. A destination's entries lie together, as the
+  // balancing below reads them.
+  std::vector<uint16_t> allowed;
+  std::vector<chip::PortSet> palette;  // every switch's palette, switch after switch
+  std::vector<size_t> palette_base(S + 1u, 0);
   if (!cas.empty() && S > 0) {
     FabricMap map;
     std::vector<uint32_t> topo_of_sw(S);
@@ -196,6 +213,25 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
     constexpr uint32_t kTile = 32;
     const size_t C = cas.size();
     std::vector<chip::PortSet> meet(kTile * C), any(kTile * C);
+    std::vector<std::vector<chip::PortSet>> palettes(S);
+    std::vector<std::unordered_map<chip::PortSet, uint16_t, PortSetHash>> index_of(kTile);
+    // A short palette is scanned; past kScan entries a hash map takes over.
+    constexpr size_t kScan = 64;
+    auto palette_index = [&](uint32_t k, uint32_t i, const chip::PortSet& set) -> uint16_t {
+      auto& pal = palettes[i];
+      if (pal.size() <= kScan) {
+        for (size_t j = 0; j < pal.size(); ++j)
+          if (pal[j] == set) return static_cast<uint16_t>(j);
+        if (pal.size() < kScan) {
+          pal.push_back(set);
+          return static_cast<uint16_t>(pal.size() - 1);
+        }
+        for (size_t j = 0; j < pal.size(); ++j) index_of[k].emplace(pal[j], j);
+      }
+      auto [it, added] = index_of[k].emplace(set, static_cast<uint16_t>(pal.size()));
+      if (added) pal.push_back(set);
+      return it->second;
+    };
     for (uint32_t i0 = 0; i0 < S; i0 += kTile) {
       const uint32_t tile = std::min(kTile, S - i0);
       std::fill(meet.begin(), meet.end(), ~chip::PortSet{});
@@ -213,11 +249,25 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
           }
         }
       }
+      for (auto& m : index_of) m.clear();
+      // Neighbouring destinations mostly share a switch's set: the last one is tried first.
+      std::array<chip::PortSet, kTile> last_set{};
+      std::array<uint16_t, kTile> last_ix{};
+      std::array<bool, kTile> have_last{};
       for (uint32_t c = 0; c < C; ++c)
-        for (uint32_t k = 0; k < tile; ++k)
-          allowed[c * size_t{S} + i0 + k] =
-              meet[k * C + c].any() ? meet[k * C + c] : any[k * C + c];
+        for (uint32_t k = 0; k < tile; ++k) {
+          const chip::PortSet set = meet[k * C + c].any() ? meet[k * C + c] : any[k * C + c];
+          if (!have_last[k] || !(set == last_set[k])) {
+            last_set[k] = set;
+            last_ix[k] = palette_index(k, i0 + k, set);
+            have_last[k] = true;
+          }
+          allowed[c * size_t{S} + i0 + k] = last_ix[k];
+        }
     }
+    for (uint32_t i = 0; i < S; ++i) palette_base[i + 1] = palette_base[i] + palettes[i].size();
+    palette.reserve(palette_base[S]);
+    for (auto& p : palettes) palette.insert(palette.end(), p.begin(), p.end());
   }
 
   // Switch-to-switch hop counts, for switch LIDs and for CA entries an engine left open.
@@ -314,7 +364,7 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
     }
     for (uint32_t i = 0; i < S; ++i) flow[i] = sources[i];
     flow[d.sw] -= 1;
-    const chip::PortSet* allowed_c = allowed.empty() ? nullptr : &allowed[c * size_t{S}];
+    const uint16_t* allowed_c = allowed.empty() ? nullptr : &allowed[c * size_t{S}];
     choice[d.sw] = d.sw_port;
     out.entries += 1;
     for (size_t h = by_distance.size(); h-- > 1;) {
@@ -324,7 +374,7 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
         uint8_t port = wire::kLftNoPort;
         if (allowed_c) {
           uint64_t lightest = UINT64_MAX;
-          allowed_c[i].for_each([&](unsigned p) {
+          palette[palette_base[i] + allowed_c[i]].for_each([&](unsigned p) {
             const size_t ib = p + 1;
             if (ib < num_ports && weight[base + ib] < lightest) {
               lightest = weight[base + ib];
