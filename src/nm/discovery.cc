@@ -31,7 +31,7 @@ class Bfs {
     std::vector<PeerInfo> peers;  // read in port order until one qualifies or a read fails
     std::optional<Error> unreadable;
     const auto out = chip::network_port(chip::kMaxNicPorts, [&](uint8_t p) {
-      if (unreadable || p > peers.size()) return false;
+      if (unreadable) return false;  // a read past the NIC's last port: no more ports
       auto ident =
           port.read_local_register(chip::reg::port_register(p, chip::reg::port::kPeerIdent));
       if (!ident.ok()) {

@@ -15,6 +15,7 @@ namespace galaxy::nm {
 namespace {
 
 constexpr uint32_t kNone = UINT32_MAX;
+constexpr uint16_t kFar = std::numeric_limits<uint16_t>::max();
 
 struct PortSetHash {
   size_t operator()(const chip::PortSet& s) const {
@@ -24,7 +25,6 @@ struct PortSetHash {
     return h;
   }
 };
-constexpr uint16_t kFar = std::numeric_limits<uint16_t>::max();
 
 bool valid_unicast(uint16_t lid) {
   return lid >= 1 && lid <= wire::kMaxUnicastLid;
@@ -146,8 +146,6 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
 
   // The engine, on the subnet as a topology: switches are NRCs (IB port k is port k-1), each
   // linked CA port a one-port NIC whose chip id is its LID.
-  // [ca index * S + switch]: a destination's entries at every switch lie together, as the
-  // balancing below reads them.
   // [ca index * S + switch]: an index into the switch's palette of the distinct port sets it
   // allows (a few dozen at most switches, fewer than 2^16 at any: one per CA at most), so that
   // the table costs 2 bytes per entry, not 16. A destination's entries lie together, as the
