@@ -20,6 +20,11 @@ struct FabricMap {
   std::vector<uint8_t> hops;       // node -> h (NRCs strictly between the server and it)
   std::unordered_map<uint16_t, uint32_t> node_of;  // chip id -> node
   uint32_t server_node = 0;
+  // For the routing engines: no range write may cover a destination the engine left without a
+  // route at that (node, input class). The chips never use such entries (no packet for that
+  // destination enters that state), so by default ranges run across them; an InfiniBand LFT has
+  // one entry for every input port, and route_ib merges the classes' sets into it.
+  bool exact_ranges = false;
 
   uint32_t num_nodes() const { return topology.num_nodes(); }
 };

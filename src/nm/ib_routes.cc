@@ -198,6 +198,9 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
     map.target.resize(map.topology.num_nodes());
     map.hops.resize(map.topology.num_nodes(), 0);
     map.server_node = topo_of_ca[0];
+    // The sets of every input class are merged below: a class's range stretched over a LID it
+    // has no route for (where LIDs of other switches' CAs interleave) would offer its ports there.
+    map.exact_ranges = true;
     auto routes = compute_routes(map, engine_spec);
     if (!routes) return routes.error();
     out.engine = routes->engine;
@@ -254,7 +257,10 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
       std::array<bool, kTile> have_last{};
       for (uint32_t c = 0; c < C; ++c)
         for (uint32_t k = 0; k < tile; ++k) {
-          const chip::PortSet set = meet[k * C + c].any() ? meet[k * C + c] : any[k * C + c];
+          // No write covers it (meet is still every port): no set, so that the minimum-hop fill
+          // below takes it rather than the lightest of every port, cabled or not.
+          const chip::PortSet set =
+              meet[k * C + c].any() && any[k * C + c].any() ? meet[k * C + c] : any[k * C + c];
           if (!have_last[k] || !(set == last_set[k])) {
             last_set[k] = set;
             last_ix[k] = palette_index(k, i0 + k, set);
@@ -316,10 +322,21 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
     if (b == wire::kLftNoPort) return true;
     return weight[port_base[i] + a] < weight[port_base[i] + b];
   };
+  // Links are two-way, so dist[to][v] == dist[v][to]. The CA LIDs take one `to` for every switch
+  // and read along dist[to]; the switch LIDs take every `to` for one switch and read along its
+  // neighbours' rows.
   auto pick_min_hop = [&](uint32_t i, uint32_t to) -> uint8_t {
     uint8_t best = wire::kLftNoPort;
+    const auto& row = dist[to];
     for (auto [p, v] : nbr[i])
-      if (dist[to][v] != kFar && dist[to][v] + 1 == dist[to][i] && lighter(i, p, best)) best = p;
+      if (row[v] != kFar && row[v] + 1 == row[i] && lighter(i, p, best)) best = p;
+    return best;
+  };
+  auto pick_min_hop_to_switch = [&](uint32_t i, uint32_t to) -> uint8_t {
+    uint8_t best = wire::kLftNoPort;
+    const uint16_t here = dist[i][to];
+    for (auto [p, v] : nbr[i])
+      if (dist[v][to] != kFar && dist[v][to] + 1 == here && lighter(i, p, best)) best = p;
     return best;
   };
   std::vector<uint64_t> flow(S);
@@ -401,7 +418,7 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
     for (uint32_t t = 0; t < S; ++t) {
       const uint16_t lid = sw_lid[t];
       if (lid == 0) continue;
-      const uint8_t port = t == i ? 0 : pick_min_hop(i, t);
+      const uint8_t port = t == i ? 0 : pick_min_hop_to_switch(i, t);
       if (port == wire::kLftNoPort) continue;
       out.lft[switches[i]][lid] = port;
       if (port != 0) weight[port_base[i] + port] += 1;
@@ -422,9 +439,6 @@ void check_ib_routes(const IbSubnet& net, IbRoutes& out) {
   out.unreachable = 0;
   out.max_paths_per_port = 0;
   out.max_lids_per_port = 0;
-  auto entry = [&](uint32_t n, uint16_t lid) -> uint8_t {
-    return n < out.lft.size() && lid < out.lft[n].size() ? out.lft[n][lid] : wire::kLftNoPort;
-  };
   // Check every (switch, CA LID) route as the switches will forward it, and count the CA-to-CA
   // routes through every switch port (the balance OpenSM's ftree is judged by).
   std::vector<uint32_t> sources(S, 0);  // CA ports cabled to each switch
@@ -436,63 +450,109 @@ void check_ib_routes(const IbSubnet& net, IbRoutes& out) {
     paths[i].assign(net.nodes[switches[i]].ports.size(), 0);
     lids[i].assign(net.nodes[switches[i]].ports.size(), 0);
   }
-  std::vector<uint32_t> next(S), depth(S);
+  // What lies beyond each switch port, flat ([port_base[i] + p]): a switch (its index), a CA port
+  // that takes a LID (kToCa + its index in `cas`), or nothing (kNone).
+  constexpr uint32_t kToCa = 1u << 31;
+  std::vector<size_t> port_base(S + 1u, 0);
+  for (uint32_t i = 0; i < S; ++i)
+    port_base[i + 1] = port_base[i] + net.nodes[switches[i]].ports.size();
+  std::vector<uint32_t> beyond_port(port_base[S], kNone);
+  for (uint32_t i = 0; i < S; ++i) {
+    const IbNode& node = net.nodes[switches[i]];
+    for (uint32_t p = 1; p < node.ports.size(); ++p)
+      if (node.ports[p].linked() && sw_of[node.ports[p].peer_node] != kNone)
+        beyond_port[port_base[i] + p] = sw_of[node.ports[p].peer_node];
+  }
+  for (uint32_t c = 0; c < cas.size(); ++c)
+    if (cas[c].sw != kNone) beyond_port[port_base[cas[c].sw] + cas[c].sw_port] = kToCa + c;
+  // The CAs in LID order, a tile of LIDs at a time: each switch's entries for the tile are one
+  // run of its table, read once ([k * S + switch]) rather than one line per switch per LID.
+  std::vector<uint32_t> by_lid(cas.size());
+  std::iota(by_lid.begin(), by_lid.end(), 0u);
+  std::sort(by_lid.begin(), by_lid.end(),
+            [&](uint32_t a, uint32_t b) { return cas[a].lid < cas[b].lid; });
+  constexpr uint32_t kTile = wire::kLftBlockLids;
+  std::vector<uint8_t> tile(kTile * size_t{S});
+  std::vector<uint32_t> next(S), depth(S), walk, count, order(S);
   std::vector<uint8_t> state(S);  // 0 unknown, 1 on the walk, 2 reaches, 3 does not
-  std::vector<uint32_t> walk;
-  for (const CaDest& d : cas) {
-    std::fill(state.begin(), state.end(), 0);
-    for (uint32_t i = 0; i < S; ++i) {
-      const IbNode& node = net.nodes[switches[i]];
-      const uint8_t o = entry(switches[i], d.lid);
-      next[i] = kNone;
-      if (o == wire::kLftNoPort || o == 0 || o >= node.ports.size()) {
+  std::vector<uint64_t> flow(S);
+  for (size_t t0 = 0; t0 < by_lid.size(); t0 += kTile) {
+    const size_t t1 = std::min(by_lid.size(), t0 + kTile);
+    const uint16_t lid0 = cas[by_lid[t0]].lid;
+    const uint32_t span = cas[by_lid[t1 - 1]].lid - lid0 + 1u;
+    if (span <= kTile) {
+      for (uint32_t i = 0; i < S; ++i) {
+        const auto& lft = out.lft[switches[i]];
+        for (uint32_t k = 0; k < span; ++k)
+          tile[k * size_t{S} + i] = lid0 + k < lft.size() ? lft[lid0 + k] : wire::kLftNoPort;
+      }
+    }
+    for (size_t t = t0; t < t1; ++t) {
+      const CaDest& d = cas[by_lid[t]];
+      const uint32_t k = d.lid - lid0;
+      auto entry = [&](uint32_t i) -> uint8_t {
+        if (span <= kTile) return tile[k * size_t{S} + i];
+        const auto& lft = out.lft[switches[i]];
+        return d.lid < lft.size() ? lft[d.lid] : wire::kLftNoPort;
+      };
+      const uint32_t c = by_lid[t];
+      for (uint32_t i = 0; i < S; ++i) {
+        const uint8_t o = entry(i);
+        next[i] = kNone;
         state[i] = 3;
-        continue;
+        if (o == 0 || o >= port_base[i + 1] - port_base[i]) continue;  // kLftNoPort too
+        const uint32_t beyond = beyond_port[port_base[i] + o];
+        if (beyond == kToCa + c) {
+          state[i] = 2;
+          depth[i] = 0;
+        } else if (beyond < kToCa) {
+          next[i] = beyond;
+          state[i] = 0;
+        }
       }
-      const IbPort& port = node.ports[o];
-      if (port.peer_node == d.node && port.peer_port == d.port) {
-        state[i] = 2;
-        depth[i] = 0;
-      } else if (port.linked() && sw_of[port.peer_node] != kNone) {
-        next[i] = sw_of[port.peer_node];
-      } else {
-        state[i] = 3;
+      uint32_t max_depth = 0;
+      for (uint32_t i = 0; i < S; ++i) {
+        walk.clear();
+        uint32_t u = i;
+        while (state[u] == 0) {
+          state[u] = 1;
+          walk.push_back(u);
+          u = next[u];
+        }
+        const bool ok = state[u] == 2;  // state 1: a loop
+        uint32_t dep = ok ? depth[u] : 0;
+        for (auto it = walk.rbegin(); it != walk.rend(); ++it) {
+          state[*it] = ok ? 2 : 3;
+          depth[*it] = ++dep;
+        }
+        if (ok) max_depth = std::max(max_depth, dep);
       }
-    }
-    for (uint32_t i = 0; i < S; ++i) {
-      walk.clear();
-      uint32_t u = i;
-      while (state[u] == 0) {
-        state[u] = 1;
-        walk.push_back(u);
-        u = next[u];
+      // The switches that reach the LID, farthest first (a counting sort by depth), so that
+      // every switch has its sources' routes before it passes them on.
+      count.assign(max_depth + 2u, 0);
+      for (uint32_t i = 0; i < S; ++i) {
+        if (state[i] == 2) {
+          count[max_depth - depth[i] + 1] += 1;
+        } else if (sources[i] > 0 || i == d.sw) {
+          out.unreachable += 1;
+          if (out.problems.size() < 8)
+            out.problems.push_back(
+                fmt::format("{}: no route to LID {}", net.name(switches[i]), d.lid));
+        }
       }
-      const bool ok = state[u] == 2;  // state 1: a loop
-      uint32_t dep = ok ? depth[u] : 0;
-      for (auto it = walk.rbegin(); it != walk.rend(); ++it) {
-        state[*it] = ok ? 2 : 3;
-        depth[*it] = ++dep;
+      for (size_t b = 1; b < count.size(); ++b) count[b] += count[b - 1];
+      for (uint32_t i = 0; i < S; ++i)
+        if (state[i] == 2) order[count[max_depth - depth[i]]++] = i;
+      const uint32_t reaching = count.empty() ? 0 : count[max_depth];
+      std::fill(flow.begin(), flow.end(), 0);
+      for (uint32_t j = 0; j < reaching; ++j) {
+        const uint32_t i = order[j];
+        const uint8_t o = entry(i);
+        flow[i] += sources[i] - (i == d.sw ? 1u : 0u);
+        paths[i][o] += flow[i];
+        lids[i][o] += 1;
+        if (next[i] != kNone) flow[next[i]] += flow[i];
       }
-    }
-    std::vector<uint32_t> order;
-    for (uint32_t i = 0; i < S; ++i) {
-      if (state[i] == 2) {
-        order.push_back(i);
-      } else if (sources[i] > 0 || i == d.sw) {
-        out.unreachable += 1;
-        if (out.problems.size() < 8)
-          out.problems.push_back(
-              fmt::format("{}: no route to LID {}", net.name(switches[i]), d.lid));
-      }
-    }
-    std::sort(order.begin(), order.end(),
-              [&](uint32_t a, uint32_t b) { return depth[a] > depth[b]; });
-    std::vector<uint64_t> flow(S, 0);
-    for (uint32_t i : order) {
-      flow[i] += sources[i] - (i == d.sw ? 1u : 0u);
-      paths[i][entry(switches[i], d.lid)] += flow[i];
-      lids[i][entry(switches[i], d.lid)] += 1;
-      if (next[i] != kNone) flow[next[i]] += flow[i];
     }
   }
   // Over the links between switches: a CA's own cable carries every route to it whatever the

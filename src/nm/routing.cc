@@ -29,7 +29,10 @@ bool RouteSet::has_vc_rules() const {
 }
 
 void RangeCompressor::add(uint16_t dest, PortSet ports, std::vector<RangeWrite>& out) {
-  if (ports.none()) return;  // no route: a state no packet enters, so any set will do
+  if (ports.none()) {  // no route: a state no packet enters, so any set will do
+    if (exact_) finish(out);
+    return;
+  }
   // RT_SELECT's count is 16 bits: a range holds at most 65,535 entries.
   if (open_ && ports == ports_ && dest > last_ && uint32_t{dest} - first_ < 65535) {
     last_ = dest;
@@ -128,7 +131,7 @@ RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t clas
     for (uint32_t p = 0; p < g.ports(v); ++p)
       if (g.peer[g.base[v] + p] != fabric::kNoNode) mask[port_class[g.base[v] + p]].set(p);
     for (uint32_t k = 0; k < classes; ++k) {
-      comp[v * classes + k] = RangeCompressor(mask[k]);
+      comp[v * classes + k] = RangeCompressor(mask[k], map.exact_ranges);
       used[v * classes + k] = mask[k].any();
     }
   }

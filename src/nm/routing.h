@@ -70,14 +70,17 @@ Result<RouteSet> compute_routes(const FabricMap& map, const std::string& spec);
 // another set closes it. A destination with no route (set 0) is skipped: engines leave the
 // entries of states no packet for that destination enters empty, and a neighbouring range may
 // cover them (verify_routes checks every state a packet can reach, with the loaded tables).
+// `exact` (FabricMap::exact_ranges): a destination with no route closes the open range instead.
 class RangeCompressor {
  public:
-  explicit RangeCompressor(chip::PortSet inputs = {}) : inputs_(inputs) {}
+  explicit RangeCompressor(chip::PortSet inputs = {}, bool exact = false)
+      : inputs_(inputs), exact_(exact) {}
   void add(uint16_t dest, chip::PortSet ports, std::vector<RangeWrite>& out);
   void finish(std::vector<RangeWrite>& out);
 
  private:
   chip::PortSet inputs_;
+  bool exact_ = false;
   bool open_ = false;
   uint16_t first_ = 0;
   uint16_t last_ = 0;

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
+#include "fabric/builders.h"
+
 namespace galaxy::nm {
 namespace {
 
@@ -114,6 +118,55 @@ TEST_P(IbRoutesByEngine, EverySwitchReachesEveryLid) {
 
 INSTANTIATE_TEST_SUITE_P(Engines, IbRoutesByEngine,
                          ::testing::Values("minhop", "updown", "fattree"));
+
+// A Galaxy topology as an IB subnet (IB port = topology port + 1), its CAs' LIDs dealt round
+// the switches they hang off (as directed-route discovery from one host hands them out: a leaf's
+// CAs do not get consecutive LIDs), switch LIDs after them.
+Builder from_topology(const fabric::Topology& t) {
+  Builder b;
+  using T = wire::IbNodeType;
+  for (uint32_t n = 0; n < t.num_nodes(); ++n)
+    b.add(t.is_nic(n) ? T::kCa : T::kSwitch, static_cast<uint8_t>(t.num_ports(n)), t.name(n));
+  for (uint32_t n = 0; n < t.num_nodes(); ++n)
+    for (uint32_t p = 0; p < t.num_ports(n); ++p)
+      if (auto peer = t.peer({n, static_cast<uint8_t>(p)});
+          peer && std::pair(n, p) < std::pair(peer->node, uint32_t{peer->port}))
+        b.link(n, static_cast<uint8_t>(p + 1), peer->node, static_cast<uint8_t>(peer->port + 1));
+  std::map<uint32_t, std::vector<uint32_t>> by_switch;  // switch -> its CAs
+  for (uint32_t n = 0; n < t.num_nodes(); ++n)
+    if (t.is_nic(n)) by_switch[b.net.nodes[n].ports[1].peer_node].push_back(n);
+  uint16_t lid = 1;
+  for (size_t round = 0, dealt = 1; dealt != 0; ++round) {
+    dealt = 0;
+    for (auto& [sw, cas] : by_switch)
+      if (round < cas.size()) {
+        b.net.nodes[cas[round]].ports[1].info.set_lid(lid++);
+        dealt += 1;
+      }
+  }
+  for (auto& node : b.net.nodes)
+    if (node.is_switch()) node.ports[0].info.set_lid(lid++);
+  b.net.sm_node = t.nic_node(0);
+  b.net.sm_port = 1;
+  return b;
+}
+
+// One TH-2 cabinet under the full top level (1,484 switches): the fattree engine gives a bottom
+// switch one set of ports for packets from its CAs and another for packets from above, and leaves
+// the LIDs no packet from above carries without a route; the LFT's one entry per LID must not take
+// ports from a class that has no route for it.
+TEST_P(IbRoutesByEngine, InterleavedLidsOnATh2Cabinet) {
+  auto t = fabric::build_topology("th2:cabinets=1");
+  ASSERT_TRUE(t.ok()) << t.error().to_string();
+  Builder b = from_topology(*t);
+  auto lids = assign_lids(b.net);
+  ASSERT_TRUE(lids.ok());
+  EXPECT_EQ(lids->kept, t->num_nodes());
+  auto r = route_ib(b.net, GetParam());
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ(r->unreachable, 0u) << (r->problems.empty() ? "" : r->problems.front());
+  EXPECT_EQ(r->entries, uint64_t{t->num_nrcs()} * t->num_nodes());
+}
 
 TEST(IbRoutes, AnUnknownEngineIsAnError) {
   Builder b = two_level();

@@ -216,6 +216,16 @@ TEST(RoutingTest, RangeCompressionMergesConsecutiveIds) {
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0], (RangeWrite{0x3, 5, 6, 0x10}));
   EXPECT_EQ(out[1], (RangeWrite{0x3, 11, 1, 0x20}));
+  // Exact (FabricMap::exact_ranges, as route_ib asks): an id with no route closes the range.
+  out.clear();
+  RangeCompressor e(0x3, /*exact=*/true);
+  e.add(5, 0x10, out);
+  e.add(8, 0, out);
+  e.add(10, 0x10, out);
+  e.finish(out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0], (RangeWrite{0x3, 5, 1, 0x10}));
+  EXPECT_EQ(out[1], (RangeWrite{0x3, 10, 1, 0x10}));
 
   std::vector<RangeWrite> w{{0x1, 0, 4, 0x8}, {0x6, 0, 4, 0x8}, {0x6, 4, 2, 0x8}};
   merge_input_masks(w);
