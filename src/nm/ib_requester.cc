@@ -67,11 +67,17 @@ void IbRequester::finish(uint32_t tid, const Status& status, const wire::Smp& an
 }
 
 Status IbRequester::run() {
+  auto refill = [this] {
+    while (queued_.empty() && source_)
+      if (!source_()) source_ = nullptr;
+  };
+  refill();
   while (!queued_.empty() || !in_flight_.empty()) {
     while (!queued_.empty() && in_flight_.size() < options_.window) {
       Pending p = std::move(queued_.front());
       queued_.pop_front();
       start(std::move(p));
+      refill();
     }
     if (in_flight_.empty()) continue;
     // Every answer already waiting is taken before more requests go out.

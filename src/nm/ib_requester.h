@@ -37,7 +37,12 @@ class IbRequester {
   // Queues a request (`dlid` as SmpPort::send); `done` runs from run() with the answer, or with
   // the error (timeout, transport failure, a non-zero MAD status); it may submit more.
   void submit(const wire::Smp& smp, uint16_t dlid, IbReplyFn done);
-  // Progress until every submitted request has completed.
+  // A source of requests asked for more whenever the window has room and nothing is queued: it
+  // submits some and returns true, or returns false once it has none left. A sweep's tens of
+  // thousands of Sets are made as they go out rather than held all at once. Replaces a source
+  // that has not finished.
+  void feed(std::function<bool()> source) { source_ = std::move(source); }
+  // Progress until every submitted request has completed and the source has none left.
   Status run();
   const IbRequesterStats& stats() const { return stats_; }
   // The window in use: the option's, or less where the transport stalls beyond it.
@@ -59,6 +64,7 @@ class IbRequester {
   IbRequesterStats stats_;
   Fifo<Pending> queued_;
   std::unordered_map<uint32_t, Pending> in_flight_;
+  std::function<bool()> source_;
   uint32_t next_tid_ = 1;
 };
 

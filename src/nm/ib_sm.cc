@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <utility>
 
 namespace galaxy::nm {
@@ -18,9 +19,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// A directed-route Set; the SMA's answer (the attribute as it now stands) goes to `done`.
-void set(IbRequester& rq, IbSweepReport& report, std::string what, SmpAttr attr, uint32_t modifier,
-         const std::vector<uint8_t>& path, const wire::SmpData& data,
+// A directed-route Set; the SMA's answer (the attribute as it now stands) goes to `done`. `what`
+// names the target in a problem, made only when there is one.
+void set(IbRequester& rq, IbSweepReport& report, std::function<std::string()> what, SmpAttr attr,
+         uint32_t modifier, const std::vector<uint8_t>& path, const wire::SmpData& data,
          std::function<void(const wire::Smp&)> done) {
   auto smp = wire::Smp::directed_request(MadMethod::kSet, attr, modifier, path);
   if (!smp) {
@@ -33,26 +35,35 @@ void set(IbRequester& rq, IbSweepReport& report, std::string what, SmpAttr attr,
                                                                       const wire::Smp& a) {
               if (!s) {
                 if (report.problems.size() < 64)
-                  report.problems.push_back(fmt::format("{}: {}", what, s.error().message));
+                  report.problems.push_back(fmt::format("{}: {}", what(), s.error().message));
                 return;
               }
               done(a);
             });
 }
 
-// Every port with a link to bring up: (node, port, the directed route to use).
+// Queues the requests of `count` steps as the window opens (IbRequester::feed): step(i) submits
+// the i-th step's. A sweep of TH-2's size has millions of Sets; made all at once they would hold
+// gigabytes.
+void feed_steps(IbRequester& rq, size_t count, std::function<void(size_t)> step) {
+  rq.feed([count, step = std::move(step), i = size_t{0}]() mutable {
+    if (i >= count) return false;
+    step(i++);
+    return true;
+  });
+}
+
+// Every port of node `n` with a link to bring up: (port number, port, the directed route to use).
 template <class F>
-void for_each_link_port(IbSubnet& net, F&& f) {
-  for (uint32_t n = 0; n < net.nodes.size(); ++n) {
-    IbNode& node = net.nodes[n];
-    for (uint32_t p = 1; p < node.ports.size(); ++p) {
-      IbPort& port = node.ports[p];
-      if (!port.linked() || !port.known) continue;
-      if (node.is_switch())
-        f(n, p, port, node.path);
-      else if (port.entered)
-        f(n, p, port, port.path);
-    }
+void for_each_link_port_of(IbSubnet& net, uint32_t n, F&& f) {
+  IbNode& node = net.nodes[n];
+  for (uint32_t p = 1; p < node.ports.size(); ++p) {
+    IbPort& port = node.ports[p];
+    if (!port.linked() || !port.known) continue;
+    if (node.is_switch())
+      f(p, port, node.path);
+    else if (port.entered)
+      f(p, port, port.path);
   }
 }
 
@@ -70,12 +81,13 @@ Status IbSubnetManager::discover(IbRequester& rq, IbSweepReport& report) {
 }
 
 void IbSubnetManager::count_active(IbSweepReport& report) {
-  for_each_link_port(subnet_, [&](uint32_t, uint32_t, IbPort& port, const std::vector<uint8_t>&) {
-    if (port.info.port_state() == static_cast<uint8_t>(IbPortState::kActive))
-      report.ports_active += 1;
-    else
-      report.ports_not_active += 1;
-  });
+  for (uint32_t n = 0; n < subnet_.nodes.size(); ++n)
+    for_each_link_port_of(subnet_, n, [&](uint32_t, IbPort& port, const std::vector<uint8_t>&) {
+      if (port.info.port_state() == static_cast<uint8_t>(IbPortState::kActive))
+        report.ports_active += 1;
+      else
+        report.ports_not_active += 1;
+    });
 }
 
 Result<IbSweepReport> IbSubnetManager::sweep() {
@@ -125,7 +137,9 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   // ARMED -> ACTIVE once every table is in place: a port goes ACTIVE only when its neighbour is
   // at least ARMED (IBA 7.2), which the first pass made every linked port.
   const auto t3 = Clock::now();
-  change_state(rq, report, IbPortState::kArmed, IbPortState::kActive);
+  feed_steps(rq, subnet_.nodes.size(), [this, &rq, &report](size_t n) {
+    change_state(rq, report, static_cast<uint32_t>(n), IbPortState::kArmed, IbPortState::kActive);
+  });
   if (Status s = rq.run(); !s) return s.error();
   count_active(report);
   report.activate_s = seconds_since(t3);
@@ -139,7 +153,8 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
 
 void IbSubnetManager::program_lids_and_arm(IbRequester& rq, IbSweepReport& report) {
   const uint16_t top = report.lids.max_lid;
-  for (uint32_t n = 0; n < subnet_.nodes.size(); ++n) {
+  feed_steps(rq, subnet_.nodes.size(), [this, &rq, &report, top](size_t i) {
+    const auto n = static_cast<uint32_t>(i);
     IbNode& node = subnet_.nodes[n];
     if (node.is_switch()) {
       if (node.switch_info.linear_fdb_cap() != 0 && node.switch_info.linear_fdb_cap() <= top) {
@@ -151,8 +166,9 @@ void IbSubnetManager::program_lids_and_arm(IbRequester& rq, IbSweepReport& repor
       wire::SwitchInfo si = node.switch_info;
       si.set_linear_fdb_top(top);
       si.set_port_state_change(true);  // writing 1 clears it
-      set(rq, report, subnet_.name(n), SmpAttr::kSwitchInfo, 0, node.path, si.raw,
-          [&node](const wire::Smp& a) { node.switch_info.raw = a.data; });
+      set(
+          rq, report, [this, n] { return subnet_.name(n); }, SmpAttr::kSwitchInfo, 0, node.path,
+          si.raw, [&node](const wire::Smp& a) { node.switch_info.raw = a.data; });
     }
     for (uint32_t p = 0; p < node.ports.size(); ++p) {
       IbPort& port = node.ports[p];
@@ -166,46 +182,50 @@ void IbSubnetManager::program_lids_and_arm(IbRequester& rq, IbSweepReport& repor
       if (!node.is_switch() && port.linked() &&
           port.info.port_state() == static_cast<uint8_t>(IbPortState::kInit))
         pi.set_port_state(IbPortState::kArmed);
-      set(rq, report, fmt::format("{} port {}", subnet_.name(n), p), SmpAttr::kPortInfo, p,
-          node.is_switch() ? node.path : port.path, pi.raw,
+      set(
+          rq, report, [this, n, p] { return fmt::format("{} port {}", subnet_.name(n), p); },
+          SmpAttr::kPortInfo, p, node.is_switch() ? node.path : port.path, pi.raw,
           [&port](const wire::Smp& a) { port.info.raw = a.data; });
       report.port_sets += 1;
     }
-  }
-  // The linked ports the Sets above do not arm: a switch's.
-  change_state(rq, report, IbPortState::kInit, IbPortState::kArmed, /*switches_only=*/true);
+    // The linked ports the Sets above do not arm: a switch's.
+    if (node.is_switch()) change_state(rq, report, n, IbPortState::kInit, IbPortState::kArmed);
+  });
 }
 
 void IbSubnetManager::program_tables(IbRequester& rq, IbSweepReport& report) {
-  const uint16_t top = routes_.max_lid;
-  for (uint32_t n = 0; n < subnet_.nodes.size(); ++n) {
-    IbNode& node = subnet_.nodes[n];
-    if (!node.is_switch()) continue;
+  const uint32_t blocks = routes_.max_lid / wire::kLftBlockLids + 1u;
+  auto switches = std::make_shared<std::vector<uint32_t>>();
+  for (uint32_t n = 0; n < subnet_.nodes.size(); ++n)
+    if (subnet_.nodes[n].is_switch()) switches->push_back(n);
+  feed_steps(rq, switches->size() * blocks, [this, &rq, &report, switches, blocks](size_t i) {
+    const uint32_t n = (*switches)[i / blocks];
+    const auto b = static_cast<uint32_t>(i % blocks);
     const auto& lft = routes_.lft[n];
-    for (uint32_t b = 0; b * wire::kLftBlockLids <= top; ++b) {
-      wire::SmpData block;
-      block.fill(wire::kLftNoPort);
-      for (uint32_t i = 0; i < wire::kLftBlockLids && b * wire::kLftBlockLids + i < lft.size(); ++i)
-        block[i] = lft[b * wire::kLftBlockLids + i];
-      set(rq, report, subnet_.name(n), SmpAttr::kLinearForwardingTable, b, node.path, block,
-          [](const wire::Smp&) {});
-      report.lft_blocks += 1;
-    }
-  }
+    wire::SmpData block;
+    block.fill(wire::kLftNoPort);
+    for (uint32_t k = 0; k < wire::kLftBlockLids && b * wire::kLftBlockLids + k < lft.size(); ++k)
+      block[k] = lft[b * wire::kLftBlockLids + k];
+    set(
+        rq, report, [this, n] { return subnet_.name(n); }, SmpAttr::kLinearForwardingTable, b,
+        subnet_.nodes[n].path, block, [](const wire::Smp&) {});
+    report.lft_blocks += 1;
+  });
 }
 
-void IbSubnetManager::change_state(IbRequester& rq, IbSweepReport& report, IbPortState from,
-                                   IbPortState to, bool switches_only) {
-  for_each_link_port(subnet_,
-                     [&](uint32_t n, uint32_t p, IbPort& port, const std::vector<uint8_t>& path) {
-                       if (switches_only && !subnet_.nodes[n].is_switch()) return;
-                       if (port.info.port_state() != static_cast<uint8_t>(from)) return;
-                       wire::PortInfo pi = port.info.for_set();
-                       pi.set_port_state(to);
-                       set(rq, report, state_change_text(n, p, port, to), SmpAttr::kPortInfo, p,
-                           path, pi.raw, [&port](const wire::Smp& a) { port.info.raw = a.data; });
-                       report.port_sets += 1;
-                     });
+void IbSubnetManager::change_state(IbRequester& rq, IbSweepReport& report, uint32_t n,
+                                   IbPortState from, IbPortState to) {
+  for_each_link_port_of(
+      subnet_, n, [&](uint32_t p, IbPort& port, const std::vector<uint8_t>& path) {
+        if (port.info.port_state() != static_cast<uint8_t>(from)) return;
+        wire::PortInfo pi = port.info.for_set();
+        pi.set_port_state(to);
+        set(
+            rq, report, [this, n, p, &port, to] { return state_change_text(n, p, port, to); },
+            SmpAttr::kPortInfo, p, path, pi.raw,
+            [&port](const wire::Smp& a) { port.info.raw = a.data; });
+        report.port_sets += 1;
+      });
 }
 
 std::string IbSubnetManager::state_change_text(uint32_t n, uint32_t p, const IbPort& port,

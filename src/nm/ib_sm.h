@@ -61,15 +61,15 @@ class IbSubnetManager {
   Status discover(IbRequester& rq, IbSweepReport& report);
   // Linked ports ACTIVE and not, as the last answers left them.
   void count_active(IbSweepReport& report);
-  // Sweep steps; each queues its Sets on `rq`, the caller runs them.
+  // Sweep steps; each feeds its Sets to `rq` (IbRequester::feed), the caller runs them.
   // Every port's LID and the SM's LID (a CA port armed by the same Set), every switch's
   // LinearFDBTop, and INIT -> ARMED on the switches' linked ports. Needs LIDs, not routes.
   void program_lids_and_arm(IbRequester& rq, IbSweepReport& report);
   // Every switch's linear forwarding table, block by block, from routes_.
   void program_tables(IbRequester& rq, IbSweepReport& report);
-  // `from` -> `to` on every linked port in `from` (only switches' ports when `switches_only`).
-  void change_state(IbRequester& rq, IbSweepReport& report, wire::IbPortState from,
-                    wire::IbPortState to, bool switches_only = false);
+  // `from` -> `to` on every linked port of node `n` in `from`.
+  void change_state(IbRequester& rq, IbSweepReport& report, uint32_t n, wire::IbPortState from,
+                    wire::IbPortState to);
   // What a failed state change reports: both ends of the link and their states.
   std::string state_change_text(uint32_t n, uint32_t p, const IbPort& port,
                                 wire::IbPortState to) const;

@@ -76,6 +76,32 @@ TEST(IbRequester, NeverMoreInFlightThanTheTransportAllows) {
   }
 }
 
+// A fed source is asked only when the window has room and nothing is queued: what it made and
+// what has not been answered yet never exceeds the window, and every request it made completes.
+TEST(IbRequester, AFedSourceIsDrawnAsTheWindowOpens) {
+  ScriptedPort port(UINT32_MAX);
+  IbRequester rq(port, {.window = 8});
+  uint32_t made = 0, answered = 0, most_ahead = 0;
+  rq.feed([&] {
+    if (made == 1000) return false;
+    // Requests that answers may make (as discovery's do) count too.
+    rq.submit(request(made++), wire::kPermissiveLid, [&](const Status& s, const wire::Smp&) {
+      EXPECT_TRUE(s.ok());
+      ++answered;
+    });
+    most_ahead = std::max(most_ahead, made - answered);
+    return true;
+  });
+  ASSERT_TRUE(rq.run().ok());
+  EXPECT_EQ(made, 1000u);
+  EXPECT_EQ(answered, 1000u);
+  EXPECT_LE(most_ahead, 9u);  // the window, and the one being made
+  EXPECT_EQ(port.most_outstanding, 8u);
+  // A source with nothing left ends the run at once.
+  rq.feed([] { return false; });
+  EXPECT_TRUE(rq.run().ok());
+}
+
 TEST(IbRequester, RetriesTimeoutsThenReportsTheFailureAndTheRefusal) {
   ScriptedPort port(UINT32_MAX);
   port.silent = {7};
