@@ -2,13 +2,18 @@
 // chips, then the route-table entries and link states are read hop by hop on whatever tables
 // the chips hold (nmd/ops.h, the same code as the daemon's GET /api/trace). --load-minhop first
 // programs min-hop tables towards the destination (a debugging aid for a fabric whose tables
-// were never loaded).
+// were never loaded). On an InfiniBand subnet (--fabric ib:) the same walk reads the switches'
+// linear forwarding tables by directed route (nm/ib_trace.h), as ibtracert does.
 #include <cstdio>
 
+#include "base/json_text.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
+#include "ib/umad_port.h"
+#include "nm/ib_discovery.h"
+#include "nm/ib_trace.h"
 #include "nmd/ops.h"
 
 namespace galaxy::cli {
@@ -30,6 +35,79 @@ Result<nlohmann::json> trace_here(const TraceOptions& o) {
   auto dst = find_node(*sess, o.dst);
   if (!dst.ok()) return dst.error();
   return nmd::trace_op(*sess, *src, *dst, o.load_minhop);
+}
+
+nlohmann::json ib_endpoint_json(const nm::IbSubnet& net, nm::IbEndpoint e) {
+  const nm::IbNode& n = net.nodes[e.node];
+  return {{"name", fmt::format("{}-{:016x}", n.is_switch() ? 'S' : 'H', n.info.node_guid)},
+          {"guid", fmt::format("{:#018x}", n.info.node_guid)},
+          {"description", n.description},
+          {"port", e.port},
+          {"lid", net.held_lid(e)}};
+}
+
+// The InfiniBand trace: the subnet discovered through the umad port, then nm::trace_ib.
+Result<nlohmann::json> trace_ib_here(const TraceOptions& o) {
+  ib::UmadOptions uo;
+  GALAXY_TRY(ib::parse_ib_fabric(o.session.fabric, uo));
+  auto port = ib::open_umad_port(uo);
+  if (!port) return port.error();
+  nm::IbRequester rq(**port, {});
+  auto net = nm::discover_ib(rq);
+  if (!net) return net.error();
+  auto src = net->find(o.src);
+  if (!src) return src.error();
+  auto dst = net->find(o.dst);
+  if (!dst) return dst.error();
+  auto tr = nm::trace_ib(rq, *net, *src, *dst);
+  if (!tr) return tr.error();
+  nlohmann::json hops = nlohmann::json::array();
+  for (const auto& h : tr->hops) {
+    nlohmann::json hop = ib_endpoint_json(*net, {h.node, 0});
+    hop.erase("port");
+    hop["in_port"] = h.in_port;
+    hop["out_port"] =
+        h.out_port == wire::kLftNoPort ? nlohmann::json(nullptr) : nlohmann::json(h.out_port);
+    hop["out_state"] = h.out_state ? wire::ib_port_state_name(h.out_state) : "";
+    hops.push_back(std::move(hop));
+  }
+  nlohmann::json j{{"fabric", "ib"},
+                   {"src", ib_endpoint_json(*net, *src)},
+                   {"dst", ib_endpoint_json(*net, *dst)},
+                   {"dlid", tr->dlid},
+                   {"reachable", tr->reachable},
+                   {"hops", hops},
+                   {"hop_count", tr->hops.size()},
+                   {"requests", tr->requests}};
+  if (!tr->reachable) {
+    j["failure"] = nm::trace_failure_name(tr->failure);
+    j["failed_hop"] = tr->failed_hop;
+    j["reason"] = tr->reason;
+  }
+  return j;
+}
+
+void print_ib_trace(const nlohmann::json& j) {
+  auto end = [](const nlohmann::json& e) {
+    return fmt::format("{} \"{}\" port {} (LID {})", e["name"].get<std::string>(),
+                       e["description"].get<std::string>(), e["port"].get<unsigned>(),
+                       e["lid"].get<unsigned>());
+  };
+  std::printf("trace %s -> %s\n", end(j["src"]).c_str(), end(j["dst"]).c_str());
+  size_t k = 0;
+  for (const auto& h : j["hops"])
+    std::printf(
+        "%2zu  %s %-20s lid %-5u in %-3u -> out %s %s\n", k++, h["name"].get<std::string>().c_str(),
+        ("\"" + h["description"].get<std::string>() + "\"").c_str(), h["lid"].get<unsigned>(),
+        h["in_port"].get<unsigned>(),
+        h["out_port"].is_null() ? "-" : std::to_string(h["out_port"].get<unsigned>()).c_str(),
+        h["out_state"].get<std::string>().c_str());
+  if (j["reachable"].get<bool>())
+    std::printf("reached in %zu switches; %llu SMPs\n", j["hops"].size(),
+                static_cast<unsigned long long>(j["requests"].get<uint64_t>()));
+  else
+    std::printf("UNREACHABLE at hop %d: %s\n", j["failed_hop"].get<int>(),
+                j["reason"].get<std::string>().c_str());
 }
 
 void print_trace(const nlohmann::json& j) {
@@ -63,12 +141,21 @@ void run_trace(TraceOptions& o) {
                                    "--load-minhop changes the tables; a daemon keeps its own "
                                    "routing (PUT /api/config routing_engine)"),
                         json);
-  auto j = is_remote() ? call_first("GET", fmt::format("/api/trace?src={}&dst={}",
-                                                       url_encode(o.src), url_encode(o.dst)))
-                       : trace_here(o);
+  const bool ib = o.session.fabric.starts_with("ib:");
+  if (ib && (is_remote() || o.load_minhop))
+    return report_error(make_error(Code::kUnsupported, 7152,
+                                   "--fabric ib: traces the subnet's own tables here, without "
+                                   "--server or --load-minhop"),
+                        json);
+  auto j = ib            ? trace_ib_here(o)
+           : is_remote() ? call_first("GET", fmt::format("/api/trace?src={}&dst={}",
+                                                         url_encode(o.src), url_encode(o.dst)))
+                         : trace_here(o);
   if (!j.ok()) return report_error(j.error(), json);
   if (json)
-    std::printf("%s\n", j->dump(2).c_str());
+    std::printf("%s\n", json_text(*j, 2).c_str());
+  else if (ib)
+    print_ib_trace(*j);
   else
     print_trace(*j);
   if (!(*j)["reachable"].get<bool>()) set_exit_code(1);
@@ -76,12 +163,16 @@ void run_trace(TraceOptions& o) {
 
 void add_trace_command(CLI::App& app) {
   auto o = std::make_shared<TraceOptions>();
-  auto* c = app.add_subcommand("trace", "Path trace between two NICs through the route tables");
+  auto* c = app.add_subcommand(
+      "trace",
+      "Path trace between two NICs through the route tables (--fabric ib:[<adapter>[:<port>]]: "
+      "between two ports of an InfiniBand subnet through its switches' forwarding tables)");
   add_session_options(c, o->session);
-  c->add_option("src", o->src, "source NIC: chip id, nic:<index>, name, description or GUID")
+  c->add_option("src", o->src,
+                "source NIC: chip id, nic:<index>, name, description or GUID (ib: a LID, "
+                "lid:<n>, a node or port GUID, S-/H-<guid> or a node description)")
       ->required();
-  c->add_option("dst", o->dst, "destination NIC: chip id, nic:<index>, name, description or GUID")
-      ->required();
+  c->add_option("dst", o->dst, "destination NIC, named as the source")->required();
   c->add_flag("--load-minhop", o->load_minhop,
               "debugging aid: first program min-hop tables towards the destination");
   c->callback([o]() { run_trace(*o); });

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "wire/ib_smp.h"
 
 namespace galaxy::nm {
@@ -41,6 +42,13 @@ struct IbNode {
   uint16_t lid() const { return ports.empty() ? 0 : ports[0].lid; }  // a switch's
 };
 
+// One port of the subnet as users name it: a CA port, or a switch (port 0).
+struct IbEndpoint {
+  uint32_t node = kNoIbNode;
+  uint8_t port = 0;
+  bool operator==(const IbEndpoint&) const = default;
+};
+
 struct IbSubnet {
   std::vector<IbNode> nodes;  // discovery order; the SM's node first
   std::unordered_map<uint64_t, uint32_t> by_guid;
@@ -55,6 +63,13 @@ struct IbSubnet {
   uint16_t sm_lid() const;
   // "S-0002c90200400001" / "H-..." as ibnetdiscover names nodes, and the description.
   std::string name(uint32_t node) const;
+  // The LID a port holds as discovery read it (a switch's: port 0's); 0 when none.
+  uint16_t held_lid(IbEndpoint e) const;
+  // A port named as infiniband-diags users name it: a LID ("12", "lid:12"), a node or port
+  // GUID ("0x0002c90200400001"), ibnetdiscover's node name ("S-0002c90200400001", "H-..."), or
+  // a node description ("node018 HCA-1"). A CA named by its node is its lowest port discovery
+  // entered it by. Errors name the text and why (none, or several nodes share a description).
+  Result<IbEndpoint> find(const std::string& text) const;
 };
 
 }  // namespace galaxy::nm

@@ -2,7 +2,8 @@
 # Galaxy's subnet manager alone on ibsim fabrics (no OpenSM), judged by infiniband-diags:
 #   ibnetdiscover  every node found, every CA port with the LID Galaxy gave it (guid2lid file);
 #   ibroute        a leaf switch's LFT sends each of its CAs' LIDs out of the port it is cabled to;
-#   ibtracert      CA to CA by LID, through the tables Galaxy programmed;
+#   ibtracert      CA to CA by LID, through the tables Galaxy programmed, and `galaxy trace`
+#                  the same way (then, across a link unplugged in ibsim, says where and why);
 #   iblinkinfo     every linked port ACTIVE;
 #   smpquery       PortInfo of a CA: its LID, the SM's LID, ACTIVE.
 # Fabrics: ibsim's example nets (the SM on a switch; two-port HCAs), a 2-level fat tree of
@@ -20,6 +21,7 @@ done
 dir=$(mktemp -d)
 sim_pid=""
 stop_sim() {
+  exec 9>&- 2>/dev/null || true
   if [ -n "$sim_pid" ]; then
     kill "$sim_pid" 2>/dev/null || true
     wait "$sim_pid" 2>/dev/null || true
@@ -49,19 +51,29 @@ sim() {
 
 start_sim() {  # <net file> <a node to probe from>
   stop_sim
-  # ibsim's tables hold 256 switches by default: sized from the file. No console (-n).
+  # ibsim's tables hold 256 switches by default: sized from the file. Its console reads a FIFO
+  # the script holds open on fd 9 (sim_console writes a command to it).
   local sizes
   sizes=$(awk '$1 == "Switch" { s++ } $1 == "Switch" || $1 == "Hca" { n++; p += $2 + 1 }
                END { printf "-S %d -N %d -P %d", s + 16, n + 16, p + 64 }' "$1")
+  rm -f "$dir/console"
+  mkfifo "$dir/console"
   # shellcheck disable=SC2086
-  ibsim -n $sizes -s "$1" </dev/null >"$dir/ibsim.log" 2>&1 &
+  ibsim $sizes -s "$1" <"$dir/console" >"$dir/ibsim.log" 2>&1 &
   sim_pid=$!
+  exec 9>"$dir/console"
   for _ in $(seq 1 100); do
     if sim "$2" ibstat >/dev/null 2>&1; then return 0; fi
     sleep 0.1
   done
   cat "$dir/ibsim.log" >&2
   fail "ibsim did not come up"
+}
+
+# One command to ibsim's console ("Unlink \"node\"[port]"), given time to be read.
+sim_console() {
+  echo "$1" >&9
+  sleep 0.3
 }
 
 check_fabric() {  # <name> <net file> <SM's node> <diags' node> <switches> <CA ports>
@@ -107,6 +119,19 @@ check_fabric() {  # <name> <net file> <SM's node> <diags' node> <switches> <CA p
   dst=$(awk '$1 == "CA" { l = $2 } END { print l }' "$dir/ports.txt")
   sim "$diag_host" ibtracert "$src" "$dst" >"$dir/trace.txt" 2>&1 || { cat "$dir/trace.txt" >&2; fail "ibtracert $src $dst"; }
   grep -q "^To ca" "$dir/trace.txt" || { cat "$dir/trace.txt" >&2; fail "ibtracert did not arrive"; }
+  # galaxy trace on the same LIDs: ibtracert's switches ("[out] -> switch port {guid}[in]"),
+  # each entered by the same port.
+  sim "$diag_host" "$galaxy" trace --fabric ib: --json "$src" "$dst" >"$dir/gtrace.json" 2>&1 ||
+    { cat "$dir/gtrace.json" >&2; fail "galaxy trace $src $dst"; }
+  local want got
+  want=$(awk "$hex"'/-> switch/ { match($0, /\{0x[0-9a-fA-F]+\}\[[0-9]+\]/); s = substr($0, RSTART + 1, RLENGTH - 2);
+               split(s, f, /\}\[/); print hex(f[1]), f[2] }' "$dir/trace.txt")
+  got=$(jq -r '.hops[] | .guid + " " + (.in_port | tostring)' "$dir/gtrace.json" |
+        awk "$hex"'{ print hex($1), $2 }')
+  if [ -z "$want" ] || [ "$want" != "$got" ] || ! jq -e '.reachable' "$dir/gtrace.json" >/dev/null; then
+    cat "$dir/trace.txt" "$dir/gtrace.json" >&2
+    fail "galaxy trace differs from ibtracert"
+  fi
 
   # iblinkinfo: every linked port ACTIVE.
   sim "$diag_host" iblinkinfo >"$dir/links.txt" 2>&1 || fail "iblinkinfo"
@@ -123,6 +148,18 @@ check_fabric() {  # <name> <net file> <SM's node> <diags' node> <switches> <CA p
   sim "$sm_host" "$galaxy" sm --fabric ib: --once --json >"$dir/sm2.json" 2>&1 || fail "second sweep"
   jq -e '.subnet_up == true and .lids_assigned == 0' "$dir/sm2.json" >/dev/null ||
     { cat "$dir/sm2.json" >&2; fail "second sweep renumbered"; }
+  # The link the trace leaves its first switch by, unplugged (ibsim's console): the trace stops
+  # there and says why, when the destination is still reachable some other way.
+  if [ "$(jq .hop_count "$dir/gtrace.json")" -gt 1 ]; then
+    sim_console "Unlink \"$(jq -r .hops[0].description "$dir/gtrace.json")\"[$(jq .hops[0].out_port "$dir/gtrace.json")]"
+    if sim "$diag_host" "$galaxy" trace --fabric ib: --json "$src" "$dst" >"$dir/gtrace2.json" 2>&1; then
+      cat "$dir/gtrace2.json" >&2
+      fail "a trace across an unplugged link arrived"
+    fi
+    jq -e '.reachable == false and .failure == "link_down" and .failed_hop == 0' \
+      "$dir/gtrace2.json" >/dev/null || { cat "$dir/gtrace2.json" >&2; fail "trace: the unplugged link"; }
+    echo "  trace across the unplugged link: $(jq -r '.failure + " at hop 0: " + .reason' "$dir/gtrace2.json")"
+  fi
   echo "ok [$net_name]: $want_sw switches, $want_ca CA ports, $(jq .smps_sent "$dir/sm.json") SMPs, $(jq .total_s "$dir/sm.json") s"
   stop_sim
 }
