@@ -39,7 +39,7 @@ void on_signal(int) {
 }
 
 nlohmann::json report_json(const nm::IbSweepReport& r, const ib::LocalPort& local) {
-  return nlohmann::json{{"port",
+  nlohmann::json j{{"port",
                          {{"ca", local.ca},
                           {"port", local.port},
                           {"guid", fmt::format("{:#018x}", local.port_guid)}}},
@@ -71,6 +71,9 @@ nlohmann::json report_json(const nm::IbSweepReport& r, const ib::LocalPort& loca
                         {"activate_s", r.activate_s},
                         {"total_s", r.total_s},
                         {"problems", r.problems}};
+  if (!r.fallback_from.empty())
+    j["routing_fallback"] = {{"from", r.fallback_from}, {"reason", r.fallback_reason}};
+  return j;
 }
 
 void print_report(const nm::IbSweepReport& r) {

@@ -8,6 +8,8 @@
 #include <memory>
 #include <utility>
 
+#include "nm/routing.h"
+
 namespace galaxy::nm {
 namespace {
 
@@ -94,6 +96,11 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   IbSweepReport report;
+  // An engine that does not exist is the caller's mistake, found before any SMP; one that fails
+  // on this subnet falls back (fall_back).
+  auto spec = Spec::parse(options_.routing);
+  if (!spec) return spec.error();
+  if (auto engine = routing_engines().find(spec->name); !engine) return engine.error();
   IbRequester rq(port_, options_.requests);
 
   if (Status s = discover(rq, report); !s) return s.error();
@@ -116,18 +123,33 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   const Status sent = rq.run();
   auto [routes, route_s] = routing.get();
   if (!sent) return sent.error();
-  if (!routes) return routes.error();
-  routes_ = std::move(*routes);
   report.route_s = route_s;
+  if (!routes) {
+    // The engine refused the subnet (a torus engine on a fat tree): minimum hop instead, as
+    // OpenSM falls back when its routing engine fails.
+    GALAXY_TRY(fall_back(report, routes.error().to_string()));
+  } else {
+    routes_ = std::move(*routes);
+  }
   report.engine = routes_.engine;
 
   // Every route is followed while the tables go out: the check reads them as the Sets do, and
   // writes only its counts.
   auto checking = std::async(std::launch::async, [this] { check_ib_routes(subnet_, routes_); });
-  program_tables(rq, report);
+  program_tables(rq, report, nullptr);
   const Status programmed = rq.run();
   checking.get();
   if (!programmed) return programmed.error();
+  if (routes_.unreachable > 0 && report.fallback_from.empty()) {
+    // Tables the engine got wrong on this subnet: minimum hop, written where it differs.
+    IbRoutes wrong = std::move(routes_);
+    GALAXY_TRY(fall_back(
+        report, fmt::format("{} (switch, LID) routes do not arrive ({})", wrong.unreachable,
+                            wrong.problems.empty() ? "" : wrong.problems[0])));
+    report.engine = routes_.engine;
+    program_tables(rq, report, &wrong);
+    if (Status s = rq.run(); !s) return s.error();
+  }
   report.program_s = seconds_since(t1);
   report.unreachable = routes_.unreachable;
   report.max_paths_per_port = routes_.max_paths_per_port;
@@ -193,24 +215,42 @@ void IbSubnetManager::program_lids_and_arm(IbRequester& rq, IbSweepReport& repor
   });
 }
 
-void IbSubnetManager::program_tables(IbRequester& rq, IbSweepReport& report) {
+Status IbSubnetManager::fall_back(IbSweepReport& report, std::string why) {
+  report.fallback_from = options_.routing;
+  report.problems.push_back(fmt::format("routing {}: {}; routed by {} instead", options_.routing,
+                                        why, kIbFallbackRouting));
+  report.fallback_reason = std::move(why);
+  auto routes = route_ib(subnet_, kIbFallbackRouting, /*check=*/true);
+  if (!routes) return routes.error();
+  routes_ = std::move(*routes);
+  return {};
+}
+
+void IbSubnetManager::program_tables(IbRequester& rq, IbSweepReport& report,
+                                     const IbRoutes* written) {
   const uint32_t blocks = routes_.max_lid / wire::kLftBlockLids + 1u;
   auto switches = std::make_shared<std::vector<uint32_t>>();
   for (uint32_t n = 0; n < subnet_.nodes.size(); ++n)
     if (subnet_.nodes[n].is_switch()) switches->push_back(n);
-  feed_steps(rq, switches->size() * blocks, [this, &rq, &report, switches, blocks](size_t i) {
-    const uint32_t n = (*switches)[i / blocks];
-    const auto b = static_cast<uint32_t>(i % blocks);
-    const auto& lft = routes_.lft[n];
-    wire::SmpData block;
-    block.fill(wire::kLftNoPort);
-    for (uint32_t k = 0; k < wire::kLftBlockLids && b * wire::kLftBlockLids + k < lft.size(); ++k)
-      block[k] = lft[b * wire::kLftBlockLids + k];
-    set(
-        rq, report, [this, n] { return subnet_.name(n); }, SmpAttr::kLinearForwardingTable, b,
-        subnet_.nodes[n].path, block, [](const wire::Smp&) {});
-    report.lft_blocks += 1;
-  });
+  feed_steps(
+      rq, switches->size() * blocks, [this, &rq, &report, switches, blocks, written](size_t i) {
+        const uint32_t n = (*switches)[i / blocks];
+        const auto b = static_cast<uint32_t>(i % blocks);
+        auto block_of = [b](const std::vector<uint8_t>& lft) {
+          wire::SmpData block;
+          block.fill(wire::kLftNoPort);
+          for (uint32_t k = 0; k < wire::kLftBlockLids && b * wire::kLftBlockLids + k < lft.size();
+               ++k)
+            block[k] = lft[b * wire::kLftBlockLids + k];
+          return block;
+        };
+        const wire::SmpData block = block_of(routes_.lft[n]);
+        if (written && n < written->lft.size() && block_of(written->lft[n]) == block) return;
+        set(
+            rq, report, [this, n] { return subnet_.name(n); }, SmpAttr::kLinearForwardingTable, b,
+            subnet_.nodes[n].path, block, [](const wire::Smp&) {});
+        report.lft_blocks += 1;
+      });
 }
 
 void IbSubnetManager::change_state(IbRequester& rq, IbSweepReport& report, uint32_t n,

@@ -15,6 +15,10 @@
 
 namespace galaxy::nm {
 
+// The engine a sweep falls back to when the configured one refuses the subnet or leaves routes
+// that do not arrive (OpenSM does the same): minimum-hop routes always arrive, loop-free.
+inline constexpr const char* kIbFallbackRouting = "minhop";
+
 struct IbSmOptions {
   std::string routing = "minhop";  // a routing engine spec (nm/routing.h)
   IbRequesterOptions requests;
@@ -39,6 +43,8 @@ struct IbSweepReport {
   // Wall times. route_s runs inside program_s: the routes are computed while the LIDs go out;
   // program_s runs from the end of discovery to the last forwarding table block.
   double discover_s = 0, route_s = 0, program_s = 0, activate_s = 0, total_s = 0;
+  // The configured engine when the sweep fell back to kIbFallbackRouting, and why.
+  std::string fallback_from, fallback_reason;
   bool subnet_up = false;
   std::vector<std::string> problems;
 };
@@ -65,8 +71,11 @@ class IbSubnetManager {
   // Every port's LID and the SM's LID (a CA port armed by the same Set), every switch's
   // LinearFDBTop, and INIT -> ARMED on the switches' linked ports. Needs LIDs, not routes.
   void program_lids_and_arm(IbRequester& rq, IbSweepReport& report);
-  // Every switch's linear forwarding table, block by block, from routes_.
-  void program_tables(IbRequester& rq, IbSweepReport& report);
+  // Every switch's linear forwarding table, block by block, from routes_; with `written` (the
+  // tables already written), only the blocks that differ from it.
+  void program_tables(IbRequester& rq, IbSweepReport& report, const IbRoutes* written);
+  // routes_ from kIbFallbackRouting, checked, because the configured engine failed (`why`).
+  Status fall_back(IbSweepReport& report, std::string why);
   // `from` -> `to` on every linked port of node `n` in `from`.
   void change_state(IbRequester& rq, IbSweepReport& report, uint32_t n, wire::IbPortState from,
                     wire::IbPortState to);

@@ -21,7 +21,7 @@ done
 dir=$(mktemp -d)
 sim_pid=""
 stop_sim() {
-  exec 9>&- 2>/dev/null || true
+  exec 9>&-
   if [ -n "$sim_pid" ]; then
     kill "$sim_pid" 2>/dev/null || true
     wait "$sim_pid" 2>/dev/null || true
@@ -148,6 +148,18 @@ check_fabric() {  # <name> <net file> <SM's node> <diags' node> <switches> <CA p
   sim "$sm_host" "$galaxy" sm --fabric ib: --once --json >"$dir/sm2.json" 2>&1 || fail "second sweep"
   jq -e '.subnet_up == true and .lids_assigned == 0' "$dir/sm2.json" >/dev/null ||
     { cat "$dir/sm2.json" >&2; fail "second sweep renumbered"; }
+  # An engine that refuses the subnet (dimension order on a fat tree): minimum hop instead, as
+  # OpenSM falls back, and the subnet stays up. An engine that does not exist is an error.
+  if sim "$sm_host" "$galaxy" sm --fabric ib: --once --routing nosuch >"$dir/sm4.txt" 2>&1; then
+    fail "an unknown routing engine was accepted"
+  fi
+  grep -q "nosuch" "$dir/sm4.txt" || { cat "$dir/sm4.txt" >&2; fail "the error does not name the engine"; }
+  if [ "$want_sw" -gt 2 ]; then
+    sim "$sm_host" "$galaxy" sm --fabric ib: --once --json --routing dor >"$dir/sm3.json" 2>&1 ||
+      { cat "$dir/sm3.json" >&2; fail "sweep with a refused engine"; }
+    jq -e '.subnet_up == true and .engine == "minhop" and .routing_fallback.from == "dor"' \
+      "$dir/sm3.json" >/dev/null || { cat "$dir/sm3.json" >&2; fail "no fallback to minhop"; }
+  fi
   # The link the trace leaves its first switch by, unplugged (ibsim's console): the trace stops
   # there and says why, when the destination is still reachable some other way.
   if [ "$(jq .hop_count "$dir/gtrace.json")" -gt 1 ]; then
