@@ -213,7 +213,6 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
     // A tile of switches at a time, so that each destination's row is written a run at once.
     constexpr uint32_t kTile = 32;
     const size_t C = cas.size();
-    std::vector<chip::PortSet> meet(kTile * C), any(kTile * C);
     std::vector<std::vector<chip::PortSet>> palettes(S);
     std::vector<std::unordered_map<chip::PortSet, uint16_t, PortSetHash>> index_of(kTile);
     // A short palette is scanned; past kScan entries a hash map takes over.
@@ -233,41 +232,52 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
       if (added) pal.push_back(set);
       return it->second;
     };
+    // Per switch, the LIDs its writes cover are cut where any write starts or ends: within a
+    // piece every LID has the same writes over it, so the piece's set is made once and only its
+    // palette index is stored per CA ([k * C + c], then copied into `allowed` a tile at a time).
+    std::vector<uint16_t> ix(kTile * C);
+    std::vector<uint32_t> cuts;
+    std::vector<chip::PortSet> piece_meet, piece_any;
     for (uint32_t i0 = 0; i0 < S; i0 += kTile) {
       const uint32_t tile = std::min(kTile, S - i0);
-      std::fill(meet.begin(), meet.end(), ~chip::PortSet{});
-      std::fill(any.begin(), any.end(), chip::PortSet{});
+      for (auto& m : index_of) m.clear();
       for (uint32_t k = 0; k < tile; ++k) {
-        for (const RangeWrite& w : routes->writes[topo_of_sw[i0 + k]]) {
-          if (w.ports.none()) continue;
-          const uint32_t end =
-              std::min<uint32_t>(uint32_t{w.first_dest} + w.count, out.max_lid + 1u);
-          for (uint32_t lid = w.first_dest; lid < end; ++lid) {
-            const uint32_t c = ca_of_lid[lid];
-            if (c == kNone) continue;
-            meet[k * C + c] &= w.ports;
-            any[k * C + c] |= w.ports;
+        const auto& writes = routes->writes[topo_of_sw[i0 + k]];
+        auto end_of = [&](const RangeWrite& w) {
+          return std::min<uint32_t>(uint32_t{w.first_dest} + w.count, out.max_lid + 1u);
+        };
+        cuts.clear();
+        for (const RangeWrite& w : writes) {
+          if (w.ports.none() || w.first_dest >= end_of(w)) continue;
+          cuts.push_back(w.first_dest);
+          cuts.push_back(end_of(w));
+        }
+        std::sort(cuts.begin(), cuts.end());
+        cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+        const size_t pieces = cuts.empty() ? 0 : cuts.size() - 1;
+        piece_meet.assign(pieces, ~chip::PortSet{});
+        piece_any.assign(pieces, chip::PortSet{});
+        for (const RangeWrite& w : writes) {
+          if (w.ports.none() || w.first_dest >= end_of(w)) continue;
+          for (size_t j = std::lower_bound(cuts.begin(), cuts.end(), w.first_dest) - cuts.begin();
+               j < pieces && cuts[j] < end_of(w); ++j) {
+            piece_meet[j] &= w.ports;
+            piece_any[j] |= w.ports;
           }
+        }
+        // No write over a LID: no set, so that the minimum-hop fill below takes it.
+        uint16_t* row = &ix[k * C];
+        std::fill(row, row + C, palette_index(k, i0 + k, chip::PortSet{}));
+        for (size_t j = 0; j < pieces; ++j) {
+          if (piece_any[j].none()) continue;
+          const chip::PortSet& set = piece_meet[j].any() ? piece_meet[j] : piece_any[j];
+          const uint16_t at = palette_index(k, i0 + k, set);
+          for (uint32_t lid = cuts[j]; lid < cuts[j + 1]; ++lid)
+            if (const uint32_t c = ca_of_lid[lid]; c != kNone) row[c] = at;
         }
       }
-      for (auto& m : index_of) m.clear();
-      // Neighbouring destinations mostly share a switch's set: the last one is tried first.
-      std::array<chip::PortSet, kTile> last_set{};
-      std::array<uint16_t, kTile> last_ix{};
-      std::array<bool, kTile> have_last{};
       for (uint32_t c = 0; c < C; ++c)
-        for (uint32_t k = 0; k < tile; ++k) {
-          // No write covers it (meet is still every port): no set, so that the minimum-hop fill
-          // below takes it rather than the lightest of every port, cabled or not.
-          const chip::PortSet set =
-              meet[k * C + c].any() && any[k * C + c].any() ? meet[k * C + c] : any[k * C + c];
-          if (!have_last[k] || !(set == last_set[k])) {
-            last_set[k] = set;
-            last_ix[k] = palette_index(k, i0 + k, set);
-            have_last[k] = true;
-          }
-          allowed[c * size_t{S} + i0 + k] = last_ix[k];
-        }
+        for (uint32_t k = 0; k < tile; ++k) allowed[c * size_t{S} + i0 + k] = ix[k * C + c];
     }
     for (uint32_t i = 0; i < S; ++i) palette_base[i + 1] = palette_base[i] + palettes[i].size();
     palette.reserve(palette_base[S]);
