@@ -2,7 +2,8 @@
 // loop (repeat at an interval) and compare (differences between consecutive scans). Discovery
 // (pipelined) comes first and is not part of the scan's simulated time; the scan itself is
 // serial with --serial (the paper's mode, compared with its model in SYSTEM.md 2.8) or
-// pipelined.
+// pipelined. On an InfiniBand subnet (--fabric ib:) the scan reads every port's PortCounters
+// from its performance management agent (nm/ib_scan.h), as perfquery does one port at a time.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,9 @@
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
 #include "cli/session.h"
+#include "ib/umad_port.h"
+#include "nm/ib_discovery.h"
+#include "nm/ib_scan.h"
 #include "nm/scan.h"
 
 namespace galaxy::cli {
@@ -162,8 +166,96 @@ void run_scan_remote(const ScanCmdOptions& o) {
             });
 }
 
+// The InfiniBand scan: the subnet discovered through the umad port, then every port's counters.
+void run_scan_ib(const ScanCmdOptions& o) {
+  const bool json = o.session.json;
+  if (is_remote() || o.mode != "single")
+    return report_error(make_error(Code::kUnsupported, 7153,
+                                   "--fabric ib: scans once, here (no --server, --mode single)"),
+                        json);
+  ib::UmadOptions uo;
+  if (Status s = ib::parse_ib_fabric(o.session.fabric, uo); !s)
+    return report_error(s.error(), json);
+  auto port = ib::open_umad_port(uo);
+  if (!port) return report_error(port.error(), json);
+  nm::IbRequester rq(**port, {});
+  const auto t0 = std::chrono::steady_clock::now();
+  auto net = nm::discover_ib(rq);
+  if (!net) return report_error(net.error(), json);
+  const auto t1 = std::chrono::steady_clock::now();
+  auto scan = nm::scan_ib(rq, *net);
+  if (!scan) return report_error(scan.error(), json);
+  const double scan_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+  const double discover_s = std::chrono::duration<double>(t1 - t0).count();
+  auto name = [&](const nm::IbPortScan& p) {
+    return fmt::format("{} port {}", net->name(p.port.node), p.port.port);
+  };
+  uint64_t with_errors = 0;
+  for (const auto& p : scan->ports) with_errors += p.read && p.errors() > 0;
+  if (json) {
+    nlohmann::json ports = nlohmann::json::array();
+    for (const auto& p : scan->ports) {
+      const auto& n = net->nodes[p.port.node];
+      nlohmann::json j{{"guid", fmt::format("{:#018x}", n.info.node_guid)},
+                       {"description", n.description},
+                       {"port", p.port.port},
+                       {"lid", p.lid},
+                       {"state", wire::ib_port_state_name(p.state)},
+                       {"read", p.read}};
+      if (!p.read) {
+        j["error"] = p.error;
+      } else {
+        nlohmann::json counters;
+        wire::for_each_port_counter_field(
+            p.counters, [&](const char* name, wire::CounterKind kind, size_t, unsigned, unsigned,
+                            unsigned, const auto& v) {
+              if (kind != wire::CounterKind::kSelect) counters[name] = v;
+            });
+        j["counters"] = std::move(counters);
+        j["errors"] = p.errors();
+      }
+      ports.push_back(std::move(j));
+    }
+    std::printf("%s\n", json_text({{"fabric", "ib"},
+                                   {"ports_read", scan->read},
+                                   {"ports_failed", scan->failed},
+                                   {"ports_with_errors", with_errors},
+                                   {"requests", scan->requests},
+                                   {"discover_s", discover_s},
+                                   {"scan_s", scan_s},
+                                   {"ports", ports}},
+                                  2)
+                            .c_str());
+  } else {
+    std::printf(
+        "scanned %llu ports (%llu not read) in %.3f s, %llu PortCounters requests; "
+        "discovery %.3f s\n",
+        static_cast<unsigned long long>(scan->read), static_cast<unsigned long long>(scan->failed),
+        scan_s, static_cast<unsigned long long>(scan->requests), discover_s);
+    size_t shown = 0;
+    for (const auto& p : scan->ports) {
+      if (shown >= o.top) break;
+      if (!p.read) {
+        std::printf("  %s: not read: %s\n", name(p).c_str(), p.error.c_str());
+        ++shown;
+      } else if (p.errors() > 0) {
+        const auto& c = p.counters;
+        std::printf(
+            "  %s: %llu errors (symbol %u, recoveries %u, downed %u, rcv %u, discards %u)\n",
+            name(p).c_str(), static_cast<unsigned long long>(p.errors()), c.symbol_errors,
+            c.link_error_recoveries, c.link_downed, c.rcv_errors, c.xmit_discards);
+        ++shown;
+      }
+    }
+    std::printf("%llu ports with error counts\n", static_cast<unsigned long long>(with_errors));
+  }
+  if (scan->failed > 0) set_exit_code(1);
+}
+
 void run_scan(ScanCmdOptions& o) {
   const bool json = o.session.json;
+  if (o.session.fabric.starts_with("ib:")) return run_scan_ib(o);
   if (is_remote()) return run_scan_remote(o);
   if (o.mode != "single" && o.mode != "loop" && o.mode != "compare")
     return report_error(
@@ -271,7 +363,10 @@ void run_scan(ScanCmdOptions& o) {
 
 void add_scan_command(CLI::App& app) {
   auto o = std::make_shared<ScanCmdOptions>();
-  auto* c = app.add_subcommand("scan", "Status scan of every chip: single, loop or compare");
+  auto* c = app.add_subcommand(
+      "scan",
+      "Status scan of every chip: single, loop or compare (--fabric ib:[<adapter>[:<port>]]: "
+      "every port's PortCounters on an InfiniBand subnet)");
   add_session_options(c, o->session);
   c->add_option("--mode", o->mode, "single, loop or compare")->capture_default_str();
   c->add_option("--chips", o->chips, "nrc (the paper's scan) or all (NICs too)")

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
+#include "wire/ib_mad.h"
 #include "wire/ib_smp.h"
 
 namespace galaxy::ib {
@@ -27,6 +29,8 @@ struct SmpCompletion {
   uint32_t tid = 0;  // the low 32 bits of the transaction id (the transport owns the high ones)
   Status status;
   wire::Smp smp;  // the answer when status is ok
+  // A general management packet's answer (SmpPort::send_gmp) instead of an SMP's.
+  std::optional<wire::Mad> gmp;
 };
 
 class SmpPort {
@@ -39,6 +43,13 @@ class SmpPort {
   // The next completion, waiting at most `timeout_ms`; Code::kTimeout when none came. A request
   // that was never answered completes with Code::kTimeout after the transport's timeout.
   virtual Result<SmpCompletion> receive(int timeout_ms) = 0;
+  // Queues a general management packet (GSI, QP1: the PerfMgt class a scan reads counters
+  // with) to the port at LID `dlid`; its answer completes like an SMP's, in `gmp`.
+  virtual Status send_gmp(const wire::Mad& mad, uint16_t dlid) {
+    (void)mad;
+    (void)dlid;
+    return make_error(Code::kUnsupported, 7025, "this port sends no general management packets");
+  }
   // How many requests may be outstanding at once without the transport itself stalling
   // (UINT32_MAX: no limit of its own).
   virtual uint32_t max_in_flight() const { return UINT32_MAX; }

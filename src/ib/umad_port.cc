@@ -4,12 +4,14 @@
 #include <infiniband/umad.h>
 #include <link.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <span>
 #include <vector>
 
 #include "wire/big_endian.h"
+#include "wire/ib_perf.h"
 
 namespace galaxy::ib {
 namespace {
@@ -77,6 +79,33 @@ class UmadPort final : public SmpPort {
     return {};
   }
 
+  Status send_gmp(const wire::Mad& mad, uint16_t dlid) override {
+    const auto cls = static_cast<uint8_t>(mad.mgmt_class);
+    int& agent = gmp_agents_[cls];
+    if (agent < 0) {
+      agent = umad_register(fd_, cls, mad.class_version, 0, nullptr);
+      if (agent < 0)
+        return make_error(
+            Code::kIoError, 7026,
+            fmt::format("umad: registering an agent of class {:#04x} on {} port {}: {}", cls,
+                        local_.ca, local_.port, std::strerror(-agent)));
+    }
+    auto bytes = wire::encode_mad(mad);
+    if (!bytes) return bytes.error();
+    std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
+    std::memcpy(umad_get_mad(out.data()), bytes->data(), bytes->size());
+    // QP1 with the GSI's well-known Q_Key (IBA 13.5.3), SL 0.
+    umad_set_addr(out.data(), dlid, 1, 0, static_cast<int>(wire::kGsiQKey));
+    if (int r = umad_send(fd_, agent, out.data(), static_cast<int>(wire::kMadBytes),
+                          options_.timeout_ms, options_.retries);
+        r < 0) {
+      return make_error(Code::kIoError, 7027,
+                        fmt::format("umad: sending a class {:#04x} MAD on {} port {}: {}", cls,
+                                    local_.ca, local_.port, std::strerror(-r)));
+    }
+    return {};
+  }
+
   Result<SmpCompletion> receive(int timeout_ms) override {
     while (true) {
       int length = static_cast<int>(wire::kMadBytes);
@@ -101,6 +130,16 @@ class UmadPort final : public SmpPort {
                                           st == ETIMEDOUT ? "timed out" : std::strerror(st)));
         return c;
       }
+      if (const uint8_t cls = mad[1]; cls != 0x81 && cls != 0x01) {
+        auto gmp = wire::decode_mad(std::span<const uint8_t>(mad, wire::kMadBytes));
+        if (!gmp) {
+          c.status = gmp.error();
+          return c;
+        }
+        if (!wire::is_response(gmp->method)) continue;
+        c.gmp = std::move(*gmp);
+        return c;
+      }
       auto smp = wire::decode_smp(std::span<const uint8_t>(mad, wire::kMadBytes));
       if (!smp) {
         c.status = smp.error();
@@ -120,6 +159,11 @@ class UmadPort final : public SmpPort {
   LocalPort local_;
   UmadOptions options_;
   std::vector<uint8_t> buf_;
+  std::array<int, 256> gmp_agents_ = [] {
+    std::array<int, 256> a{};
+    a.fill(-1);
+    return a;
+  }();
 };
 
 }  // namespace

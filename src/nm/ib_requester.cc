@@ -15,26 +15,40 @@ IbRequester::IbRequester(ib::SmpPort& port, IbRequesterOptions options)
 }
 
 void IbRequester::submit(const wire::Smp& smp, uint16_t dlid, IbReplyFn done) {
-  queued_.push_back(Pending{smp, dlid, std::move(done), 0, {}});
+  queued_.push_back(Pending{smp, dlid, std::move(done), 0, {}, std::nullopt, nullptr});
+}
+
+void IbRequester::submit_gmp(const wire::Mad& mad, uint16_t dlid, GmpReplyFn done) {
+  Pending p{wire::Smp{}, dlid, nullptr, 0, {}, mad, std::move(done)};
+  queued_.push_back(std::move(p));
 }
 
 void IbRequester::start(Pending p) {
   const uint32_t tid = next_tid_++;
   if (next_tid_ == 0) next_tid_ = 1;
-  p.smp.transaction_id = tid;
   p.attempts += 1;
   p.deadline = Clock::now() + std::chrono::milliseconds(options_.deadline_ms);
   stats_.sent += 1;
-  Status s = port_.send(p.smp, p.dlid);
+  Status s;
+  if (p.gmp) {
+    p.gmp->transaction_id = tid;
+    s = port_.send_gmp(*p.gmp, p.dlid);
+  } else {
+    p.smp.transaction_id = tid;
+    s = port_.send(p.smp, p.dlid);
+  }
   if (!s) {
     stats_.failed += 1;
-    p.done(s, p.smp);
+    if (p.gmp)
+      p.gmp_done(s, *p.gmp);
+    else
+      p.done(s, p.smp);
     return;
   }
   in_flight_.emplace(tid, std::move(p));
 }
 
-void IbRequester::finish(uint32_t tid, const Status& status, const wire::Smp& answer) {
+void IbRequester::finish(uint32_t tid, const Status& status, const ib::SmpCompletion& c) {
   auto it = in_flight_.find(tid);
   if (it == in_flight_.end()) {
     stats_.stale += 1;
@@ -47,23 +61,42 @@ void IbRequester::finish(uint32_t tid, const Status& status, const wire::Smp& an
     queued_.push_back(std::move(p));
     return;
   }
-  if (!status) {
+  // The answer is of the kind asked for: an SMP's to an SMP, a GMP's to a GMP.
+  Status s = status;
+  if (s && p.gmp.has_value() != c.gmp.has_value())
+    s = make_error(Code::kMalformed, 7102,
+                   fmt::format("the answer to request {:#x} is {}", tid,
+                               c.gmp ? "a GMP, not an SMP" : "an SMP, not a GMP"));
+  const wire::Mad none{};
+  auto done = [&](const Status& st) {
+    if (p.gmp)
+      p.gmp_done(st, c.gmp ? *c.gmp : none);
+    else
+      p.done(st, c.smp);
+  };
+  if (!s) {
     stats_.failed += 1;
-    p.done(status, answer);
+    done(s);
     return;
   }
   stats_.answered += 1;
-  if (answer.status != 0) {
+  const uint16_t answer_status = c.gmp ? c.gmp->status : c.smp.status;
+  if (answer_status != 0) {
     stats_.error_status += 1;
-    p.done(make_error(Code::kUnsupported, 7100,
-                      fmt::format("{} {} (modifier {:#x}): the SMA answered {}",
-                                  wire::mad_method_name(p.smp.method),
-                                  wire::smp_attr_name(p.smp.attribute_id), p.smp.attribute_modifier,
-                                  wire::smp_status_text(answer.status))),
-           answer);
+    done(make_error(
+        Code::kUnsupported, 7100,
+        p.gmp
+            ? fmt::format("class {:#04x} {} (attribute {:#06x}): the agent answered "
+                          "status {:#06x}",
+                          static_cast<unsigned>(p.gmp->mgmt_class),
+                          wire::mad_method_name(p.gmp->method), p.gmp->attribute_id, answer_status)
+            : fmt::format("{} {} (modifier {:#x}): the SMA answered {}",
+                          wire::mad_method_name(p.smp.method),
+                          wire::smp_attr_name(p.smp.attribute_id), p.smp.attribute_modifier,
+                          wire::smp_status_text(answer_status))));
     return;
   }
-  p.done(Status{}, answer);
+  done(Status{});
 }
 
 Status IbRequester::run() {
@@ -84,7 +117,7 @@ Status IbRequester::run() {
     for (int wait_ms = 20;; wait_ms = 0) {
       auto c = port_.receive(wait_ms);
       if (c) {
-        finish(c->tid, c->status, c->smp);
+        finish(c->tid, c->status, *c);
         continue;
       }
       if (c.error().code != Code::kTimeout) return c.error();
@@ -96,11 +129,11 @@ Status IbRequester::run() {
     for (const auto& [tid, p] : in_flight_)
       if (p.deadline <= now) late.push_back(tid);
     for (uint32_t tid : late) {
-      finish(
-          tid,
-          make_error(Code::kTimeout, 7101,
-                     fmt::format("no answer to SMP {:#x} within {} ms", tid, options_.deadline_ms)),
-          wire::Smp{});
+      finish(tid,
+             make_error(
+                 Code::kTimeout, 7101,
+                 fmt::format("no answer to request {:#x} within {} ms", tid, options_.deadline_ms)),
+             ib::SmpCompletion{});
     }
   }
   return {};

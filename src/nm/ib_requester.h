@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -29,6 +30,7 @@ struct IbRequesterStats {
 };
 
 using IbReplyFn = std::function<void(const Status&, const wire::Smp&)>;
+using GmpReplyFn = std::function<void(const Status&, const wire::Mad&)>;
 
 class IbRequester {
  public:
@@ -37,6 +39,8 @@ class IbRequester {
   // Queues a request (`dlid` as SmpPort::send); `done` runs from run() with the answer, or with
   // the error (timeout, transport failure, a non-zero MAD status); it may submit more.
   void submit(const wire::Smp& smp, uint16_t dlid, IbReplyFn done);
+  // A general management packet (ib::SmpPort::send_gmp) to LID `dlid`, in the same window.
+  void submit_gmp(const wire::Mad& mad, uint16_t dlid, GmpReplyFn done);
   // A source of requests asked for more whenever the window has room and nothing is queued: it
   // submits some and returns true, or returns false once it has none left. A sweep's tens of
   // thousands of Sets are made as they go out rather than held all at once. Replaces a source
@@ -55,9 +59,11 @@ class IbRequester {
     IbReplyFn done;
     unsigned attempts = 0;
     std::chrono::steady_clock::time_point deadline;
+    std::optional<wire::Mad> gmp;  // a GMP instead of `smp`, answered through gmp_done
+    GmpReplyFn gmp_done;
   };
   void start(Pending p);
-  void finish(uint32_t tid, const Status& status, const wire::Smp& answer);
+  void finish(uint32_t tid, const Status& status, const ib::SmpCompletion& answer);
 
   ib::SmpPort& port_;
   IbRequesterOptions options_;

@@ -8,6 +8,8 @@
 #include <deque>
 #include <set>
 
+#include "wire/ib_perf.h"
+
 namespace galaxy::nm {
 namespace {
 
@@ -26,6 +28,24 @@ class ScriptedPort final : public ib::SmpPort {
     return {};
   }
   Result<ib::SmpCompletion> receive(int) override {
+    if (!gmps_.empty()) {
+      wire::Mad req = gmps_.front();
+      gmps_.pop_front();
+      ib::SmpCompletion c;
+      c.tid = static_cast<uint32_t>(req.transaction_id);
+      if (wrong_kind) {
+        c.smp.method = wire::MadMethod::kGetResp;
+        return c;
+      }
+      wire::PortCounters pc;
+      pc.port_select = req.data[wire::kPerfDataAt + 1];
+      pc.rcv_errors = pc.port_select;
+      req.method = wire::MadMethod::kGetResp;
+      req.status = refused.count(pc.port_select) ? 0x0c : 0;
+      wire::encode_port_counters(pc, req);
+      c.gmp = req;
+      return c;
+    }
     if (pending_.empty()) return make_error(Code::kTimeout, 1, "nothing in flight");
     wire::Smp req = pending_.front();
     pending_.pop_front();
@@ -41,6 +61,14 @@ class ScriptedPort final : public ib::SmpPort {
     return c;
   }
 
+  // General management packets: answered in order with them, the PortCounters of the port asked
+  // for (its number as PortRcvErrors), or with an SMP when `wrong_kind`.
+  Status send_gmp(const wire::Mad& mad, uint16_t) override {
+    gmps_.push_back(mad);
+    return {};
+  }
+  bool wrong_kind = false;
+
   std::set<uint32_t> silent, refused;
   size_t most_outstanding = 0;
   uint64_t sent = 0;
@@ -49,6 +77,7 @@ class ScriptedPort final : public ib::SmpPort {
   uint32_t limit_;
   ib::LocalPort local_;
   std::deque<wire::Smp> pending_;
+  std::deque<wire::Mad> gmps_;
 };
 
 wire::Smp request(uint32_t modifier) {
@@ -100,6 +129,38 @@ TEST(IbRequester, AFedSourceIsDrawnAsTheWindowOpens) {
   // A source with nothing left ends the run at once.
   rq.feed([] { return false; });
   EXPECT_TRUE(rq.run().ok());
+}
+
+// A GMP shares the window with SMPs and completes with its own kind of answer; an answer of the
+// other kind, or a non-zero status, is an error to its owner.
+TEST(IbRequester, GmpsCompleteWithTheirAnswers) {
+  ScriptedPort port(UINT32_MAX);
+  port.refused = {3};
+  IbRequester rq(port, {.window = 4});
+  std::vector<int> got(6, -1);
+  std::string refusal;
+  for (uint8_t p = 1; p <= 5; ++p)
+    rq.submit_gmp(wire::port_counters_get(p), 7, [&, p](const Status& s, const wire::Mad& a) {
+      if (!s) {
+        refusal = s.error().message;
+        return;
+      }
+      auto c = wire::decode_port_counters(a);
+      ASSERT_TRUE(c.ok());
+      got[p] = c->rcv_errors;
+    });
+  ASSERT_TRUE(rq.run().ok());
+  EXPECT_EQ(got, (std::vector<int>{-1, 1, 2, -1, 4, 5}));
+  EXPECT_NE(refusal.find("status 0x000c"), std::string::npos) << refusal;
+  EXPECT_EQ(rq.stats().error_status, 1u);
+
+  port.wrong_kind = true;
+  Status kind;
+  rq.submit_gmp(wire::port_counters_get(1), 7,
+                [&](const Status& s, const wire::Mad&) { kind = s; });
+  ASSERT_TRUE(rq.run().ok());
+  ASSERT_FALSE(kind.ok());
+  EXPECT_NE(kind.error().message.find("an SMP, not a GMP"), std::string::npos);
 }
 
 TEST(IbRequester, RetriesTimeoutsThenReportsTheFailureAndTheRefusal) {

@@ -5,7 +5,8 @@
 #   ibtracert      CA to CA by LID, through the tables Galaxy programmed, and `galaxy trace`
 #                  the same way (then, across a link unplugged in ibsim, says where and why);
 #   iblinkinfo     every linked port ACTIVE;
-#   smpquery       PortInfo of a CA: its LID, the SM's LID, ACTIVE.
+#   smpquery       PortInfo of a CA: its LID, the SM's LID, ACTIVE;
+#   perfquery      the counter `galaxy scan` reads, set in ibsim's console.
 # Fabrics: ibsim's example nets (the SM on a switch; two-port HCAs), a 2-level fat tree of
 # 36-port switches and a 3-level fat tree of 1,024 hosts, written by `galaxy fabric --write`.
 # Usage: ibsim_sm.sh <galaxy binary>. Exit 77 (skipped) without ibsim or infiniband-diags.
@@ -13,7 +14,7 @@ set -euo pipefail
 galaxy=$1
 sim_so=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 examples=/usr/share/doc/ibsim-utils/net-examples
-for tool in ibsim ibnetdiscover ibroute ibtracert iblinkinfo smpquery; do
+for tool in ibsim ibnetdiscover ibroute ibtracert iblinkinfo smpquery perfquery; do
   command -v "$tool" >/dev/null || { echo "skip: $tool not installed"; exit 77; }
 done
 [ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
@@ -160,6 +161,22 @@ check_fabric() {  # <name> <net file> <SM's node> <diags' node> <switches> <CA p
     jq -e '.subnet_up == true and .engine == "minhop" and .routing_fallback.from == "dor"' \
       "$dir/sm3.json" >/dev/null || { cat "$dir/sm3.json" >&2; fail "no fallback to minhop"; }
   fi
+  # galaxy scan: every linked port's PortCounters (both ends of every link); a counter set in
+  # ibsim's console is read as perfquery reads it, and is the only port with errors.
+  local d_desc d_port d_lid
+  d_desc=$(jq -r .dst.description "$dir/gtrace.json")
+  d_port=$(jq .dst.port "$dir/gtrace.json")
+  d_lid=$(jq .dst.lid "$dir/gtrace.json")
+  sim_console "PerformanceSet \"$d_desc\"[$d_port] PortCounters.PortRcvErrors=7"
+  sim "$diag_host" "$galaxy" scan --fabric ib: --json >"$dir/scan.json" 2>"$dir/scan.err" ||
+    { cat "$dir/scan.json" "$dir/scan.err" >&2; fail "galaxy scan"; }
+  jq -e --arg d "$d_desc" --argjson p "$d_port" --argjson links "$(jq .links "$dir/sm.json")" \
+    '.ports_read == 2 * $links and .ports_failed == 0 and .ports_with_errors == 1 and
+     ([.ports[] | select(.description == $d and .port == $p) | .counters.PortRcvErrors] == [7])' \
+    "$dir/scan.json" >/dev/null || { jq 'del(.ports)' "$dir/scan.json" >&2; fail "galaxy scan: counters"; }
+  sim "$diag_host" perfquery "$d_lid" "$d_port" >"$dir/pq.txt" 2>&1 || fail "perfquery $d_lid $d_port"
+  grep -Eq "^PortRcvErrors:\.+7\$" "$dir/pq.txt" || { cat "$dir/pq.txt" >&2; fail "perfquery: PortRcvErrors"; }
+
   # The link the trace leaves its first switch by, unplugged (ibsim's console): the trace stops
   # there and says why, when the destination is still reachable some other way.
   if [ "$(jq .hop_count "$dir/gtrace.json")" -gt 1 ]; then
