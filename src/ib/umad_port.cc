@@ -64,14 +64,8 @@ class UmadPort final : public SmpPort {
   Status send(const wire::Smp& smp, uint16_t dlid) override {
     auto bytes = wire::encode_smp(smp);
     if (!bytes) return bytes.error();
-    std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
-    std::memcpy(umad_get_mad(out.data()), bytes->data(), bytes->size());
     // QP0, SL 0, no Q_Key (IBA 13.5.3: SMPs go to QP0).
-    umad_set_addr(out.data(), dlid, 0, 0, 0);
-    const int agent = smp.directed ? dr_agent_ : lid_agent_;
-    if (int r = umad_send(fd_, agent, out.data(), static_cast<int>(wire::kMadBytes),
-                          options_.timeout_ms, options_.retries);
-        r < 0) {
+    if (int r = post(*bytes, smp.directed ? dr_agent_ : lid_agent_, dlid, 0, 0); r < 0) {
       return make_error(Code::kIoError, 7000,
                         fmt::format("umad: sending an SMP on {} port {}: {}", local_.ca,
                                     local_.port, std::strerror(-r)));
@@ -92,13 +86,8 @@ class UmadPort final : public SmpPort {
     }
     auto bytes = wire::encode_mad(mad);
     if (!bytes) return bytes.error();
-    std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
-    std::memcpy(umad_get_mad(out.data()), bytes->data(), bytes->size());
     // QP1 with the GSI's well-known Q_Key (IBA 13.5.3), SL 0.
-    umad_set_addr(out.data(), dlid, 1, 0, static_cast<int>(wire::kGsiQKey));
-    if (int r = umad_send(fd_, agent, out.data(), static_cast<int>(wire::kMadBytes),
-                          options_.timeout_ms, options_.retries);
-        r < 0) {
+    if (int r = post(*bytes, agent, dlid, 1, wire::kGsiQKey); r < 0) {
       return make_error(Code::kIoError, 7027,
                         fmt::format("umad: sending a class {:#04x} MAD on {} port {}: {}", cls,
                                     local_.ca, local_.port, std::strerror(-r)));
@@ -156,6 +145,16 @@ class UmadPort final : public SmpPort {
   int fd_;
   int dr_agent_;
   int lid_agent_;
+  // One MAD handed to the kernel through `agent` towards (dlid, qp, qkey), SL 0; umad_send's
+  // result (negative errno on failure).
+  int post(const wire::MadBytes& mad, int agent, uint16_t dlid, int qp, uint32_t qkey) {
+    std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
+    std::memcpy(umad_get_mad(out.data()), mad.data(), mad.size());
+    umad_set_addr(out.data(), dlid, qp, 0, static_cast<int>(qkey));
+    return umad_send(fd_, agent, out.data(), static_cast<int>(wire::kMadBytes), options_.timeout_ms,
+                     options_.retries);
+  }
+
   LocalPort local_;
   UmadOptions options_;
   std::vector<uint8_t> buf_;

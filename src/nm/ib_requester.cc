@@ -67,7 +67,7 @@ void IbRequester::finish(uint32_t tid, const Status& status, const ib::SmpComple
     s = make_error(Code::kMalformed, 7102,
                    fmt::format("the answer to request {:#x} is {}", tid,
                                c.gmp ? "a GMP, not an SMP" : "an SMP, not a GMP"));
-  const wire::Mad none{};
+  static const wire::Mad none{};  // what a GMP's owner gets with an error and no answer
   auto done = [&](const Status& st) {
     if (p.gmp)
       p.gmp_done(st, c.gmp ? *c.gmp : none);
