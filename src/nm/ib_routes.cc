@@ -51,11 +51,18 @@ struct CaDest {
 };
 
 // The switches (dense indices) and the CA ports that take LIDs.
+// What lies beyond a switch port (SubnetIndex::beyond): a switch's index, kToCa + a CA port's
+// index in `cas`, or kNone.
+constexpr uint32_t kToCa = 1u << 31;
+
 struct SubnetIndex {
   std::vector<uint32_t> switches;
   std::vector<uint32_t> sw_of;  // node -> switch index, kNone for CAs
   std::vector<CaDest> cas;
   uint16_t max_lid = 0;
+  // Per switch port, flat: [port_base[i] + p] for switch i's IB port p (port 0 included).
+  std::vector<size_t> port_base;
+  std::vector<uint32_t> beyond;
 };
 
 SubnetIndex index_subnet(const IbSubnet& net) {
@@ -83,6 +90,19 @@ SubnetIndex index_subnet(const IbSubnet& net) {
       x.max_lid = std::max(x.max_lid, port.lid);
     }
   }
+  const uint32_t S = static_cast<uint32_t>(x.switches.size());
+  x.port_base.assign(S + 1u, 0);
+  for (uint32_t i = 0; i < S; ++i)
+    x.port_base[i + 1] = x.port_base[i] + net.nodes[x.switches[i]].ports.size();
+  x.beyond.assign(x.port_base[S], kNone);
+  for (uint32_t i = 0; i < S; ++i) {
+    const IbNode& node = net.nodes[x.switches[i]];
+    for (uint32_t p = 1; p < node.ports.size(); ++p)
+      if (node.ports[p].linked() && x.sw_of[node.ports[p].peer_node] != kNone)
+        x.beyond[x.port_base[i] + p] = x.sw_of[node.ports[p].peer_node];
+  }
+  for (uint32_t c = 0; c < x.cas.size(); ++c)
+    if (x.cas[c].sw != kNone) x.beyond[x.port_base[x.cas[c].sw] + x.cas[c].sw_port] = kToCa + c;
   return x;
 }
 
@@ -318,14 +338,9 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
   // its LIDs (fewer than 2^16 LIDs can use a port), so that the lighter of two ports is one
   // comparison: fewest routes, then fewest LIDs.
   constexpr unsigned kRouteShift = 16;
-  std::vector<size_t> port_base(S + 1u, 0);
-  for (uint32_t i = 0; i < S; ++i)
-    port_base[i + 1] = port_base[i] + net.nodes[switches[i]].ports.size();
+  const auto& port_base = x.port_base;
   std::vector<uint64_t> weight(port_base[S], 0);
-  std::vector<uint32_t> peer_of(port_base[S], kNone);  // the switch beyond a port
   std::vector<uint64_t> sources(S, 0);
-  for (uint32_t i = 0; i < S; ++i)
-    for (auto [p, v] : nbr[i]) peer_of[port_base[i] + p] = v;
   for (const CaDest& d : cas)
     if (d.sw != kNone) sources[d.sw] += 1;
   auto lighter = [&](uint32_t i, uint8_t a, uint8_t b) {  // is port a a better choice than b?
@@ -415,7 +430,7 @@ Result<IbRoutes> route_ib(const IbSubnet& net, const std::string& engine_spec, b
         choice[i] = port;
         out.entries += 1;
         weight[port_base[i] + port] += (flow[i] << kRouteShift) + 1;
-        if (const uint32_t next = peer_of[port_base[i] + port]; next != kNone)
+        if (const uint32_t next = x.beyond[port_base[i] + port]; next < kToCa)
           flow[next] += flow[i];
       }
     }
@@ -460,21 +475,8 @@ void check_ib_routes(const IbSubnet& net, IbRoutes& out) {
     paths[i].assign(net.nodes[switches[i]].ports.size(), 0);
     lids[i].assign(net.nodes[switches[i]].ports.size(), 0);
   }
-  // What lies beyond each switch port, flat ([port_base[i] + p]): a switch (its index), a CA port
-  // that takes a LID (kToCa + its index in `cas`), or nothing (kNone).
-  constexpr uint32_t kToCa = 1u << 31;
-  std::vector<size_t> port_base(S + 1u, 0);
-  for (uint32_t i = 0; i < S; ++i)
-    port_base[i + 1] = port_base[i] + net.nodes[switches[i]].ports.size();
-  std::vector<uint32_t> beyond_port(port_base[S], kNone);
-  for (uint32_t i = 0; i < S; ++i) {
-    const IbNode& node = net.nodes[switches[i]];
-    for (uint32_t p = 1; p < node.ports.size(); ++p)
-      if (node.ports[p].linked() && sw_of[node.ports[p].peer_node] != kNone)
-        beyond_port[port_base[i] + p] = sw_of[node.ports[p].peer_node];
-  }
-  for (uint32_t c = 0; c < cas.size(); ++c)
-    if (cas[c].sw != kNone) beyond_port[port_base[cas[c].sw] + cas[c].sw_port] = kToCa + c;
+  const auto& port_base = x.port_base;
+  const auto& beyond_port = x.beyond;
   // The CAs in LID order, a tile of LIDs at a time: each switch's entries for the tile are one
   // run of its table, read once ([k * S + switch]) rather than one line per switch per LID.
   std::vector<uint32_t> by_lid(cas.size());
