@@ -124,6 +124,10 @@ void add_nmd_command(CLI::App& app) {
   auto* c = app.add_subcommand(
       "nmd", "Management daemon: REST API, event stream, /metrics and the web console");
   add_session_options(c, o->session);
+  c->get_option("--fabric")
+      ->description(
+          "sim:<topology>, file:<path>, live:<topology>,hosts=<name>:<ip>,..., or "
+          "ib:[<adapter>[:<port>]]: an InfiniBand subnet, Galaxy its SM (nmd/ib_fabric.h)");
   c->add_option("--listen", o->listen, "HOST:PORT to serve on (loopback by default; port 0: any)")
       ->capture_default_str();
   c->add_option("--db", o->daemon.db_path, "the event store (SQLite); kept across restarts")

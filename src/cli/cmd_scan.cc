@@ -18,6 +18,7 @@
 #include "nm/ib_discovery.h"
 #include "nm/ib_scan.h"
 #include "nm/scan.h"
+#include "nmd/ib_json.h"
 
 namespace galaxy::cli {
 
@@ -155,6 +156,18 @@ void run_scan_remote(const ScanCmdOptions& o) {
                         o.session.json);
   print_all(call_all("POST", "/api/scans", nullptr), o.session.json,
             [](const std::string& server, const nlohmann::json& j) {
+              if (j.value("fabric", "") == "ib") {
+                std::printf(
+                    "%s: %llu ports read, %llu not, %llu with errors; %llu requests in "
+                    "%.3f s\n",
+                    server.c_str(),
+                    static_cast<unsigned long long>(j["ports_read"].get<uint64_t>()),
+                    static_cast<unsigned long long>(j["ports_failed"].get<uint64_t>()),
+                    static_cast<unsigned long long>(j["ports_with_errors"].get<uint64_t>()),
+                    static_cast<unsigned long long>(j["requests"].get<uint64_t>()),
+                    j["wall_s"].get<double>());
+                return;
+              }
               std::printf(
                   "%s: %llu chips scanned, %llu requests in %.3f s wall (%.1f us "
                   "simulated); %llu not responding; %.4f%% of a link\n",
@@ -196,25 +209,7 @@ void run_scan_ib(const ScanCmdOptions& o) {
   if (json) {
     nlohmann::json ports = nlohmann::json::array();
     for (const auto& p : scan->ports) {
-      const auto& n = net->nodes[p.port.node];
-      nlohmann::json j{{"guid", fmt::format("{:#018x}", n.info.node_guid)},
-                       {"description", n.description},
-                       {"port", p.port.port},
-                       {"lid", p.lid},
-                       {"state", wire::ib_port_state_name(p.state)},
-                       {"read", p.read}};
-      if (!p.read) {
-        j["error"] = p.error;
-      } else {
-        nlohmann::json counters;
-        wire::for_each_port_counter_field(
-            p.counters, [&](const char* name, wire::CounterKind kind, size_t, unsigned, unsigned,
-                            unsigned, const auto& v) {
-              if (kind != wire::CounterKind::kSelect) counters[name] = v;
-            });
-        j["counters"] = std::move(counters);
-        j["errors"] = p.errors();
-      }
+      nlohmann::json j = nmd::ib_port_scan_json(*net, p);
       ports.push_back(std::move(j));
     }
     std::printf("%s\n", json_text({{"fabric", "ib"},
@@ -255,7 +250,7 @@ void run_scan_ib(const ScanCmdOptions& o) {
 
 void run_scan(ScanCmdOptions& o) {
   const bool json = o.session.json;
-  if (o.session.fabric.starts_with("ib:")) return run_scan_ib(o);
+  if (ib::is_ib_fabric(o.session.fabric)) return run_scan_ib(o);
   if (is_remote()) return run_scan_remote(o);
   if (o.mode != "single" && o.mode != "loop" && o.mode != "compare")
     return report_error(

@@ -16,6 +16,7 @@
 #include "cli/option_checks.h"
 #include "ib/umad_port.h"
 #include "nm/ib_sm.h"
+#include "nmd/ib_json.h"
 
 namespace galaxy::cli {
 namespace {
@@ -40,39 +41,10 @@ void on_signal(int) {
 
 nlohmann::json report_json(const nm::IbSweepReport& r, const ib::LocalPort& local) {
   nlohmann::json j{{"port",
-                         {{"ca", local.ca},
-                          {"port", local.port},
-                          {"guid", fmt::format("{:#018x}", local.port_guid)}}},
-                        {"subnet_up", r.subnet_up},
-                        {"switches", r.switches},
-                        {"ca_ports", r.ca_ports},
-                        {"links", r.links},
-                        {"lids_assigned", r.lids.assigned},
-                        {"lids_kept", r.lids.kept},
-                        {"max_lid", r.lids.max_lid},
-                        {"sm_lid", r.sm_lid},
-                        {"engine", r.engine},
-                        {"lft_blocks", r.lft_blocks},
-                        {"port_sets", r.port_sets},
-                        {"ports_active", r.ports_active},
-                        {"ports_not_active", r.ports_not_active},
-                        {"unreachable_routes", r.unreachable},
-                        {"max_paths_per_port", r.max_paths_per_port},
-                        {"max_lids_per_port", r.max_lids_per_port},
-                        {"smps_sent", r.smps.sent},
-                        {"smps_answered", r.smps.answered},
-                        {"smps_retried", r.smps.retries},
-                        {"smps_failed", r.smps.failed},
-                        {"smps_error_status", r.smps.error_status},
-                        {"smp_window", r.window},
-                        {"discover_s", r.discover_s},
-                        {"route_s", r.route_s},
-                        {"program_s", r.program_s},
-                        {"activate_s", r.activate_s},
-                        {"total_s", r.total_s},
-                        {"problems", r.problems}};
-  if (!r.fallback_from.empty())
-    j["routing_fallback"] = {{"from", r.fallback_from}, {"reason", r.fallback_reason}};
+                    {{"ca", local.ca},
+                     {"port", local.port},
+                     {"guid", fmt::format("{:#018x}", local.port_guid)}}}};
+  j.update(nmd::ib_sweep_json(r));
   return j;
 }
 

@@ -14,6 +14,7 @@
 #include "ib/umad_port.h"
 #include "nm/ib_discovery.h"
 #include "nm/ib_trace.h"
+#include "nmd/ib_json.h"
 #include "nmd/ops.h"
 
 namespace galaxy::cli {
@@ -37,15 +38,6 @@ Result<nlohmann::json> trace_here(const TraceOptions& o) {
   return nmd::trace_op(*sess, *src, *dst, o.load_minhop);
 }
 
-nlohmann::json ib_endpoint_json(const nm::IbSubnet& net, nm::IbEndpoint e) {
-  const nm::IbNode& n = net.nodes[e.node];
-  return {{"name", fmt::format("{}-{:016x}", n.is_switch() ? 'S' : 'H', n.info.node_guid)},
-          {"guid", fmt::format("{:#018x}", n.info.node_guid)},
-          {"description", n.description},
-          {"port", e.port},
-          {"lid", net.held_lid(e)}};
-}
-
 // The InfiniBand trace: the subnet discovered through the umad port, then nm::trace_ib.
 Result<nlohmann::json> trace_ib_here(const TraceOptions& o) {
   ib::UmadOptions uo;
@@ -61,30 +53,7 @@ Result<nlohmann::json> trace_ib_here(const TraceOptions& o) {
   if (!dst) return dst.error();
   auto tr = nm::trace_ib(rq, *net, *src, *dst);
   if (!tr) return tr.error();
-  nlohmann::json hops = nlohmann::json::array();
-  for (const auto& h : tr->hops) {
-    nlohmann::json hop = ib_endpoint_json(*net, {h.node, 0});
-    hop.erase("port");
-    hop["in_port"] = h.in_port;
-    hop["out_port"] =
-        h.out_port == wire::kLftNoPort ? nlohmann::json(nullptr) : nlohmann::json(h.out_port);
-    hop["out_state"] = h.out_state ? wire::ib_port_state_name(h.out_state) : "";
-    hops.push_back(std::move(hop));
-  }
-  nlohmann::json j{{"fabric", "ib"},
-                   {"src", ib_endpoint_json(*net, *src)},
-                   {"dst", ib_endpoint_json(*net, *dst)},
-                   {"dlid", tr->dlid},
-                   {"reachable", tr->reachable},
-                   {"hops", hops},
-                   {"hop_count", tr->hops.size()},
-                   {"requests", tr->requests}};
-  if (!tr->reachable) {
-    j["failure"] = nm::trace_failure_name(tr->failure);
-    j["failed_hop"] = tr->failed_hop;
-    j["reason"] = tr->reason;
-  }
-  return j;
+  return nmd::ib_trace_json(*net, *tr);
 }
 
 void print_ib_trace(const nlohmann::json& j) {
@@ -141,7 +110,7 @@ void run_trace(TraceOptions& o) {
                                    "--load-minhop changes the tables; a daemon keeps its own "
                                    "routing (PUT /api/config routing_engine)"),
                         json);
-  const bool ib = o.session.fabric.starts_with("ib:");
+  const bool ib = ib::is_ib_fabric(o.session.fabric);
   if (ib && (is_remote() || o.load_minhop))
     return report_error(make_error(Code::kUnsupported, 7152,
                                    "--fabric ib: traces the subnet's own tables here, without "
@@ -154,7 +123,7 @@ void run_trace(TraceOptions& o) {
   if (!j.ok()) return report_error(j.error(), json);
   if (json)
     std::printf("%s\n", json_text(*j, 2).c_str());
-  else if (ib)
+  else if (j->value("fabric", "") == "ib")  // here, or a daemon serving an IB subnet
     print_ib_trace(*j);
   else
     print_trace(*j);

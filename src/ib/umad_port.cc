@@ -167,8 +167,12 @@ class UmadPort final : public SmpPort {
 
 }  // namespace
 
+bool is_ib_fabric(std::string_view spec) {
+  return spec == "ib" || spec.starts_with("ib:");
+}
+
 Status parse_ib_fabric(const std::string& spec, UmadOptions& options) {
-  if (spec.rfind("ib:", 0) != 0 && spec != "ib") {
+  if (!is_ib_fabric(spec)) {
     return make_error(Code::kInvalidArgument, 7010,
                       fmt::format("fabric '{}': an InfiniBand fabric is ib:[<adapter>[:<port>]]",
                                   spec.substr(0, 64)));

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "ib/smp_port.h"
 
@@ -18,6 +19,9 @@ struct UmadOptions {
 };
 
 Result<std::unique_ptr<SmpPort>> open_umad_port(const UmadOptions& options);
+
+// "ib", "ib:", "ib:mlx5_0", "ib:mlx5_0:1": a fabric spec that names an InfiniBand port.
+bool is_ib_fabric(std::string_view spec);
 
 // "ib:", "ib:mlx5_0", "ib:mlx5_0:1" -> ca and port; an error naming the bad part otherwise.
 Status parse_ib_fabric(const std::string& spec, UmadOptions& options);

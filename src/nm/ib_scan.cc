@@ -8,9 +8,10 @@ uint64_t IbPortScan::errors() const {
   return wire::port_counter_errors(counters);
 }
 
-Result<IbScan> scan_ib(IbRequester& rq, const IbSubnet& net) {
+Result<IbScan> scan_ib(IbRequester& rq, const IbSubnet& net, uint32_t only_node) {
   IbScan scan;
   for (uint32_t n = 0; n < net.nodes.size(); ++n) {
+    if (only_node != kNoIbNode && n != only_node) continue;
     const IbNode& node = net.nodes[n];
     for (uint32_t p = 1; p < node.ports.size(); ++p) {
       const IbPort& port = node.ports[p];

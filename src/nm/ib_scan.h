@@ -34,7 +34,8 @@ struct IbScan {
 };
 
 // Errors only when the transport fails; ports without a LID (a subnet no SM brought up) are
-// reported as not read.
-Result<IbScan> scan_ib(IbRequester& requester, const IbSubnet& subnet);
+// reported as not read. `only_node`: that node's ports alone.
+Result<IbScan> scan_ib(IbRequester& requester, const IbSubnet& subnet,
+                       uint32_t only_node = kNoIbNode);
 
 }  // namespace galaxy::nm

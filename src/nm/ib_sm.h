@@ -59,6 +59,9 @@ class IbSubnetManager {
   // table and checks the routes whoever programmed them (another SM) left there, with the LIDs
   // the ports hold. Fills the discovery counts, `unreachable`, `max_paths_per_port`, `smps`.
   Result<IbSweepReport> audit();
+  // The routing engine of the sweeps that follow (a spec as IbSmOptions::routing).
+  void set_routing(std::string spec) { options_.routing = std::move(spec); }
+  const std::string& routing() const { return options_.routing; }
   // The subnet as the last sweep found and programmed it.
   const IbSubnet& subnet() const { return subnet_; }
   const IbRoutes& routes() const { return routes_; }

@@ -17,6 +17,7 @@ namespace {
 template <class Op>
 Result<nlohmann::json> on_chip(Daemon& d, const ApiRequest& r, Op&& op) {
   const std::string& text = r.path.at("chip");
+  GALAXY_TRY(d.require_galaxy("register and EEPROM access"));
   return d.with_session([&](Session& s) -> Result<nlohmann::json> {
     auto node = d.resolve(s, text);
     if (!node.ok()) return node.error();

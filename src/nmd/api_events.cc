@@ -145,6 +145,7 @@ Result<nlohmann::json> config_writes(Daemon& d, const ApiRequest& r) {
   if (!r.body.is_object() || !r.body.contains("writes"))
     return make_error(Code::kInvalidArgument, 8257,
                       "the body needs 'writes': [{\"chip\", \"addr\", \"value\"}, ...]");
+  GALAXY_TRY(d.require_galaxy("bulk register writes"));
   const std::string text = json_text(r.body);
   auto out = d.with_session([&](Session& s) { return config_apply_op(s, text); });
   if (out.ok()) {
@@ -200,6 +201,7 @@ Result<nlohmann::json> inject(Daemon& d, const ApiRequest& r) {
 }
 
 Result<nlohmann::json> bist(Daemon& d, const ApiRequest& r) {
+  GALAXY_TRY(d.require_galaxy("BIST"));
   auto chip = body_string(r, "chip", true);
   if (!chip.ok()) return chip.error();
   nm::BistOptions o;

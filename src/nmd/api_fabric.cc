@@ -21,7 +21,9 @@ Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
   const ConfigState c = d.config();
   const DaemonCounters k = d.counters();
   nlohmann::json j{{"fabric", d.options().session.fabric},
-                   {"kind", d.options().session.fabric.rfind("live:", 0) == 0 ? "live" : "sim"},
+                   {"kind", d.infiniband()                                      ? "ib"
+                            : d.options().session.fabric.rfind("live:", 0) == 0 ? "live"
+                                                                                : "sim"},
                    {"chips", v->chips.size()},
                    {"links", v->links()},
                    {"links_down", v->links_down()},
@@ -122,16 +124,7 @@ Result<nlohmann::json> trace(Daemon& d, const ApiRequest& r) {
   auto src = r.query.find("src"), dst = r.query.find("dst");
   if (src == r.query.end() || dst == r.query.end())
     return make_error(Code::kInvalidArgument, 8232, "trace needs ?src=<NIC>&dst=<NIC>");
-  return d.with_session([&](Session& s) -> Result<nlohmann::json> {
-    auto a = d.resolve(s, src->second);
-    if (!a.ok()) return a.error();
-    auto b = d.resolve(s, dst->second);
-    if (!b.ok()) return b.error();
-    if (*a == *b)
-      return make_error(Code::kInvalidArgument, 8233,
-                        fmt::format("src = dst = '{}': give two different NICs", src->second));
-    return trace_op(s, *a, *b, false);
-  });
+  return d.trace(src->second, dst->second);
 }
 
 Result<nlohmann::json> routes_get(Daemon& d, const ApiRequest&) {

@@ -14,6 +14,7 @@
 #include "base/spec.h"
 #include "chip/chip.h"
 #include "chip/register_names.h"
+#include "ib/umad_port.h"
 #include "nm/reroute.h"
 #include "nm/route_load.h"
 #include "nmd/ops.h"
@@ -91,6 +92,7 @@ Status Daemon::init() {
   auto region = parse_region(options_.region);
   if (!region.ok()) return region.error();
   region_ = std::move(*region);
+  if (ib::is_ib_fabric(options_.session.fabric)) return init_ib();
   auto s = open_session(options_.session);
   if (!s.ok()) return s.error();
   session_ = std::move(*s);
@@ -150,6 +152,95 @@ Status Daemon::init() {
   return {};
 }
 
+Status Daemon::init_ib() {
+  if (!region_.clauses.empty())
+    return make_error(Code::kInvalidArgument, 8406,
+                      fmt::format("--region = '{}': regions divide Galaxy's machine rooms; an "
+                                  "InfiniBand subnet has one SM and is managed whole",
+                                  region_.text));
+  auto f = IbFabric::open(options_.session.fabric, [this](Event e) { note(std::move(e)); });
+  if (!f) return f.error();
+  ib_ = std::move(*f);
+  std::lock_guard lock(mu_);
+  auto swept = sweep_ib_locked(config_.routing_engine);
+  if (!swept) return swept.error();
+  const int64_t now = wall_us();
+  next_scan_us_ = now;  // the first scan at once: the console starts with counters
+  next_sweep_us_ = now + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
+  publish_locked();
+  note({.kind = EventKind::kLog,
+        .cause = "daemon started",
+        .detail = fmt::format("InfiniBand subnet {} (Galaxy is its SM); events in {}",
+                              options_.session.fabric, options_.db_path)});
+  return {};
+}
+
+// A heavy sweep of the InfiniBand subnet (IbFabric::sweep), counted as a sweep and a routing.
+Result<nlohmann::json> Daemon::sweep_ib_locked(const std::string& engine) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = ib_->sweep(engine);
+  const double wall_s = seconds_since(t0);
+  ++counters_.sweeps;
+  counters_.last_sweep_s = wall_s;
+  counters_.last_sweep_us = wall_us();
+  if (MetricFamily* h = metrics_.find(kSweepDurationSeconds)) (void)h->observe({}, wall_s);
+  if (!r) {
+    note({.kind = EventKind::kLog,
+          .severity = EventSeverity::kMajor,
+          .cause = "sweep failed",
+          .detail = r.error().to_string()});
+    return r.error();
+  }
+  (*r)["wall_s"] = wall_s;
+  routes_summary_ = ib_->routes_summary();
+  rebuild_view_locked();
+  return r;
+}
+
+Result<nlohmann::json> Daemon::scan_ib() {
+  auto lock = lock_session();
+  last_scan_started_us_ = wall_us();
+  auto r = ib_->scan();
+  if (!r) return r.error();
+  const double wall_s = (*r)["wall_s"].get<double>();
+  ++counters_.scans;
+  counters_.last_scan_s = wall_s;
+  counters_.last_scan_us = wall_us();
+  if (MetricFamily* h = metrics_.find(kScanDurationSeconds)) (void)h->observe({}, wall_s);
+  note({.kind = EventKind::kScanSummary,
+        .severity = (*r)["ports_failed"].get<uint64_t>() == 0 ? EventSeverity::kInfo
+                                                              : EventSeverity::kMajor,
+        .cause = "status scan",
+        .detail = json_text(*r)});
+  rebuild_view_locked();
+  return r;
+}
+
+const fabric::Topology& Daemon::plan_locked() const {
+  return ib_ ? ib_->plan() : session_.plan();
+}
+
+Status Daemon::require_galaxy(std::string_view what) const {
+  if (!ib_) return {};
+  return make_error(Code::kUnsupported, 8407,
+                    fmt::format("{} acts on Galaxy's chips; this daemon serves the InfiniBand "
+                                "subnet {}, where IBA has no such operation",
+                                what, options_.session.fabric));
+}
+
+Result<nlohmann::json> Daemon::trace(const std::string& src, const std::string& dst) {
+  auto lock = lock_session();
+  if (ib_) return ib_->trace(src, dst);
+  auto a = resolve(session_, src);
+  if (!a.ok()) return a.error();
+  auto b = resolve(session_, dst);
+  if (!b.ok()) return b.error();
+  if (*a == *b)
+    return make_error(Code::kInvalidArgument, 8233,
+                      fmt::format("src = dst = '{}': give two different NICs", src));
+  return trace_op(session_, *a, *b, false);
+}
+
 void Daemon::start() {
   if (thread_.joinable()) return;
   stop_ = false;
@@ -182,6 +273,15 @@ void Daemon::loop() {
 }
 
 void Daemon::tick_locked() {
+  if (ib_) {
+    // InfiniBand: no fault reports to collect (traps are the subnet's); sweeps on schedule.
+    if (config_.sweep_interval_s > 0 && wall_us() >= next_sweep_us_) {
+      (void)sweep_locked();
+      next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
+    }
+    publish_locked();
+    return;
+  }
   // Let time pass on the fabric so that reports in flight arrive: simulated time on a
   // simulated fabric; on a live one the requester polls its queue for a moment.
   const double us = session_.fabric ? options_.sim_us_per_tick : 1000;
@@ -236,7 +336,7 @@ void Daemon::publish_locked() {
 }
 
 std::string Daemon::location_of(uint32_t plan_node, int port) const {
-  const fabric::Topology& plan = session_.plan();
+  const fabric::Topology& plan = plan_locked();
   if (plan_node >= plan.num_nodes()) return fmt::format("chip {}", plan_node);
   std::string where = location_text(plan.location(plan_node));
   std::string out = where.empty() ? plan.name(plan_node) : where + " " + plan.name(plan_node);
@@ -456,6 +556,8 @@ void Daemon::reroute_locked() {
 }
 
 Status Daemon::route_locked(const std::string& engine) {
+  // InfiniBand: a heavy sweep with the engine (LIDs kept, tables rewritten).
+  if (ib_) return sweep_ib_locked(engine).status();
   const nm::FabricMap& map = session_.discovery.map;
   const auto t0 = std::chrono::steady_clock::now();
   auto routes = nm::compute_routes(map, engine);
@@ -488,6 +590,7 @@ Status Daemon::route_locked(const std::string& engine) {
 }
 
 Result<nlohmann::json> Daemon::scan_batched() {
+  if (ib_) return scan_ib();
   auto lock = lock_session();
   const auto t0 = std::chrono::steady_clock::now();
   last_scan_started_us_ = wall_us();
@@ -596,6 +699,7 @@ nlohmann::json Daemon::finish_scan_locked(nm::ScanResult result, double wall_s) 
 }
 
 Result<nlohmann::json> Daemon::sweep_locked() {
+  if (ib_) return sweep_ib_locked(config_.routing_engine);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t started_us = wall_us();
   nm::DiscoveryOptions o;
@@ -712,26 +816,17 @@ Result<nlohmann::json> Daemon::sweep_now() {
 }
 
 void Daemon::rebuild_view_locked() {
+  if (ib_) return publish_view_locked(ib_->view());
   auto v = std::make_shared<FabricView>();
   const fabric::Topology& plan = session_.plan();
   const nm::FabricMap& map = session_.discovery.map;
-  v->chips.resize(plan.num_nodes());
-  v->plan = &plan;
-  uint32_t slot = 0;
+  init_from_plan(*v, plan);
   for (uint32_t n = 0; n < plan.num_nodes(); ++n) {
     ChipView& c = v->chips[n];
-    c.name = plan.name(n);
-    c.kind = plan.kind(n);
-    c.location = plan.location(n);
-    c.level = plan.level(n);
     c.in_region = in_region(n);
-    c.first_port = slot;
-    c.ports = static_cast<uint8_t>(plan.num_ports(n));
-    slot += c.ports;
     auto it = map.node_of.find(static_cast<uint16_t>(n));
     if (it != map.node_of.end() && map.hops[it->second] != UINT8_MAX) c.hops = map.hops[it->second];
   }
-  v->ports.resize(slot);
   for (uint32_t i = 0; i < map.topology.num_nics(); ++i)
     v->nic_chips.push_back(map.chip_id[map.topology.nic_node(i)]);
   for (uint32_t n = 0; n < plan.num_nodes(); ++n) {
@@ -807,6 +902,10 @@ void Daemon::rebuild_view_locked() {
         pv.crc_errors_per_s = static_cast<float>(ch.rate_per_s);
     }
   }
+  publish_view_locked(std::move(v));
+}
+
+void Daemon::publish_view_locked(std::shared_ptr<FabricView> v) {
   count_faults(*v);
   v->built_us = wall_us();
   update_port_metrics(*v);
@@ -837,11 +936,14 @@ void Daemon::update_port_metrics(const FabricView& v) {
       const bool notable = pv.link != LinkView::kUp || pv.retransmissions_per_s > 0 ||
                            pv.crc_errors_per_s > 0 || pv.registers[counters[3].reg] > 0;
       if (!all && !notable) continue;
-      auto labels = port_labels(n, c.name, location_text(c.location), p,
-                                fmt::format("{}:{}", v.chips[pv.peer].name, pv.peer_port));
+      auto labels =
+          port_labels(n, c.name, location_text(c.location), p + v.port_base,
+                      fmt::format("{}:{}", v.chips[pv.peer].name, pv.peer_port + v.port_base));
       if (link_up) (void)link_up->set(labels, pv.link == LinkView::kUp ? 1 : 0);
       if (util) (void)util->set(labels, pv.utilisation);
-      if (!pv.scanned) continue;
+      // The counter families are Galaxy's status registers; InfiniBand's PortCounters are
+      // read through the API (GET /api/chips/{chip}).
+      if (!pv.scanned || !v.ib_counters.empty()) continue;
       for (const Fam& f : counters)
         if (MetricFamily* fam = metrics_.find(f.name))
           (void)fam->set(labels, static_cast<double>(pv.registers[f.reg]));
@@ -882,6 +984,7 @@ void Daemon::refresh_fault_counts() {
 
 Result<nlohmann::json> Daemon::chip_routes(const std::string& chip) {
   auto lock = lock_session();
+  if (ib_) return ib_->chip_routes(chip);
   auto node = resolve(session_, chip);
   if (!node.ok()) return node.error();
   const nm::FabricMap& m = session_.discovery.map;
@@ -962,6 +1065,7 @@ bool Daemon::in_region(uint32_t chip_id) const {
 }
 
 Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) const {
+  if (ib_) return ib_->resolve(text);
   // A name of the described fabric (plan) first: chip id = plan node on every engine.
   Result<uint32_t> node = uint32_t{0};
   if (auto n = s.plan().resolve(text); n.ok()) {
@@ -983,6 +1087,7 @@ Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) cons
 }
 
 Result<uint32_t> Daemon::resolve_planned(const Session& s, const std::string& text) const {
+  if (ib_) return ib_->resolve(text);
   // A chip id is the plan node on every engine; nic:<index> the plan's NIC index.
   auto planned = s.plan().resolve(text);
   if (planned.ok()) return planned;
@@ -1020,6 +1125,7 @@ Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) 
   if (!sweep.ok()) return sweep.error();
   std::optional<uint64_t> mask;
   if (changes.contains("fault_mask")) {
+    GALAXY_TRY(require_galaxy("fault_mask (the chips' fault reporting)"));
     const auto& v = changes["fault_mask"];
     if (v.is_number_unsigned()) {
       mask = v.get<uint64_t>();
@@ -1119,6 +1225,7 @@ Status Daemon::inject_link(const std::string& action, const std::string& chip, i
   if (action != "link-down" && action != "link-up")
     return make_error(Code::kInvalidArgument, 8218,
                       fmt::format("action = '{}' is not link-down or link-up", action));
+  GALAXY_TRY(require_galaxy("inject"));
   auto lock = lock_session();
   GALAXY_TRY(require_simulated(session_, "inject"));
   // Either end of the link may be named, reachable or not (resolve_planned).
@@ -1154,6 +1261,7 @@ Status Daemon::inject_link(const std::string& action, const std::string& chip, i
 
 Result<nlohmann::json> Daemon::chip_status(const std::string& chip) {
   auto lock = lock_session();
+  if (ib_) return ib_->chip_status(chip);
   auto node = resolve(session_, chip);
   if (!node.ok()) return node.error();
   GALAXY_TRY(require_remote(session_, *node, chip));

@@ -24,6 +24,7 @@
 #include "nm/scan.h"
 #include "nmd/event_store.h"
 #include "nmd/fabric_view.h"
+#include "nmd/ib_fabric.h"
 #include "nmd/metrics.h"
 #include "nmd/session.h"
 
@@ -144,6 +145,14 @@ class Daemon {
   // After an acknowledgement: the snapshot's per-chip open fault counts, recomputed.
   void refresh_fault_counts();
 
+  // The daemon serves an InfiniBand subnet (nmd/ib_fabric.h) rather than a Galaxy fabric.
+  bool infiniband() const { return ib_ != nullptr; }
+  // Operations on Galaxy's chips (registers, EEPROM, BIST, injected faults, fault masks) are
+  // refused on an InfiniBand subnet with this error, which names `what`.
+  Status require_galaxy(std::string_view what) const;
+  // Path trace between two NICs (two ports on InfiniBand) named as users name them.
+  Result<nlohmann::json> trace(const std::string& src, const std::string& dst);
+
   const Region& region() const { return region_; }
   bool in_region(uint32_t chip_id) const;
   // A chip named by id, name or nic:<index> -> its FabricMap node (session locked by caller);
@@ -158,6 +167,12 @@ class Daemon {
  private:
   explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
   Status init();
+  // init() on an InfiniBand subnet: the port opened, the first sweep.
+  Status init_ib();
+  // The described fabric: the session's, or the InfiniBand subnet's as last swept.
+  const fabric::Topology& plan_locked() const;
+  Result<nlohmann::json> scan_ib();
+  Result<nlohmann::json> sweep_ib_locked(const std::string& engine);
   void loop();
   void tick_locked();
   // Retention, when due: deletes the events older than retention_s (without the session lock).
@@ -191,6 +206,8 @@ class Daemon {
   nlohmann::json finish_scan_locked(nm::ScanResult scan, double wall_s);
   Result<nlohmann::json> sweep_locked();
   void rebuild_view_locked();
+  // The snapshot with the open fault counts, its port metrics, made the one view() returns.
+  void publish_view_locked(std::shared_ptr<FabricView> v);
   void count_faults(FabricView& v) const;
   // Copies config_, counters_ and the routing summary for the readers that must not wait for
   // the session (a TH-2 scan holds it for seconds).
@@ -212,6 +229,7 @@ class Daemon {
   mutable std::atomic<int> session_waiters_{0};
   uint64_t map_generation_ = 0;  // session locked: a sweep replaced session_.discovery
   Session session_;
+  std::unique_ptr<IbFabric> ib_;  // an InfiniBand subnet instead of session_'s fabric
   nm::RouteSet routes_;
   nlohmann::json routes_summary_;
   ConfigState config_;

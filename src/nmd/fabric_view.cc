@@ -8,6 +8,7 @@
 #include "base/spec.h"
 #include "fabric/io.h"
 #include "nm/scan.h"
+#include "nmd/ib_json.h"
 
 namespace galaxy::nmd {
 
@@ -307,9 +308,9 @@ nlohmann::json link_cells(const FabricView& v) {
       if (a.peer == fabric::kNoNode || a.peer < n || (a.peer == n && a.peer_port < p)) continue;
       const PortView& b = v.port(a.peer, a.peer_port);
       const double util = std::max(a.utilisation, b.utilisation);
-      out.push_back({{"key", fmt::format("{}:{}", n, p)},
-                     {"label", fmt::format("{}:{} - {}:{}", v.chips[n].name, p,
-                                           v.chips[a.peer].name, a.peer_port)},
+      out.push_back({{"key", fmt::format("{}:{}", n, p + v.port_base)},
+                     {"label", fmt::format("{}:{} - {}:{}", v.chips[n].name, p + v.port_base,
+                                           v.chips[a.peer].name, a.peer_port + v.port_base)},
                      {"cabinet", v.chips[n].location.cabinet},
                      {"level", std::max(v.chips[n].level, v.chips[a.peer].level)},
                      {"ports", 2},
@@ -420,6 +421,23 @@ Result<uint32_t> resolve_in_view(const FabricView& v, const std::string& text) {
       fmt::format("chip = '{}' is neither a chip id, nic:<index>, nor a chip name", text));
 }
 
+void init_from_plan(FabricView& v, const fabric::Topology& plan) {
+  v.plan = &plan;
+  v.chips.assign(plan.num_nodes(), {});
+  uint32_t slot = 0;
+  for (uint32_t n = 0; n < plan.num_nodes(); ++n) {
+    ChipView& c = v.chips[n];
+    c.name = plan.name(n);
+    c.kind = plan.kind(n);
+    c.location = plan.location(n);
+    c.level = plan.level(n);
+    c.first_port = slot;
+    c.ports = static_cast<uint8_t>(plan.num_ports(n));
+    slot += c.ports;
+  }
+  v.ports.assign(slot, {});
+}
+
 nlohmann::json chip_json(const FabricView& v, uint32_t node, bool with_ports) {
   const ChipView& c = v.chips[node];
   nlohmann::json j{{"chip", node},
@@ -443,20 +461,23 @@ nlohmann::json chip_json(const FabricView& v, uint32_t node, bool with_ports) {
   nlohmann::json ports = nlohmann::json::array();
   for (uint8_t p = 0; p < c.ports; ++p) {
     const PortView& pv = v.port(node, p);
-    nlohmann::json pj{{"port", p},
+    nlohmann::json pj{{"port", p + v.port_base},
                       {"link", link_view_name(pv.link)},
                       {"utilisation", pv.utilisation},
                       {"retransmissions_per_s", pv.retransmissions_per_s},
                       {"crc_errors_per_s", pv.crc_errors_per_s},
                       {"scanned", pv.scanned}};
-    if (pv.scanned) {
+    if (pv.scanned && !v.ib_counters.empty()) {
+      pj["counters"] = ib_counters_json(v.ib_counters[c.first_port + p]);
+    } else if (pv.scanned) {
       nlohmann::json regs = nlohmann::json::object();
       for (size_t r = 0; r < nm::kStatusRegisters; ++r)
         regs[std::string(nm::status_registers()[r].name)] = pv.registers[r];
       pj["registers"] = std::move(regs);
     }
     if (pv.peer != fabric::kNoNode)
-      pj["peer"] = {{"chip", pv.peer}, {"name", v.chips[pv.peer].name}, {"port", pv.peer_port}};
+      pj["peer"] = {
+          {"chip", pv.peer}, {"name", v.chips[pv.peer].name}, {"port", pv.peer_port + v.port_base}};
     else
       pj["peer"] = nullptr;
     ports.push_back(std::move(pj));

@@ -11,12 +11,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "fabric/topology.h"
+#include "wire/ib_perf.h"
 
 namespace galaxy::nmd {
 
@@ -54,6 +56,14 @@ struct FabricView {
   // The described fabric, for names users give (descriptions, GUIDs) and identities; owned by
   // the daemon's session, which outlives every snapshot and the HTTP server that reads them.
   const fabric::Topology* plan = nullptr;
+  // A plan the snapshot keeps alive itself (an InfiniBand subnet's, rebuilt by every sweep that
+  // changes it); null when the daemon's session owns the plan.
+  std::shared_ptr<const fabric::Topology> plan_owner;
+  // The number users give a chip's first port: 0 on Galaxy's fabrics, 1 on InfiniBand (IBA
+  // numbers ports from 1; a switch's port 0 is its management port, which has no link).
+  uint8_t port_base = 0;
+  // InfiniBand: the last scan's PortCounters by port slot (ports[] order); empty elsewhere.
+  std::vector<wire::PortCounters> ib_counters;
   int64_t built_us = 0;
   uint64_t scans = 0;
   double scan_interval_s = 0;  // simulated/real seconds between the last two scans
@@ -62,6 +72,10 @@ struct FabricView {
   uint32_t links() const;       // linked port pairs of the plan
   uint32_t links_down() const;  // of those, down or not found by discovery
 };
+
+// One ChipView per node of `plan` (name, kind, location, level, its slots in `ports`) and the
+// ports, free; v.plan set. The caller adds what it knows (discovery, links, scans).
+void init_from_plan(FabricView& v, const fabric::Topology& plan);
 
 // The part of a fabric one daemon manages ("Several daemons may each manage one region"):
 // "cabinet=0-71", "cabinet=3,chassis=0-1", "level=1" — every clause must hold; "" = everything.

@@ -95,11 +95,14 @@ async function scan() {
   if (chip !== st.chip) return;
   st.scans++;
   const ports = r.ports || [];
+  // Galaxy's chips answer status registers; an InfiniBand node its ports' PortCounters.
+  const values = p => p.registers || p.counters || {};
+  const field = c => c.register ?? c.counter;
   const names = [];
-  for (const p of ports) for (const n of Object.keys(p.registers || {})) if (!names.includes(n)) names.push(n);
+  for (const p of ports) for (const n of Object.keys(values(p))) if (!names.includes(n)) names.push(n);
   const compare = st.mode === 'compare';
   const changed = new Map();
-  for (const c of r.changes || []) changed.set(`${c.port}|${c.register}`, c);
+  for (const c of r.changes || []) changed.set(`${c.port}|${field(c)}`, c);
   st.changes = (r.changes || []).length;
   const table = tid('scan-table');
   table.replaceChildren(
@@ -107,10 +110,10 @@ async function scan() {
     el('tbody', {}, ...ports.map(p => el('tr', { 'data-testid': 'scan-row', dataset: { port: p.port } }, el('td', {}, p.port),
       ...names.map(n => {
         const c = compare && changed.get(`${p.port}|${n}`);
-        return el('td', c ? { class: 'changed', 'data-testid': 'scan-changed', title: `${c.old} → ${c.new} (${c.delta >= 0 ? '+' : ''}${c.delta})` } : {}, fmtNum(p.registers?.[n]));
+        return el('td', c ? { class: 'changed', 'data-testid': 'scan-changed', title: `${c.old} → ${c.new} (${c.delta >= 0 ? '+' : ''}${c.delta})` } : {}, fmtNum(values(p)[n]));
       })))));
   tid('scan-changes').replaceChildren(...(compare ? (r.changes || []).slice(0, 200).map(c =>
-    el('li', {}, `port ${c.port} ${c.register}: ${c.old} → ${c.new} (${c.delta >= 0 ? '+' : ''}${c.delta})`)) : []));
+    el('li', {}, `port ${c.port} ${field(c)}: ${c.old} → ${c.new} (${c.delta >= 0 ? '+' : ''}${c.delta})`)) : []));
   tid('scan-info').textContent = `scan ${st.scans} at ${new Date().toLocaleTimeString()}` +
     (r.interval_s !== undefined ? ` · Δt ${fmtNum(r.interval_s)} s` : '') + (compare ? ` · ${st.changes} changes` : '');
 }

@@ -1,0 +1,313 @@
+// An InfiniBand subnet modelled inside a test, so that the SM, the daemon and the tools built on
+// them run in-process with no ibsim: every node's SMA answers directed-route and LID-routed
+// Gets and Sets as IBA chapter 14 says (NodeInfo, NodeDescription, SwitchInfo, PortInfo with
+// the port state machine of IBA 7.2, LinearForwardingTable), every port's PMA answers
+// PortCounters (IBA 16.1.3.5) at its LID, and the test unplugs cables and sets counters as
+// ibsim's console does. Built from a fabric::Topology (IB port = topology port + 1), so the
+// builders' fabrics serve as subnets; the SM is attached at one CA's port 1.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fabric/topology.h"
+#include "ib/smp_port.h"
+#include "wire/ib_perf.h"
+#include "wire/ib_smp.h"
+
+namespace galaxy::test {
+
+class ModelSubnet final : public ib::SmpPort {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  static constexpr uint16_t kLinearFdbCap = 0xC000;
+
+  ModelSubnet(const fabric::Topology& t, uint32_t sm_node) : sm_(sm_node) {
+    nodes_.resize(t.num_nodes());
+    for (uint32_t n = 0; n < t.num_nodes(); ++n) {
+      Node& node = nodes_[n];
+      node.is_switch = !t.is_nic(n);
+      node.guid = (node.is_switch ? 0x0002c90200400000ull : 0x0002c90300500000ull) + 0x100 * n;
+      node.description = t.name(n);
+      node.ports.resize(t.num_ports(n) + 1u);
+      for (uint32_t p = 1; p <= t.num_ports(n); ++p)
+        if (auto peer = t.peer({n, static_cast<uint8_t>(p - 1)})) {
+          node.ports[p].peer = peer->node;
+          node.ports[p].peer_port = static_cast<uint8_t>(peer->port + 1);
+        }
+      for (uint32_t p = 0; p < node.ports.size(); ++p) {
+        Port& port = node.ports[p];
+        port.info.raw[28] = static_cast<uint8_t>(p);  // LocalPortNum
+        port.info.raw[31] = 2;                        // LinkWidthActive 4x
+        const bool up = port.peer != kNone || (node.is_switch && p == 0);
+        port.info.set_phys_state(up ? wire::kPhysLinkUp : 2);  // 2: Polling
+        port.info.set_port_state(up ? wire::IbPortState::kInit : wire::IbPortState::kDown);
+      }
+      if (node.is_switch) {
+        node.switch_info.raw[0] = kLinearFdbCap >> 8;
+        node.switch_info.raw[1] = kLinearFdbCap & 0xFF;
+      }
+    }
+    local_.ca = "model0";
+    local_.port = 1;
+    local_.port_guid = nodes_[sm_].guid + 1;
+  }
+
+  // ibsim's "Unlink": both ends lose the cable and go Down.
+  void unplug(uint32_t node, uint8_t port) {
+    Port& a = nodes_[node].ports[port];
+    if (a.peer == kNone) return;
+    Port& b = nodes_[a.peer].ports[a.peer_port];
+    for (Port* p : {&a, &b}) {
+      p->peer = kNone;
+      p->info.set_phys_state(2);
+      p->info.set_port_state(wire::IbPortState::kDown);
+    }
+  }
+  wire::PortCounters& counters(uint32_t node, uint8_t port) {
+    return nodes_[node].ports[port].counters;
+  }
+  uint8_t port_state(uint32_t node, uint8_t port) const {
+    return nodes_[node].ports[port].info.port_state();
+  }
+  // A switch's LID is its port 0's; a CA port's its own.
+  uint16_t lid(uint32_t node, uint8_t port) const {
+    return nodes_[node].ports[nodes_[node].is_switch ? 0 : port].info.lid();
+  }
+  uint64_t guid(uint32_t node) const { return nodes_[node].guid; }
+  uint16_t linear_fdb_top(uint32_t node) const { return nodes_[node].switch_info.linear_fdb_top(); }
+  // The output port switch `node` holds for `lid` (wire::kLftNoPort: none).
+  uint8_t lft(uint32_t node, uint16_t lid) const {
+    const auto& t = nodes_[node].lft;
+    return lid < t.size() ? t[lid] : wire::kLftNoPort;
+  }
+  // A packet from CA `node` port `port` to `dlid` through the tables: the (node, port) it is
+  // delivered to, or nullopt where it is lost (no entry, a port not ACTIVE, a loop).
+  std::optional<std::pair<uint32_t, uint8_t>> deliver(uint32_t node, uint8_t port,
+                                                      uint16_t dlid) const {
+    const Port* out = &nodes_[node].ports[port];
+    for (unsigned hops = 0; hops < 64; ++hops) {
+      if (out->peer == kNone || out->info.port_state() != uint8_t(wire::IbPortState::kActive))
+        return std::nullopt;
+      const uint32_t n = out->peer;
+      const uint8_t in = out->peer_port;
+      const Node& at = nodes_[n];
+      if (!at.is_switch) {
+        if (at.ports[in].info.lid() != dlid) return std::nullopt;
+        return std::pair{n, in};
+      }
+      const uint8_t p = lft(n, dlid);
+      if (p == 0 && at.ports[0].info.lid() == dlid) return std::pair{n, uint8_t{0}};
+      if (p == wire::kLftNoPort || p == 0 || p >= at.ports.size()) return std::nullopt;
+      out = &at.ports[p];
+    }
+    return std::nullopt;
+  }
+
+  const ib::LocalPort& local() const override { return local_; }
+  Status send(const wire::Smp& smp, uint16_t dlid) override {
+    sent_smps++;
+    queue_.push_back({smp, std::nullopt, dlid});
+    return {};
+  }
+  Status send_gmp(const wire::Mad& mad, uint16_t dlid) override {
+    queue_.push_back({{}, mad, dlid});
+    return {};
+  }
+  Result<ib::SmpCompletion> receive(int) override {
+    if (queue_.empty()) return make_error(Code::kTimeout, 1, "nothing in flight");
+    Request r = std::move(queue_.front());
+    queue_.pop_front();
+    ib::SmpCompletion c;
+    if (r.gmp) {
+      c.tid = static_cast<uint32_t>(r.gmp->transaction_id);
+      c.gmp = answer_gmp(*r.gmp, r.dlid);
+    } else {
+      c.tid = static_cast<uint32_t>(r.smp.transaction_id);
+      c.smp = r.smp;
+      answer_smp(c.smp, r.dlid);
+    }
+    return c;
+  }
+
+  uint64_t sent_smps = 0;
+  uint64_t sets = 0;  // Set SMPs answered
+
+ private:
+  struct Port {
+    uint32_t peer = kNone;
+    uint8_t peer_port = 0;
+    wire::PortInfo info;
+    wire::PortCounters counters;
+  };
+  struct Node {
+    bool is_switch = false;
+    uint64_t guid = 0;
+    std::string description;
+    std::vector<Port> ports;  // [0 .. NumPorts]
+    wire::SwitchInfo switch_info;
+    std::vector<uint8_t> lft;
+  };
+  struct Request {
+    wire::Smp smp;
+    std::optional<wire::Mad> gmp;
+    uint16_t dlid = 0;
+  };
+
+  // The (node, port) holding `lid`; kNone when no port does.
+  std::pair<uint32_t, uint8_t> holder(uint16_t lid) const {
+    for (uint32_t n = 0; n < nodes_.size(); ++n)
+      for (uint32_t p = 0; p < nodes_[n].ports.size(); ++p) {
+        if (nodes_[n].is_switch && p > 0) break;
+        if (!nodes_[n].is_switch && p == 0) continue;
+        if (lid != 0 && nodes_[n].ports[p].info.lid() == lid) return {n, static_cast<uint8_t>(p)};
+      }
+    return {kNone, 0};
+  }
+
+  wire::Mad answer_gmp(wire::Mad m, uint16_t dlid) {
+    m.method = wire::MadMethod::kGetResp;
+    const auto [n, lid_port] = holder(dlid);
+    const uint8_t port = m.data[wire::kPerfDataAt + 1];
+    if (n == kNone || m.attribute_id != wire::kPerfPortCounters || port >= nodes_[n].ports.size()) {
+      m.status = 0x0C;  // unsupported attribute or port
+      return m;
+    }
+    (void)lid_port;
+    wire::PortCounters c = nodes_[n].ports[port].counters;
+    c.port_select = port;
+    wire::encode_port_counters(c, m);
+    return m;
+  }
+
+  void answer_smp(wire::Smp& r, uint16_t dlid) {
+    const bool set = r.method == wire::MadMethod::kSet;
+    sets += set;
+    r.method = wire::MadMethod::kGetResp;
+    r.returning = r.directed;
+    uint32_t n = sm_;
+    uint8_t in_port = 1;  // the SM's CA port
+    if (r.directed) {
+      for (unsigned h = 1; h <= r.hop_count; ++h) {
+        if (h > 1 && !nodes_[n].is_switch) {  // a directed route does not pass through a CA
+          r.status = 0x1C;
+          return;
+        }
+        const uint8_t out = r.initial_path[h];
+        if (out >= nodes_[n].ports.size() || nodes_[n].ports[out].peer == kNone) {
+          r.status = 0x1C;
+          return;
+        }
+        const Port& p = nodes_[n].ports[out];
+        n = p.peer;
+        in_port = p.peer_port;
+      }
+    } else {
+      std::tie(n, in_port) = holder(dlid);
+      if (n == kNone) {
+        r.status = 0x1C;
+        return;
+      }
+      if (nodes_[n].is_switch) in_port = 0;
+    }
+    Node& node = nodes_[n];
+    const uint32_t m = r.attribute_modifier;
+    const wire::SmpData in = r.data;
+    r.data = {};
+    switch (static_cast<wire::SmpAttr>(r.attribute_id)) {
+      case wire::SmpAttr::kNodeInfo: {
+        wire::NodeInfo ni;
+        ni.node_type = static_cast<uint8_t>(node.is_switch ? wire::IbNodeType::kSwitch
+                                                           : wire::IbNodeType::kCa);
+        ni.num_ports = static_cast<uint8_t>(node.ports.size() - 1);
+        ni.system_image_guid = node.guid;
+        ni.node_guid = node.guid;
+        ni.port_guid = node.is_switch ? node.guid : node.guid + in_port;
+        ni.partition_cap = 1;
+        ni.local_port_num = in_port;
+        ni.vendor_id = 0x2c9;
+        r.data = wire::encode_node_info(ni);
+        return;
+      }
+      case wire::SmpAttr::kNodeDescription:
+        std::memcpy(r.data.data(), node.description.data(),
+                    std::min<size_t>(node.description.size(), 64));
+        return;
+      case wire::SmpAttr::kSwitchInfo:
+        if (!node.is_switch) break;
+        if (set) {
+          wire::SwitchInfo si;
+          si.raw = in;
+          node.switch_info.set_linear_fdb_top(si.linear_fdb_top());
+        }
+        r.data = node.switch_info.raw;
+        return;
+      case wire::SmpAttr::kPortInfo: {
+        // A CA answers for the port the SMP came in by (IBA 14.2.5.6).
+        const uint32_t p = node.is_switch ? m : in_port;
+        if (p >= node.ports.size()) break;
+        Port& port = node.ports[p];
+        if (set) {
+          wire::PortInfo want;
+          want.raw = in;
+          if (!set_port_info(n, p, want)) {
+            r.status = 0x1C;
+            r.data = port.info.raw;
+            return;
+          }
+        }
+        r.data = port.info.raw;
+        return;
+      }
+      case wire::SmpAttr::kLinearForwardingTable: {
+        if (!node.is_switch || m * wire::kLftBlockLids >= kLinearFdbCap) break;
+        const size_t first = size_t{m} * wire::kLftBlockLids;
+        if (set) {
+          if (node.lft.size() < first + wire::kLftBlockLids)
+            node.lft.resize(first + wire::kLftBlockLids, wire::kLftNoPort);
+          std::copy(in.begin(), in.begin() + wire::kLftBlockLids, node.lft.begin() + first);
+        }
+        for (uint32_t k = 0; k < wire::kLftBlockLids; ++k)
+          r.data[k] = first + k < node.lft.size() ? node.lft[first + k] : wire::kLftNoPort;
+        return;
+      }
+      default:
+        break;
+    }
+    r.status = 0x0C;  // unsupported method or attribute
+  }
+
+  // LID, MasterSMLID and LMC as written; a state change only along IBA 7.2's arrows (INIT ->
+  // ARMED; ARMED -> ACTIVE once the neighbour is ARMED or ACTIVE). false: a refused change.
+  bool set_port_info(uint32_t n, uint32_t p, const wire::PortInfo& want) {
+    Port& port = nodes_[n].ports[p];
+    using S = wire::IbPortState;
+    const uint8_t to = want.port_state();
+    const uint8_t now = port.info.port_state();
+    if (to != uint8_t(S::kNoChange) && to != now) {
+      bool ok = false;
+      if (to == uint8_t(S::kArmed)) ok = now == uint8_t(S::kInit) && port.peer != kNone;
+      if (to == uint8_t(S::kActive) && now == uint8_t(S::kArmed) && port.peer != kNone) {
+        const uint8_t peer = nodes_[port.peer].ports[port.peer_port].info.port_state();
+        ok = peer == uint8_t(S::kArmed) || peer == uint8_t(S::kActive);
+      }
+      if (!ok) return false;
+    }
+    port.info.set_lid(want.lid());
+    port.info.set_master_sm_lid(want.master_sm_lid());
+    port.info.set_lmc(want.lmc());
+    if (to != uint8_t(S::kNoChange)) port.info.set_port_state(static_cast<S>(to));
+    return true;
+  }
+
+  uint32_t sm_;
+  std::vector<Node> nodes_;
+  ib::LocalPort local_;
+  std::deque<Request> queue_;
+};
+
+}  // namespace galaxy::test

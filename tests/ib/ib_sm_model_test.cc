@@ -1,0 +1,134 @@
+// Galaxy's subnet manager (nm/ib_sm.h) on subnets modelled in-process (ib_model_subnet.h): a
+// sweep brings every port ACTIVE, gives every port a unique LID, and leaves tables in the
+// switches along which every CA reaches every other CA; a second sweep keeps the LIDs; a cable
+// pulled between sweeps is routed around; the audit reads back what the sweep wrote. The
+// switches' tables are judged as the model holds them (written through the SMPs), not as the
+// SM computed them.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "fabric/builders.h"
+#include "ib_model_subnet.h"
+#include "nm/ib_sm.h"
+
+namespace galaxy::nm {
+namespace {
+
+IbSmOptions options(const std::string& engine) {
+  IbSmOptions o;
+  o.routing = engine;
+  return o;
+}
+
+struct Modelled {
+  fabric::Topology topo;
+  std::unique_ptr<test::ModelSubnet> model;
+  explicit Modelled(const std::string& spec) {
+    auto t = fabric::build_topology(spec);
+    EXPECT_TRUE(t.ok()) << t.error().to_string();
+    topo = std::move(*t);
+    model = std::make_unique<test::ModelSubnet>(topo, topo.nic_node(0));
+  }
+  // Every CA port reaches every other CA port's LID through the switches' tables.
+  uint64_t undelivered() const {
+    uint64_t bad = 0;
+    for (uint32_t a = 0; a < topo.num_nics(); ++a)
+      for (uint32_t b = 0; b < topo.num_nics(); ++b) {
+        if (a == b) continue;
+        const uint32_t x = topo.nic_node(a), y = topo.nic_node(b);
+        if (!topo.peer({x, 0}) || !topo.peer({y, 0})) continue;
+        auto got = model->deliver(x, 1, model->lid(y, 1));
+        if (!got || got->first != y) ++bad;
+      }
+    return bad;
+  }
+};
+
+TEST(IbSmOnAModel, SweepBringsTheSubnetUp) {
+  for (const char* engine : {"minhop", "updown", "fattree"}) {
+    SCOPED_TRACE(engine);
+    Modelled m("fattree:k=4,levels=3");
+    IbSubnetManager sm(*m.model, options(engine));
+    auto r = sm.sweep();
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_TRUE(r->subnet_up);
+    EXPECT_EQ(r->switches, m.topo.num_nrcs());
+    EXPECT_EQ(r->ca_ports, m.topo.num_nics());
+    EXPECT_EQ(r->links, m.topo.num_links());
+    EXPECT_EQ(r->ports_not_active, 0u);
+    EXPECT_EQ(r->unreachable, 0u);
+    EXPECT_TRUE(r->fallback_from.empty()) << r->fallback_reason;
+    // Every linked port ACTIVE, every LID unique and held as assigned.
+    std::set<uint16_t> lids;
+    for (uint32_t n = 0; n < m.topo.num_nodes(); ++n) {
+      for (uint8_t p = 0; p < m.topo.num_ports(n); ++p) {
+        if (m.topo.peer({n, p})) {
+          EXPECT_EQ(m.model->port_state(n, p + 1), uint8_t(wire::IbPortState::kActive));
+        }
+      }
+      const uint16_t lid = m.model->lid(n, 1);
+      EXPECT_NE(lid, 0u);
+      EXPECT_TRUE(lids.insert(lid).second) << "LID " << lid << " twice";
+      if (!m.topo.is_nic(n)) {
+        EXPECT_GE(m.model->linear_fdb_top(n), r->lids.max_lid);
+      }
+    }
+    EXPECT_EQ(m.undelivered(), 0u);
+  }
+}
+
+TEST(IbSmOnAModel, ASecondSweepKeepsTheLidsAndAPulledCableIsRoutedAround) {
+  Modelled m("fattree:k=4,levels=2");
+  IbSubnetManager sm(*m.model, options("fattree"));
+  auto first = sm.sweep();
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->subnet_up);
+  std::vector<uint16_t> lids;
+  for (uint32_t n = 0; n < m.topo.num_nodes(); ++n) lids.push_back(m.model->lid(n, 1));
+
+  // A leaf's first up-link (topology port 2 on a k=4 leaf: ports 0-1 down to hosts).
+  uint32_t leaf = fabric::kNoNode;
+  for (uint32_t n = 0; n < m.topo.num_nodes() && leaf == fabric::kNoNode; ++n)
+    if (!m.topo.is_nic(n) && m.topo.level(n) == 1) leaf = n;
+  ASSERT_NE(leaf, fabric::kNoNode);
+  auto up = m.topo.peer({leaf, 2});
+  ASSERT_TRUE(up && !m.topo.is_nic(up->node));
+  m.model->unplug(leaf, 3);
+
+  auto second = sm.sweep();
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  EXPECT_TRUE(second->subnet_up);
+  EXPECT_EQ(second->links, m.topo.num_links() - 1);
+  EXPECT_EQ(second->lids.assigned, 0u);
+  for (uint32_t n = 0; n < m.topo.num_nodes(); ++n) EXPECT_EQ(m.model->lid(n, 1), lids[n]);
+  EXPECT_EQ(m.undelivered(), 0u);
+  // No route leaves by the pulled cable.
+  for (uint32_t b = 0; b < m.topo.num_nics(); ++b)
+    EXPECT_NE(m.model->lft(leaf, m.model->lid(m.topo.nic_node(b), 1)), 3);
+}
+
+TEST(IbSmOnAModel, TheAuditReadsBackWhatTheSweepWrote) {
+  Modelled m("fattree:k=4,levels=2");
+  IbSubnetManager sm(*m.model, options("minhop"));
+  auto r = sm.sweep();
+  ASSERT_TRUE(r.ok());
+  const IbRoutes written = sm.routes();
+  IbSubnetManager auditor(*m.model, {});
+  auto a = auditor.audit();
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  EXPECT_EQ(a->unreachable, 0u);
+  ASSERT_EQ(auditor.routes().lft.size(), written.lft.size());
+  for (uint32_t n = 0; n < written.lft.size(); ++n)
+    for (uint32_t lid = 1; lid < written.lft[n].size(); ++lid)
+      EXPECT_EQ(auditor.routes().lft[n][lid], written.lft[n][lid])
+          << "node " << n << " LID " << lid;
+  // A CA whose cable is pulled is no longer found.
+  m.model->unplug(m.topo.nic_node(1), 1);
+  auto b = auditor.audit();
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->ca_ports, m.topo.num_nics() - 1);
+}
+
+}  // namespace
+}  // namespace galaxy::nm

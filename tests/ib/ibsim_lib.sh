@@ -1,0 +1,54 @@
+# Shared by the ibsim tests (sourced): the preload that puts a program on ibsim's subnet, ibsim
+# itself with its console on a FIFO, and hexadecimal in awk. The sourcing script defines $dir
+# (a scratch directory) and fail().
+sim_so=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
+sim_pid=""
+
+# Hexadecimal in any awk (Debian's default awk, mawk, has no strtonum).
+hex='function hex(s,  i, v) { s = tolower(s); sub(/^0x/, "", s); v = 0;
+  for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1;
+  return v }'
+
+# Under ibsim: the preload, attached at node $1 (ibsim's node id). ASan's runtime must come
+# first in a sanitized build's preload list; it is told not to insist.
+sim() {
+  local host=$1; shift
+  SIM_HOST="$host" LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+    timeout 120 "$@"
+}
+
+stop_sim() {
+  exec 9>&-
+  if [ -n "$sim_pid" ]; then
+    kill "$sim_pid" 2>/dev/null || true
+    wait "$sim_pid" 2>/dev/null || true
+    sim_pid=""
+  fi
+}
+
+start_sim() {  # <net file> <a node to probe from>
+  stop_sim
+  # ibsim's tables hold 256 switches by default: sized from the file. Its console reads a FIFO
+  # the script holds open on fd 9 (sim_console writes a command to it).
+  local sizes
+  sizes=$(awk '$1 == "Switch" { s++ } $1 == "Switch" || $1 == "Hca" { n++; p += $2 + 1 }
+               END { printf "-S %d -N %d -P %d", s + 16, n + 16, p + 64 }' "$1")
+  rm -f "$dir/console"
+  mkfifo "$dir/console"
+  # shellcheck disable=SC2086
+  ibsim $sizes -s "$1" <"$dir/console" >"$dir/ibsim.log" 2>&1 &
+  sim_pid=$!
+  exec 9>"$dir/console"
+  for _ in $(seq 1 100); do
+    if sim "$2" ibstat >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  cat "$dir/ibsim.log" >&2
+  fail "ibsim did not come up"
+}
+
+# One command to ibsim's console ("Unlink \"node\"[port]"), given time to be read.
+sim_console() {
+  echo "$1" >&9
+  sleep 0.3
+}
