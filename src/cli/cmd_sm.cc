@@ -32,6 +32,9 @@ struct SmCliOptions {
   bool json = false;
   bool audit = false;
   std::string guid2lid;
+  unsigned priority = 0;
+  unsigned poll_interval_ms = 10000;
+  unsigned poll_retries = 4;
 };
 
 std::atomic<bool> g_stop{false};
@@ -80,6 +83,18 @@ void print_report(const nm::IbSweepReport& r) {
   std::fflush(stdout);
 }
 
+void print_standby(const nm::IbSweepReport& r) {
+  const nm::IbSmSeen& m = *r.master;
+  std::printf(
+      "discovered %u switches, %u CA ports, %llu links in %.3f s\n"
+      "STANDBY: the %s SM at LID %u (port GUID %#018llx, priority %u) runs the subnet; nothing "
+      "written\n",
+      r.switches, r.ca_ports, static_cast<unsigned long long>(r.links), r.discover_s,
+      wire::sm_state_name(m.info.sm_state).c_str(), m.lid,
+      static_cast<unsigned long long>(m.info.guid), m.info.priority);
+  std::fflush(stdout);
+}
+
 // OpenSM's guid2lid file: "<port GUID> <base LID> <top LID>" per line, in hex (LMC 0).
 Status write_guid2lid(const nm::IbSubnet& net, const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "w");
@@ -113,13 +128,19 @@ void run_sm(const SmCliOptions& o) {
   so.routing = o.routing;
   so.requests.window = o.window;
   so.requests.deadline_ms = o.timeout_ms * (o.retries + 1) * 4 + 1000;
+  so.priority = static_cast<uint8_t>(o.priority);
   nm::IbSubnetManager sm(**port, so);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  auto wait = [](std::chrono::milliseconds d) {
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (!g_stop && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
   for (unsigned sweep = 1; !g_stop; ++sweep) {
     auto r = o.audit ? sm.audit() : sm.sweep();
     if (!r) return report_error(r.error(), o.json);
-    if (!o.guid2lid.empty()) {
+    if (!r->master && !o.guid2lid.empty()) {
       if (Status s = write_guid2lid(sm.subnet(), o.guid2lid); !s)
         return report_error(s.error(), o.json);
     }
@@ -128,14 +149,38 @@ void run_sm(const SmCliOptions& o) {
       j["sweep"] = sweep;
       std::printf("%s\n", json_text(j, o.once ? 2 : -1).c_str());
       std::fflush(stdout);
+    } else if (r->master) {
+      print_standby(*r);
     } else {
       print_report(*r);
     }
-    set_exit_code(r->subnet_up ? 0 : 1);
+    // A standby is a right outcome beside a master.
+    set_exit_code(r->master || r->subnet_up ? 0 : 1);
     if (o.once) return;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(o.sweep_interval_s);
-    while (!g_stop && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (r->master) {
+      // Standby (IBA 14.4.1): the master is polled; once it has missed --poll-retries polls in
+      // a row (or says it is no longer master) this SM sweeps again, and takes the subnet over
+      // when no other master answers.
+      unsigned missed = 0;
+      while (!g_stop && missed < o.poll_retries) {
+        wait(std::chrono::milliseconds(o.poll_interval_ms));
+        if (g_stop) break;
+        auto polled = sm.poll(*r->master);
+        if (polled && polled->sm_state == static_cast<uint8_t>(wire::SmState::kMaster)) {
+          missed = 0;
+          continue;
+        }
+        ++missed;
+        if (!o.json)
+          std::printf("master SM at LID %u: %s (%u of %u polls missed)\n", r->master->lid,
+                      polled ? ("now " + wire::sm_state_name(polled->sm_state)).c_str()
+                             : polled.error().message.c_str(),
+                      missed, o.poll_retries);
+        if (polled) break;  // answered, but no longer master: sweep now
+      }
+      continue;
+    }
+    wait(std::chrono::seconds(o.sweep_interval_s));
   }
 }
 
@@ -168,6 +213,19 @@ void add_sm_command(CLI::App& app) {
   c->add_flag("--audit", o->audit,
               "change nothing: read the LIDs, states and forwarding tables another SM left and "
               "check every route (exit 0 when all arrive and every link is ACTIVE)");
+  c->add_option("--priority", o->priority,
+                "SM priority against other SMs (IBA SMInfo, 0-15): a master SM found, or a "
+                "discovering one that outranks this, makes this SM a standby")
+      ->capture_default_str()
+      ->check(integer_in(0, 15));
+  c->add_option("--poll-interval-ms", o->poll_interval_ms,
+                "standby: how often the master's SMInfo is read")
+      ->capture_default_str()
+      ->check(integer_in(10, 3600000));
+  c->add_option("--poll-retries", o->poll_retries,
+                "standby: polls the master may miss in a row before this SM sweeps to take over")
+      ->capture_default_str()
+      ->check(integer_in(1, 100));
   c->add_option(
       "--guid2lid", o->guid2lid,
       "after each sweep, write every port's GUID and LID here (OpenSM's guid2lid format)");

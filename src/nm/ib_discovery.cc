@@ -102,6 +102,10 @@ class Discoverer {
       IbPort& port = net_.nodes[n].ports[p];
       port.known = true;
       port.info.raw = r.data;
+      // Another SM behind this port (not the SM's own node): what it says of itself.
+      if (!path.empty() && (port.info.capability_mask() & wire::kCapIsSm) &&
+          (net_.nodes[n].is_switch() ? p == 0 : true))
+        read_sm_info(n, p, path);
       const bool up = port.info.phys_state() == wire::kPhysLinkUp &&
                       port.info.port_state() >= static_cast<uint8_t>(wire::IbPortState::kInit);
       // A switch's linked ports lead on; a CA is left only from the SM's own port (a directed
@@ -117,6 +121,23 @@ class Discoverer {
       auto next = path;
       next.push_back(p);
       probe(std::move(next), n, p);
+    });
+  }
+
+  void read_sm_info(uint32_t n, uint8_t p, const std::vector<uint8_t>& path) {
+    const size_t k = net_.sms.size();
+    IbSmSeen seen;
+    seen.port = {n, p};
+    seen.lid = net_.nodes[n].ports[p].info.lid();
+    net_.sms.push_back(std::move(seen));
+    get(SmpAttr::kSmInfo, 0, path, [this, k](const Status& st, const wire::Smp& r) {
+      IbSmSeen& sm = net_.sms[k];
+      if (!st) {
+        sm.error = st.error().message;
+        return;
+      }
+      sm.answered = true;
+      sm.info = wire::decode_sm_info(r.data);
     });
   }
 

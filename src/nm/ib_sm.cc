@@ -79,7 +79,48 @@ Status IbSubnetManager::discover(IbRequester& rq, IbSweepReport& report) {
   report.switches = subnet_.num_switches();
   report.ca_ports = subnet_.num_ca_ports();
   report.links = subnet_.num_links();
+  report.sms = subnet_.sms;
+  for (const IbSmSeen& sm : subnet_.sms)
+    if (!sm.answered)
+      report.problems.push_back(fmt::format("{} port {} says IsSM but its SMInfo: {}",
+                                            subnet_.name(sm.port.node), sm.port.port, sm.error));
   return {};
+}
+
+std::optional<IbSmSeen> IbSubnetManager::defer_to() const {
+  const uint64_t mine = port_.local().port_guid;
+  std::optional<IbSmSeen> best;
+  for (const IbSmSeen& sm : subnet_.sms) {
+    if (!sm.answered || sm.info.guid == mine) continue;
+    const auto state = static_cast<wire::SmState>(sm.info.sm_state);
+    if (state == wire::SmState::kMaster) return sm;
+    const bool outranks = state == wire::SmState::kDiscovering &&
+                          (sm.info.priority > options_.priority ||
+                           (sm.info.priority == options_.priority && sm.info.guid < mine));
+    if (outranks && !best) best = sm;
+  }
+  return best;
+}
+
+Result<wire::SmInfo> IbSubnetManager::poll(const IbSmSeen& master) {
+  if (master.port.node >= subnet_.nodes.size())
+    return make_error(Code::kNotFound, 7154, "the master SM is not in the discovered subnet");
+  const IbNode& node = subnet_.nodes[master.port.node];
+  const std::vector<uint8_t>& path =
+      node.is_switch() ? node.path : node.ports[master.port.port].path;
+  auto smp = wire::Smp::directed_request(MadMethod::kGet, SmpAttr::kSmInfo, 0, path);
+  if (!smp) return smp.error();
+  IbRequester rq(port_, options_.requests);
+  Result<wire::SmInfo> out = make_error(
+      Code::kTimeout, 7155, fmt::format("{}: no SMInfo answer", subnet_.name(master.port.node)));
+  rq.submit(*smp, wire::kPermissiveLid, [&out](const Status& s, const wire::Smp& a) {
+    if (!s)
+      out = s.error();
+    else
+      out = wire::decode_sm_info(a.data);
+  });
+  GALAXY_TRY(rq.run());
+  return out;
 }
 
 void IbSubnetManager::count_active(IbSweepReport& report) {
@@ -105,6 +146,15 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
 
   if (Status s = discover(rq, report); !s) return s.error();
   report.discover_s = seconds_since(t0);
+  if (auto m = defer_to()) {
+    // Another SM runs the subnet (or is about to): nothing is written.
+    report.role = "standby";
+    report.master = std::move(m);
+    report.smps = rq.stats();
+    report.window = rq.window();
+    report.total_s = seconds_since(t0);
+    return report;
+  }
 
   auto lids = assign_lids(subnet_);
   if (!lids) return lids.error();
@@ -168,8 +218,12 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   report.smps = rq.stats();
   report.window = rq.window();
   report.total_s = seconds_since(t0);
+  // Another SM's SMInfo that did not come (a process gone behind an IsSM port) is that SM's
+  // matter, not a failure to bring this subnet up: each such read is one failed or refused SMP.
+  uint64_t sm_reads_failed = 0;
+  for (const IbSmSeen& sm : subnet_.sms) sm_reads_failed += !sm.answered;
   report.subnet_up = report.ports_not_active == 0 && report.unreachable == 0 &&
-                     report.smps.failed == 0 && report.smps.error_status == 0;
+                     report.smps.failed + report.smps.error_status == sm_reads_failed;
   return report;
 }
 

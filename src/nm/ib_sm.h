@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ inline constexpr const char* kIbFallbackRouting = "minhop";
 struct IbSmOptions {
   std::string routing = "minhop";  // a routing engine spec (nm/routing.h)
   IbRequesterOptions requests;
+  uint8_t priority = 0;  // SMInfo priority (0-15), against other SMs found (IBA 14.4.1)
 };
 
 struct IbSweepReport {
@@ -45,6 +47,12 @@ struct IbSweepReport {
   double discover_s = 0, route_s = 0, program_s = 0, activate_s = 0, total_s = 0;
   // The configured engine when the sweep fell back to kIbFallbackRouting, and why.
   std::string fallback_from, fallback_reason;
+  // The other SMs discovery found (their SMInfo) and the role this SM took: "master", or
+  // "standby" when one of them is the subnet's master or outranks this SM (IBA 14.4.1); a
+  // standby sweep changes nothing and names the SM it defers to in `master`.
+  std::vector<IbSmSeen> sms;
+  std::string role = "master";
+  std::optional<IbSmSeen> master;
   bool subnet_up = false;
   std::vector<std::string> problems;
 };
@@ -62,12 +70,18 @@ class IbSubnetManager {
   // The routing engine of the sweeps that follow (a spec as IbSmOptions::routing).
   void set_routing(std::string spec) { options_.routing = std::move(spec); }
   const std::string& routing() const { return options_.routing; }
+  // Standby: the SMInfo of the SM deferred to, read now by its directed route; an error when it
+  // does not answer (the caller counts polls missed, IBA 14.4.1's polling).
+  Result<wire::SmInfo> poll(const IbSmSeen& master);
   // The subnet as the last sweep found and programmed it.
   const IbSubnet& subnet() const { return subnet_; }
   const IbRoutes& routes() const { return routes_; }
 
  private:
   Status discover(IbRequester& rq, IbSweepReport& report);
+  // The SM found that this one defers to: a master, else a discovering SM of higher priority
+  // (equal priority: the lower GUID); none when this SM is to be master.
+  std::optional<IbSmSeen> defer_to() const;
   // Linked ports ACTIVE and not, as the last answers left them.
   void count_active(IbSweepReport& report);
   // Sweep steps; each feeds its Sets to `rq` (IbRequester::feed), the caller runs them.

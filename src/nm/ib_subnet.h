@@ -49,12 +49,23 @@ struct IbEndpoint {
   bool operator==(const IbEndpoint&) const = default;
 };
 
+// Another subnet manager discovery found: a port whose CapabilityMask says IsSM, and the SMInfo
+// it answered (IBA 14.4: what an SM learns of the others before it takes a role).
+struct IbSmSeen {
+  IbEndpoint port;  // a CA port, or a switch's port 0
+  uint16_t lid = 0;
+  bool answered = false;
+  std::string error;  // why not
+  wire::SmInfo info;
+};
+
 struct IbSubnet {
   std::vector<IbNode> nodes;  // discovery order; the SM's node first
   std::unordered_map<uint64_t, uint32_t> by_guid;
   uint32_t sm_node = kNoIbNode;
   uint8_t sm_port = 0;
   std::vector<std::string> problems;  // e.g. a link seen differently from its two ends
+  std::vector<IbSmSeen> sms;          // the other SMs, as discovery found them
 
   uint32_t num_switches() const;
   uint32_t num_ca_ports() const;  // linked CA ports: one LID each

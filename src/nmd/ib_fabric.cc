@@ -124,7 +124,8 @@ Result<nlohmann::json> IbFabric::sweep(const std::string& engine) {
                      {"max_lids_per_port", r->max_lids_per_port},
                      {"subnet_up", r->subnet_up},
                      {"max_lid", r->lids.max_lid},
-                     {"sm_lid", r->sm_lid}};
+                     {"sm_lid", r->sm_lid},
+                     {"role", r->role}};
   if (!r->fallback_from.empty()) {
     routes_summary_["routing_fallback"] = {{"from", r->fallback_from},
                                            {"reason", r->fallback_reason}};
@@ -146,6 +147,17 @@ Result<nlohmann::json> IbFabric::sweep(const std::string& engine) {
            .cause = "routes do not arrive",
            .detail = fmt::format("{} (switch, LID) routes of the {} tables do not arrive",
                                  r->unreachable, engine == "none" ? "found" : "written")});
+  if (r->master) {
+    // Another SM runs the subnet (IBA 14.4.1): this sweep wrote nothing.
+    note_({.kind = EventKind::kAlarm,
+           .severity = EventSeverity::kMajor,
+           .cause = "standby",
+           .detail = fmt::format("the {} SM at LID {} (port GUID {:#018x}, priority {}) runs the "
+                                 "subnet; nothing written",
+                                 wire::sm_state_name(r->master->info.sm_state), r->master->lid,
+                                 r->master->info.guid, r->master->info.priority)});
+    return j;
+  }
   note_(
       {.kind = EventKind::kLog,
        .severity = r->subnet_up || engine == "none" ? EventSeverity::kInfo : EventSeverity::kMajor,

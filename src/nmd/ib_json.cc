@@ -105,6 +105,24 @@ nlohmann::json ib_sweep_json(const nm::IbSweepReport& r) {
                    {"problems", r.problems}};
   if (!r.fallback_from.empty())
     j["routing_fallback"] = {{"from", r.fallback_from}, {"reason", r.fallback_reason}};
+  j["role"] = r.role;
+  nlohmann::json sms = nlohmann::json::array();
+  for (const nm::IbSmSeen& sm : r.sms) sms.push_back(ib_sm_json(sm));
+  j["sms"] = std::move(sms);
+  j["master"] = r.master ? ib_sm_json(*r.master) : nlohmann::json(nullptr);
+  return j;
+}
+
+nlohmann::json ib_sm_json(const nm::IbSmSeen& sm) {
+  nlohmann::json j{{"port", sm.port.port}, {"lid", sm.lid}, {"answered", sm.answered}};
+  if (!sm.answered) {
+    j["error"] = sm.error;
+    return j;
+  }
+  j["guid"] = fmt::format("{:#018x}", sm.info.guid);
+  j["priority"] = sm.info.priority;
+  j["state"] = wire::sm_state_name(sm.info.sm_state);
+  j["act_count"] = sm.info.act_count;
   return j;
 }
 

@@ -33,4 +33,8 @@ nlohmann::json ib_port_scan_json(const nm::IbSubnet& net, const nm::IbPortScan& 
 // problems and the routing fallback (`galaxy sm --json`, the daemon's sweeps).
 nlohmann::json ib_sweep_json(const nm::IbSweepReport& r);
 
+// Another SM as discovery found it: its port and LID, and its SMInfo (GUID, priority, state,
+// activity count) or why it gave none.
+nlohmann::json ib_sm_json(const nm::IbSmSeen& sm);
+
 }  // namespace galaxy::nmd

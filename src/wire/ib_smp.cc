@@ -297,6 +297,20 @@ void SwitchInfo::set_port_state_change(bool v) {
   put_bits_be(raw, 11, 2, 1, v ? 1 : 0);
 }
 
+std::string sm_state_name(uint8_t state) {
+  switch (static_cast<SmState>(state)) {
+    case SmState::kNotActive:
+      return "not active";
+    case SmState::kDiscovering:
+      return "discovering";
+    case SmState::kStandby:
+      return "standby";
+    case SmState::kMaster:
+      return "master";
+  }
+  return fmt::format("state {}", state);
+}
+
 SmpData encode_sm_info(const SmInfo& s) {
   SmpData d{};
   put_be(d, 0, 8, s.guid);

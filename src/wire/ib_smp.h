@@ -137,7 +137,13 @@ struct SwitchInfo {
   void set_port_state_change(bool v);
 };
 
-// SMInfo (IBA 14.2.5.13).
+// PortInfo CapabilityMask bits (IBA 14.2.5.6, Table 152).
+inline constexpr uint32_t kCapIsSm = 1u << 1;  // a subnet manager runs behind this port
+
+// SMInfo (IBA 14.2.5.13). SmState values (IBA 14.4.1).
+enum class SmState : uint8_t { kNotActive = 0, kDiscovering = 1, kStandby = 2, kMaster = 3 };
+// "not active", "discovering", "standby", "master"; "state N" beyond.
+std::string sm_state_name(uint8_t state);
 struct SmInfo {
   uint64_t guid = 0;
   uint64_t sm_key = 0;

@@ -33,6 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   PortInfo q = p.for_set();
   if (q.lid() != p.lid() || q.port_state() != 0) std::abort();
   if (encode_sm_info(decode_sm_info(s->data))[20] != s->data[20]) std::abort();
+  (void)sm_state_name(decode_sm_info(s->data).sm_state);
   (void)smp_status_text(s->status);
   return 0;
 }

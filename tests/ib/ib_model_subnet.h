@@ -68,6 +68,13 @@ class ModelSubnet final : public ib::SmpPort {
       p->info.set_port_state(wire::IbPortState::kDown);
     }
   }
+  // Another SM behind CA `node` port 1: the port says IsSM (CapabilityMask, big-endian at byte
+  // 20) and answers SMInfo with `info`, or not at all (nullopt: an SM process gone).
+  void run_sm(uint32_t node, std::optional<wire::SmInfo> info) {
+    wire::PortInfo& pi = nodes_[node].ports[1].info;
+    pi.raw[23] |= wire::kCapIsSm;
+    nodes_[node].sm = info;
+  }
   wire::PortCounters& counters(uint32_t node, uint8_t port) {
     return nodes_[node].ports[port].counters;
   }
@@ -151,6 +158,7 @@ class ModelSubnet final : public ib::SmpPort {
     std::vector<Port> ports;  // [0 .. NumPorts]
     wire::SwitchInfo switch_info;
     std::vector<uint8_t> lft;
+    std::optional<wire::SmInfo> sm;  // an SM's answer to SMInfo (run_sm)
   };
   struct Request {
     wire::Smp smp;
@@ -263,6 +271,10 @@ class ModelSubnet final : public ib::SmpPort {
         r.data = port.info.raw;
         return;
       }
+      case wire::SmpAttr::kSmInfo:
+        if (!node.sm) break;
+        r.data = wire::encode_sm_info(*node.sm);
+        return;
       case wire::SmpAttr::kLinearForwardingTable: {
         if (!node.is_switch || m * wire::kLftBlockLids >= kLinearFdbCap) break;
         const size_t first = size_t{m} * wire::kLftBlockLids;

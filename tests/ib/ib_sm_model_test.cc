@@ -130,5 +130,63 @@ TEST(IbSmOnAModel, TheAuditReadsBackWhatTheSweepWrote) {
   EXPECT_EQ(b->ca_ports, m.topo.num_nics() - 1);
 }
 
+// IBA 14.4.1 on a subnet with another SM (SMInfo at an IsSM port): a master makes this SM a
+// standby that writes nothing; so does a discovering SM that outranks it; a standby SM, a
+// discovering one it outranks, or one that does not answer leave it master.
+TEST(IbSmOnAModel, AnotherSmDecidesTheRole) {
+  struct Case {
+    const char* name;
+    std::optional<wire::SmInfo> other;
+    bool standby;
+  };
+  auto info = [](wire::SmState state, uint8_t priority, uint64_t guid) {
+    wire::SmInfo i;
+    i.guid = guid;
+    i.priority = priority;
+    i.sm_state = static_cast<uint8_t>(state);
+    i.act_count = 7;
+    return std::optional<wire::SmInfo>(i);
+  };
+  using S = wire::SmState;
+  // The SM under test has priority 5; its port GUID is the model's SM node GUID + 1.
+  const std::vector<Case> cases{
+      {"master of lower priority", info(S::kMaster, 1, 0x10), true},
+      {"discovering, higher priority", info(S::kDiscovering, 9, ~0ull), true},
+      {"discovering, same priority, lower GUID", info(S::kDiscovering, 5, 0x1), true},
+      {"discovering, same priority, higher GUID", info(S::kDiscovering, 5, ~0ull), false},
+      {"discovering, lower priority", info(S::kDiscovering, 2, 0x1), false},
+      {"standby", info(S::kStandby, 15, 0x1), false},
+      {"not answering", std::nullopt, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Modelled m("fattree:k=4,levels=2");
+    const uint32_t other = m.topo.nic_node(6);
+    m.model->run_sm(other, c.other);
+    IbSmOptions o = options("minhop");
+    o.priority = 5;
+    IbSubnetManager sm(*m.model, o);
+    auto r = sm.sweep();
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    ASSERT_EQ(r->sms.size(), 1u);
+    EXPECT_EQ(r->sms[0].answered, c.other.has_value());
+    EXPECT_EQ(r->role, c.standby ? "standby" : "master");
+    if (c.standby) {
+      ASSERT_TRUE(r->master.has_value());
+      EXPECT_EQ(r->master->info.guid, c.other->guid);
+      EXPECT_EQ(m.model->sets, 0u);  // a standby writes nothing
+      EXPECT_FALSE(r->subnet_up);
+      auto polled = sm.poll(*r->master);
+      ASSERT_TRUE(polled.ok()) << polled.error().to_string();
+      EXPECT_EQ(polled->sm_state, c.other->sm_state);
+      m.model->run_sm(other, std::nullopt);  // the master's process is gone
+      EXPECT_FALSE(sm.poll(*r->master).ok());
+    } else {
+      EXPECT_TRUE(r->subnet_up);
+      EXPECT_EQ(m.undelivered(), 0u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace galaxy::nm

@@ -210,5 +210,22 @@ TEST_F(IbFabricTest, NoneChecksTheTablesWithoutWritingAny) {
   EXPECT_EQ(of_cause("subnet checked").size(), 1u);
 }
 
+TEST_F(IbFabricTest, BesideAMasterSmTheDaemonIsStandbyAndWritesNothing) {
+  wire::SmInfo master;
+  master.guid = 0x77;
+  master.priority = 3;
+  master.sm_state = static_cast<uint8_t>(wire::SmState::kMaster);
+  model->run_sm(topo.nic_node(6), master);
+  auto r = fabric->sweep("fattree");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ((*r)["role"], "standby");
+  EXPECT_EQ((*r)["master"]["guid"], "0x0000000000000077");
+  EXPECT_EQ(fabric->routes_summary()["role"], "standby");
+  EXPECT_EQ(model->sets, 0u);
+  ASSERT_EQ(of_cause("standby").size(), 1u);
+  EXPECT_EQ(of_cause("subnet up").size(), 0u);
+  EXPECT_EQ(fabric->view()->chips.size(), topo.num_nodes());  // the subnet is still shown
+}
+
 }  // namespace
 }  // namespace galaxy::nmd

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Galaxy's SM beside OpenSM on one ibsim subnet (IBA 14.4.1: SMInfo decides the roles):
+#   * OpenSM is master (priority 10): `galaxy sm --once` at another node finds it by its IsSM
+#     capability, reads its SMInfo, stays standby and writes nothing (the switches' tables, the
+#     ports' SM LID are OpenSM's, as ibroute and smpquery read them);
+#   * `galaxy sm` as a daemon, standby, polls the master; OpenSM killed: after the polls it may
+#     miss, Galaxy sweeps and takes the subnet over: every port's SM LID is Galaxy's,
+#     iblinkinfo shows every link ACTIVE, ibtracert crosses the subnet on Galaxy's tables.
+# Usage: ibsim_sm_roles.sh <galaxy binary>. Exit 77 (skipped) without ibsim, OpenSM or the diags.
+set -euo pipefail
+galaxy=$1
+# shellcheck source=tests/ib/ibsim_lib.sh
+. "$(dirname "$0")/ibsim_lib.sh"
+for tool in ibsim opensm ibroute ibtracert iblinkinfo smpquery sminfo jq; do
+  command -v "$tool" >/dev/null || { echo "skip: $tool not installed"; exit 77; }
+done
+[ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
+
+dir=$(mktemp -d)
+osm_pid=""
+gsm_pid=""
+cleanup() {
+  for p in $gsm_pid $osm_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  stop_sim
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for f in standby.json gsm.out gsm.err osm.out osm.log ibsim.log; do
+    [ -s "$dir/$f" ] && { echo "--- $f" >&2; tail -30 "$dir/$f" >&2; }
+  done
+  exit 1
+}
+# The SM LID a CA port holds (PortInfo, read by smpquery from the diags' node).
+sm_lid_of() {
+  sim nic00017 smpquery portinfo "$1" 2>/dev/null | sed -n 's/^SMLid:\.*//p'
+}
+
+"$galaxy" fabric --fabric sim:fattree:k=8,levels=2 --no-chips --write "$dir/ft8.net" >/dev/null
+start_sim "$dir/ft8.net" nic00000
+
+# OpenSM at nic00005, priority 10, brings the subnet up: master, and a far host's port ACTIVE
+# with OpenSM's LID as its SM's.
+SIM_HOST=nic00005 LD_PRELOAD="$sim_so" opensm -p 10 -f "$dir/osm.log" >"$dir/osm.out" 2>&1 &
+osm_pid=$!
+up=""
+for _ in $(seq 1 100); do
+  if sim nic00017 sminfo 2>/dev/null | grep -q SMINFO_MASTER &&
+     sim nic00017 smpquery -D portinfo 0 2>/dev/null | grep -Eq "^LinkState:\.+Active"; then
+    up=1
+    break
+  fi
+  sleep 0.1
+done
+[ -n "$up" ] || fail "OpenSM did not bring the subnet up"
+osm_lid=$(sim nic00017 sminfo | sed -n 's/^sminfo: sm lid \([0-9]*\) .*/\1/p')
+[ -n "$osm_lid" ] || fail "sminfo: no master"
+# nic00017's leaf switch (directed route 0,1) and nic00017's own port (0).
+sim nic00017 ibroute -D 0,1 >"$dir/lft.before" 2>&1 || fail "ibroute"
+probe_lid=$(sim nic00017 smpquery -D portinfo 0 | sed -n 's/^Lid:\.*//p')
+[ "$(sm_lid_of "$probe_lid")" = "$osm_lid" ] || fail "the SM LID is not OpenSM's before Galaxy runs"
+
+# Galaxy at nic00000: standby, nothing written.
+sim nic00000 "$galaxy" sm --fabric ib: --once --json --priority 5 >"$dir/standby.json" 2>&1 ||
+  fail "galaxy sm beside a master"
+jq -e --argjson l "$osm_lid" '.role == "standby" and .master.lid == $l and
+  .master.state == "master" and .master.priority == 10 and .lft_blocks == 0 and .port_sets == 0' \
+  "$dir/standby.json" >/dev/null || fail "not standby under OpenSM"
+sim nic00017 ibroute -D 0,1 >"$dir/lft.after" 2>&1 || fail "ibroute"
+cmp -s "$dir/lft.before" "$dir/lft.after" || fail "a standby changed a switch's table"
+[ "$(sm_lid_of "$probe_lid")" = "$osm_lid" ] || fail "a standby changed the SM LID"
+
+# Galaxy as a daemon, standby; OpenSM killed: Galaxy takes over after the polls it may miss.
+SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+  "$galaxy" sm --fabric ib: --json --poll-interval-ms 200 --poll-retries 3 --timeout-ms 100 \
+  --retries 1 --sweep-interval 60 >"$dir/gsm.out" 2>"$dir/gsm.err" &
+gsm_pid=$!
+for _ in $(seq 1 100); do
+  grep -q '"role":"standby"' "$dir/gsm.out" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q '"role":"standby"' "$dir/gsm.out" || fail "the daemon did not start standby"
+kill "$osm_pid"
+wait "$osm_pid" 2>/dev/null || true
+osm_pid=""
+killed=$(date +%s%N)
+for _ in $(seq 1 150); do
+  grep -q '"subnet_up":true' "$dir/gsm.out" && break
+  sleep 0.1
+done
+grep -q '"subnet_up":true' "$dir/gsm.out" || fail "Galaxy did not take over"
+took_ms=$(( ($(date +%s%N) - killed) / 1000000 ))
+tail -1 "$dir/gsm.out" | jq -e '.role == "master" and .subnet_up == true' >/dev/null ||
+  fail "the takeover sweep"
+g_lid=$(tail -1 "$dir/gsm.out" | jq .sm_lid)
+[ "$(sm_lid_of "$probe_lid")" = "$g_lid" ] || fail "the SM LID is not Galaxy's after the takeover"
+sim nic00017 iblinkinfo >"$dir/links.txt" 2>&1 || fail "iblinkinfo"
+if grep -E "(Initialize|Armed|Down)/ *LinkUp" "$dir/links.txt" >&2; then fail "ports not ACTIVE"; fi
+sim nic00017 ibtracert "$probe_lid" "$osm_lid" >"$dir/trace.txt" 2>&1 || fail "ibtracert after the takeover"
+grep -q "^To ca" "$dir/trace.txt" || { cat "$dir/trace.txt" >&2; fail "ibtracert did not arrive"; }
+echo "ok: standby under OpenSM (nothing written), master ${took_ms} ms after OpenSM was killed"
