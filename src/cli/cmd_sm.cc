@@ -33,6 +33,7 @@ struct SmCliOptions {
   bool audit = false;
   std::string guid2lid;
   unsigned priority = 0;
+  uint64_t sm_key = 1;
   unsigned poll_interval_ms = 10000;
   unsigned poll_retries = 4;
 };
@@ -129,13 +130,18 @@ void run_sm(const SmCliOptions& o) {
   so.requests.window = o.window;
   so.requests.deadline_ms = o.timeout_ms * (o.retries + 1) * 4 + 1000;
   so.priority = static_cast<uint8_t>(o.priority);
+  so.sm_key = o.sm_key;
   nm::IbSubnetManager sm(**port, so);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  auto wait = [](std::chrono::milliseconds d) {
+  // As a daemon the SM answers other SMs' SMInfo (they find it and defer to a master), also
+  // while it waits between sweeps and polls.
+  if (!o.once && !o.audit) {
+    if (Status s = sm.serve_sm_info(); !s) return report_error(s.error(), o.json);
+  }
+  auto wait = [&port](std::chrono::milliseconds d) {
     const auto until = std::chrono::steady_clock::now() + d;
-    while (!g_stop && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!g_stop && std::chrono::steady_clock::now() < until) (*port)->serve(20);
   };
   for (unsigned sweep = 1; !g_stop; ++sweep) {
     auto r = o.audit ? sm.audit() : sm.sweep();
@@ -218,6 +224,10 @@ void add_sm_command(CLI::App& app) {
                 "discovering one that outranks this, makes this SM a standby")
       ->capture_default_str()
       ->check(integer_in(0, 15));
+  c->add_option("--sm-key", o->sm_key,
+                "SMInfo SM_Key, shared by the SMs of a subnet (OpenSM's default: 1)")
+      ->capture_default_str()
+      ->check(any_uint64());
   c->add_option("--poll-interval-ms", o->poll_interval_ms,
                 "standby: how often the master's SMInfo is read")
       ->capture_default_str()

@@ -4,9 +4,12 @@
 // interface, which also reaches ibsim through libumad2sim.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "base/status.h"
 #include "wire/ib_mad.h"
@@ -33,6 +36,11 @@ struct SmpCompletion {
   std::optional<wire::Mad> gmp;
 };
 
+// A request addressed to the SM behind this port rather than to its SMA (another SM's SMInfo
+// Get or Set, IBA 14.4) -> the answer to send back (method and data set; the port turns it
+// round), or nullopt to leave it unanswered.
+using SmRequestHandler = std::function<std::optional<wire::Smp>(const wire::Smp& request)>;
+
 class SmpPort {
  public:
   virtual ~SmpPort() = default;
@@ -49,6 +57,17 @@ class SmpPort {
     (void)mad;
     (void)dlid;
     return make_error(Code::kUnsupported, 7025, "this port sends no general management packets");
+  }
+  // Makes the port an SM's (the IsSM capability, IBA 14.2.5.6, so that other SMs find it) and
+  // answers the requests addressed to that SM with `h` whenever receive() or serve() runs.
+  virtual Status serve_sm(SmRequestHandler h) {
+    (void)h;
+    return make_error(Code::kUnsupported, 7028, "this port answers no requests to an SM");
+  }
+  // Waits `timeout_ms` with nothing of its own in flight, answering requests to the SM (answers
+  // to requests already given up are dropped).
+  virtual void serve(int timeout_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
   }
   // How many requests may be outstanding at once without the transport itself stalling
   // (UINT32_MAX: no limit of its own).

@@ -1,8 +1,11 @@
 #include "ib/umad_port.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <infiniband/umad.h>
 #include <link.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -53,7 +56,38 @@ class UmadPort final : public SmpPort {
         local_(std::move(local)),
         options_(std::move(options)),
         buf_(umad_size() + wire::kMadBytes) {}
-  ~UmadPort() override { umad_close_port(fd_); }
+  ~UmadPort() override {
+    if (issm_fd_ >= 0) ::close(issm_fd_);  // IsSM clears when the device closes
+    umad_close_port(fd_);
+  }
+
+  Status serve_sm(SmRequestHandler h) override {
+    if (issm_fd_ < 0) {
+      char path[256];
+      if (int r = umad_get_issm_path(local_.ca.c_str(), static_cast<int>(local_.port), path,
+                                     sizeof path);
+          r < 0)
+        return make_error(Code::kIoError, 7029,
+                          fmt::format("umad: no issm device for {} port {}: {}", local_.ca,
+                                      local_.port, std::strerror(-r)));
+      issm_fd_ = ::open(path, O_RDWR);
+      if (issm_fd_ < 0)
+        return make_error(
+            Code::kIoError, 7030,
+            fmt::format("umad: opening {} (the IsSM capability): {}", path, std::strerror(errno)));
+    }
+    sm_handler_ = std::move(h);
+    return {};
+  }
+
+  void serve(int timeout_ms) override {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (auto now = std::chrono::steady_clock::now(); now < until;
+         now = std::chrono::steady_clock::now()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
+      (void)receive(static_cast<int>(std::max<int64_t>(left.count(), 1)));
+    }
+  }
 
   const LocalPort& local() const override { return local_; }
 
@@ -134,8 +168,11 @@ class UmadPort final : public SmpPort {
         c.status = smp.error();
         return c;
       }
-      // Requests from elsewhere (another SM's SMInfo, a trap) are not ours to answer here.
-      if (!wire::is_response(smp->method)) continue;
+      // Requests from elsewhere (another SM's SMInfo): the SM's handler answers them.
+      if (!wire::is_response(smp->method)) {
+        answer_request(*smp);
+        continue;
+      }
       c.smp = std::move(*smp);
       return c;
     }
@@ -155,9 +192,41 @@ class UmadPort final : public SmpPort {
                      options_.retries);
   }
 
+  // A request to the SM, answered through the handler and turned round: a directed-route one
+  // goes back along its return path (the hop pointer as it arrived, IBA 14.2.2), a LID-routed
+  // one to the LID it came from.
+  void answer_request(const wire::Smp& request) {
+    if (!sm_handler_) return;
+    std::optional<wire::Smp> answer = sm_handler_(request);
+    if (!answer) return;
+    answer->transaction_id = request.transaction_id;
+    answer->directed = request.directed;
+    answer->returning = request.directed;
+    answer->hop_pointer = request.hop_pointer;
+    answer->hop_count = request.hop_count;
+    answer->initial_path = request.initial_path;
+    answer->return_path = request.return_path;
+    answer->dr_slid = request.dr_slid;
+    answer->dr_dlid = request.dr_dlid;
+    answer->attribute_id = request.attribute_id;
+    answer->attribute_modifier = request.attribute_modifier;
+    auto bytes = wire::encode_smp(*answer);
+    if (!bytes) return;
+    const uint16_t dlid =
+        request.directed ? wire::kPermissiveLid : ntohs(umad_get_mad_addr(buf_.data())->lid);
+    std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
+    std::memcpy(umad_get_mad(out.data()), bytes->data(), bytes->size());
+    umad_set_addr(out.data(), dlid, 0, 0, 0);
+    // An answer expects none: no timeout, no resend.
+    (void)umad_send(fd_, request.directed ? dr_agent_ : lid_agent_, out.data(),
+                    static_cast<int>(wire::kMadBytes), 0, 0);
+  }
+
   LocalPort local_;
   UmadOptions options_;
   std::vector<uint8_t> buf_;
+  int issm_fd_ = -1;
+  SmRequestHandler sm_handler_;
   std::array<int, 256> gmp_agents_ = [] {
     std::array<int, 256> a{};
     a.fill(-1);
@@ -230,8 +299,13 @@ Result<std::unique_ptr<SmpPort>> open_umad_port(const UmadOptions& options) {
                                   "/dev/infiniband/umad*)",
                                   local.ca, local.port, std::strerror(-fd)));
   }
-  int dr = umad_register(fd, 0x81, kSmpClassVersion, 0, nullptr);
-  int lr = dr < 0 ? dr : umad_register(fd, 0x01, kSmpClassVersion, 0, nullptr);
+  // Get and Set requests are delivered too: those addressed to the SM (another SM's SMInfo)
+  // rather than to the SMA, which the adapter answers itself.
+  long methods[16 / sizeof(long)] = {};
+  methods[0] =
+      1L << static_cast<int>(wire::MadMethod::kGet) | 1L << static_cast<int>(wire::MadMethod::kSet);
+  int dr = umad_register(fd, 0x81, kSmpClassVersion, 0, methods);
+  int lr = dr < 0 ? dr : umad_register(fd, 0x01, kSmpClassVersion, 0, methods);
   if (dr < 0 || lr < 0) {
     umad_close_port(fd);
     return make_error(Code::kIoError, 7023,

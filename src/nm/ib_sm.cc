@@ -92,6 +92,8 @@ std::optional<IbSmSeen> IbSubnetManager::defer_to() const {
   std::optional<IbSmSeen> best;
   for (const IbSmSeen& sm : subnet_.sms) {
     if (!sm.answered || sm.info.guid == mine) continue;
+    // An SM of another key manages another subnet's worth of trust: ignored, as OpenSM does.
+    if (options_.sm_key != 0 && sm.info.sm_key != options_.sm_key) continue;
     const auto state = static_cast<wire::SmState>(sm.info.sm_state);
     if (state == wire::SmState::kMaster) return sm;
     const bool outranks = state == wire::SmState::kDiscovering &&
@@ -100,6 +102,32 @@ std::optional<IbSmSeen> IbSubnetManager::defer_to() const {
     if (outranks && !best) best = sm;
   }
   return best;
+}
+
+wire::SmInfo IbSubnetManager::sm_info() const {
+  wire::SmInfo i;
+  i.guid = port_.local().port_guid;
+  i.sm_key = options_.sm_key;
+  i.act_count = act_count_;
+  i.priority = options_.priority;
+  i.sm_state = static_cast<uint8_t>(state_);
+  return i;
+}
+
+Status IbSubnetManager::serve_sm_info() {
+  return port_.serve_sm([this](const wire::Smp& req) -> std::optional<wire::Smp> {
+    if (req.attribute_id != static_cast<uint16_t>(SmpAttr::kSmInfo)) return std::nullopt;
+    ++act_count_;
+    wire::Smp a;
+    a.method = MadMethod::kGetResp;
+    // With its SM_Key: the key is kept from requesters M_Key protection does not authenticate
+    // (IBA 14.4.5), and this SM sets no M_Key.
+    a.data = wire::encode_sm_info(sm_info());
+    // Handover and the other state requests of a Set are not taken (IBA 13.4.7: 0x0C, the
+    // method and attribute combination is not supported).
+    if (req.method != MadMethod::kGet) a.status = 0x0C;
+    return a;
+  });
 }
 
 Result<wire::SmInfo> IbSubnetManager::poll(const IbSmSeen& master) {
@@ -144,10 +172,12 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   if (auto engine = routing_engines().find(spec->name); !engine) return engine.error();
   IbRequester rq(port_, options_.requests);
 
+  if (state_ != wire::SmState::kMaster) state_ = wire::SmState::kDiscovering;
   if (Status s = discover(rq, report); !s) return s.error();
   report.discover_s = seconds_since(t0);
   if (auto m = defer_to()) {
     // Another SM runs the subnet (or is about to): nothing is written.
+    state_ = wire::SmState::kStandby;
     report.role = "standby";
     report.master = std::move(m);
     report.smps = rq.stats();
@@ -156,6 +186,7 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
     return report;
   }
 
+  state_ = wire::SmState::kMaster;
   auto lids = assign_lids(subnet_);
   if (!lids) return lids.error();
   report.lids = *lids;

@@ -24,6 +24,9 @@ struct IbSmOptions {
   std::string routing = "minhop";  // a routing engine spec (nm/routing.h)
   IbRequesterOptions requests;
   uint8_t priority = 0;  // SMInfo priority (0-15), against other SMs found (IBA 14.4.1)
+  // SMInfo SM_Key (IBA 14.4.5), shared by the SMs of a subnet: an SM found with another
+  // (non-zero) key is ignored, as OpenSM ignores one. OpenSM's default is 1.
+  uint64_t sm_key = 1;
 };
 
 struct IbSweepReport {
@@ -70,6 +73,13 @@ class IbSubnetManager {
   // The routing engine of the sweeps that follow (a spec as IbSmOptions::routing).
   void set_routing(std::string spec) { options_.routing = std::move(spec); }
   const std::string& routing() const { return options_.routing; }
+  // From now on the port says IsSM and this SM answers other SMs' SMInfo Gets with its GUID,
+  // priority and state (discovering during a sweep, then master or standby), so that they
+  // find it and defer to a master (IBA 14.4.1). SMInfo Sets (handover, acknowledge, disable)
+  // are answered with the state unchanged and status "unsupported".
+  Status serve_sm_info();
+  // What this SM says of itself in SMInfo.
+  wire::SmInfo sm_info() const;
   // Standby: the SMInfo of the SM deferred to, read now by its directed route; an error when it
   // does not answer (the caller counts polls missed, IBA 14.4.1's polling).
   Result<wire::SmInfo> poll(const IbSmSeen& master);
@@ -102,6 +112,8 @@ class IbSubnetManager {
 
   ib::SmpPort& port_;
   IbSmOptions options_;
+  wire::SmState state_ = wire::SmState::kDiscovering;
+  uint32_t act_count_ = 0;  // SMInfo ActCount: rises with every SMP this SM answers
   IbSubnet subnet_;
   IbRoutes routes_;
 };

@@ -161,6 +161,12 @@ Status Daemon::init_ib() {
   auto f = IbFabric::open(options_.session.fabric, [this](Event e) { note(std::move(e)); });
   if (!f) return f.error();
   ib_ = std::move(*f);
+  // Other SMs find this one (IsSM) and read its SMInfo, answered between the loop's steps.
+  if (Status s = ib_->serve_sm_info(); !s)
+    note({.kind = EventKind::kAlarm,
+          .severity = EventSeverity::kMinor,
+          .cause = "SMInfo not served",
+          .detail = fmt::format("other SMs will not find this one: {}", s.error().to_string())});
   std::lock_guard lock(mu_);
   auto swept = sweep_ib_locked(config_.routing_engine);
   if (!swept) return swept.error();
@@ -274,7 +280,9 @@ void Daemon::loop() {
 
 void Daemon::tick_locked() {
   if (ib_) {
-    // InfiniBand: no fault reports to collect (traps are the subnet's); sweeps on schedule.
+    // InfiniBand: no fault reports to collect (traps are the subnet's); other SMs' SMInfo
+    // requests answered; sweeps on schedule.
+    ib_->serve(1);
     if (config_.sweep_interval_s > 0 && wall_us() >= next_sweep_us_) {
       (void)sweep_locked();
       next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);

@@ -52,6 +52,12 @@ class IbFabric {
   // LIDs with one output port.
   Result<nlohmann::json> chip_routes(const std::string& chip);
 
+  // Makes the daemon's port an SM's (IsSM) that answers other SMs' SMInfo (nm::IbSubnetManager::
+  // serve_sm_info), so that an OpenSM beside it finds a master and stands by.
+  Status serve_sm_info() { return sm_.serve_sm_info(); }
+  // Answers what other SMs asked meanwhile, waiting up to `timeout_ms`.
+  void serve(int timeout_ms) { port_->serve(timeout_ms); }
+
   // The console's snapshot of the subnet now (the daemon adds its fault counts).
   std::shared_ptr<FabricView> view() const;
   // The last sweep's routing, as GET /api/routes shows it; null before the first sweep.

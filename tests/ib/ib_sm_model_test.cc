@@ -132,7 +132,8 @@ TEST(IbSmOnAModel, TheAuditReadsBackWhatTheSweepWrote) {
 
 // IBA 14.4.1 on a subnet with another SM (SMInfo at an IsSM port): a master makes this SM a
 // standby that writes nothing; so does a discovering SM that outranks it; a standby SM, a
-// discovering one it outranks, or one that does not answer leave it master.
+// discovering one it outranks, one that does not answer or one of another SM_Key (ignored, as
+// OpenSM ignores it) leave it master.
 TEST(IbSmOnAModel, AnotherSmDecidesTheRole) {
   struct Case {
     const char* name;
@@ -145,7 +146,12 @@ TEST(IbSmOnAModel, AnotherSmDecidesTheRole) {
     i.priority = priority;
     i.sm_state = static_cast<uint8_t>(state);
     i.act_count = 7;
+    i.sm_key = 1;  // the subnet's key, OpenSM's default and ours
     return std::optional<wire::SmInfo>(i);
+  };
+  auto keyed = [](std::optional<wire::SmInfo> i, uint64_t key) {
+    i->sm_key = key;
+    return i;
   };
   using S = wire::SmState;
   // The SM under test has priority 5; its port GUID is the model's SM node GUID + 1.
@@ -157,6 +163,7 @@ TEST(IbSmOnAModel, AnotherSmDecidesTheRole) {
       {"discovering, lower priority", info(S::kDiscovering, 2, 0x1), false},
       {"standby", info(S::kStandby, 15, 0x1), false},
       {"not answering", std::nullopt, false},
+      {"master of another SM_Key", keyed(info(S::kMaster, 15, 0x1), 7), false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

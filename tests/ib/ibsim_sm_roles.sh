@@ -5,7 +5,9 @@
 #     ports' SM LID are OpenSM's, as ibroute and smpquery read them);
 #   * `galaxy sm` as a daemon, standby, polls the master; OpenSM killed: after the polls it may
 #     miss, Galaxy sweeps and takes the subnet over: every port's SM LID is Galaxy's,
-#     iblinkinfo shows every link ACTIVE, ibtracert crosses the subnet on Galaxy's tables.
+#     iblinkinfo shows every link ACTIVE, ibtracert crosses the subnet on Galaxy's tables;
+#   * OpenSM started again beside Galaxy's master finds it (IsSM, SMInfo answered by Galaxy)
+#     and enters STANDBY, sminfo reads Galaxy as master; Galaxy killed, OpenSM takes over.
 # Usage: ibsim_sm_roles.sh <galaxy binary>. Exit 77 (skipped) without ibsim, OpenSM or the diags.
 set -euo pipefail
 galaxy=$1
@@ -71,9 +73,10 @@ sim nic00017 ibroute -D 0,1 >"$dir/lft.after" 2>&1 || fail "ibroute"
 cmp -s "$dir/lft.before" "$dir/lft.after" || fail "a standby changed a switch's table"
 [ "$(sm_lid_of "$probe_lid")" = "$osm_lid" ] || fail "a standby changed the SM LID"
 
-# Galaxy as a daemon, standby; OpenSM killed: Galaxy takes over after the polls it may miss.
+# Galaxy as a daemon (priority 10), standby beside the master; OpenSM killed: Galaxy takes over
+# after the polls it may miss.
 SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
-  "$galaxy" sm --fabric ib: --json --poll-interval-ms 200 --poll-retries 3 --timeout-ms 100 \
+  "$galaxy" sm --fabric ib: --json --priority 10 --poll-interval-ms 200 --poll-retries 3 --timeout-ms 100 \
   --retries 1 --sweep-interval 60 >"$dir/gsm.out" 2>"$dir/gsm.err" &
 gsm_pid=$!
 for _ in $(seq 1 100); do
@@ -99,4 +102,33 @@ sim nic00017 iblinkinfo >"$dir/links.txt" 2>&1 || fail "iblinkinfo"
 if grep -E "(Initialize|Armed|Down)/ *LinkUp" "$dir/links.txt" >&2; then fail "ports not ACTIVE"; fi
 sim nic00017 ibtracert "$probe_lid" "$osm_lid" >"$dir/trace.txt" 2>&1 || fail "ibtracert after the takeover"
 grep -q "^To ca" "$dir/trace.txt" || { cat "$dir/trace.txt" >&2; fail "ibtracert did not arrive"; }
-echo "ok: standby under OpenSM (nothing written), master ${took_ms} ms after OpenSM was killed"
+
+# The other way round: OpenSM (priority 5, polling every 300 ms, 2 retries) started beside
+# Galaxy's master finds it by its IsSM port and SMInfo and enters STANDBY; Galaxy killed,
+# OpenSM takes the subnet over.
+printf 'sminfo_polling_timeout 300\npolling_retry_number 2\n' >"$dir/osm.conf"
+SIM_HOST=nic00005 LD_PRELOAD="$sim_so" opensm -p 5 -F "$dir/osm.conf" -f "$dir/osm.log" \
+  >"$dir/osm.out" 2>&1 &
+osm_pid=$!
+for _ in $(seq 1 100); do
+  grep -q "Entering STANDBY state" "$dir/osm.out" 2>/dev/null && break
+  grep -q "Entering MASTER state" "$dir/osm.out" 2>/dev/null && break
+  sleep 0.1
+done
+grep -q "Entering STANDBY state" "$dir/osm.out" || fail "OpenSM did not defer to Galaxy's master"
+sim nic00017 sminfo >"$dir/sminfo.txt" 2>&1 || fail "sminfo"
+g_guid=$(tail -1 "$dir/gsm.out" | jq -r .port.guid)
+grep -Eq "sm guid $(printf '0x%x' "$((g_guid))"),.*state 3 SMINFO_MASTER" "$dir/sminfo.txt" ||
+  { cat "$dir/sminfo.txt" >&2; fail "sminfo does not read Galaxy ($g_guid) as master"; }
+kill "$gsm_pid"
+wait "$gsm_pid" 2>/dev/null || true
+gsm_pid=""
+killed=$(date +%s%N)
+for _ in $(seq 1 100); do
+  grep -q "Entering MASTER state" "$dir/osm.out" && break
+  sleep 0.1
+done
+grep -q "Entering MASTER state" "$dir/osm.out" || fail "OpenSM did not take over from Galaxy"
+osm_took_ms=$(( ($(date +%s%N) - killed) / 1000000 ))
+echo "ok: standby under OpenSM (nothing written), master ${took_ms} ms after OpenSM was killed;"
+echo "    OpenSM standby under Galaxy's master, master ${osm_took_ms} ms after Galaxy was killed"

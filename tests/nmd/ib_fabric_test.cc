@@ -213,6 +213,7 @@ TEST_F(IbFabricTest, NoneChecksTheTablesWithoutWritingAny) {
 TEST_F(IbFabricTest, BesideAMasterSmTheDaemonIsStandbyAndWritesNothing) {
   wire::SmInfo master;
   master.guid = 0x77;
+  master.sm_key = 1;
   master.priority = 3;
   master.sm_state = static_cast<uint8_t>(wire::SmState::kMaster);
   model->run_sm(topo.nic_node(6), master);
