@@ -137,6 +137,10 @@ void add_nmd_command(CLI::App& app) {
                 "random one, printed once)");
   c->add_option("--read-token-file", o->read_token_file,
                 "also protect reads with this token (for a non-loopback --listen)");
+  c->add_option("--sm-priority", o->daemon.sm_priority,
+                "--fabric ib:: the SM's priority against other SMs (SMInfo, 0-15)")
+      ->capture_default_str()
+      ->check(integer_in(0, 15));
   c->add_option("--engine", o->daemon.routing_engine,
                 "routing engine at start (none: leave the tables)")
       ->capture_default_str();

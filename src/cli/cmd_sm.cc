@@ -88,11 +88,12 @@ void print_standby(const nm::IbSweepReport& r) {
   const nm::IbSmSeen& m = *r.master;
   std::printf(
       "discovered %u switches, %u CA ports, %llu links in %.3f s\n"
-      "STANDBY: the %s SM at LID %u (port GUID %#018llx, priority %u) runs the subnet; nothing "
-      "written\n",
+      "STANDBY: %s SM at LID %u (port GUID %#018llx, priority %u) %s; nothing written\n",
       r.switches, r.ca_ports, static_cast<unsigned long long>(r.links), r.discover_s,
-      wire::sm_state_name(m.info.sm_state).c_str(), m.lid,
-      static_cast<unsigned long long>(m.info.guid), m.info.priority);
+      r.handed_over_to ? "handed over to the"
+                       : ("the " + wire::sm_state_name(m.info.sm_state)).c_str(),
+      m.lid, static_cast<unsigned long long>(m.info.guid), m.info.priority,
+      r.handed_over_to ? "(it outranks this SM)" : "runs the subnet");
   std::fflush(stdout);
 }
 
@@ -139,9 +140,11 @@ void run_sm(const SmCliOptions& o) {
   if (!o.once && !o.audit) {
     if (Status s = sm.serve_sm_info(); !s) return report_error(s.error(), o.json);
   }
-  auto wait = [&port](std::chrono::milliseconds d) {
+  // Waits, answering other SMs; a handover received ends the wait (the next sweep is a master's).
+  auto wait = [&port, &sm](std::chrono::milliseconds d) {
     const auto until = std::chrono::steady_clock::now() + d;
-    while (!g_stop && std::chrono::steady_clock::now() < until) (*port)->serve(20);
+    while (!g_stop && !sm.handover_received() && std::chrono::steady_clock::now() < until)
+      (*port)->serve(20);
   };
   for (unsigned sweep = 1; !g_stop; ++sweep) {
     auto r = o.audit ? sm.audit() : sm.sweep();
@@ -170,7 +173,7 @@ void run_sm(const SmCliOptions& o) {
       unsigned missed = 0;
       while (!g_stop && missed < o.poll_retries) {
         wait(std::chrono::milliseconds(o.poll_interval_ms));
-        if (g_stop) break;
+        if (g_stop || sm.handover_received()) break;
         auto polled = sm.poll(*r->master);
         if (polled && polled->sm_state == static_cast<uint8_t>(wire::SmState::kMaster)) {
           missed = 0;

@@ -120,27 +120,39 @@ Status IbSubnetManager::serve_sm_info() {
     ++act_count_;
     wire::Smp a;
     a.method = MadMethod::kGetResp;
+    if (req.method == MadMethod::kSet) {
+      const auto control = static_cast<wire::SmControl>(req.attribute_modifier);
+      if (control == wire::SmControl::kHandover && state_ == wire::SmState::kStandby) {
+        // The master hands the subnet over: this SM is master from now on, sweeps at once
+        // and acknowledges (IBA 14.4.1).
+        state_ = wire::SmState::kMaster;
+        handover_from_ = wire::decode_sm_info(req.data).guid;
+      } else if (control != wire::SmControl::kAcknowledge) {
+        // DISABLE, STANDBY and DISCOVER are not taken (IBA 13.4.7: 0x0C, the method and
+        // attribute combination is not supported); nor a handover to a master.
+        a.status = 0x0C;
+      }
+    }
     // With its SM_Key: the key is kept from requesters M_Key protection does not authenticate
     // (IBA 14.4.5), and this SM sets no M_Key.
     a.data = wire::encode_sm_info(sm_info());
-    // Handover and the other state requests of a Set are not taken (IBA 13.4.7: 0x0C, the
-    // method and attribute combination is not supported).
-    if (req.method != MadMethod::kGet) a.status = 0x0C;
     return a;
   });
 }
 
-Result<wire::SmInfo> IbSubnetManager::poll(const IbSmSeen& master) {
-  if (master.port.node >= subnet_.nodes.size())
-    return make_error(Code::kNotFound, 7154, "the master SM is not in the discovered subnet");
-  const IbNode& node = subnet_.nodes[master.port.node];
-  const std::vector<uint8_t>& path =
-      node.is_switch() ? node.path : node.ports[master.port.port].path;
-  auto smp = wire::Smp::directed_request(MadMethod::kGet, SmpAttr::kSmInfo, 0, path);
+Result<wire::SmInfo> IbSubnetManager::sm_info_request(const IbSmSeen& sm, MadMethod method,
+                                                      wire::SmControl control) {
+  if (sm.port.node >= subnet_.nodes.size())
+    return make_error(Code::kNotFound, 7154, "the SM is not in the discovered subnet");
+  const IbNode& node = subnet_.nodes[sm.port.node];
+  const std::vector<uint8_t>& path = node.is_switch() ? node.path : node.ports[sm.port.port].path;
+  const uint32_t modifier = method == MadMethod::kSet ? static_cast<uint32_t>(control) : 0;
+  auto smp = wire::Smp::directed_request(method, SmpAttr::kSmInfo, modifier, path);
   if (!smp) return smp.error();
+  smp->data = wire::encode_sm_info(sm_info());
   IbRequester rq(port_, options_.requests);
   Result<wire::SmInfo> out = make_error(
-      Code::kTimeout, 7155, fmt::format("{}: no SMInfo answer", subnet_.name(master.port.node)));
+      Code::kTimeout, 7155, fmt::format("{}: no SMInfo answer", subnet_.name(sm.port.node)));
   rq.submit(*smp, wire::kPermissiveLid, [&out](const Status& s, const wire::Smp& a) {
     if (!s)
       out = s.error();
@@ -149,6 +161,23 @@ Result<wire::SmInfo> IbSubnetManager::poll(const IbSmSeen& master) {
   });
   GALAXY_TRY(rq.run());
   return out;
+}
+
+Result<wire::SmInfo> IbSubnetManager::poll(const IbSmSeen& master) {
+  return sm_info_request(master, MadMethod::kGet, wire::SmControl::kHandover);
+}
+
+std::optional<IbSmSeen> IbSubnetManager::outranking_standby() const {
+  const uint64_t mine = port_.local().port_guid;
+  for (const IbSmSeen& sm : subnet_.sms) {
+    if (!sm.answered || sm.info.guid == mine) continue;
+    if (options_.sm_key != 0 && sm.info.sm_key != options_.sm_key) continue;
+    if (sm.info.sm_state == static_cast<uint8_t>(wire::SmState::kStandby) &&
+        (sm.info.priority > options_.priority ||
+         (sm.info.priority == options_.priority && sm.info.guid < mine)))
+      return sm;
+  }
+  return std::nullopt;
 }
 
 void IbSubnetManager::count_active(IbSweepReport& report) {
@@ -175,7 +204,38 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   if (state_ != wire::SmState::kMaster) state_ = wire::SmState::kDiscovering;
   if (Status s = discover(rq, report); !s) return s.error();
   report.discover_s = seconds_since(t0);
-  if (auto m = defer_to()) {
+  std::optional<IbSmSeen> m;
+  if (handover_from_) {
+    // Master by handover: the old master (still saying so) is told, and stands by.
+    const uint64_t from = *handover_from_;
+    handover_from_.reset();
+    report.handed_over_by = from;
+    for (const IbSmSeen& sm : subnet_.sms)
+      if (sm.answered && sm.info.guid == from)
+        if (auto ack = sm_info_request(sm, MadMethod::kSet, wire::SmControl::kAcknowledge);
+            !ack && ack.error().code != Code::kUnsupported)
+          // An answer with a status still arrived, and the old master stands by on it (OpenSM
+          // 3.3 answers with class-specific status bits); no answer is a problem.
+          report.problems.push_back(
+              fmt::format("ACKNOWLEDGE to the SM that handed over: {}", ack.error().message));
+  } else {
+    m = defer_to();
+  }
+  if (!m) {
+    // A standby that outranks this master gets the subnet (IBA 14.4.1): HANDOVER, and this SM
+    // stands by under it.
+    if (auto up = outranking_standby()) {
+      auto handed = sm_info_request(*up, MadMethod::kSet, wire::SmControl::kHandover);
+      if (handed) {
+        report.handed_over_to = up->info.guid;
+        m = up;
+      } else {
+        report.problems.push_back(
+            fmt::format("HANDOVER to the SM that outranks this one: {}", handed.error().message));
+      }
+    }
+  }
+  if (m) {
     // Another SM runs the subnet (or is about to): nothing is written.
     state_ = wire::SmState::kStandby;
     report.role = "standby";

@@ -56,6 +56,9 @@ struct IbSweepReport {
   std::vector<IbSmSeen> sms;
   std::string role = "master";
   std::optional<IbSmSeen> master;
+  // Handover (IBA 14.4.1): the port GUID of the SM this one handed the subnet to (it outranks
+  // this one; this sweep is then standby), or of the master that handed it to this one.
+  uint64_t handed_over_to = 0, handed_over_by = 0;
   bool subnet_up = false;
   std::vector<std::string> problems;
 };
@@ -80,6 +83,9 @@ class IbSubnetManager {
   Status serve_sm_info();
   // What this SM says of itself in SMInfo.
   wire::SmInfo sm_info() const;
+  // A master handed the subnet to this standby SM (an SMInfo Set HANDOVER answered): the next
+  // sweep is a master's.
+  bool handover_received() const { return handover_from_.has_value(); }
   // Standby: the SMInfo of the SM deferred to, read now by its directed route; an error when it
   // does not answer (the caller counts polls missed, IBA 14.4.1's polling).
   Result<wire::SmInfo> poll(const IbSmSeen& master);
@@ -92,6 +98,11 @@ class IbSubnetManager {
   // The SM found that this one defers to: a master, else a discovering SM of higher priority
   // (equal priority: the lower GUID); none when this SM is to be master.
   std::optional<IbSmSeen> defer_to() const;
+  // A standby SM found that outranks this master, which hands the subnet over to it.
+  std::optional<IbSmSeen> outranking_standby() const;
+  // An SMInfo Get, or a Set with `control`, to `sm` by its directed route -> its answer.
+  Result<wire::SmInfo> sm_info_request(const IbSmSeen& sm, wire::MadMethod method,
+                                       wire::SmControl control);
   // Linked ports ACTIVE and not, as the last answers left them.
   void count_active(IbSweepReport& report);
   // Sweep steps; each feeds its Sets to `rq` (IbRequester::feed), the caller runs them.
@@ -113,7 +124,8 @@ class IbSubnetManager {
   ib::SmpPort& port_;
   IbSmOptions options_;
   wire::SmState state_ = wire::SmState::kDiscovering;
-  uint32_t act_count_ = 0;  // SMInfo ActCount: rises with every SMP this SM answers
+  uint32_t act_count_ = 0;                 // SMInfo ActCount: rises with every SMP this SM answers
+  std::optional<uint64_t> handover_from_;  // the master's GUID, until the sweep acknowledges
   IbSubnet subnet_;
   IbRoutes routes_;
 };

@@ -69,6 +69,10 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonOptions& options) {
                       fmt::format("retention = {} s: must be 0 (keep every event) or from 1 s to "
                                   "{} s",
                                   options.retention_s, kMaxRetentionS));
+  if (options.sm_priority > 15)
+    return make_error(
+        Code::kOutOfRange, 8408,
+        fmt::format("sm_priority = {} must be in [0, 15] (SMInfo priority)", options.sm_priority));
   std::unique_ptr<Daemon> d(new Daemon(options));
   GALAXY_TRY(d->init());
   return d;
@@ -158,7 +162,9 @@ Status Daemon::init_ib() {
                       fmt::format("--region = '{}': regions divide Galaxy's machine rooms; an "
                                   "InfiniBand subnet has one SM and is managed whole",
                                   region_.text));
-  auto f = IbFabric::open(options_.session.fabric, [this](Event e) { note(std::move(e)); });
+  auto f = IbFabric::open(
+      options_.session.fabric, [this](Event e) { note(std::move(e)); },
+      static_cast<uint8_t>(options_.sm_priority));
   if (!f) return f.error();
   ib_ = std::move(*f);
   // Other SMs find this one (IsSM) and read its SMInfo, answered between the loop's steps.
@@ -283,7 +289,7 @@ void Daemon::tick_locked() {
     // InfiniBand: no fault reports to collect (traps are the subnet's); other SMs' SMInfo
     // requests answered; sweeps on schedule.
     ib_->serve(1);
-    if (config_.sweep_interval_s > 0 && wall_us() >= next_sweep_us_) {
+    if ((config_.sweep_interval_s > 0 && wall_us() >= next_sweep_us_) || ib_->handover_received()) {
       (void)sweep_locked();
       next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
     }

@@ -45,6 +45,8 @@ struct DaemonOptions {
   double sim_us_per_tick = 1000;  // simulated fabrics: simulated time let pass per tick
   // The chips this daemon manages (fault reporting, scans, chip requests): fabric_view.h Region.
   std::string region;
+  // InfiniBand: the SM's priority against other SMs (SMInfo, 0-15; IBA 14.4.1).
+  unsigned sm_priority = 0;
   // Per-port metric series for every port up to this many chips; above it only the ports with
   // errors or a link down (TH-2 has 150,000 ports: a scrape of every one would be 100 MB).
   uint32_t all_port_metrics_up_to_chips = 4096;

@@ -83,16 +83,25 @@ uint64_t grown(uint64_t before, uint64_t after) {
 
 }  // namespace
 
-Result<std::unique_ptr<IbFabric>> IbFabric::open(const std::string& spec, NoteFn note) {
+Result<std::unique_ptr<IbFabric>> IbFabric::open(const std::string& spec, NoteFn note,
+                                                 uint8_t priority) {
   ib::UmadOptions uo;
   GALAXY_TRY(ib::parse_ib_fabric(spec, uo));
   auto port = ib::open_umad_port(uo);
   if (!port) return port.error();
-  return std::make_unique<IbFabric>(std::move(*port), std::move(note));
+  return std::make_unique<IbFabric>(std::move(*port), std::move(note), priority);
 }
 
-IbFabric::IbFabric(std::unique_ptr<ib::SmpPort> port, NoteFn note)
-    : port_(std::move(port)), note_(std::move(note)), sm_(*port_, {}) {
+namespace {
+nm::IbSmOptions sm_options(uint8_t priority) {
+  nm::IbSmOptions o;
+  o.priority = priority;
+  return o;
+}
+}  // namespace
+
+IbFabric::IbFabric(std::unique_ptr<ib::SmpPort> port, NoteFn note, uint8_t priority)
+    : port_(std::move(port)), note_(std::move(note)), sm_(*port_, sm_options(priority)) {
   plan_ = std::make_shared<fabric::Topology>();
 }
 

@@ -31,10 +31,12 @@ namespace galaxy::nmd {
 class IbFabric {
  public:
   using NoteFn = std::function<void(Event)>;
-  // Opens the management port; nothing is sent yet. `note` records what sweeps and scans find.
-  static Result<std::unique_ptr<IbFabric>> open(const std::string& spec, NoteFn note);
+  // Opens the management port; nothing is sent yet. `note` records what sweeps and scans find;
+  // `priority` is the SM's against other SMs (SMInfo, 0-15).
+  static Result<std::unique_ptr<IbFabric>> open(const std::string& spec, NoteFn note,
+                                                uint8_t priority = 0);
   // A port of the caller's (tests: a modelled subnet).
-  IbFabric(std::unique_ptr<ib::SmpPort> port, NoteFn note);
+  IbFabric(std::unique_ptr<ib::SmpPort> port, NoteFn note, uint8_t priority = 0);
 
   // A heavy sweep routed by `engine` (nm::IbSubnetManager::sweep); "none": discovery and a check
   // of the tables the switches hold, nothing written (IbSubnetManager::audit). Nodes and links
@@ -57,6 +59,8 @@ class IbFabric {
   Status serve_sm_info() { return sm_.serve_sm_info(); }
   // Answers what other SMs asked meanwhile, waiting up to `timeout_ms`.
   void serve(int timeout_ms) { port_->serve(timeout_ms); }
+  // Another SM handed this one the subnet (SMInfo HANDOVER): the daemon sweeps at once.
+  bool handover_received() const { return sm_.handover_received(); }
 
   // The console's snapshot of the subnet now (the daemon adds its fault counts).
   std::shared_ptr<FabricView> view() const;

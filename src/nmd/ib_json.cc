@@ -110,6 +110,8 @@ nlohmann::json ib_sweep_json(const nm::IbSweepReport& r) {
   for (const nm::IbSmSeen& sm : r.sms) sms.push_back(ib_sm_json(sm));
   j["sms"] = std::move(sms);
   j["master"] = r.master ? ib_sm_json(*r.master) : nlohmann::json(nullptr);
+  if (r.handed_over_to) j["handed_over_to"] = fmt::format("{:#018x}", r.handed_over_to);
+  if (r.handed_over_by) j["handed_over_by"] = fmt::format("{:#018x}", r.handed_over_by);
   return j;
 }
 

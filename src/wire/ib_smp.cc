@@ -136,7 +136,10 @@ Result<Smp> decode_smp(std::span<const uint8_t> bytes) {
 std::string smp_status_text(uint16_t status) {
   switch ((status >> 2) & 0x7) {
     case 0:
-      return status & 1 ? "busy" : "ok";
+      if (status == 0) return "ok";
+      if (status & 1) return "busy";
+      if (status & 2) return "redirect required";
+      return fmt::format("status {:#06x}", status);  // class-specific bits
     case 1:
       return "bad base or class version";
     case 2:

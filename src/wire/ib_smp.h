@@ -142,6 +142,14 @@ inline constexpr uint32_t kCapIsSm = 1u << 1;  // a subnet manager runs behind t
 
 // SMInfo (IBA 14.2.5.13). SmState values (IBA 14.4.1).
 enum class SmState : uint8_t { kNotActive = 0, kDiscovering = 1, kStandby = 2, kMaster = 3 };
+// What an SMInfo Set asks of the SM it is sent to: its AttributeModifier (IBA 14.4.1).
+enum class SmControl : uint32_t {
+  kHandover = 1,     // a master hands the subnet to a standby that outranks it
+  kAcknowledge = 2,  // the new master confirms, and the old one stands by
+  kDisable = 3,
+  kStandby = 4,
+  kDiscover = 5,
+};
 // "not active", "discovering", "standby", "master"; "state N" beyond.
 std::string sm_state_name(uint8_t state);
 struct SmInfo {

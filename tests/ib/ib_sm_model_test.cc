@@ -131,8 +131,9 @@ TEST(IbSmOnAModel, TheAuditReadsBackWhatTheSweepWrote) {
 }
 
 // IBA 14.4.1 on a subnet with another SM (SMInfo at an IsSM port): a master makes this SM a
-// standby that writes nothing; so does a discovering SM that outranks it; a standby SM, a
-// discovering one it outranks, one that does not answer or one of another SM_Key (ignored, as
+// standby that writes nothing; so does a discovering SM that outranks it; a standby that
+// outranks it is handed the subnet (SMInfo Set HANDOVER) and this SM stands by; a standby or
+// discovering SM it outranks, one that does not answer or one of another SM_Key (ignored, as
 // OpenSM ignores it) leave it master.
 TEST(IbSmOnAModel, AnotherSmDecidesTheRole) {
   struct Case {
@@ -161,7 +162,8 @@ TEST(IbSmOnAModel, AnotherSmDecidesTheRole) {
       {"discovering, same priority, lower GUID", info(S::kDiscovering, 5, 0x1), true},
       {"discovering, same priority, higher GUID", info(S::kDiscovering, 5, ~0ull), false},
       {"discovering, lower priority", info(S::kDiscovering, 2, 0x1), false},
-      {"standby", info(S::kStandby, 15, 0x1), false},
+      {"standby it outranks", info(S::kStandby, 2, 0x1), false},
+      {"standby that outranks it: handed over", info(S::kStandby, 9, ~0ull), true},
       {"not answering", std::nullopt, false},
       {"master of another SM_Key", keyed(info(S::kMaster, 15, 0x1), 7), false},
   };
@@ -181,7 +183,10 @@ TEST(IbSmOnAModel, AnotherSmDecidesTheRole) {
     if (c.standby) {
       ASSERT_TRUE(r->master.has_value());
       EXPECT_EQ(r->master->info.guid, c.other->guid);
-      EXPECT_EQ(m.model->sets, 0u);  // a standby writes nothing
+      // A standby writes nothing; a handover is one SMInfo Set (IBA 14.4.1).
+      const bool handover = c.other->sm_state == static_cast<uint8_t>(S::kStandby);
+      EXPECT_EQ(m.model->sets, handover ? 1u : 0u);
+      EXPECT_EQ(r->handed_over_to, handover ? c.other->guid : 0u);
       EXPECT_FALSE(r->subnet_up);
       auto polled = sm.poll(*r->master);
       ASSERT_TRUE(polled.ok()) << polled.error().to_string();

@@ -52,3 +52,17 @@ sim_console() {
   echo "$1" >&9
   sleep 0.3
 }
+
+# OpenSM attached at node $1 with priority $2, polling a master every 300 ms (2 retries) and
+# light-sweeping every second, its output in $dir/osm.out; sets osm_pid. Then waits until it
+# has taken a role (STANDBY or MASTER).
+start_opensm() {
+  printf 'sminfo_polling_timeout 300\npolling_retry_number 2\nsweep_interval 1\n' >"$dir/osm.conf"
+  SIM_HOST="$1" LD_PRELOAD="$sim_so" opensm -p "$2" -F "$dir/osm.conf" -f "$dir/osm.log" \
+    >"$dir/osm.out" 2>&1 &
+  osm_pid=$!
+  for _ in $(seq 1 100); do
+    grep -q "Entering \(STANDBY\|MASTER\) state" "$dir/osm.out" 2>/dev/null && return 0
+    sleep 0.1
+  done
+}

@@ -9,29 +9,31 @@
 #   sweeps        a link unplugged in ibsim's console: the next sweep raises a critical link_down
 #                 alarm on that port and the console shows the link down;
 #   refusals      Galaxy-only operations (registers, inject, fault_mask) answer 409 with E8407;
-#   CLI           `galaxy --server ... trace` prints the IB trace from the daemon.
+#   CLI           `galaxy --server ... trace` prints the IB trace from the daemon;
+#   other SMs     OpenSM beside the daemon stands by (SMInfo), then is handed the subnet.
 # Usage: ibsim_nmd.sh <galaxy binary>. Exit 77 (skipped) without ibsim, infiniband-diags, curl
 # or jq.
 set -euo pipefail
 galaxy=$1
 # shellcheck source=tests/ib/ibsim_lib.sh
 . "$(dirname "$0")/ibsim_lib.sh"
-for tool in ibsim ibroute ibtracert iblinkinfo curl jq; do
+for tool in ibsim opensm ibroute ibtracert iblinkinfo curl jq; do
   command -v "$tool" >/dev/null || { echo "skip: $tool not installed"; exit 77; }
 done
 [ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
 
 dir=$(mktemp -d)
 nmd_pid=""
+osm_pid=""
 cleanup() {
-  [ -n "$nmd_pid" ] && { kill "$nmd_pid" 2>/dev/null || true; wait "$nmd_pid" 2>/dev/null || true; }
+  for p in $nmd_pid $osm_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   stop_sim
   rm -rf "$dir"
 }
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*" >&2
-  for f in nmd.err ibsim.log; do
+  for f in nmd.err osm.out ibsim.log; do
     [ -s "$dir/$f" ] && { echo "--- $f" >&2; tail -30 "$dir/$f" >&2; }
   done
   exit 1
@@ -166,6 +168,24 @@ get /api/status | jq -e '.links_down == 1' >/dev/null || fail "status: links_dow
 get "/api/chips/l1%2Fsw00000" | jq -e '.ports[7].link == "down" and .ports[7].port == 8' \
   >/dev/null || fail "chip view: the unplugged port"
 trace_matches
+
+# Another SM: OpenSM (priority 5) started beside the daemon's master (priority 0) finds it by its
+# SMInfo and stands by; the daemon's next sweep hands it the subnet (it outranks the daemon),
+# and the daemon shows a standby alarm.
+start_opensm nic00005 5
+grep -q "Entering STANDBY state" "$dir/osm.out" || fail "OpenSM did not stand by under the daemon"
+send POST /api/discover >"$dir/handover.json"
+jq -e '.role == "standby" and (.handed_over_to | startswith("0x"))' "$dir/handover.json" \
+  >/dev/null || { cat "$dir/handover.json" >&2; fail "the daemon did not hand over to OpenSM"; }
+for _ in $(seq 1 50); do
+  grep -q "Entering MASTER state" "$dir/osm.out" && break
+  sleep 0.1
+done
+grep -q "Entering MASTER state" "$dir/osm.out" || fail "OpenSM did not take the handover"
+get /api/routes | jq -e '.role == "standby"' >/dev/null || fail "routes: role"
+kill "$osm_pid"
+wait "$osm_pid" 2>/dev/null || true
+osm_pid=""
 
 kill -TERM "$nmd_pid"
 wait "$nmd_pid" || fail "galaxy nmd exited with $? on SIGTERM"

@@ -7,7 +7,9 @@
 #     miss, Galaxy sweeps and takes the subnet over: every port's SM LID is Galaxy's,
 #     iblinkinfo shows every link ACTIVE, ibtracert crosses the subnet on Galaxy's tables;
 #   * OpenSM started again beside Galaxy's master finds it (IsSM, SMInfo answered by Galaxy)
-#     and enters STANDBY, sminfo reads Galaxy as master; Galaxy killed, OpenSM takes over.
+#     and enters STANDBY, sminfo reads Galaxy as master; Galaxy killed, OpenSM takes over;
+#   * handover by priority both ways (SMInfo Set HANDOVER, ACKNOWLEDGE): OpenSM's master hands
+#     the subnet to Galaxy when Galaxy outranks it, Galaxy's to OpenSM when OpenSM does.
 # Usage: ibsim_sm_roles.sh <galaxy binary>. Exit 77 (skipped) without ibsim, OpenSM or the diags.
 set -euo pipefail
 galaxy=$1
@@ -29,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 fail() {
   echo "FAIL: $*" >&2
-  for f in standby.json gsm.out gsm.err osm.out osm.log ibsim.log; do
+  for f in gsm.out gsm.err osm.out osm.log ibsim.log; do
     [ -s "$dir/$f" ] && { echo "--- $f" >&2; tail -30 "$dir/$f" >&2; }
   done
   exit 1
@@ -73,10 +75,10 @@ sim nic00017 ibroute -D 0,1 >"$dir/lft.after" 2>&1 || fail "ibroute"
 cmp -s "$dir/lft.before" "$dir/lft.after" || fail "a standby changed a switch's table"
 [ "$(sm_lid_of "$probe_lid")" = "$osm_lid" ] || fail "a standby changed the SM LID"
 
-# Galaxy as a daemon (priority 10), standby beside the master; OpenSM killed: Galaxy takes over
-# after the polls it may miss.
+# Galaxy as a daemon (priority 5: OpenSM's master at 10 keeps the subnet), standby; OpenSM
+# killed: Galaxy takes over after the polls it may miss.
 SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
-  "$galaxy" sm --fabric ib: --json --priority 10 --poll-interval-ms 200 --poll-retries 3 --timeout-ms 100 \
+  "$galaxy" sm --fabric ib: --json --priority 5 --poll-interval-ms 200 --poll-retries 3 --timeout-ms 100 \
   --retries 1 --sweep-interval 60 >"$dir/gsm.out" 2>"$dir/gsm.err" &
 gsm_pid=$!
 for _ in $(seq 1 100); do
@@ -104,17 +106,9 @@ sim nic00017 ibtracert "$probe_lid" "$osm_lid" >"$dir/trace.txt" 2>&1 || fail "i
 grep -q "^To ca" "$dir/trace.txt" || { cat "$dir/trace.txt" >&2; fail "ibtracert did not arrive"; }
 
 # The other way round: OpenSM (priority 5, polling every 300 ms, 2 retries) started beside
-# Galaxy's master finds it by its IsSM port and SMInfo and enters STANDBY; Galaxy killed,
-# OpenSM takes the subnet over.
-printf 'sminfo_polling_timeout 300\npolling_retry_number 2\n' >"$dir/osm.conf"
-SIM_HOST=nic00005 LD_PRELOAD="$sim_so" opensm -p 5 -F "$dir/osm.conf" -f "$dir/osm.log" \
-  >"$dir/osm.out" 2>&1 &
-osm_pid=$!
-for _ in $(seq 1 100); do
-  grep -q "Entering STANDBY state" "$dir/osm.out" 2>/dev/null && break
-  grep -q "Entering MASTER state" "$dir/osm.out" 2>/dev/null && break
-  sleep 0.1
-done
+# Galaxy's master (5, and the lower GUID) finds it by its IsSM port and SMInfo and enters
+# STANDBY; Galaxy killed, OpenSM takes the subnet over.
+start_opensm nic00005 5
 grep -q "Entering STANDBY state" "$dir/osm.out" || fail "OpenSM did not defer to Galaxy's master"
 sim nic00017 sminfo >"$dir/sminfo.txt" 2>&1 || fail "sminfo"
 g_guid=$(tail -1 "$dir/gsm.out" | jq -r .port.guid)
@@ -130,5 +124,47 @@ for _ in $(seq 1 100); do
 done
 grep -q "Entering MASTER state" "$dir/osm.out" || fail "OpenSM did not take over from Galaxy"
 osm_took_ms=$(( ($(date +%s%N) - killed) / 1000000 ))
+
+# Handover by priority (SMInfo Set HANDOVER, then ACKNOWLEDGE): Galaxy at priority 12 beside
+# OpenSM's master at 5 starts standby; OpenSM finds the SM that outranks it and hands the subnet
+# over; Galaxy sweeps as master and OpenSM stands by.
+osm_guid=$(sim nic00017 sminfo | sed -n 's/.*sm guid \(0x[0-9a-f]*\),.*/\1/p')
+: >"$dir/gsm.out"
+SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
+  "$galaxy" sm --fabric ib: --json --priority 12 --poll-interval-ms 300 --sweep-interval 1 \
+  >"$dir/gsm.out" 2>"$dir/gsm.err" &
+gsm_pid=$!
+for _ in $(seq 1 100); do
+  grep -q '"handed_over_by"' "$dir/gsm.out" 2>/dev/null && break
+  sleep 0.1
+done
+head -1 "$dir/gsm.out" | jq -e '.role == "standby"' >/dev/null || fail "Galaxy did not start standby"
+grep '"handed_over_by"' "$dir/gsm.out" | head -1 |
+  jq -e --arg g "$osm_guid" '.role == "master" and .subnet_up == true and
+    (.handed_over_by | ltrimstr("0x") | ltrimstr("0000000000")) == ($g | ltrimstr("0x"))' \
+  >/dev/null || fail "OpenSM did not hand the subnet over to Galaxy (priority 12 > 5)"
+for _ in $(seq 1 50); do
+  [ "$(grep -c "Entering STANDBY state" "$dir/osm.out")" -ge 2 ] && break
+  sleep 0.1
+done
+[ "$(grep -c "Entering STANDBY state" "$dir/osm.out")" -ge 2 ] || fail "OpenSM did not stand by after the handover"
+
+# And back: OpenSM restarted at priority 14 stands by under Galaxy's master (12), which hands
+# the subnet over to it at its next sweep.
+kill "$osm_pid"
+wait "$osm_pid" 2>/dev/null || true
+start_opensm nic00005 14
+for _ in $(seq 1 100); do
+  grep -q '"handed_over_to"' "$dir/gsm.out" && break
+  sleep 0.1
+done
+grep '"handed_over_to"' "$dir/gsm.out" | head -1 | jq -e '.role == "standby" and .port_sets == 0' \
+  >/dev/null || fail "Galaxy (12) did not hand the subnet over to OpenSM (14)"
+for _ in $(seq 1 50); do
+  grep -q "Entering MASTER state" "$dir/osm.out" && break
+  sleep 0.1
+done
+grep -q "Entering MASTER state" "$dir/osm.out" || fail "OpenSM did not take the handover"
 echo "ok: standby under OpenSM (nothing written), master ${took_ms} ms after OpenSM was killed;"
-echo "    OpenSM standby under Galaxy's master, master ${osm_took_ms} ms after Galaxy was killed"
+echo "    OpenSM standby under Galaxy's master, master ${osm_took_ms} ms after Galaxy was killed;"
+echo "    handover OpenSM -> Galaxy and Galaxy -> OpenSM by priority"
