@@ -3,11 +3,12 @@
 #   * OpenSM is master (priority 10): `galaxy sm --once` at another node finds it by its IsSM
 #     capability, reads its SMInfo, stays standby and writes nothing (the switches' tables, the
 #     ports' SM LID are OpenSM's, as ibroute and smpquery read them);
-#   * `galaxy sm` as a daemon, standby, polls the master; OpenSM killed: after the polls it may
+#   * `galaxy sm` as a daemon, standby, polls the master; OpenSM killed (-9): after the polls it may
 #     miss, Galaxy sweeps and takes the subnet over: every port's SM LID is Galaxy's,
 #     iblinkinfo shows every link ACTIVE, ibtracert crosses the subnet on Galaxy's tables;
 #   * OpenSM started again beside Galaxy's master finds it (IsSM, SMInfo answered by Galaxy)
-#     and enters STANDBY, sminfo reads Galaxy as master; Galaxy killed, OpenSM takes over;
+#     and enters STANDBY, sminfo reads Galaxy as master; Galaxy killed (-9), OpenSM takes over
+#     and sminfo reads it as master;
 #   * handover by priority both ways (SMInfo Set HANDOVER, ACKNOWLEDGE): OpenSM's master hands
 #     the subnet to Galaxy when Galaxy outranks it, Galaxy's to OpenSM when OpenSM does.
 # Usage: ibsim_sm_roles.sh <galaxy binary>. Exit 77 (skipped) without ibsim, OpenSM or the diags.
@@ -86,7 +87,7 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 grep -q '"role":"standby"' "$dir/gsm.out" || fail "the daemon did not start standby"
-kill "$osm_pid"
+kill -9 "$osm_pid"
 wait "$osm_pid" 2>/dev/null || true
 osm_pid=""
 killed=$(date +%s%N)
@@ -96,6 +97,10 @@ for _ in $(seq 1 150); do
 done
 grep -q '"subnet_up":true' "$dir/gsm.out" || fail "Galaxy did not take over"
 took_ms=$(( ($(date +%s%N) - killed) / 1000000 ))
+sim nic00017 sminfo >"$dir/sminfo.txt" 2>&1 || fail "sminfo after the takeover"
+grep -q "state 3 SMINFO_MASTER" "$dir/sminfo.txt" &&
+  grep -q "sm guid $(printf '0x%x' "$(( $(tail -1 "$dir/gsm.out" | jq -r .port.guid) ))")," "$dir/sminfo.txt" ||
+  { cat "$dir/sminfo.txt" >&2; fail "sminfo does not read Galaxy as master after the takeover"; }
 tail -1 "$dir/gsm.out" | jq -e '.role == "master" and .subnet_up == true' >/dev/null ||
   fail "the takeover sweep"
 g_lid=$(tail -1 "$dir/gsm.out" | jq .sm_lid)
@@ -114,7 +119,7 @@ sim nic00017 sminfo >"$dir/sminfo.txt" 2>&1 || fail "sminfo"
 g_guid=$(tail -1 "$dir/gsm.out" | jq -r .port.guid)
 grep -Eq "sm guid $(printf '0x%x' "$((g_guid))"),.*state 3 SMINFO_MASTER" "$dir/sminfo.txt" ||
   { cat "$dir/sminfo.txt" >&2; fail "sminfo does not read Galaxy ($g_guid) as master"; }
-kill "$gsm_pid"
+kill -9 "$gsm_pid"
 wait "$gsm_pid" 2>/dev/null || true
 gsm_pid=""
 killed=$(date +%s%N)
@@ -124,6 +129,14 @@ for _ in $(seq 1 100); do
 done
 grep -q "Entering MASTER state" "$dir/osm.out" || fail "OpenSM did not take over from Galaxy"
 osm_took_ms=$(( ($(date +%s%N) - killed) / 1000000 ))
+for _ in $(seq 1 50); do
+  sim nic00017 sminfo 2>/dev/null | grep -q "sm guid $(printf '0x%x' "$((g_guid))")," || break
+  sleep 0.1
+done
+sim nic00017 sminfo >"$dir/sminfo.txt" 2>&1 || fail "sminfo after OpenSM's takeover"
+grep -q "state 3 SMINFO_MASTER" "$dir/sminfo.txt" &&
+  ! grep -q "sm guid $(printf '0x%x' "$((g_guid))")," "$dir/sminfo.txt" ||
+  { cat "$dir/sminfo.txt" >&2; fail "sminfo does not read OpenSM as master after Galaxy's death"; }
 
 # Handover by priority (SMInfo Set HANDOVER, then ACKNOWLEDGE): Galaxy at priority 12 beside
 # OpenSM's master at 5 starts standby; OpenSM finds the SM that outranks it and hands the subnet
