@@ -120,7 +120,12 @@ Status IbSubnetManager::serve_sm_info() {
     ++act_count_;
     wire::Smp a;
     a.method = MadMethod::kGetResp;
-    if (req.method == MadMethod::kSet) {
+    if (req.method == MadMethod::kSet && wire::decode_sm_info(req.data).sm_key != options_.sm_key) {
+      // A state request from an SM that does not know this subnet's SM_Key is not trusted
+      // (IBA 14.4.5): refused as an invalid value, and counted.
+      ++refused_sets_;
+      a.status = 0x1C;
+    } else if (req.method == MadMethod::kSet) {
       const auto control = static_cast<wire::SmControl>(req.attribute_modifier);
       if (control == wire::SmControl::kHandover && state_ == wire::SmState::kStandby) {
         // The master hands the subnet over: this SM is master from now on, sweeps at once

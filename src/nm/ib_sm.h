@@ -86,6 +86,8 @@ class IbSubnetManager {
   // A master handed the subnet to this standby SM (an SMInfo Set HANDOVER answered): the next
   // sweep is a master's.
   bool handover_received() const { return handover_from_.has_value(); }
+  // SMInfo Sets refused because they did not carry this subnet's SM_Key.
+  uint64_t refused_sm_info_sets() const { return refused_sets_; }
   // Standby: the SMInfo of the SM deferred to, read now by its directed route; an error when it
   // does not answer (the caller counts polls missed, IBA 14.4.1's polling).
   Result<wire::SmInfo> poll(const IbSmSeen& master);
@@ -126,6 +128,7 @@ class IbSubnetManager {
   wire::SmState state_ = wire::SmState::kDiscovering;
   uint32_t act_count_ = 0;                 // SMInfo ActCount: rises with every SMP this SM answers
   std::optional<uint64_t> handover_from_;  // the master's GUID, until the sweep acknowledges
+  uint64_t refused_sets_ = 0;              // SMInfo Sets without this subnet's SM_Key
   IbSubnet subnet_;
   IbRoutes routes_;
 };

@@ -141,6 +141,16 @@ class ModelSubnet final : public ib::SmpPort {
     return c;
   }
 
+  // The SM under test's own SMInfo agent (SmpPort::serve_sm): a request from another SM handed to
+  // it, as the port hands those that arrive -> its answer.
+  Status serve_sm(ib::SmRequestHandler h) override {
+    sm_handler_ = std::move(h);
+    return {};
+  }
+  std::optional<wire::Smp> ask_sm(const wire::Smp& request) {
+    return sm_handler_ ? sm_handler_(request) : std::nullopt;
+  }
+
   uint64_t sent_smps = 0;
   uint64_t sets = 0;  // Set SMPs answered
 
@@ -320,6 +330,7 @@ class ModelSubnet final : public ib::SmpPort {
   std::vector<Node> nodes_;
   ib::LocalPort local_;
   std::deque<Request> queue_;
+  ib::SmRequestHandler sm_handler_;
 };
 
 }  // namespace galaxy::test

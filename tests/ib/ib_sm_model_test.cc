@@ -200,5 +200,68 @@ TEST(IbSmOnAModel, AnotherSmDecidesTheRole) {
   }
 }
 
+// Another SM's requests to this one: SMInfo Get answered with its GUID, key, priority and state;
+// a HANDOVER without the subnet's SM_Key refused and counted; one with it makes the standby
+// master, and its next sweep programs the subnet and acknowledges to the old master.
+TEST(IbSmOnAModel, AnswersSmInfoAndTakesAHandoverOnlyWithTheKey) {
+  Modelled m("fattree:k=4,levels=2");
+  const uint32_t other = m.topo.nic_node(6);
+  wire::SmInfo master;
+  master.guid = 0x42;
+  master.sm_key = 1;
+  master.priority = 3;
+  master.sm_state = static_cast<uint8_t>(wire::SmState::kMaster);
+  m.model->run_sm(other, master);
+  IbSmOptions o = options("minhop");
+  o.priority = 7;
+  IbSubnetManager sm(*m.model, o);
+  ASSERT_TRUE(sm.serve_sm_info().ok());
+  auto first = sm.sweep();
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->role, "standby");
+
+  auto ask = [&](wire::MadMethod method, wire::SmControl control, uint64_t key) {
+    wire::Smp req;
+    req.method = method;
+    req.attribute_id = static_cast<uint16_t>(wire::SmpAttr::kSmInfo);
+    req.attribute_modifier = method == wire::MadMethod::kSet ? static_cast<uint32_t>(control) : 0;
+    wire::SmInfo from = master;
+    from.sm_key = key;
+    req.data = wire::encode_sm_info(from);
+    auto a = m.model->ask_sm(req);
+    EXPECT_TRUE(a.has_value());
+    return a.value_or(wire::Smp{});
+  };
+  const wire::Smp got = ask(wire::MadMethod::kGet, wire::SmControl::kHandover, 0);
+  EXPECT_EQ(got.status, 0);
+  const wire::SmInfo mine = wire::decode_sm_info(got.data);
+  EXPECT_EQ(mine.guid, m.model->local().port_guid);
+  EXPECT_EQ(mine.sm_key, 1u);
+  EXPECT_EQ(mine.priority, 7);
+  EXPECT_EQ(mine.sm_state, static_cast<uint8_t>(wire::SmState::kStandby));
+  // A PortInfo request is the SMA's, not the SM's: left alone.
+  wire::Smp pi;
+  pi.attribute_id = static_cast<uint16_t>(wire::SmpAttr::kPortInfo);
+  EXPECT_FALSE(m.model->ask_sm(pi).has_value());
+
+  EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kHandover, 9).status, 0x1C);
+  EXPECT_EQ(sm.refused_sm_info_sets(), 1u);
+  EXPECT_FALSE(sm.handover_received());
+  EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kDisable, 1).status, 0x0C);
+  EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kHandover, 1).status, 0);
+  EXPECT_TRUE(sm.handover_received());
+
+  const uint64_t sets_before = m.model->sets;
+  auto second = sm.sweep();
+  ASSERT_TRUE(second.ok()) << second.error().to_string();
+  EXPECT_EQ(second->role, "master");
+  EXPECT_EQ(second->handed_over_by, 0x42u);
+  EXPECT_TRUE(second->subnet_up);
+  EXPECT_TRUE(second->problems.empty()) << second->problems.front();
+  EXPECT_GT(m.model->sets, sets_before + 1);  // the ACKNOWLEDGE and the subnet's programming
+  EXPECT_EQ(m.undelivered(), 0u);
+  EXPECT_FALSE(sm.handover_received());
+}
+
 }  // namespace
 }  // namespace galaxy::nm
