@@ -146,9 +146,21 @@ void run_sm(const SmCliOptions& o) {
     while (!g_stop && !sm.handover_received() && std::chrono::steady_clock::now() < until)
       (*port)->serve(20);
   };
+  bool heavy_due = true;  // the first sweep, and every one after a standby's
   for (unsigned sweep = 1; !g_stop; ++sweep) {
+    if (!heavy_due && !sm.handover_received()) {
+      // Between heavy sweeps a light one: a heavy sweep only when a switch reports a port
+      // state change or stops answering.
+      auto light = sm.light_sweep();
+      if (light && !*light) {
+        wait(std::chrono::seconds(o.sweep_interval_s));
+        --sweep;
+        continue;
+      }
+    }
     auto r = o.audit ? sm.audit() : sm.sweep();
     if (!r) return report_error(r.error(), o.json);
+    heavy_due = o.audit || r->master.has_value();
     if (!r->master && !o.guid2lid.empty()) {
       if (Status s = write_guid2lid(sm.subnet(), o.guid2lid); !s)
         return report_error(s.error(), o.json);
@@ -215,7 +227,9 @@ void add_sm_command(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_in(0, 20));
   c->add_flag("--once,-o", o->once, "one sweep, then exit (0 when the subnet is up)");
-  c->add_option("--sweep-interval", o->sweep_interval_s, "seconds between sweeps")
+  c->add_option("--sweep-interval", o->sweep_interval_s,
+                "seconds between sweeps: light ones (every switch's SwitchInfo), heavy when a "
+                "switch reports a port state change or stops answering")
       ->capture_default_str()
       ->check(integer_in(1, 86400));
   c->add_flag("--json", o->json, "one JSON object per sweep");

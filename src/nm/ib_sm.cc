@@ -168,6 +168,24 @@ Result<wire::SmInfo> IbSubnetManager::sm_info_request(const IbSmSeen& sm, MadMet
   return out;
 }
 
+Result<bool> IbSubnetManager::light_sweep() {
+  if (subnet_.nodes.empty()) return true;
+  IbRequester rq(port_, options_.requests);
+  bool changed = false;
+  for (const IbNode& node : subnet_.nodes) {
+    if (!node.is_switch()) continue;
+    auto smp = wire::Smp::directed_request(MadMethod::kGet, SmpAttr::kSwitchInfo, 0, node.path);
+    if (!smp) return smp.error();
+    rq.submit(*smp, wire::kPermissiveLid, [&changed](const Status& s, const wire::Smp& a) {
+      wire::SwitchInfo si;
+      si.raw = a.data;
+      if (!s || si.port_state_change()) changed = true;
+    });
+  }
+  GALAXY_TRY(rq.run());
+  return changed;
+}
+
 Result<wire::SmInfo> IbSubnetManager::poll(const IbSmSeen& master) {
   return sm_info_request(master, MadMethod::kGet, wire::SmControl::kHandover);
 }

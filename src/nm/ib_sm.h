@@ -69,6 +69,11 @@ class IbSubnetManager {
   // One heavy sweep. Errors only when nothing could be done (the SM's own port is silent, the
   // engine refuses the subnet); what went wrong on parts of the subnet is in `problems`.
   Result<IbSweepReport> sweep();
+  // A light sweep, as OpenSM's between heavy ones: every switch of the last sweep's SwitchInfo,
+  // by directed route. -> true when a heavy sweep is due: a switch says PortStateChange (one of
+  // its ports went down, or came up from down: IBA 14.2.5.4), or does not answer where it was;
+  // always true before the first sweep.
+  Result<bool> light_sweep();
   // Changes nothing: discovers the subnet, reads every switch's LinearFDBTop and forwarding
   // table and checks the routes whoever programmed them (another SM) left there, with the LIDs
   // the ports hold. Fills the discovery counts, `unreachable`, `max_paths_per_port`, `smps`.

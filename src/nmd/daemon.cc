@@ -290,7 +290,9 @@ void Daemon::tick_locked() {
     // requests answered; sweeps on schedule.
     ib_->serve(1);
     if ((config_.sweep_interval_s > 0 && wall_us() >= next_sweep_us_) || ib_->handover_received()) {
-      (void)sweep_locked();
+      // Scheduled sweeps are light unless a switch reports a change (POST /api/discover is
+      // always heavy).
+      if (ib_->handover_received() || ib_->heavy_sweep_due()) (void)sweep_locked();
       next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
     }
     publish_locked();

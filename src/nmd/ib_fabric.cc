@@ -181,6 +181,12 @@ Result<nlohmann::json> IbFabric::sweep(const std::string& engine) {
   return j;
 }
 
+bool IbFabric::heavy_sweep_due() {
+  if (!swept_ || routes_summary_.value("role", "") != "master") return true;
+  auto light = sm_.light_sweep();
+  return !light || *light;
+}
+
 bool IbFabric::adopt_subnet(bool first) {
   const nm::IbSubnet& net = sm_.subnet();
   std::vector<bool> was_found(chips_.size());

@@ -59,6 +59,9 @@ class IbFabric {
   Status serve_sm_info() { return sm_.serve_sm_info(); }
   // Answers what other SMs asked meanwhile, waiting up to `timeout_ms`.
   void serve(int timeout_ms) { port_->serve(timeout_ms); }
+  // Whether the scheduled sweep must be a heavy one: always before the first and after a
+  // standby's; else a light sweep decides (nm::IbSubnetManager::light_sweep).
+  bool heavy_sweep_due();
   // Another SM handed this one the subnet (SMInfo HANDOVER): the daemon sweeps at once.
   bool handover_received() const { return sm_.handover_received(); }
 

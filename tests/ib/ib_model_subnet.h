@@ -62,11 +62,15 @@ class ModelSubnet final : public ib::SmpPort {
     Port& a = nodes_[node].ports[port];
     if (a.peer == kNone) return;
     Port& b = nodes_[a.peer].ports[a.peer_port];
+    const uint32_t far = a.peer;
     for (Port* p : {&a, &b}) {
       p->peer = kNone;
       p->info.set_phys_state(2);
       p->info.set_port_state(wire::IbPortState::kDown);
     }
+    // A switch whose port went down says so in SwitchInfo (IBA 14.2.5.4).
+    for (uint32_t n : {node, far})
+      if (nodes_[n].is_switch) nodes_[n].switch_info.set_port_state_change(true);
   }
   // Another SM behind CA `node` port 1: the port says IsSM (CapabilityMask, big-endian at byte
   // 20) and answers SMInfo with `info`, or not at all (nullopt: an SM process gone).
@@ -261,6 +265,7 @@ class ModelSubnet final : public ib::SmpPort {
           wire::SwitchInfo si;
           si.raw = in;
           node.switch_info.set_linear_fdb_top(si.linear_fdb_top());
+          if (si.port_state_change()) node.switch_info.set_port_state_change(false);  // 1 clears
         }
         r.data = node.switch_info.raw;
         return;

@@ -94,7 +94,13 @@ TEST(IbSmOnAModel, ASecondSweepKeepsTheLidsAndAPulledCableIsRoutedAround) {
   ASSERT_NE(leaf, fabric::kNoNode);
   auto up = m.topo.peer({leaf, 2});
   ASSERT_TRUE(up && !m.topo.is_nic(up->node));
+  auto quiet = sm.light_sweep();
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_FALSE(*quiet);  // nothing changed: no heavy sweep due
   m.model->unplug(leaf, 3);
+  auto due = sm.light_sweep();
+  ASSERT_TRUE(due.ok());
+  EXPECT_TRUE(*due);  // the leaf's PortStateChange
 
   auto second = sm.sweep();
   ASSERT_TRUE(second.ok()) << second.error().to_string();
@@ -103,6 +109,9 @@ TEST(IbSmOnAModel, ASecondSweepKeepsTheLidsAndAPulledCableIsRoutedAround) {
   EXPECT_EQ(second->lids.assigned, 0u);
   for (uint32_t n = 0; n < m.topo.num_nodes(); ++n) EXPECT_EQ(m.model->lid(n, 1), lids[n]);
   EXPECT_EQ(m.undelivered(), 0u);
+  auto after = sm.light_sweep();  // the heavy sweep cleared PortStateChange
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE(*after);
   // No route leaves by the pulled cable.
   for (uint32_t b = 0; b < m.topo.num_nics(); ++b)
     EXPECT_NE(m.model->lft(leaf, m.model->lid(m.topo.nic_node(b), 1)), 3);

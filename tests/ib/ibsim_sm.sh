@@ -21,7 +21,8 @@ done
 [ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
 
 dir=$(mktemp -d)
-trap 'stop_sim; rm -rf "$dir"' EXIT
+gsm_pid=""
+trap '[ -n "$gsm_pid" ] && kill "$gsm_pid" 2>/dev/null; stop_sim; rm -rf "$dir"' EXIT
 fail() {
   echo "FAIL [$net_name]: $*" >&2
   for f in sm.json sm.err ibsim.log; do
@@ -152,4 +153,26 @@ check_fabric "ibsim 2-port HCAs" "$examples/net.2sw2path4hca2port" Hca1 Hca2 2 4
 check_fabric "fat tree, 36-port switches, 2 levels" "$dir/ft36.net" nic00000 nic00017 54 648
 "$galaxy" fabric --fabric sim:fattree:k=16,levels=3 --no-chips --write "$dir/ft1k.net" >/dev/null
 check_fabric "fat tree, 1,024 hosts, 3 levels" "$dir/ft1k.net" nic00000 nic01000 320 1024
+# Light sweeps: `galaxy sm` as a daemon sweeping every second reads only the switches'
+# SwitchInfo while nothing changes (one heavy sweep in 2.5 s), and sweeps heavily once ibsim's
+# console unplugs a link (a switch's PortStateChange), then is quiet again.
+net_name="light sweeps"
+"$galaxy" fabric --fabric sim:fattree:k=8,levels=2 --no-chips --write "$dir/ft8.net" >/dev/null
+start_sim "$dir/ft8.net" nic00000
+sim nic00000 "$galaxy" sm --fabric ib: --json --sweep-interval 1 >"$dir/sweeps.json" 2>"$dir/sm.err" &
+gsm_pid=$!
+sleep 2.5
+[ "$(wc -l <"$dir/sweeps.json")" = 1 ] || { cat "$dir/sweeps.json" >&2; fail "heavy sweeps without a change"; }
+sim_console 'Unlink "l1/sw00003"[8]'
+for _ in $(seq 1 50); do
+  [ "$(wc -l <"$dir/sweeps.json")" -ge 2 ] && break
+  sleep 0.1
+done
+sleep 2
+kill "$gsm_pid"; wait "$gsm_pid" 2>/dev/null || true
+gsm_pid=""
+[ "$(wc -l <"$dir/sweeps.json")" = 2 ] || { cat "$dir/sweeps.json" >&2; fail "not one heavy sweep after the unplug"; }
+tail -1 "$dir/sweeps.json" | jq -e '.links == 63 and .subnet_up' >/dev/null || fail "the heavy sweep after the unplug"
+echo "ok [light sweeps]: quiet while nothing changed, one heavy sweep after an unplugged link"
+stop_sim
 echo "all fabrics up under Galaxy's SM, confirmed by infiniband-diags"

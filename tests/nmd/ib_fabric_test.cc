@@ -171,7 +171,9 @@ TEST_F(IbFabricTest, ACablePulledBetweenSweepsIsAnAlarmAndStaysInTheView) {
   // The leaf's first up-link: ports 0-1 lead to hosts (IB 1-2), 2-3 up (IB 3-4).
   auto spine = topo.peer({leaf, 2});
   ASSERT_TRUE(spine && !topo.is_nic(spine->node));
+  EXPECT_FALSE(fabric->heavy_sweep_due());  // a light sweep finds nothing changed
   model->unplug(leaf, 3);
+  EXPECT_TRUE(fabric->heavy_sweep_due());  // the leaf's PortStateChange
   auto r = fabric->sweep("fattree");
   ASSERT_TRUE(r.ok()) << r.error().to_string();
   EXPECT_EQ((*r)["changed"], true);
