@@ -300,10 +300,11 @@ Result<std::unique_ptr<SmpPort>> open_umad_port(const UmadOptions& options) {
                                   local.ca, local.port, std::strerror(-fd)));
   }
   // Get and Set requests are delivered too: those addressed to the SM (another SM's SMInfo)
-  // rather than to the SMA, which the adapter answers itself.
+  // rather than to the SMA, which the adapter answers itself; and the Traps sent to the SM.
   long methods[16 / sizeof(long)] = {};
-  methods[0] =
-      1L << static_cast<int>(wire::MadMethod::kGet) | 1L << static_cast<int>(wire::MadMethod::kSet);
+  methods[0] = 1L << static_cast<int>(wire::MadMethod::kGet) |
+               1L << static_cast<int>(wire::MadMethod::kSet) |
+               1L << static_cast<int>(wire::MadMethod::kTrap);
   int dr = umad_register(fd, 0x81, kSmpClassVersion, 0, methods);
   int lr = dr < 0 ? dr : umad_register(fd, 0x01, kSmpClassVersion, 0, methods);
   if (dr < 0 || lr < 0) {

@@ -116,6 +116,17 @@ wire::SmInfo IbSubnetManager::sm_info() const {
 
 Status IbSubnetManager::serve_sm_info() {
   return port_.serve_sm([this](const wire::Smp& req) -> std::optional<wire::Smp> {
+    if (req.method == MadMethod::kTrap &&
+        req.attribute_id == static_cast<uint16_t>(SmpAttr::kNotice)) {
+      // A port changed state, a capability (IsSM: another SM) appeared ...: the next light
+      // sweep is a heavy one. The sender is told it was heard (TrapRepress, IBA 13.4.9).
+      trap_seen_ = true;
+      ++traps_;
+      wire::Smp a;
+      a.method = MadMethod::kTrapRepress;
+      a.data = req.data;
+      return a;
+    }
     if (req.attribute_id != static_cast<uint16_t>(SmpAttr::kSmInfo)) return std::nullopt;
     ++act_count_;
     wire::Smp a;
@@ -170,6 +181,10 @@ Result<wire::SmInfo> IbSubnetManager::sm_info_request(const IbSmSeen& sm, MadMet
 
 Result<bool> IbSubnetManager::light_sweep() {
   if (subnet_.nodes.empty()) return true;
+  if (trap_seen_) {
+    trap_seen_ = false;
+    return true;
+  }
   IbRequester rq(port_, options_.requests);
   bool changed = false;
   for (const IbNode& node : subnet_.nodes) {

@@ -70,9 +70,9 @@ class IbSubnetManager {
   // engine refuses the subnet); what went wrong on parts of the subnet is in `problems`.
   Result<IbSweepReport> sweep();
   // A light sweep, as OpenSM's between heavy ones: every switch of the last sweep's SwitchInfo,
-  // by directed route. -> true when a heavy sweep is due: a switch says PortStateChange (one of
-  // its ports went down, or came up from down: IBA 14.2.5.4), or does not answer where it was;
-  // always true before the first sweep.
+  // by directed route. -> true when a heavy sweep is due: a Notice trap came (serve_sm_info), a
+  // switch says PortStateChange (one of its ports went down, or came up from down: IBA
+  // 14.2.5.4), or does not answer where it was; always true before the first sweep.
   Result<bool> light_sweep();
   // Changes nothing: discovers the subnet, reads every switch's LinearFDBTop and forwarding
   // table and checks the routes whoever programmed them (another SM) left there, with the LIDs
@@ -91,6 +91,8 @@ class IbSubnetManager {
   // A master handed the subnet to this standby SM (an SMInfo Set HANDOVER answered): the next
   // sweep is a master's.
   bool handover_received() const { return handover_from_.has_value(); }
+  // Notice traps received (answered with TrapRepress; each makes the next sweep heavy).
+  uint64_t traps_received() const { return traps_; }
   // SMInfo Sets refused because they did not carry this subnet's SM_Key.
   uint64_t refused_sm_info_sets() const { return refused_sets_; }
   // Standby: the SMInfo of the SM deferred to, read now by its directed route; an error when it
@@ -134,6 +136,8 @@ class IbSubnetManager {
   uint32_t act_count_ = 0;                 // SMInfo ActCount: rises with every SMP this SM answers
   std::optional<uint64_t> handover_from_;  // the master's GUID, until the sweep acknowledges
   uint64_t refused_sets_ = 0;              // SMInfo Sets without this subnet's SM_Key
+  bool trap_seen_ = false;                 // a Notice trap since the last light sweep
+  uint64_t traps_ = 0;
   IbSubnet subnet_;
   IbRoutes routes_;
 };

@@ -23,6 +23,8 @@ constexpr uint16_t kDirectionBit = 0x8000;
 
 const char* smp_attr_name(uint16_t id) {
   switch (static_cast<SmpAttr>(id)) {
+    case SmpAttr::kNotice:
+      return "Notice";
     case SmpAttr::kNodeDescription:
       return "NodeDescription";
     case SmpAttr::kNodeInfo:

@@ -28,6 +28,7 @@ inline constexpr unsigned kLftBlockLids = 64;
 inline constexpr uint8_t kLftNoPort = 0xFF;
 
 enum class SmpAttr : uint16_t {
+  kNotice = 0x0002,  // what a Trap carries (IBA 14.2.5.1)
   kNodeDescription = 0x0010,
   kNodeInfo = 0x0011,
   kSwitchInfo = 0x0012,

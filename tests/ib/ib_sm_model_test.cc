@@ -270,6 +270,25 @@ TEST(IbSmOnAModel, AnswersSmInfoAndTakesAHandoverOnlyWithTheKey) {
   EXPECT_GT(m.model->sets, sets_before + 1);  // the ACKNOWLEDGE and the subnet's programming
   EXPECT_EQ(m.undelivered(), 0u);
   EXPECT_FALSE(sm.handover_received());
+
+  // A Notice trap (a port's state changed): answered with TrapRepress, and the next light sweep
+  // says a heavy sweep is due although no switch flags a change.
+  auto quiet = sm.light_sweep();
+  ASSERT_TRUE(quiet.ok());
+  EXPECT_FALSE(*quiet);
+  wire::Smp trap;
+  trap.directed = false;
+  trap.method = wire::MadMethod::kTrap;
+  trap.attribute_id = static_cast<uint16_t>(wire::SmpAttr::kNotice);
+  trap.data[0] = 0x81;  // a generic notice
+  auto repress = m.model->ask_sm(trap);
+  ASSERT_TRUE(repress.has_value());
+  EXPECT_EQ(repress->method, wire::MadMethod::kTrapRepress);
+  EXPECT_EQ(repress->data, trap.data);
+  EXPECT_EQ(sm.traps_received(), 1u);
+  auto due = sm.light_sweep();
+  ASSERT_TRUE(due.ok());
+  EXPECT_TRUE(*due);
 }
 
 }  // namespace
