@@ -61,8 +61,15 @@ start_opensm() {
   SIM_HOST="$1" LD_PRELOAD="$sim_so" opensm -p "$2" -F "$dir/osm.conf" -f "$dir/osm.log" \
     >"$dir/osm.out" 2>&1 &
   osm_pid=$!
-  for _ in $(seq 1 100); do
-    grep -q "Entering \(STANDBY\|MASTER\) state" "$dir/osm.out" 2>/dev/null && return 0
+  wait_for_line "$dir/osm.out" "Entering \(STANDBY\|MASTER\) state" 100 || true
+}
+
+# Waits up to $3 tenths of a second for a line of file $1 matching $2 (grep); false when none
+# came.
+wait_for_line() {
+  for _ in $(seq 1 "$3"); do
+    grep -q -- "$2" "$1" 2>/dev/null && return 0
     sleep 0.1
   done
+  grep -q -- "$2" "$1" 2>/dev/null
 }

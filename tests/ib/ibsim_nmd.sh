@@ -177,11 +177,7 @@ grep -q "Entering STANDBY state" "$dir/osm.out" || fail "OpenSM did not stand by
 send POST /api/discover >"$dir/handover.json"
 jq -e '.role == "standby" and (.handed_over_to | startswith("0x"))' "$dir/handover.json" \
   >/dev/null || { cat "$dir/handover.json" >&2; fail "the daemon did not hand over to OpenSM"; }
-for _ in $(seq 1 50); do
-  grep -q "Entering MASTER state" "$dir/osm.out" && break
-  sleep 0.1
-done
-grep -q "Entering MASTER state" "$dir/osm.out" || fail "OpenSM did not take the handover"
+wait_for_line "$dir/osm.out" "Entering MASTER state" 50 || fail "OpenSM did not take the handover"
 get /api/routes | jq -e '.role == "standby"' >/dev/null || fail "routes: role"
 kill "$osm_pid"
 wait "$osm_pid" 2>/dev/null || true

@@ -82,20 +82,12 @@ SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_as
   "$galaxy" sm --fabric ib: --json --priority 5 --poll-interval-ms 200 --poll-retries 3 --timeout-ms 100 \
   --retries 1 --sweep-interval 60 >"$dir/gsm.out" 2>"$dir/gsm.err" &
 gsm_pid=$!
-for _ in $(seq 1 100); do
-  grep -q '"role":"standby"' "$dir/gsm.out" 2>/dev/null && break
-  sleep 0.1
-done
-grep -q '"role":"standby"' "$dir/gsm.out" || fail "the daemon did not start standby"
+wait_for_line "$dir/gsm.out" '"role":"standby"' 100 || fail "the daemon did not start standby"
 kill -9 "$osm_pid"
 wait "$osm_pid" 2>/dev/null || true
 osm_pid=""
 killed=$(date +%s%N)
-for _ in $(seq 1 150); do
-  grep -q '"subnet_up":true' "$dir/gsm.out" && break
-  sleep 0.1
-done
-grep -q '"subnet_up":true' "$dir/gsm.out" || fail "Galaxy did not take over"
+wait_for_line "$dir/gsm.out" '"subnet_up":true' 150 || fail "Galaxy did not take over"
 took_ms=$(( ($(date +%s%N) - killed) / 1000000 ))
 sim nic00017 sminfo >"$dir/sminfo.txt" 2>&1 || fail "sminfo after the takeover"
 grep -q "state 3 SMINFO_MASTER" "$dir/sminfo.txt" &&
@@ -123,11 +115,7 @@ kill -9 "$gsm_pid"
 wait "$gsm_pid" 2>/dev/null || true
 gsm_pid=""
 killed=$(date +%s%N)
-for _ in $(seq 1 100); do
-  grep -q "Entering MASTER state" "$dir/osm.out" && break
-  sleep 0.1
-done
-grep -q "Entering MASTER state" "$dir/osm.out" || fail "OpenSM did not take over from Galaxy"
+wait_for_line "$dir/osm.out" "Entering MASTER state" 100 || fail "OpenSM did not take over from Galaxy"
 osm_took_ms=$(( ($(date +%s%N) - killed) / 1000000 ))
 for _ in $(seq 1 50); do
   sim nic00017 sminfo 2>/dev/null | grep -q "sm guid $(printf '0x%x' "$((g_guid))")," || break
@@ -147,10 +135,7 @@ SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_as
   "$galaxy" sm --fabric ib: --json --priority 12 --poll-interval-ms 300 --sweep-interval 1 \
   >"$dir/gsm.out" 2>"$dir/gsm.err" &
 gsm_pid=$!
-for _ in $(seq 1 100); do
-  grep -q '"handed_over_by"' "$dir/gsm.out" 2>/dev/null && break
-  sleep 0.1
-done
+wait_for_line "$dir/gsm.out" '"handed_over_by"' 100 || true  # judged below
 head -1 "$dir/gsm.out" | jq -e '.role == "standby"' >/dev/null || fail "Galaxy did not start standby"
 grep '"handed_over_by"' "$dir/gsm.out" | head -1 |
   jq -e --arg g "$osm_guid" '.role == "master" and .subnet_up == true and
@@ -167,17 +152,10 @@ done
 kill "$osm_pid"
 wait "$osm_pid" 2>/dev/null || true
 start_opensm nic00005 14
-for _ in $(seq 1 100); do
-  grep -q '"handed_over_to"' "$dir/gsm.out" && break
-  sleep 0.1
-done
+wait_for_line "$dir/gsm.out" '"handed_over_to"' 100 || true  # judged below
 grep '"handed_over_to"' "$dir/gsm.out" | head -1 | jq -e '.role == "standby" and .port_sets == 0' \
   >/dev/null || fail "Galaxy (12) did not hand the subnet over to OpenSM (14)"
-for _ in $(seq 1 50); do
-  grep -q "Entering MASTER state" "$dir/osm.out" && break
-  sleep 0.1
-done
-grep -q "Entering MASTER state" "$dir/osm.out" || fail "OpenSM did not take the handover"
+wait_for_line "$dir/osm.out" "Entering MASTER state" 50 || fail "OpenSM did not take the handover"
 echo "ok: standby under OpenSM (nothing written), master ${took_ms} ms after OpenSM was killed;"
 echo "    OpenSM standby under Galaxy's master, master ${osm_took_ms} ms after Galaxy was killed;"
 echo "    handover OpenSM -> Galaxy and Galaxy -> OpenSM by priority"
