@@ -318,6 +318,28 @@ void IbFabric::rebuild_plan() {
       if (plan->peer(x) || plan->peer(y)) continue;
       (void)plan->connect(x, y);
     }
+  // A switch's level: 1 + its distance in switches from the nearest CA (leaves 1, spines 2 ...),
+  // once per plan rather than per snapshot.
+  std::vector<int> level(plan->num_nodes(), -1);
+  std::deque<uint32_t> todo;
+  for (uint32_t c = 0; c < plan->num_nodes(); ++c)
+    if (plan->is_nic(c)) {
+      level[c] = 0;
+      todo.push_back(c);
+    }
+  while (!todo.empty()) {
+    const uint32_t u = todo.front();
+    todo.pop_front();
+    for (uint8_t p = 0; p < plan->num_ports(u); ++p) {
+      auto peer = plan->peer({u, p});
+      if (!peer || level[peer->node] >= 0 || plan->is_nic(peer->node)) continue;
+      level[peer->node] = level[u] + 1;
+      todo.push_back(peer->node);
+    }
+  }
+  levels_.assign(plan->num_nodes(), 0);
+  for (uint32_t c = 0; c < plan->num_nodes(); ++c)
+    levels_[c] = static_cast<uint8_t>(std::max(level[c], 0));
   plan_ = std::move(plan);
 }
 
@@ -327,28 +349,10 @@ std::shared_ptr<FabricView> IbFabric::view() const {
   const fabric::Topology& plan = *plan_;
   v->plan_owner = plan_;
   v->port_base = 1;
-  // A switch's level: 1 + its distance in switches from the nearest CA (leaves 1, spines 2 ...).
-  std::vector<int> level(plan.num_nodes(), -1);
-  std::deque<uint32_t> todo;
-  for (uint32_t c = 0; c < plan.num_nodes(); ++c)
-    if (plan.is_nic(c)) {
-      level[c] = 0;
-      todo.push_back(c);
-    }
-  while (!todo.empty()) {
-    const uint32_t u = todo.front();
-    todo.pop_front();
-    for (uint8_t p = 0; p < plan.num_ports(u); ++p) {
-      auto peer = plan.peer({u, p});
-      if (!peer || level[peer->node] >= 0 || plan.is_nic(peer->node)) continue;
-      level[peer->node] = level[u] + 1;
-      todo.push_back(peer->node);
-    }
-  }
   init_from_plan(*v, plan);
   for (uint32_t c = 0; c < plan.num_nodes(); ++c) {
     ChipView& cv = v->chips[c];
-    cv.level = static_cast<uint8_t>(std::max(level[c], 0));
+    cv.level = levels_[c];
     const uint32_t n = chips_[c].node;
     cv.hops = n == nm::kNoIbNode ? -1 : static_cast<int>(net.nodes[n].path.size());
     cv.responding = n != nm::kNoIbNode;
@@ -497,13 +501,12 @@ Result<nlohmann::json> IbFabric::trace(const std::string& src, const std::string
   if (!tr) return tr.error();
   nlohmann::json j = ib_trace_json(sm_.subnet(), *tr);
   // What the console draws a trace with: each switch's chip id, the port it chose, its level.
-  auto v = view();
   for (size_t i = 0; i < tr->hops.size(); ++i) {
     const uint32_t chip = chip_of_node(tr->hops[i].node);
     nlohmann::json& hop = j["hops"][i];
     hop["chip"] = chip;
     hop["chosen"] = hop["out_port"];
-    if (chip < v->chips.size()) hop["location"] = {{"level", v->chips[chip].level}, {"text", ""}};
+    if (chip < levels_.size()) hop["location"] = {{"level", levels_[chip]}, {"text", ""}};
   }
   return j;
 }

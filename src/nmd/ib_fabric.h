@@ -107,6 +107,7 @@ class IbFabric {
   std::vector<uint32_t> chip_of_node_;  // by node of the last sweep's subnet
   std::set<LinkKey> links_now_, links_ever_;
   std::shared_ptr<const fabric::Topology> plan_;
+  std::vector<uint8_t> levels_;  // by chip: 0 a CA, else 1 + switches to the nearest CA
   nlohmann::json routes_summary_;
   std::map<std::pair<uint32_t, uint8_t>, PortRead> last_read_;  // (chip, IB port)
   std::map<std::pair<uint32_t, uint8_t>, PortRates> rates_;
