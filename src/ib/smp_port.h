@@ -41,6 +41,16 @@ struct SmpCompletion {
 // round), or nullopt to leave it unanswered.
 using SmRequestHandler = std::function<std::optional<wire::Smp>(const wire::Smp& request)>;
 
+// A general management request addressed to the SM behind this port (subnet administration,
+// class 0x03) -> the answer, or nullopt to leave it unanswered. The handler sets the method,
+// status, attribute and data; the port turns the transaction id and the address round.
+// `length` is the bytes that go: a GetTable answer ends after its last record (IBA 15.2.5).
+struct GmpAnswer {
+  wire::Mad mad;
+  unsigned length = wire::kMadBytes;
+};
+using GmpRequestHandler = std::function<std::optional<GmpAnswer>(const wire::Mad& request)>;
+
 class SmpPort {
  public:
   virtual ~SmpPort() = default;
@@ -64,6 +74,16 @@ class SmpPort {
     (void)h;
     return make_error(Code::kUnsupported, 7028, "this port answers no requests to an SM");
   }
+  // Answers the requests of management class `cls` (version `class_version`) with `h` whenever
+  // receive() or serve() runs.
+  virtual Status serve_class(wire::MgmtClass cls, uint8_t class_version, GmpRequestHandler h) {
+    (void)cls;
+    (void)class_version;
+    (void)h;
+    return make_error(Code::kUnsupported, 7031, "this port answers no management requests");
+  }
+  // Requests received that did not decode: discarded unanswered, and counted here.
+  virtual uint64_t malformed_requests() const { return 0; }
   // Waits `timeout_ms` with nothing of its own in flight, answering requests to the SM (answers
   // to requests already given up are dropped).
   virtual void serve(int timeout_ms) {

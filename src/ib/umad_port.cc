@@ -7,6 +7,7 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "wire/big_endian.h"
 #include "wire/ib_perf.h"
+#include "wire/ib_sa.h"
 
 namespace galaxy::ib {
 namespace {
@@ -79,6 +81,34 @@ class UmadPort final : public SmpPort {
     sm_handler_ = std::move(h);
     return {};
   }
+
+  Status serve_class(wire::MgmtClass cls, uint8_t class_version, GmpRequestHandler h) override {
+    const auto c = static_cast<uint8_t>(cls);
+    int& agent = gmp_agents_[c];
+    if (agent >= 0 && class_versions_[c] != class_version)
+      return make_error(Code::kInvalidArgument, 7032,
+                        fmt::format("umad: class {:#04x} is served at version {}, not {}", c,
+                                    class_versions_[c], class_version));
+    if (agent < 0) {
+      // Requests too (Get, Set, GetTable, Delete; IBA 15.2.2), and RMPP for answers of more than
+      // one MAD, as the kernel segments them (IBA 13.6).
+      long methods[16 / sizeof(long)] = {};
+      for (wire::MadMethod m : {wire::MadMethod::kGet, wire::MadMethod::kSet,
+                                wire::MadMethod::kGetTable, wire::MadMethod::kDelete})
+        methods[0] |= 1L << static_cast<int>(m);
+      agent = umad_register(fd_, c, class_version, wire::kRmppVersion, methods);
+      if (agent < 0)
+        return make_error(
+            Code::kIoError, 7033,
+            fmt::format("umad: registering an agent of class {:#04x} on {} port {}: {}", c,
+                        local_.ca, local_.port, std::strerror(-agent)));
+      class_versions_[c] = class_version;
+    }
+    class_handlers_[c] = std::move(h);
+    return {};
+  }
+
+  uint64_t malformed_requests() const override { return malformed_; }
 
   void serve(int timeout_ms) override {
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -153,17 +183,30 @@ class UmadPort final : public SmpPort {
                                           st == ETIMEDOUT ? "timed out" : std::strerror(st)));
         return c;
       }
+      // A request (no R bit) that does not decode is nobody's answer: counted, not trusted.
+      const bool request = (mad[3] & 0x80) == 0;
       if (const uint8_t cls = mad[1]; cls != 0x81 && cls != 0x01) {
         auto gmp = wire::decode_mad(std::span<const uint8_t>(mad, wire::kMadBytes));
+        if (!gmp && request) {
+          ++malformed_;
+          continue;
+        }
         if (!gmp) {
           c.status = gmp.error();
           return c;
         }
-        if (!wire::is_response(gmp->method)) continue;
+        if (!wire::is_response(gmp->method)) {
+          answer_gmp(*gmp);
+          continue;
+        }
         c.gmp = std::move(*gmp);
         return c;
       }
       auto smp = wire::decode_smp(std::span<const uint8_t>(mad, wire::kMadBytes));
+      if (!smp && request) {
+        ++malformed_;
+        continue;
+      }
       if (!smp) {
         c.status = smp.error();
         return c;
@@ -222,11 +265,36 @@ class UmadPort final : public SmpPort {
                     static_cast<int>(wire::kMadBytes), 0, 0);
   }
 
+  // A request of a served class, answered through its handler and sent back to the port and QP
+  // it came from, with the GSI's Q_Key.
+  void answer_gmp(const wire::Mad& request) {
+    const auto cls = static_cast<uint8_t>(request.mgmt_class);
+    if (!class_handlers_[cls]) return;
+    std::optional<GmpAnswer> answer = class_handlers_[cls](request);
+    if (!answer) return;
+    answer->mad.transaction_id = request.transaction_id;
+    answer->mad.mgmt_class = request.mgmt_class;
+    answer->mad.class_version = request.class_version;
+    auto bytes = wire::encode_mad(answer->mad);
+    if (!bytes) return;
+    const ib_mad_addr_t* from = umad_get_mad_addr(buf_.data());
+    const uint16_t dlid = ntohs(from->lid);
+    const auto qp = static_cast<int>(ntohl(from->qpn));
+    const unsigned length = std::min<unsigned>(answer->length, wire::kMadBytes);
+    std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
+    std::memcpy(umad_get_mad(out.data()), bytes->data(), bytes->size());
+    umad_set_addr(out.data(), dlid, qp, 0, static_cast<int>(wire::kGsiQKey));
+    (void)umad_send(fd_, gmp_agents_[cls], out.data(), static_cast<int>(length), 0, 0);
+  }
+
   LocalPort local_;
   UmadOptions options_;
   std::vector<uint8_t> buf_;
   int issm_fd_ = -1;
   SmRequestHandler sm_handler_;
+  std::array<GmpRequestHandler, 256> class_handlers_;
+  std::array<uint8_t, 256> class_versions_{};
+  uint64_t malformed_ = 0;
   std::array<int, 256> gmp_agents_ = [] {
     std::array<int, 256> a{};
     a.fill(-1);

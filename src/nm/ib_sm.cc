@@ -115,6 +115,12 @@ wire::SmInfo IbSubnetManager::sm_info() const {
 }
 
 Status IbSubnetManager::serve_sm_info() {
+  // Subnet administration (class 0x03, version 2) on the same port; a port that carries no
+  // general management requests leaves the SM without it.
+  if (Status s = port_.serve_class(wire::MgmtClass::kSubnAdm, wire::kSaClassVersion,
+                                   [this](const wire::Mad& req) { return sa_.handle(req); });
+      !s && s.error().code != Code::kUnsupported)
+    return s;
   return port_.serve_sm([this](const wire::Smp& req) -> std::optional<wire::Smp> {
     if (req.method == MadMethod::kTrap &&
         req.attribute_id == static_cast<uint16_t>(SmpAttr::kNotice)) {
@@ -274,8 +280,9 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
     }
   }
   if (m) {
-    // Another SM runs the subnet (or is about to): nothing is written.
+    // Another SM runs the subnet (or is about to): nothing is written, and its SA answers.
     state_ = wire::SmState::kStandby;
+    sa_.withdraw();
     report.role = "standby";
     report.master = std::move(m);
     report.smps = rq.stats();
@@ -344,6 +351,7 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   if (Status s = rq.run(); !s) return s.error();
   count_active(report);
   report.activate_s = seconds_since(t3);
+  sa_.publish(subnet_, routes_);
   report.smps = rq.stats();
   report.window = rq.window();
   report.total_s = seconds_since(t0);

@@ -13,6 +13,7 @@
 #include "ib/smp_port.h"
 #include "nm/ib_discovery.h"
 #include "nm/ib_routes.h"
+#include "nm/ib_sa.h"
 
 namespace galaxy::nm {
 
@@ -83,9 +84,11 @@ class IbSubnetManager {
   const std::string& routing() const { return options_.routing; }
   // From now on the port says IsSM and this SM answers other SMs' SMInfo Gets with its GUID,
   // priority and state (discovering during a sweep, then master or standby), so that they
-  // find it and defer to a master (IBA 14.4.1). SMInfo Sets (handover, acknowledge, disable)
-  // are answered with the state unchanged and status "unsupported".
+  // find it and defer to a master (IBA 14.4.1); SMInfo Sets (handover and acknowledge; the
+  // others are refused as unsupported); Notice traps; and, while master, subnet
+  // administration (sa()) from what its last sweep programmed.
   Status serve_sm_info();
+  const IbSubnetAdmin& sa() const { return sa_; }
   // What this SM says of itself in SMInfo.
   wire::SmInfo sm_info() const;
   // A master handed the subnet to this standby SM (an SMInfo Set HANDOVER answered): the next
@@ -140,6 +143,7 @@ class IbSubnetManager {
   uint64_t traps_ = 0;
   IbSubnet subnet_;
   IbRoutes routes_;
+  IbSubnetAdmin sa_;
 };
 
 }  // namespace galaxy::nm

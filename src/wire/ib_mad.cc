@@ -61,8 +61,12 @@ bool is_valid_mad_method(uint8_t raw) {
     case 0x05:
     case 0x06:
     case 0x07:
+    case 0x12:
+    case 0x15:
     case 0x81:
     case 0x86:
+    case 0x92:
+    case 0x95:
       return true;
     default:
       return false;
@@ -87,6 +91,14 @@ std::string_view mad_method_name(MadMethod m) {
       return "GetResp";
     case MadMethod::kReportResp:
       return "ReportResp";
+    case MadMethod::kGetTable:
+      return "GetTable";
+    case MadMethod::kDelete:
+      return "Delete";
+    case MadMethod::kGetTableResp:
+      return "GetTableResp";
+    case MadMethod::kDeleteResp:
+      return "DeleteResp";
   }
   return "unknown";
 }

@@ -42,8 +42,13 @@ enum class MadMethod : uint8_t {
   kTrap = 0x05,
   kReport = 0x06,
   kTrapRepress = 0x07,
+  // Subnet administration's own (IBA 15.2.2): every record that matches, and a record's removal.
+  kGetTable = 0x12,
+  kDelete = 0x15,
   kGetResp = 0x81,
   kReportResp = 0x86,
+  kGetTableResp = 0x92,
+  kDeleteResp = 0x95,
 };
 bool is_valid_mad_method(uint8_t raw);
 inline bool is_response(MadMethod m) {

@@ -270,6 +270,9 @@ uint8_t PortInfo::link_speed_active() const {
 uint8_t PortInfo::neighbor_mtu() const {
   return get_bits_be(raw, 36, 4, 4);
 }
+uint8_t PortInfo::mtu_cap() const {
+  return get_bits_be(raw, 41, 0, 4);
+}
 uint8_t PortInfo::vl_cap() const {
   return get_bits_be(raw, 37, 4, 4);
 }

@@ -121,6 +121,7 @@ struct PortInfo {
   void set_lmc(uint8_t lmc);
   uint8_t link_speed_active() const;
   uint8_t neighbor_mtu() const;
+  uint8_t mtu_cap() const;
   uint8_t vl_cap() const;
   uint8_t operational_vls() const;
   // A Set made from a Get answer: the read-only and "0 = no change" fields made neutral.

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -43,6 +44,9 @@ class ModelSubnet final : public ib::SmpPort {
         Port& port = node.ports[p];
         port.info.raw[28] = static_cast<uint8_t>(p);  // LocalPortNum
         port.info.raw[31] = 2;                        // LinkWidthActive 4x
+        port.info.raw[35] = 4 << 4;                   // LinkSpeedActive QDR
+        port.info.raw[36] = 5 << 4;                   // NeighborMTU 4096
+        port.info.raw[41] = 5;                        // MTUCap 4096
         const bool up = port.peer != kNone || (node.is_switch && p == 0);
         port.info.set_phys_state(up ? wire::kPhysLinkUp : 2);  // 2: Polling
         port.info.set_port_state(up ? wire::IbPortState::kInit : wire::IbPortState::kDown);
@@ -154,11 +158,21 @@ class ModelSubnet final : public ib::SmpPort {
   std::optional<wire::Smp> ask_sm(const wire::Smp& request) {
     return sm_handler_ ? sm_handler_(request) : std::nullopt;
   }
+  // The SM's agents of other classes (SmpPort::serve_class): subnet administration.
+  Status serve_class(wire::MgmtClass cls, uint8_t, ib::GmpRequestHandler h) override {
+    class_handlers_[static_cast<uint8_t>(cls)] = std::move(h);
+    return {};
+  }
+  std::optional<ib::GmpAnswer> ask_class(const wire::Mad& request) {
+    auto& h = class_handlers_[static_cast<uint8_t>(request.mgmt_class)];
+    return h ? h(request) : std::nullopt;
+  }
 
   uint64_t sent_smps = 0;
   uint64_t sets = 0;  // Set SMPs answered
 
  private:
+  std::array<ib::GmpRequestHandler, 256> class_handlers_;
   struct Port {
     uint32_t peer = kNone;
     uint8_t peer_port = 0;

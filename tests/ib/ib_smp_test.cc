@@ -147,6 +147,7 @@ TEST(IbSmp, PortInfoFieldsWhereLibibmadHasThem) {
     EXPECT_EQ(p.lmc(), ibmad(p.raw, IB_PORT_LMC_F));
     EXPECT_EQ(p.link_speed_active(), ibmad(p.raw, IB_PORT_LINK_SPEED_ACTIVE_F));
     EXPECT_EQ(p.neighbor_mtu(), ibmad(p.raw, IB_PORT_NEIGHBOR_MTU_F));
+    EXPECT_EQ(p.mtu_cap(), ibmad(p.raw, IB_PORT_MTU_CAP_F));
     EXPECT_EQ(p.vl_cap(), ibmad(p.raw, IB_PORT_VL_CAP_F));
     EXPECT_EQ(p.operational_vls(), ibmad(p.raw, IB_PORT_OPER_VLS_F));
 

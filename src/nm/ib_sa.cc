@@ -1,0 +1,134 @@
+#include "nm/ib_sa.h"
+
+#include <algorithm>
+
+namespace galaxy::nm {
+namespace {
+
+using wire::MadMethod;
+using wire::SaAttr;
+using wire::SaStatus;
+
+// ClassPortInfo's RespTimeValue: the SA answers within 4.096 us x 2^18 (IBA 13.4.6.2).
+constexpr uint8_t kSaRespTimeValue = 18;
+
+wire::Mad answer_to(const wire::Mad& request, MadMethod method) {
+  wire::Mad a;
+  a.base_version = request.base_version;
+  a.mgmt_class = request.mgmt_class;
+  a.class_version = request.class_version;
+  a.method = method;
+  a.transaction_id = request.transaction_id;
+  a.attribute_id = request.attribute_id;
+  a.attribute_modifier = request.attribute_modifier;
+  return a;
+}
+
+}  // namespace
+
+void IbSubnetAdmin::publish(const IbSubnet& subnet, const IbRoutes& routes) {
+  IbSaView v;
+  v.subnet = subnet;
+  v.routes = routes;
+  v.by_lid.assign(size_t{routes.max_lid} + 1, IbEndpoint{});
+  for (uint32_t n = 0; n < v.subnet.nodes.size(); ++n) {
+    const IbNode& node = v.subnet.nodes[n];
+    for (uint32_t p = 0; p < node.ports.size(); ++p) {
+      const IbPort& port = node.ports[p];
+      if (port.lid == 0) continue;
+      if (port.lid >= v.by_lid.size()) v.by_lid.resize(size_t{port.lid} + 1, IbEndpoint{});
+      v.by_lid[port.lid] = {n, static_cast<uint8_t>(p)};
+      if (port.guid != 0) v.by_port_guid[port.guid] = {n, static_cast<uint8_t>(p)};
+    }
+  }
+  if (v.subnet.sm_node < v.subnet.nodes.size()) {
+    const IbNode& sm = v.subnet.nodes[v.subnet.sm_node];
+    const uint32_t p = sm.is_switch() ? 0 : v.subnet.sm_port;
+    if (p < sm.ports.size() && sm.ports[p].known && sm.ports[p].info.gid_prefix() != 0)
+      v.gid_prefix = sm.ports[p].info.gid_prefix();
+  }
+  view_ = std::move(v);
+}
+
+ib::GmpAnswer IbSubnetAdmin::refuse(const wire::Mad& request, uint16_t status) {
+  ++stats_.refused;
+  ib::GmpAnswer a;
+  a.mad = answer_to(request, request.method == MadMethod::kGetTable ? MadMethod::kGetTableResp
+                                                                    : MadMethod::kGetResp);
+  a.mad.status = status;
+  wire::SaHeader h;
+  encode_sa_header(a.mad, h);
+  return a;
+}
+
+std::optional<ib::GmpAnswer> IbSubnetAdmin::handle(const wire::Mad& request) {
+  if (!view_) return std::nullopt;
+  ++stats_.requests;
+  if (request.class_version != wire::kSaClassVersion)
+    return refuse(request, wire::kMadStatusBadVersion);
+  if (request.method != MadMethod::kGet && request.method != MadMethod::kGetTable)
+    return refuse(request, wire::kMadStatusBadMethod);
+
+  if (request.attribute_id == static_cast<uint16_t>(SaAttr::kClassPortInfo)) {
+    if (request.method != MadMethod::kGet) return refuse(request, wire::kMadStatusBadMethodAttr);
+    ib::GmpAnswer a;
+    a.mad = answer_to(request, MadMethod::kGetResp);
+    wire::SaHeader h;
+    h.attribute_offset = wire::kClassPortInfoBytes / 8;
+    encode_sa_header(a.mad, h);
+    wire::ClassPortInfo c;
+    c.class_version = wire::kSaClassVersion;
+    c.resp_time_value = kSaRespTimeValue;
+    encode_class_port_info(c, wire::sa_data(a.mad));
+    ++stats_.answered;
+    return a;
+  }
+
+  const auto attrs = ib_sa_attributes();
+  const auto it = std::find_if(attrs.begin(), attrs.end(), [&](const IbSaAttribute& x) {
+    return static_cast<uint16_t>(x.attr) == request.attribute_id;
+  });
+  if (it == attrs.end()) return refuse(request, wire::kMadStatusBadMethodAttr);
+
+  const wire::SaHeader in = wire::decode_sa_header(request);
+  const unsigned stride = (it->record_bytes + 7) / 8 * 8;
+  const size_t fit = wire::kSaDataBytes / stride;
+  // One more than fits (or than a Get takes) tells a cut answer from a whole one.
+  const size_t max = request.method == MadMethod::kGet ? 2 : fit + 1;
+  std::vector<uint8_t> records;
+  const SaStatus st = it->query(*view_, wire::sa_data(request), in.component_mask, max, records);
+  if (st != SaStatus::kOk) return refuse(request, wire::sa_mad_status(st));
+  size_t n = records.size() / stride;
+  if (request.method == MadMethod::kGet && n != 1)
+    return refuse(request,
+                  wire::sa_mad_status(n == 0 ? SaStatus::kNoRecords : SaStatus::kTooManyRecords));
+
+  ib::GmpAnswer a;
+  wire::SaHeader h;
+  h.attribute_offset = static_cast<uint16_t>(stride / 8);
+  h.component_mask = in.component_mask;
+  if (request.method == MadMethod::kGetTable) {
+    a.mad = answer_to(request, MadMethod::kGetTableResp);
+    if (n > fit) {
+      // One MAD's worth: the transport carries no more (ibsim's has no RMPP segmentation).
+      ++stats_.truncated;
+      n = fit;
+    }
+    h.rmpp.version = wire::kRmppVersion;
+    h.rmpp.type = wire::kRmppTypeData;
+    h.rmpp.flags = wire::kRmppFlagActive | wire::kRmppFlagFirst | wire::kRmppFlagLast;
+    h.rmpp.resp_time = 0x1F;  // none given
+    h.rmpp.segment = 1;
+    h.rmpp.payload_length =
+        static_cast<uint32_t>(wire::kSaDataOffset - wire::kSaHeaderOffset + n * stride);
+    a.length = static_cast<unsigned>(wire::kSaDataOffset + n * stride);
+  } else {
+    a.mad = answer_to(request, MadMethod::kGetResp);
+  }
+  encode_sa_header(a.mad, h);
+  std::copy_n(records.begin(), n * stride, wire::sa_data(a.mad).begin());
+  ++stats_.answered;
+  return a;
+}
+
+}  // namespace galaxy::nm

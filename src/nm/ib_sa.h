@@ -1,0 +1,85 @@
+// Subnet administration on the master SM (SYSTEM.md 3; IBA 15): the subnet's users ask the SA
+// (class 0x03 at the SM's LID, QP1) for paths and records instead of reading the subnet
+// themselves; infiniband-diags' saquery is one such user. The SA answers from the subnet and
+// the forwarding tables the master's last sweep programmed (publish), so a PathRecord is the
+// path the switches' LFTs carry. One query function per attribute (ib_sa_records.cc), found by
+// attribute in a table.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "base/status.h"
+#include "ib/smp_port.h"
+#include "nm/ib_routes.h"
+#include "nm/ib_subnet.h"
+#include "wire/ib_sa.h"
+
+namespace galaxy::nm {
+
+// The PacketLifeTime of every path between two ports (IBA 15.2.5.16): 4.096 us x 2^18, about
+// one second, the subnet timeout OpenSM also gives; a loopback path's is 0.
+inline constexpr uint8_t kIbPathPacketLifeTime = 18;
+// The P_Key of every path: the default partition, full membership (IBA 10.9.1.2), which every
+// port holds while the SM programs no partitions.
+inline constexpr uint16_t kIbDefaultPkey = 0xFFFF;
+// The GID prefix of a port that reports none: the link-local prefix (IBA 4.1.1).
+inline constexpr uint64_t kIbDefaultGidPrefix = 0xFE80000000000000ull;
+
+struct IbSaStats {
+  uint64_t requests = 0;   // received while serving
+  uint64_t answered = 0;   // with status 0
+  uint64_t refused = 0;    // with an error status (each by IBA's code)
+  uint64_t truncated = 0;  // GetTable answers that held fewer records than matched
+};
+
+// What the SA answers from: a copy of the master's subnet and tables, indexed by LID and GUID.
+struct IbSaView {
+  IbSubnet subnet;
+  IbRoutes routes;
+  std::vector<IbEndpoint> by_lid;  // LID -> the port holding it (node kNoIbNode: none)
+  std::unordered_map<uint64_t, IbEndpoint> by_port_guid;
+  uint64_t gid_prefix = kIbDefaultGidPrefix;
+  IbEndpoint at_lid(uint16_t lid) const { return lid < by_lid.size() ? by_lid[lid] : IbEndpoint{}; }
+};
+
+// One attribute's query: the records matching `tmpl` in the fields `mask` names (IBA 15.4.4),
+// at most `max` of them, appended to `out` (each record_bytes long, zero-padded to a multiple of
+// 8 bytes), or an SA status that refuses the query.
+using IbSaQuery = wire::SaStatus (*)(const IbSaView& view, std::span<const uint8_t> tmpl,
+                                     uint64_t mask, size_t max, std::vector<uint8_t>& out);
+struct IbSaAttribute {
+  wire::SaAttr attr;
+  const char* name;
+  unsigned record_bytes;
+  IbSaQuery query;
+};
+// Every attribute the SA answers Get and GetTable for.
+std::span<const IbSaAttribute> ib_sa_attributes();
+
+// PathRecord's query, for callers that want records rather than MADs (the CLI, tests).
+wire::SaStatus ib_sa_path_records(const IbSaView& view, std::span<const uint8_t> tmpl,
+                                  uint64_t mask, size_t max, std::vector<uint8_t>& out);
+
+class IbSubnetAdmin {
+ public:
+  // From now on the SA answers from this subnet and these tables (the master's sweep is done).
+  void publish(const IbSubnet& subnet, const IbRoutes& routes);
+  // Not master: requests are left unanswered (their senders ask the master's LID next).
+  void withdraw() { view_.reset(); }
+  bool serving() const { return view_.has_value(); }
+  const IbSaView* view() const { return view_ ? &*view_ : nullptr; }
+  // One request -> its answer (nullopt: left unanswered).
+  std::optional<ib::GmpAnswer> handle(const wire::Mad& request);
+  const IbSaStats& stats() const { return stats_; }
+
+ private:
+  ib::GmpAnswer refuse(const wire::Mad& request, uint16_t status);
+  std::optional<IbSaView> view_;
+  IbSaStats stats_;
+};
+
+}  // namespace galaxy::nm

@@ -1,0 +1,180 @@
+// InfiniBand subnet administration (SYSTEM.md 3; IBA 15.2): the MAD of class 0x03 (version 2),
+// whose data holds an RMPP header, the SA header (SM_Key, AttributeOffset, ComponentMask) and
+// 200 bytes of records; and the records a subnet's users ask the SA for: ClassPortInfo,
+// NodeRecord, PortInfoRecord, PathRecord. Layout in docs/protocol.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "wire/ib_mad.h"
+#include "wire/ib_smp.h"
+
+namespace galaxy::wire {
+
+inline constexpr uint8_t kSaClassVersion = 2;
+// Byte offsets within the whole MAD (IBA 15.2.1.1): RMPP header at 24, SA header at 36.
+inline constexpr unsigned kSaHeaderOffset = 36;
+inline constexpr unsigned kSaDataOffset = 56;
+inline constexpr unsigned kSaDataBytes = kMadBytes - kSaDataOffset;  // 200
+
+enum class SaAttr : uint16_t {
+  kClassPortInfo = 0x0001,
+  kNotice = 0x0002,
+  kInformInfo = 0x0003,
+  kNodeRecord = 0x0011,
+  kPortInfoRecord = 0x0012,
+  kLinkRecord = 0x0020,
+  kServiceRecord = 0x0031,
+  kPathRecord = 0x0035,
+  kInformInfoRecord = 0x00F3,
+};
+
+// The class-specific part of a MAD's status (bits 8-15; IBA 15.2.1.2, Table 196).
+enum class SaStatus : uint8_t {
+  kOk = 0,
+  kNoResources = 1,
+  kReqInvalid = 2,
+  kNoRecords = 3,
+  kTooManyRecords = 4,
+  kInvalidGid = 5,
+  kInsufficientComponents = 6,
+  kDenied = 7,
+};
+inline uint16_t sa_mad_status(SaStatus s) {
+  return static_cast<uint16_t>(static_cast<uint16_t>(s) << 8);
+}
+// The common MAD status codes (bits 2-4, IBA 13.4.7) an SA answers with.
+inline constexpr uint16_t kMadStatusBadVersion = 0x0004;
+inline constexpr uint16_t kMadStatusBadMethod = 0x0008;
+inline constexpr uint16_t kMadStatusBadMethodAttr = 0x000C;
+inline constexpr uint16_t kMadStatusBadValue = 0x001C;
+
+// RMPP header (IBA 13.6.2): what a GetTable answer of one MAD says of itself.
+inline constexpr uint8_t kRmppVersion = 1;
+inline constexpr uint8_t kRmppTypeData = 1;
+inline constexpr uint8_t kRmppFlagActive = 1, kRmppFlagFirst = 2, kRmppFlagLast = 4;
+struct Rmpp {
+  uint8_t version = 0;
+  uint8_t type = 0;
+  uint8_t resp_time = 0;  // 5 bits
+  uint8_t flags = 0;      // 3 bits
+  uint8_t status = 0;
+  uint32_t segment = 0;
+  uint32_t payload_length = 0;
+  bool operator==(const Rmpp&) const = default;
+};
+
+struct SaHeader {
+  Rmpp rmpp;
+  uint64_t sm_key = 0;
+  uint16_t attribute_offset = 0;  // a record's size in 8-byte words
+  uint64_t component_mask = 0;
+  bool operator==(const SaHeader&) const = default;
+};
+SaHeader decode_sa_header(const Mad& m);
+void encode_sa_header(Mad& m, const SaHeader& h);
+// The 200 record bytes of an SA MAD.
+std::span<uint8_t, kSaDataBytes> sa_data(Mad& m);
+std::span<const uint8_t, kSaDataBytes> sa_data(const Mad& m);
+
+// A 128-bit GID: subnet prefix and interface id (a port GUID).
+struct Gid {
+  uint64_t prefix = 0;
+  uint64_t guid = 0;
+  bool operator==(const Gid&) const = default;
+};
+std::string gid_text(const Gid& g);  // "fe80::2:c902:40:1" style, as saquery prints it
+
+// PathRecord (IBA 15.2.5.16), 64 bytes.
+inline constexpr unsigned kPathRecordBytes = 64;
+struct PathRecord {
+  uint64_t service_id = 0;
+  Gid dgid, sgid;
+  uint16_t dlid = 0, slid = 0;
+  bool raw_traffic = false;
+  uint32_t flow_label = 0;  // 20 bits
+  uint8_t hop_limit = 0;
+  uint8_t tclass = 0;
+  bool reversible = false;
+  uint8_t num_path = 0;  // 7 bits
+  uint16_t pkey = 0;
+  uint16_t qos_class = 0;  // 12 bits
+  uint8_t sl = 0;          // 4 bits
+  uint8_t mtu_selector = 0, mtu = 0;
+  uint8_t rate_selector = 0, rate = 0;
+  uint8_t pkt_life_selector = 0, pkt_life = 0;
+  uint8_t preference = 0;
+  bool operator==(const PathRecord&) const = default;
+};
+void encode_path_record(const PathRecord& r, std::span<uint8_t> out);  // out: >= 64 bytes
+PathRecord decode_path_record(std::span<const uint8_t> in);            // in: >= 64 bytes
+// PathRecord ComponentMask bits (IBA 15.2.5.16, Table 210).
+namespace pr_mask {
+inline constexpr uint64_t kDgid = 1ull << 2, kSgid = 1ull << 3, kDlid = 1ull << 4,
+                          kSlid = 1ull << 5, kPkey = 1ull << 13, kSl = 1ull << 15,
+                          kMtuSelector = 1ull << 16, kMtu = 1ull << 17, kRateSelector = 1ull << 18,
+                          kRate = 1ull << 19, kNumPath = 1ull << 12;
+}
+
+// NodeRecord (IBA 15.2.5.2): a node's NodeInfo and NodeDescription by one of its LIDs, 108
+// bytes (AttributeOffset 14: 112).
+inline constexpr unsigned kNodeRecordBytes = 108;
+struct NodeRecord {
+  uint16_t lid = 0;
+  NodeInfo info;
+  std::array<uint8_t, 64> description{};
+  bool operator==(const NodeRecord&) const = default;
+};
+void encode_node_record(const NodeRecord& r, std::span<uint8_t> out);
+NodeRecord decode_node_record(std::span<const uint8_t> in);
+namespace nr_mask {
+inline constexpr uint64_t kLid = 1ull << 0, kNodeType = 1ull << 4, kNodeGuid = 1ull << 7,
+                          kPortGuid = 1ull << 8;
+}
+
+// PortInfoRecord (IBA 15.2.5.3): a port's PortInfo by its node's LID and port number, 72 bytes.
+inline constexpr unsigned kPortInfoRecordBytes = 72;
+struct PortInfoRecord {
+  uint16_t lid = 0;
+  uint8_t port = 0;
+  uint8_t options = 0;
+  PortInfo info;
+  bool operator==(const PortInfoRecord&) const = default;
+};
+void encode_port_info_record(const PortInfoRecord& r, std::span<uint8_t> out);
+PortInfoRecord decode_port_info_record(std::span<const uint8_t> in);
+namespace pir_mask {
+inline constexpr uint64_t kLid = 1ull << 0, kPort = 1ull << 1;
+inline constexpr uint64_t kCapabilityMask = 1ull << 7;  // PortInfo's
+}  // namespace pir_mask
+
+// ClassPortInfo (IBA 13.4.8.1), 72 bytes: what the SA says of itself (no redirection, its trap
+// destination).
+inline constexpr unsigned kClassPortInfoBytes = 72;
+struct ClassPortInfo {
+  uint8_t base_version = 1;
+  uint8_t class_version = 0;
+  uint16_t capability_mask = 0;
+  uint32_t capability_mask2 = 0;  // 27 bits
+  uint8_t resp_time_value = 0;    // 5 bits
+  uint16_t trap_lid = 0;
+  uint16_t trap_pkey = 0;
+  uint8_t trap_hop_limit = 0;
+  uint32_t trap_qp = 0;  // 24 bits
+  uint32_t trap_qkey = 0;
+  bool operator==(const ClassPortInfo&) const = default;
+};
+void encode_class_port_info(const ClassPortInfo& c, std::span<uint8_t> out);
+ClassPortInfo decode_class_port_info(std::span<const uint8_t> in);
+
+// The IBA rate code (PathRecord Rate, IBA Table 211) of a link of `width` (PortInfo
+// LinkWidthActive) and `speed` (LinkSpeedActive); 0 when either is not a known encoding.
+uint8_t ib_rate_code(uint8_t width, uint8_t speed);
+// The rate code's signalling rate in units of 0.5 Gb/s (2.5 Gb/s = 5), to compare rates; 0 for
+// an unknown code.
+unsigned ib_rate_half_gbps(uint8_t code);
+
+}  // namespace galaxy::wire

@@ -1,0 +1,244 @@
+// Galaxy's subnet administration (nm/ib_sa.h) on a subnet modelled in-process: after a master
+// sweep, SA requests (as saquery sends them) are answered from what the sweep programmed. A
+// PathRecord's LIDs, MTU and rate are those of the path the model's switches forward along;
+// GetTable answers carry RMPP and as many records as one MAD holds; bad requests get IBA's
+// status codes and change nothing; a standby SM leaves requests unanswered.
+#include <gtest/gtest.h>
+
+#include "fabric/builders.h"
+#include "ib_model_subnet.h"
+#include "nm/ib_sm.h"
+#include "wire/big_endian.h"
+
+namespace galaxy::nm {
+namespace {
+
+using wire::MadMethod;
+using wire::SaAttr;
+
+struct SaFixture {
+  fabric::Topology topo;
+  std::unique_ptr<test::ModelSubnet> model;
+  std::unique_ptr<IbSubnetManager> sm;
+  explicit SaFixture(const std::string& spec = "fattree:k=4,levels=2") {
+    auto t = fabric::build_topology(spec);
+    EXPECT_TRUE(t.ok());
+    topo = std::move(*t);
+    model = std::make_unique<test::ModelSubnet>(topo, topo.nic_node(0));
+    sm = std::make_unique<IbSubnetManager>(*model, IbSmOptions{});
+    EXPECT_TRUE(sm->serve_sm_info().ok());
+  }
+  wire::Mad request(MadMethod method, SaAttr attr, uint64_t mask) const {
+    wire::Mad m;
+    m.mgmt_class = wire::MgmtClass::kSubnAdm;
+    m.class_version = wire::kSaClassVersion;
+    m.method = method;
+    m.transaction_id = 0x1234;
+    m.attribute_id = static_cast<uint16_t>(attr);
+    wire::SaHeader h;
+    h.component_mask = mask;
+    encode_sa_header(m, h);
+    return m;
+  }
+  std::optional<ib::GmpAnswer> path(MadMethod method, uint16_t slid, uint16_t dlid) {
+    namespace m = wire::pr_mask;
+    wire::Mad q = request(method, SaAttr::kPathRecord, m::kSlid | m::kDlid);
+    wire::PathRecord want;
+    want.slid = slid;
+    want.dlid = dlid;
+    encode_path_record(want, wire::sa_data(q));
+    return model->ask_class(q);
+  }
+};
+
+TEST(IbSa, StandbyOrBeforeASweepLeavesRequestsUnanswered) {
+  SaFixture f;
+  EXPECT_FALSE(f.path(MadMethod::kGet, 1, 2).has_value());
+  EXPECT_EQ(f.sm->sa().stats().requests, 0u);
+}
+
+TEST(IbSa, PathRecordIsThePathTheTablesCarry) {
+  SaFixture f;
+  auto r = f.sm->sweep();
+  ASSERT_TRUE(r.ok() && r->subnet_up);
+  const uint32_t a = f.topo.nic_node(0), b = f.topo.nic_node(f.topo.num_nics() - 1);
+  const uint16_t la = f.model->lid(a, 1), lb = f.model->lid(b, 1);
+  ASSERT_TRUE(f.model->deliver(a, 1, lb).has_value());
+  auto ans = f.path(MadMethod::kGet, la, lb);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.method, MadMethod::kGetResp);
+  EXPECT_EQ(ans->mad.status, 0);
+  EXPECT_EQ(ans->mad.transaction_id, 0x1234u);
+  EXPECT_EQ(wire::decode_sa_header(ans->mad).attribute_offset, 8);
+  const wire::PathRecord pr = wire::decode_path_record(wire::sa_data(ans->mad));
+  EXPECT_EQ(pr.slid, la);
+  EXPECT_EQ(pr.dlid, lb);
+  EXPECT_EQ(pr.sgid.guid, f.model->guid(a) + 1);
+  EXPECT_EQ(pr.dgid.guid, f.model->guid(b) + 1);
+  EXPECT_EQ(pr.sgid.prefix, kIbDefaultGidPrefix);
+  EXPECT_EQ(pr.mtu, 5);   // the model's links: 4096 bytes,
+  EXPECT_EQ(pr.rate, 7);  // 4x QDR
+  EXPECT_TRUE(pr.reversible);
+  EXPECT_EQ(pr.pkey, kIbDefaultPkey);
+  EXPECT_EQ(pr.pkt_life, kIbPathPacketLifeTime);
+  EXPECT_EQ(f.sm->sa().stats().answered, 1u);
+}
+
+TEST(IbSa, NoPathWhereTheTablesLeadNowhere) {
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  const uint32_t a = f.topo.nic_node(0);
+  const uint16_t la = f.model->lid(a, 1);
+  // A LID no port holds: no record (Get: IBA's ERR_NO_RECORDS), and nothing else changes.
+  auto ans = f.path(MadMethod::kGet, la, 0x9000);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::sa_mad_status(wire::SaStatus::kNoRecords));
+  auto table = f.path(MadMethod::kGetTable, la, 0x9000);
+  ASSERT_TRUE(table.has_value());
+  EXPECT_EQ(table->mad.status, 0);
+  EXPECT_EQ(table->length, wire::kSaDataOffset);  // zero records
+}
+
+TEST(IbSa, GetTableCarriesRmppAndWhatOneMadHolds) {
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  const uint16_t la = f.model->lid(f.topo.nic_node(0), 1);
+  namespace m = wire::pr_mask;
+  wire::Mad q = f.request(MadMethod::kGetTable, SaAttr::kPathRecord, m::kSlid);
+  wire::PathRecord want;
+  want.slid = la;
+  encode_path_record(want, wire::sa_data(q));
+  auto ans = f.model->ask_class(q);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.method, MadMethod::kGetTableResp);
+  const wire::SaHeader h = wire::decode_sa_header(ans->mad);
+  EXPECT_EQ(h.rmpp.flags, 7);
+  EXPECT_EQ(h.rmpp.segment, 1u);
+  // Three 64-byte records fit in 200 bytes; the subnet has more destinations.
+  EXPECT_EQ(ans->length, wire::kSaDataOffset + 3 * 64);
+  EXPECT_EQ(h.rmpp.payload_length, 20u + 3 * 64);
+  for (unsigned i = 0; i < 3; ++i) {
+    const auto pr = wire::decode_path_record(wire::sa_data(ans->mad).subspan(i * 64));
+    EXPECT_EQ(pr.slid, la);
+    EXPECT_NE(pr.dlid, la);
+  }
+  EXPECT_EQ(f.sm->sa().stats().truncated, 1u);
+}
+
+TEST(IbSa, UnknownGidIsRefusedWithIbasStatus) {
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  namespace m = wire::pr_mask;
+  wire::Mad q = f.request(MadMethod::kGet, SaAttr::kPathRecord, m::kSgid | m::kDgid);
+  wire::PathRecord want;
+  want.sgid = {kIbDefaultGidPrefix, f.model->guid(f.topo.nic_node(0)) + 1};
+  want.dgid = {kIbDefaultGidPrefix, 0xdeadbeefull};
+  encode_path_record(want, wire::sa_data(q));
+  auto ans = f.model->ask_class(q);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::sa_mad_status(wire::SaStatus::kInvalidGid));
+  // The right GUID with another subnet's prefix: the same.
+  want.dgid = {0xfec0000000000000ull, f.model->guid(f.topo.nic_node(1)) + 1};
+  encode_path_record(want, wire::sa_data(q));
+  ans = f.model->ask_class(q);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::sa_mad_status(wire::SaStatus::kInvalidGid));
+  // By GIDs that name ports: the path.
+  want.dgid.prefix = kIbDefaultGidPrefix;
+  encode_path_record(want, wire::sa_data(q));
+  ans = f.model->ask_class(q);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, 0);
+  EXPECT_EQ(wire::decode_path_record(wire::sa_data(ans->mad)).dlid,
+            f.model->lid(f.topo.nic_node(1), 1));
+}
+
+TEST(IbSa, BadRequestsGetIbasStatusCodes) {
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  wire::Mad q = f.request(MadMethod::kGet, SaAttr::kPathRecord, 0);
+  q.class_version = 1;
+  auto a = f.model->ask_class(q);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, wire::kMadStatusBadVersion);
+  q = f.request(MadMethod::kSend, SaAttr::kPathRecord, 0);
+  a = f.model->ask_class(q);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, wire::kMadStatusBadMethod);
+  q = f.request(MadMethod::kGet, static_cast<SaAttr>(0x0099), 0);
+  a = f.model->ask_class(q);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, wire::kMadStatusBadMethodAttr);
+  // Get of a table with many records: too many.
+  q = f.request(MadMethod::kGet, SaAttr::kPathRecord, 0);
+  a = f.model->ask_class(q);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, wire::sa_mad_status(wire::SaStatus::kTooManyRecords));
+  EXPECT_EQ(f.sm->sa().stats().refused, 4u);
+  EXPECT_EQ(f.sm->sa().stats().answered, 0u);
+}
+
+TEST(IbSa, NodeAndPortInfoRecordsByLid) {
+  SaFixture f;
+  // A port that says IsSM (an SM process behind it that does not answer).
+  const uint32_t other_sm = f.topo.nic_node(2);
+  f.model->run_sm(other_sm, std::nullopt);
+  ASSERT_TRUE(f.sm->sweep().ok());
+  uint32_t sw = 0;
+  while (f.topo.is_nic(sw)) ++sw;
+  const uint16_t lid = f.model->lid(sw, 0);
+  wire::Mad q = f.request(MadMethod::kGet, SaAttr::kNodeRecord, wire::nr_mask::kLid);
+  wire::NodeRecord nr;
+  nr.lid = lid;
+  encode_node_record(nr, wire::sa_data(q));
+  auto a = f.model->ask_class(q);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->mad.status, 0);
+  EXPECT_EQ(wire::decode_sa_header(a->mad).attribute_offset, 14);
+  const wire::NodeRecord got = wire::decode_node_record(wire::sa_data(a->mad));
+  EXPECT_EQ(got.lid, lid);
+  EXPECT_EQ(got.info.node_guid, f.model->guid(sw));
+  EXPECT_EQ(got.info.node_type, 2);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(got.description.data())), f.topo.name(sw));
+
+  q = f.request(MadMethod::kGet, SaAttr::kPortInfoRecord,
+                wire::pir_mask::kLid | wire::pir_mask::kPort);
+  wire::PortInfoRecord pr;
+  pr.lid = lid;
+  pr.port = 1;
+  encode_port_info_record(pr, wire::sa_data(q));
+  a = f.model->ask_class(q);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->mad.status, 0);
+  const wire::PortInfoRecord pg = wire::decode_port_info_record(wire::sa_data(a->mad));
+  EXPECT_EQ(pg.lid, lid);
+  EXPECT_EQ(pg.port, 1);
+  EXPECT_EQ(pg.info.port_state(), static_cast<uint8_t>(wire::IbPortState::kActive));
+
+  // The SM's own port, found by its IsSM capability (saquery -s).
+  q = f.request(MadMethod::kGetTable, SaAttr::kPortInfoRecord, wire::pir_mask::kCapabilityMask);
+  pr = {};
+  wire::put_be(std::span<uint8_t>(pr.info.raw), 20, 4, wire::kCapIsSm);
+  encode_port_info_record(pr, wire::sa_data(q));
+  a = f.model->ask_class(q);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->length, wire::kSaDataOffset + wire::kPortInfoRecordBytes);
+  pr = wire::decode_port_info_record(wire::sa_data(a->mad));
+  EXPECT_EQ(pr.lid, f.model->lid(other_sm, 1));
+  EXPECT_EQ(pr.port, 1);
+}
+
+TEST(IbSa, ClassPortInfo) {
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  wire::Mad q = f.request(MadMethod::kGet, SaAttr::kClassPortInfo, 0);
+  auto a = f.model->ask_class(q);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, 0);
+  const auto c = wire::decode_class_port_info(wire::sa_data(a->mad));
+  EXPECT_EQ(c.class_version, wire::kSaClassVersion);
+  EXPECT_EQ(c.base_version, 1);
+}
+
+}  // namespace
+}  // namespace galaxy::nm
