@@ -49,7 +49,13 @@ struct GmpAnswer {
   wire::Mad mad;
   unsigned length = wire::kMadBytes;
 };
-using GmpRequestHandler = std::function<std::optional<GmpAnswer>(const wire::Mad& request)>;
+// Where a request came from: the sender's LID and QP.
+struct GmpSource {
+  uint16_t lid = 0;
+  uint32_t qp = 0;
+};
+using GmpRequestHandler =
+    std::function<std::optional<GmpAnswer>(const wire::Mad& request, const GmpSource& from)>;
 
 class SmpPort {
  public:

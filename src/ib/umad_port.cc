@@ -64,6 +64,12 @@ class UmadPort final : public SmpPort {
   }
 
   Status serve_sm(SmRequestHandler h) override {
+    if (Status s = open_issm(); !s) return s;
+    sm_handler_ = std::move(h);
+    return {};
+  }
+
+  Status open_issm() {
     if (issm_fd_ < 0) {
       char path[256];
       if (int r = umad_get_issm_path(local_.ca.c_str(), static_cast<int>(local_.port), path,
@@ -78,7 +84,6 @@ class UmadPort final : public SmpPort {
             Code::kIoError, 7030,
             fmt::format("umad: opening {} (the IsSM capability): {}", path, std::strerror(errno)));
     }
-    sm_handler_ = std::move(h);
     return {};
   }
 
@@ -93,8 +98,9 @@ class UmadPort final : public SmpPort {
       // Requests too (Get, Set, GetTable, Delete; IBA 15.2.2), and RMPP for answers of more than
       // one MAD, as the kernel segments them (IBA 13.6).
       long methods[16 / sizeof(long)] = {};
-      for (wire::MadMethod m : {wire::MadMethod::kGet, wire::MadMethod::kSet,
-                                wire::MadMethod::kGetTable, wire::MadMethod::kDelete})
+      for (wire::MadMethod m :
+           {wire::MadMethod::kGet, wire::MadMethod::kSet, wire::MadMethod::kGetTable,
+            wire::MadMethod::kDelete, wire::MadMethod::kReport})
         methods[0] |= 1L << static_cast<int>(m);
       agent = umad_register(fd_, c, class_version, wire::kRmppVersion, methods);
       if (agent < 0)
@@ -104,6 +110,11 @@ class UmadPort final : public SmpPort {
                         local_.ca, local_.port, std::strerror(-agent)));
       class_versions_[c] = class_version;
     }
+    // ibsim hands a request to QP1 only to a client that holds the IsSM capability; such a
+    // client that runs no SM answers other SMs' SMInfo as an SM NOT ACTIVE (answer_request),
+    // which they ignore.
+    if (through_umad2sim() && issm_fd_ < 0)
+      if (Status s = open_issm(); !s) return s;
     class_handlers_[c] = std::move(h);
     return {};
   }
@@ -142,6 +153,7 @@ class UmadPort final : public SmpPort {
     int& agent = gmp_agents_[cls];
     if (agent < 0) {
       agent = umad_register(fd_, cls, mad.class_version, 0, nullptr);
+      class_versions_[cls] = mad.class_version;
       if (agent < 0)
         return make_error(
             Code::kIoError, 7026,
@@ -239,8 +251,18 @@ class UmadPort final : public SmpPort {
   // goes back along its return path (the hop pointer as it arrived, IBA 14.2.2), a LID-routed
   // one to the LID it came from.
   void answer_request(const wire::Smp& request) {
-    if (!sm_handler_) return;
-    std::optional<wire::Smp> answer = sm_handler_(request);
+    std::optional<wire::Smp> answer;
+    if (sm_handler_) {
+      answer = sm_handler_(request);
+    } else if (issm_fd_ >= 0 && request.method == wire::MadMethod::kGet &&
+               request.attribute_id == static_cast<uint16_t>(wire::SmpAttr::kSmInfo)) {
+      wire::SmInfo none;
+      none.guid = local_.port_guid;
+      none.sm_state = static_cast<uint8_t>(wire::SmState::kNotActive);
+      answer.emplace();
+      answer->method = wire::MadMethod::kGetResp;
+      answer->data = wire::encode_sm_info(none);
+    }
     if (!answer) return;
     answer->transaction_id = request.transaction_id;
     answer->directed = request.directed;
@@ -270,16 +292,17 @@ class UmadPort final : public SmpPort {
   void answer_gmp(const wire::Mad& request) {
     const auto cls = static_cast<uint8_t>(request.mgmt_class);
     if (!class_handlers_[cls]) return;
-    std::optional<GmpAnswer> answer = class_handlers_[cls](request);
+    const ib_mad_addr_t* from = umad_get_mad_addr(buf_.data());
+    const uint16_t dlid = ntohs(from->lid);
+    const auto qp = static_cast<int>(ntohl(from->qpn));
+    std::optional<GmpAnswer> answer =
+        class_handlers_[cls](request, GmpSource{dlid, static_cast<uint32_t>(qp)});
     if (!answer) return;
     answer->mad.transaction_id = request.transaction_id;
     answer->mad.mgmt_class = request.mgmt_class;
     answer->mad.class_version = request.class_version;
     auto bytes = wire::encode_mad(answer->mad);
     if (!bytes) return;
-    const ib_mad_addr_t* from = umad_get_mad_addr(buf_.data());
-    const uint16_t dlid = ntohs(from->lid);
-    const auto qp = static_cast<int>(ntohl(from->qpn));
     const unsigned length = std::min<unsigned>(answer->length, wire::kMadBytes);
     std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
     std::memcpy(umad_get_mad(out.data()), bytes->data(), bytes->size());

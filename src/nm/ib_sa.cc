@@ -47,6 +47,7 @@ void IbSubnetAdmin::publish(const IbSubnet& subnet, const IbRoutes& routes) {
     if (p < sm.ports.size() && sm.ports[p].known && sm.ports[p].info.gid_prefix() != 0)
       v.gid_prefix = sm.ports[p].info.gid_prefix();
   }
+  v.subscriptions = &subs_;
   view_ = std::move(v);
 }
 
@@ -61,11 +62,100 @@ ib::GmpAnswer IbSubnetAdmin::refuse(const wire::Mad& request, uint16_t status) {
   return a;
 }
 
-std::optional<ib::GmpAnswer> IbSubnetAdmin::handle(const wire::Mad& request) {
+ib::GmpAnswer IbSubnetAdmin::inform(const wire::Mad& request, const ib::GmpSource& from) {
+  const wire::InformInfo want = wire::decode_inform_info(wire::sa_data(request));
+  // The subscriber is the port the request came from; Reports go to its QP1 (the GSI).
+  const IbEndpoint who = view_->at_lid(from.lid);
+  if (who.node == kNoIbNode) return refuse(request, wire::sa_mad_status(SaStatus::kReqInvalid));
+  if (want.qpn != 1) return refuse(request, wire::sa_mad_status(SaStatus::kReqInvalid));
+  if (want.gid != wire::Gid{} &&
+      (want.gid.prefix != view_->gid_prefix || !view_->by_port_guid.contains(want.gid.guid)))
+    return refuse(request, wire::sa_mad_status(SaStatus::kInvalidGid));
+  const wire::Gid subscriber{view_->gid_prefix, view_->subnet.nodes[who.node].ports[who.port].guid};
+  auto same = [&](const IbSubscription& s) {
+    wire::InformInfo a = s.info, b = want;
+    a.subscribe = b.subscribe = true;
+    a.resp_time_value = b.resp_time_value = 0;
+    return s.lid == from.lid && a == b;
+  };
+  auto it = std::find_if(subs_.begin(), subs_.end(), same);
+  if (want.subscribe) {
+    if (it == subs_.end()) {
+      if (subs_.size() >= kIbMaxSubscriptions)
+        return refuse(request, wire::sa_mad_status(SaStatus::kNoResources));
+      subs_.push_back({subscriber, from.lid, next_enum_++, want});
+    }
+  } else {
+    if (it == subs_.end()) return refuse(request, wire::sa_mad_status(SaStatus::kReqInvalid));
+    subs_.erase(it);
+  }
+  ib::GmpAnswer a;
+  a.mad = answer_to(request, MadMethod::kGetResp);
+  wire::SaHeader h;
+  h.attribute_offset = (wire::kInformInfoBytes + 7) / 8;
+  encode_sa_header(a.mad, h);
+  encode_inform_info(want, wire::sa_data(a.mad));
+  ++stats_.answered;
+  return a;
+}
+
+bool IbSubnetAdmin::noisy(const wire::Notice& notice) {
+  const auto now = std::chrono::steady_clock::now();
+  auto& times = recent_[uint32_t{notice.issuer_lid} << 16 | notice.trap_number];
+  std::erase_if(times, [&](auto t) { return now - t > std::chrono::seconds(kIbNoisyTrapWindowS); });
+  times.push_back(now);
+  return times.size() > kIbNoisyTrapLimit;
+}
+
+IbTrapOutcome IbSubnetAdmin::on_trap(const wire::Notice& notice) {
+  IbTrapOutcome out;
+  if (!view_) return out;
+  ++stats_.traps;
+  if (noisy(notice)) {
+    ++stats_.suppressed;
+    out.noisy = true;
+    return out;
+  }
+  wire::Notice n = notice;
+  if (IbEndpoint e = view_->at_lid(n.issuer_lid); e.node != kNoIbNode)
+    n.issuer_gid = {view_->gid_prefix, view_->subnet.nodes[e.node].ports[e.port].guid};
+  for (const IbSubscription& s : subs_) {
+    const wire::InformInfo& i = s.info;
+    if (i.is_generic != n.is_generic) continue;
+    if (i.trap_number != wire::kInformAllTraps && i.trap_number != n.trap_number) continue;
+    if (i.type != wire::kInformAllTraps && i.type != n.type) continue;
+    if (i.producer != wire::kInformAllProducers && i.producer != n.producer) continue;
+    if (i.gid != wire::Gid{} && i.gid.guid != n.issuer_gid.guid) continue;
+    if (i.gid == wire::Gid{} && i.lid_begin != 0xFFFF &&
+        (n.issuer_lid < i.lid_begin || n.issuer_lid > i.lid_end))
+      continue;
+    IbTrapOutcome::Report r;
+    r.dlid = s.lid;
+    r.mad.mgmt_class = wire::MgmtClass::kSubnAdm;
+    r.mad.class_version = wire::kSaClassVersion;
+    r.mad.method = MadMethod::kReport;
+    r.mad.attribute_id = static_cast<uint16_t>(SaAttr::kNotice);
+    r.mad.transaction_id = kIbReportTidBase | (next_report_++ & 0x3FFFFFFFu);
+    wire::SaHeader h;
+    h.attribute_offset = wire::kNoticeBytes / 8;
+    encode_sa_header(r.mad, h);
+    encode_notice(n, wire::sa_data(r.mad));
+    out.reports.push_back(std::move(r));
+    ++stats_.reports;
+  }
+  return out;
+}
+
+std::optional<ib::GmpAnswer> IbSubnetAdmin::handle(const wire::Mad& request,
+                                                   const ib::GmpSource& from) {
   if (!view_) return std::nullopt;
   ++stats_.requests;
   if (request.class_version != wire::kSaClassVersion)
     return refuse(request, wire::kMadStatusBadVersion);
+  if (request.method == MadMethod::kSet &&
+      request.attribute_id == static_cast<uint16_t>(SaAttr::kInformInfo))
+    return inform(request, from);
+  if (request.method == MadMethod::kSet) return refuse(request, wire::kMadStatusBadMethodAttr);
   if (request.method != MadMethod::kGet && request.method != MadMethod::kGetTable)
     return refuse(request, wire::kMadStatusBadMethod);
 

@@ -6,6 +6,7 @@
 // attribute in a table.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -30,10 +31,42 @@ inline constexpr uint16_t kIbDefaultPkey = 0xFFFF;
 inline constexpr uint64_t kIbDefaultGidPrefix = 0xFE80000000000000ull;
 
 struct IbSaStats {
-  uint64_t requests = 0;   // received while serving
-  uint64_t answered = 0;   // with status 0
-  uint64_t refused = 0;    // with an error status (each by IBA's code)
-  uint64_t truncated = 0;  // GetTable answers that held fewer records than matched
+  uint64_t requests = 0;    // received while serving
+  uint64_t answered = 0;    // with status 0
+  uint64_t refused = 0;     // with an error status (each by IBA's code)
+  uint64_t truncated = 0;   // GetTable answers that held fewer records than matched
+  uint64_t traps = 0;       // Notices the SM received while this SA served
+  uint64_t reports = 0;     // Reports sent to subscribers
+  uint64_t suppressed = 0;  // traps of a noisy port, not forwarded
+};
+
+// A port that sends more than this many traps of one number within kIbNoisyTrapWindowS seconds
+// is noisy: its traps of that number are answered but neither forwarded nor swept for until the
+// window holds fewer (OpenSM counts the same way before it disables such a port).
+inline constexpr unsigned kIbNoisyTrapLimit = 10;
+inline constexpr unsigned kIbNoisyTrapWindowS = 60;
+// Subscriptions the SA holds at most (ERR_NO_RESOURCES beyond).
+inline constexpr size_t kIbMaxSubscriptions = 1024;
+// Reports' transaction ids (low 32 bits) count from here, clear of the SM's own requests.
+inline constexpr uint32_t kIbReportTidBase = 0xC0000000u;
+
+// What a trap makes the SA do: the Reports to send (to `dlid`, QP1), and whether the trap comes
+// from a noisy port.
+struct IbTrapOutcome {
+  struct Report {
+    uint16_t dlid = 0;
+    wire::Mad mad;
+  };
+  std::vector<Report> reports;
+  bool noisy = false;
+};
+
+// One InformInfo subscription: whose (the subscriber's port and LID) and to what.
+struct IbSubscription {
+  wire::Gid subscriber;
+  uint16_t lid = 0;
+  uint16_t enumeration = 0;
+  wire::InformInfo info;
 };
 
 // What the SA answers from: a copy of the master's subnet and tables, indexed by LID and GUID.
@@ -43,6 +76,7 @@ struct IbSaView {
   std::vector<IbEndpoint> by_lid;  // LID -> the port holding it (node kNoIbNode: none)
   std::unordered_map<uint64_t, IbEndpoint> by_port_guid;
   uint64_t gid_prefix = kIbDefaultGidPrefix;
+  const std::vector<IbSubscription>* subscriptions = nullptr;  // the SA's, for InformInfoRecord
   IbEndpoint at_lid(uint16_t lid) const { return lid < by_lid.size() ? by_lid[lid] : IbEndpoint{}; }
 };
 
@@ -57,7 +91,7 @@ struct IbSaAttribute {
   unsigned record_bytes;
   IbSaQuery query;
 };
-// Every attribute the SA answers Get and GetTable for.
+// Every attribute the SA answers Get and GetTable for (InformInfo is a Set, handled apart).
 std::span<const IbSaAttribute> ib_sa_attributes();
 
 // PathRecord's query, for callers that want records rather than MADs (the CLI, tests).
@@ -72,14 +106,25 @@ class IbSubnetAdmin {
   void withdraw() { view_.reset(); }
   bool serving() const { return view_.has_value(); }
   const IbSaView* view() const { return view_ ? &*view_ : nullptr; }
-  // One request -> its answer (nullopt: left unanswered).
-  std::optional<ib::GmpAnswer> handle(const wire::Mad& request);
+  // One request from `from` -> its answer (nullopt: left unanswered).
+  std::optional<ib::GmpAnswer> handle(const wire::Mad& request, const ib::GmpSource& from);
+  // A Notice trap the SM received (answered already): the Reports its subscribers get.
+  IbTrapOutcome on_trap(const wire::Notice& notice);
+  const std::vector<IbSubscription>& subscriptions() const { return subs_; }
   const IbSaStats& stats() const { return stats_; }
 
  private:
   ib::GmpAnswer refuse(const wire::Mad& request, uint16_t status);
+  // InformInfo Set (IBA 13.4.8.3): subscribe or unsubscribe `from`.
+  ib::GmpAnswer inform(const wire::Mad& request, const ib::GmpSource& from);
+  bool noisy(const wire::Notice& notice);
   std::optional<IbSaView> view_;
   IbSaStats stats_;
+  std::vector<IbSubscription> subs_;
+  uint16_t next_enum_ = 0;
+  uint32_t next_report_ = 0;
+  // (issuer LID << 16 | trap number) -> the times of its recent traps.
+  std::unordered_map<uint32_t, std::vector<std::chrono::steady_clock::time_point>> recent_;
 };
 
 }  // namespace galaxy::nm

@@ -185,6 +185,25 @@ SaStatus port_info_records(const IbSaView& v, std::span<const uint8_t> tmpl, uin
   return SaStatus::kOk;
 }
 
+SaStatus inform_info_records(const IbSaView& v, std::span<const uint8_t> tmpl, uint64_t mask,
+                             size_t max, std::vector<uint8_t>& out) {
+  // ComponentMask bit 0: SubscriberGID (saquery -I <gid>); bit 1: Enum.
+  const wire::InformInfoRecord want = wire::decode_inform_info_record(tmpl);
+  size_t n_out = 0;
+  for (const IbSubscription& s : *v.subscriptions) {
+    if (n_out >= max) break;
+    if ((mask & 1) && s.subscriber != want.subscriber) continue;
+    if ((mask & 2) && s.enumeration != want.enumeration) continue;
+    wire::InformInfoRecord r;
+    r.subscriber = s.subscriber;
+    r.enumeration = s.enumeration;
+    r.info = s.info;
+    encode_inform_info_record(r, append_record(out, wire::kInformInfoRecordBytes));
+    ++n_out;
+  }
+  return SaStatus::kOk;
+}
+
 }  // namespace
 
 SaStatus ib_sa_path_records(const IbSaView& v, std::span<const uint8_t> tmpl, uint64_t mask,
@@ -249,6 +268,8 @@ std::span<const IbSaAttribute> ib_sa_attributes() {
       {wire::SaAttr::kPortInfoRecord, "PortInfoRecord", wire::kPortInfoRecordBytes,
        port_info_records},
       {wire::SaAttr::kPathRecord, "PathRecord", wire::kPathRecordBytes, ib_sa_path_records},
+      {wire::SaAttr::kInformInfoRecord, "InformInfoRecord", wire::kInformInfoRecordBytes,
+       inform_info_records},
   };
   return kAttributes;
 }

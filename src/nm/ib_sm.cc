@@ -118,16 +118,21 @@ Status IbSubnetManager::serve_sm_info() {
   // Subnet administration (class 0x03, version 2) on the same port; a port that carries no
   // general management requests leaves the SM without it.
   if (Status s = port_.serve_class(wire::MgmtClass::kSubnAdm, wire::kSaClassVersion,
-                                   [this](const wire::Mad& req) { return sa_.handle(req); });
+                                   [this](const wire::Mad& req, const ib::GmpSource& from) {
+                                     return sa_.handle(req, from);
+                                   });
       !s && s.error().code != Code::kUnsupported)
     return s;
   return port_.serve_sm([this](const wire::Smp& req) -> std::optional<wire::Smp> {
     if (req.method == MadMethod::kTrap &&
         req.attribute_id == static_cast<uint16_t>(SmpAttr::kNotice)) {
       // A port changed state, a capability (IsSM: another SM) appeared ...: the next light
-      // sweep is a heavy one. The sender is told it was heard (TrapRepress, IBA 13.4.9).
-      trap_seen_ = true;
+      // sweep is a heavy one, unless the port is noisy; the SA forwards it to its subscribers
+      // as Reports. The sender is told it was heard (TrapRepress, IBA 13.4.9).
       ++traps_;
+      IbTrapOutcome out = sa_.on_trap(wire::decode_notice(req.data));
+      if (!out.noisy) trap_seen_ = true;
+      for (const IbTrapOutcome::Report& r : out.reports) (void)port_.send_gmp(r.mad, r.dlid);
       wire::Smp a;
       a.method = MadMethod::kTrapRepress;
       a.data = req.data;

@@ -188,6 +188,76 @@ ClassPortInfo decode_class_port_info(std::span<const uint8_t> b) {
   return c;
 }
 
+void encode_notice(const Notice& n, std::span<uint8_t> b) {
+  std::fill_n(b.begin(), kNoticeBytes, uint8_t{0});
+  b[0] = static_cast<uint8_t>((n.is_generic ? 0x80 : 0) | (n.type & 0x7F));
+  put_be(b, 1, 3, n.producer & 0xFFFFFF);
+  put_be(b, 4, 2, n.trap_number);
+  put_be(b, 6, 2, n.issuer_lid);
+  put_be(b, 8, 2, (n.toggle ? 0x8000u : 0u) | (n.count & 0x7FFFu));
+  std::copy(n.details.begin(), n.details.end(), b.begin() + 10);
+  put_gid(b, 64, n.issuer_gid);
+}
+
+Notice decode_notice(std::span<const uint8_t> b) {
+  Notice n;
+  n.is_generic = b[0] >> 7;
+  n.type = b[0] & 0x7F;
+  n.producer = static_cast<uint32_t>(get_be(b, 1, 3));
+  n.trap_number = static_cast<uint16_t>(get_be(b, 4, 2));
+  n.issuer_lid = static_cast<uint16_t>(get_be(b, 6, 2));
+  const auto tc = static_cast<uint16_t>(get_be(b, 8, 2));
+  n.toggle = tc >> 15;
+  n.count = tc & 0x7FFF;
+  std::copy_n(b.begin() + 10, n.details.size(), n.details.begin());
+  if (b.size() >= kNoticeBytes) n.issuer_gid = get_gid(b, 64);
+  return n;
+}
+
+void encode_inform_info(const InformInfo& i, std::span<uint8_t> b) {
+  std::fill_n(b.begin(), kInformInfoBytes, uint8_t{0});
+  put_gid(b, 0, i.gid);
+  put_be(b, 16, 2, i.lid_begin);
+  put_be(b, 18, 2, i.lid_end);
+  b[22] = i.is_generic;
+  b[23] = i.subscribe;
+  put_be(b, 24, 2, i.type);
+  put_be(b, 26, 2, i.trap_number);
+  put_be(b, 28, 4, (i.qpn & 0xFFFFFFu) << 8 | (i.resp_time_value & 0x1Fu));
+  put_be(b, 33, 3, i.producer & 0xFFFFFF);
+}
+
+InformInfo decode_inform_info(std::span<const uint8_t> b) {
+  InformInfo i;
+  i.gid = get_gid(b, 0);
+  i.lid_begin = static_cast<uint16_t>(get_be(b, 16, 2));
+  i.lid_end = static_cast<uint16_t>(get_be(b, 18, 2));
+  i.is_generic = b[22] != 0;
+  i.subscribe = b[23] != 0;
+  i.type = static_cast<uint16_t>(get_be(b, 24, 2));
+  i.trap_number = static_cast<uint16_t>(get_be(b, 26, 2));
+  const auto w = static_cast<uint32_t>(get_be(b, 28, 4));
+  i.qpn = w >> 8;
+  i.resp_time_value = w & 0x1F;
+  i.producer = static_cast<uint32_t>(get_be(b, 33, 3));
+  return i;
+}
+
+void encode_inform_info_record(const InformInfoRecord& r, std::span<uint8_t> b) {
+  std::fill_n(b.begin(), kInformInfoRecordBytes, uint8_t{0});
+  put_gid(b, 0, r.subscriber);
+  put_be(b, 16, 2, r.enumeration);
+  encode_inform_info(r.info, b.subspan(24));
+}
+
+InformInfoRecord decode_inform_info_record(std::span<const uint8_t> b) {
+  InformInfoRecord r;
+  r.subscriber = get_gid(b, 0);
+  r.enumeration = static_cast<uint16_t>(get_be(b, 16, 2));
+  r.info = decode_inform_info(b.subspan(24));
+  return r;
+}
+
 uint8_t ib_rate_code(uint8_t width, uint8_t speed) {
   unsigned lanes = 0;
   switch (width) {  // LinkWidthActive (IBA 14.2.5.6)

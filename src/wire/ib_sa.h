@@ -170,6 +170,56 @@ struct ClassPortInfo {
 void encode_class_port_info(const ClassPortInfo& c, std::span<uint8_t> out);
 ClassPortInfo decode_class_port_info(std::span<const uint8_t> in);
 
+// Notice (IBA 13.4.8.2), 80 bytes: what a Trap carries to the SM (its first 64 bytes in an SMP)
+// and a Report carries to a subscriber.
+inline constexpr unsigned kNoticeBytes = 80;
+struct Notice {
+  bool is_generic = true;
+  uint8_t type = 0;          // 7 bits: 0 fatal, 1 urgent, 2 security, 3 SM, 4 informational
+  uint32_t producer = 0;     // 24 bits: ProducerType (generic: 1 CA, 2 switch, 3 router, 4 SM)
+  uint16_t trap_number = 0;  // generic: 128 port state change, 144 capability change ...
+  uint16_t issuer_lid = 0;
+  bool toggle = false;
+  uint16_t count = 0;  // 15 bits
+  std::array<uint8_t, 54> details{};
+  Gid issuer_gid;
+  bool operator==(const Notice&) const = default;
+};
+void encode_notice(const Notice& n, std::span<uint8_t> out);  // out: >= 80 bytes
+// `in` of 64 bytes (an SMP's data) leaves IssuerGID zero.
+Notice decode_notice(std::span<const uint8_t> in);
+
+// InformInfo (IBA 13.4.8.3), 36 bytes: a subscription to the SM's traps, sent to the SA as a Set.
+inline constexpr unsigned kInformInfoBytes = 36;
+inline constexpr uint16_t kInformAllTraps = 0xFFFF;  // TrapNumber and Type: any
+inline constexpr uint32_t kInformAllProducers = 0xFFFFFF;
+struct InformInfo {
+  Gid gid;                      // the port whose traps are wanted (zero: by LID range)
+  uint16_t lid_begin = 0xFFFF;  // 0xFFFF: every port
+  uint16_t lid_end = 0;
+  bool is_generic = true;
+  bool subscribe = true;
+  uint16_t type = kInformAllTraps;
+  uint16_t trap_number = kInformAllTraps;
+  uint32_t qpn = 1;  // 24 bits: where the Reports go
+  uint8_t resp_time_value = 0;
+  uint32_t producer = kInformAllProducers;
+  bool operator==(const InformInfo&) const = default;
+};
+void encode_inform_info(const InformInfo& i, std::span<uint8_t> out);
+InformInfo decode_inform_info(std::span<const uint8_t> in);
+
+// InformInfoRecord (IBA 15.2.5.12), 64 bytes: a subscription as the SA lists them.
+inline constexpr unsigned kInformInfoRecordBytes = 64;
+struct InformInfoRecord {
+  Gid subscriber;
+  uint16_t enumeration = 0;
+  InformInfo info;
+  bool operator==(const InformInfoRecord&) const = default;
+};
+void encode_inform_info_record(const InformInfoRecord& r, std::span<uint8_t> out);
+InformInfoRecord decode_inform_info_record(std::span<const uint8_t> in);
+
 // The IBA rate code (PathRecord Rate, IBA Table 211) of a link of `width` (PortInfo
 // LinkWidthActive) and `speed` (LinkSpeedActive); 0 when either is not a known encoding.
 uint8_t ib_rate_code(uint8_t width, uint8_t speed);

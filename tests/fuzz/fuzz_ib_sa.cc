@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!m.ok()) return 0;
   m->mgmt_class = MgmtClass::kSubnAdm;
   if (is_response(m->method)) m->method = MadMethod::kGetTable;
-  auto a = swept.model->ask_class(*m);
+  auto a = swept.model->ask_class(*m, {swept.model->lid(swept.topo.nic_node(1), 1), 1});
   if (!a || a->mad.transaction_id != m->transaction_id || a->length > kMadBytes ||
       a->length < kSaDataOffset || !is_response(a->mad.method))
     std::abort();

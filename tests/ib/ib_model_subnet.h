@@ -130,6 +130,7 @@ class ModelSubnet final : public ib::SmpPort {
     return {};
   }
   Status send_gmp(const wire::Mad& mad, uint16_t dlid) override {
+    sent_gmps.emplace_back(mad, dlid);
     queue_.push_back({{}, mad, dlid});
     return {};
   }
@@ -163,10 +164,12 @@ class ModelSubnet final : public ib::SmpPort {
     class_handlers_[static_cast<uint8_t>(cls)] = std::move(h);
     return {};
   }
-  std::optional<ib::GmpAnswer> ask_class(const wire::Mad& request) {
+  std::optional<ib::GmpAnswer> ask_class(const wire::Mad& request, ib::GmpSource from = {}) {
     auto& h = class_handlers_[static_cast<uint8_t>(request.mgmt_class)];
-    return h ? h(request) : std::nullopt;
+    return h ? h(request, from) : std::nullopt;
   }
+  // General management packets the SM sent (the SA's Reports among them), with their LID.
+  std::vector<std::pair<wire::Mad, uint16_t>> sent_gmps;
 
   uint64_t sent_smps = 0;
   uint64_t sets = 0;  // Set SMPs answered

@@ -242,3 +242,142 @@ TEST(IbSa, ClassPortInfo) {
 
 }  // namespace
 }  // namespace galaxy::nm
+
+namespace galaxy::nm {
+namespace {
+
+// A port state change trap from switch LID `lid`, as ibsim sends one (IBA 14.2.5.1).
+wire::Smp port_state_trap(uint16_t lid) {
+  wire::Notice n;
+  n.type = 1;  // urgent
+  n.producer = 2;
+  n.trap_number = 128;
+  n.issuer_lid = lid;
+  std::array<uint8_t, wire::kNoticeBytes> raw{};
+  encode_notice(n, raw);
+  wire::Smp trap;
+  trap.directed = false;
+  trap.method = MadMethod::kTrap;
+  trap.attribute_id = static_cast<uint16_t>(wire::SmpAttr::kNotice);
+  std::copy_n(raw.begin(), trap.data.size(), trap.data.begin());
+  return trap;
+}
+
+wire::Mad inform_request(const SaFixture& f, bool subscribe, uint16_t trap_number) {
+  wire::Mad q = f.request(MadMethod::kSet, SaAttr::kInformInfo, 0);
+  wire::InformInfo i;
+  i.subscribe = subscribe;
+  i.trap_number = trap_number;
+  encode_inform_info(i, wire::sa_data(q));
+  return q;
+}
+
+TEST(IbSaInform, SubscriberGetsAReportOfEachTrap) {
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  const uint32_t sub = f.topo.nic_node(3);
+  const uint16_t sub_lid = f.model->lid(sub, 1);
+  auto a = f.model->ask_class(inform_request(f, true, 128), {sub_lid, 1});
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->mad.status, 0);
+  EXPECT_EQ(a->mad.method, MadMethod::kGetResp);
+  EXPECT_TRUE(wire::decode_inform_info(wire::sa_data(a->mad)).subscribe);
+  ASSERT_EQ(f.sm->sa().subscriptions().size(), 1u);
+  EXPECT_EQ(f.sm->sa().subscriptions()[0].subscriber.guid, f.model->guid(sub) + 1);
+
+  uint32_t sw = 0;
+  while (f.topo.is_nic(sw)) ++sw;
+  const uint16_t sw_lid = f.model->lid(sw, 0);
+  f.model->sent_gmps.clear();
+  auto repress = f.model->ask_sm(port_state_trap(sw_lid));
+  ASSERT_TRUE(repress.has_value());
+  EXPECT_EQ(repress->method, MadMethod::kTrapRepress);
+  ASSERT_EQ(f.model->sent_gmps.size(), 1u);
+  const auto& [report, dlid] = f.model->sent_gmps[0];
+  EXPECT_EQ(dlid, sub_lid);
+  EXPECT_EQ(report.mgmt_class, wire::MgmtClass::kSubnAdm);
+  EXPECT_EQ(report.method, MadMethod::kReport);
+  EXPECT_EQ(report.attribute_id, static_cast<uint16_t>(SaAttr::kNotice));
+  const wire::Notice n = wire::decode_notice(wire::sa_data(report));
+  EXPECT_EQ(n.trap_number, 128);
+  EXPECT_EQ(n.issuer_lid, sw_lid);
+  EXPECT_EQ(n.issuer_gid.guid, f.model->guid(sw));  // a switch's port GUID: its node GUID
+  EXPECT_EQ(f.sm->sa().stats().reports, 1u);
+
+  // Another trap number: not this subscription's.
+  wire::Smp other = port_state_trap(sw_lid);
+  other.data[5] = 144;
+  f.model->sent_gmps.clear();
+  (void)f.model->ask_sm(other);
+  EXPECT_TRUE(f.model->sent_gmps.empty());
+
+  // Listed as InformInfoRecord (saquery -I), then unsubscribed: no more Reports.
+  wire::Mad q = f.request(MadMethod::kGetTable, SaAttr::kInformInfoRecord, 0);
+  a = f.model->ask_class(q);
+  ASSERT_TRUE(a.has_value());
+  ASSERT_EQ(a->length, wire::kSaDataOffset + wire::kInformInfoRecordBytes);
+  EXPECT_EQ(wire::decode_inform_info_record(wire::sa_data(a->mad)).info.trap_number, 128);
+  a = f.model->ask_class(inform_request(f, false, 128), {sub_lid, 1});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, 0);
+  EXPECT_TRUE(f.sm->sa().subscriptions().empty());
+  f.model->sent_gmps.clear();
+  (void)f.model->ask_sm(port_state_trap(sw_lid));
+  EXPECT_TRUE(f.model->sent_gmps.empty());
+  // Unsubscribing again: nothing to remove, IBA's ERR_REQ_INVALID.
+  a = f.model->ask_class(inform_request(f, false, 128), {sub_lid, 1});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, wire::sa_mad_status(wire::SaStatus::kReqInvalid));
+}
+
+TEST(IbSaInform, BadSubscriptionsAreRefused) {
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  const uint16_t sub_lid = f.model->lid(f.topo.nic_node(3), 1);
+  // From a LID no port holds.
+  auto a = f.model->ask_class(inform_request(f, true, 128), {0x7000, 1});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, wire::sa_mad_status(wire::SaStatus::kReqInvalid));
+  // Reports to a QP other than the GSI's.
+  wire::Mad q = inform_request(f, true, 128);
+  wire::InformInfo i = wire::decode_inform_info(wire::sa_data(q));
+  i.qpn = 77;
+  encode_inform_info(i, wire::sa_data(q));
+  a = f.model->ask_class(q, {sub_lid, 1});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, wire::sa_mad_status(wire::SaStatus::kReqInvalid));
+  // The traps of a GID that is no port's.
+  i.qpn = 1;
+  i.gid = {kIbDefaultGidPrefix, 0xdeadbeef};
+  encode_inform_info(i, wire::sa_data(q));
+  a = f.model->ask_class(q, {sub_lid, 1});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->mad.status, wire::sa_mad_status(wire::SaStatus::kInvalidGid));
+  EXPECT_TRUE(f.sm->sa().subscriptions().empty());
+}
+
+TEST(IbSaInform, NoisyPortIsQuieted) {
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  const uint16_t sub_lid = f.model->lid(f.topo.nic_node(3), 1);
+  ASSERT_EQ(
+      f.model->ask_class(inform_request(f, true, wire::kInformAllTraps), {sub_lid, 1})->mad.status,
+      0);
+  uint32_t sw = 0;
+  while (f.topo.is_nic(sw)) ++sw;
+  const uint16_t sw_lid = f.model->lid(sw, 0);
+  f.model->sent_gmps.clear();
+  for (unsigned i = 0; i < kIbNoisyTrapLimit + 5; ++i) {
+    auto r = f.model->ask_sm(port_state_trap(sw_lid));
+    ASSERT_TRUE(r.has_value());  // every trap is answered
+  }
+  EXPECT_EQ(f.model->sent_gmps.size(), kIbNoisyTrapLimit);
+  EXPECT_EQ(f.sm->sa().stats().suppressed, 5u);
+  // A quiet port's traps still go through.
+  f.model->sent_gmps.clear();
+  (void)f.model->ask_sm(port_state_trap(f.model->lid(f.topo.nic_node(0), 1)));
+  EXPECT_EQ(f.model->sent_gmps.size(), 1u);
+}
+
+}  // namespace
+}  // namespace galaxy::nm

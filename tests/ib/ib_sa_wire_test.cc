@@ -165,3 +165,63 @@ TEST(IbSaWire, RateCodes) {
 
 }  // namespace
 }  // namespace galaxy::wire
+
+namespace galaxy::wire {
+namespace {
+
+TEST(IbSaWire, NoticeWhereLibibmadReadsIt) {
+  Notice n;
+  n.type = 1;
+  n.producer = 2;
+  n.trap_number = 128;
+  n.issuer_lid = 0x1234;
+  n.toggle = true;
+  n.count = 0x55;
+  n.details[0] = 0x12;  // trap 128: the LID in its first two bytes
+  n.details[1] = 0x34;
+  n.issuer_gid = {0xfe80000000000000ull, 0x0002c90200400001ull};
+  std::array<uint8_t, 80> b{};
+  encode_notice(n, b);
+  uint8_t* p = b.data();
+  EXPECT_EQ(mad_get_field(p, 0, IB_NOTICE_IS_GENERIC_F), 1u);
+  EXPECT_EQ(mad_get_field(p, 0, IB_NOTICE_TYPE_F), 1u);
+  EXPECT_EQ(mad_get_field(p, 0, IB_NOTICE_PRODUCER_F), 2u);
+  EXPECT_EQ(mad_get_field(p, 0, IB_NOTICE_TRAP_NUMBER_F), 128u);
+  EXPECT_EQ(mad_get_field(p, 0, IB_NOTICE_ISSUER_LID_F), 0x1234u);
+  EXPECT_EQ(mad_get_field(p, 0, IB_NOTICE_TOGGLE_F), 1u);
+  EXPECT_EQ(mad_get_field(p, 0, IB_NOTICE_COUNT_F), 0x55u);
+  EXPECT_EQ(mad_get_field(p, 0, IB_NOTICE_DATA_LID_F), 0x1234u);
+  EXPECT_EQ(decode_notice(b), n);
+  // From an SMP's 64 bytes: no IssuerGID.
+  Notice short_n = decode_notice(std::span<const uint8_t>(b).first(64));
+  EXPECT_EQ(short_n.issuer_gid, Gid{});
+  EXPECT_EQ(short_n.trap_number, 128);
+}
+
+TEST(IbSaWire, InformInfoRoundTripsAtIbasPlaces) {
+  InformInfo i;
+  i.gid = {0xfe80000000000000ull, 7};
+  i.lid_begin = 3;
+  i.lid_end = 9;
+  i.subscribe = false;
+  i.type = 1;
+  i.trap_number = 128;
+  i.qpn = 0x123456;
+  i.resp_time_value = 19;
+  i.producer = 2;
+  std::array<uint8_t, 64> b{};
+  encode_inform_info(i, b);
+  EXPECT_EQ(b[23], 0);                                    // Subscribe
+  EXPECT_EQ(b[26] << 8 | b[27], 128);                     // TrapNumber
+  EXPECT_EQ(b[28] << 16 | b[29] << 8 | b[30], 0x123456);  // QPN
+  EXPECT_EQ(b[31] & 0x1F, 19);                            // RespTimeValue
+  EXPECT_EQ(b[35], 2);                                    // ProducerType
+  EXPECT_EQ(decode_inform_info(b), i);
+  InformInfoRecord r{{0xfe80000000000000ull, 9}, 4, i};
+  encode_inform_info_record(r, b);
+  EXPECT_EQ(b[17], 4);
+  EXPECT_EQ(decode_inform_info_record(b), r);
+}
+
+}  // namespace
+}  // namespace galaxy::wire

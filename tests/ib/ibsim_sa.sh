@@ -7,14 +7,16 @@
 #   * the path a PathRecord names is the one the switches' tables carry (ibtracert arrives);
 #   * a GID no port holds is refused with IBA's SA_ERR_REQ_INVALID_GID, and the SA goes on;
 #   * ClassPortInfo, NodeRecord by LID and the IsSM PortInfoRecords (saquery -c, NR, -s);
-#   * a cable on the path unlinked at ibsim's console: the light sweep sees it, the heavy sweep
+#   * `galaxy subscribe` at another node subscribes to every trap (InformInfo, listed by
+#     saquery -I); a cable on the path unlinked at ibsim's console: the switch's trap reaches the
+#     subscriber as a Report naming the switch, the light sweep sees the change, the heavy sweep
 #     re-routes, and the SA's PathRecord (and ibtracert) go around it.
 # Usage: ibsim_sa.sh <galaxy binary>. Exit 77 (skipped) without ibsim, OpenSM or the diags.
 set -euo pipefail
 galaxy=$(realpath "$1")
 # shellcheck source=tests/ib/ibsim_lib.sh
 . "$(dirname "$0")/ibsim_lib.sh"
-for tool in ibsim opensm saquery ibaddr ibtracert sminfo jq; do
+for tool in ibsim opensm saquery ibaddr ibtracert jq; do
   command -v "$tool" >/dev/null || { echo "skip: $tool not installed"; exit 77; }
 done
 [ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
@@ -22,8 +24,9 @@ done
 dir=$(mktemp -d)
 osm_pid=""
 gsm_pid=""
+sub_pid=""
 cleanup() {
-  for p in $gsm_pid $osm_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  for p in $gsm_pid $osm_pid $sub_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   stop_sim
   rm -rf "$dir"
 }
@@ -31,7 +34,7 @@ trap cleanup EXIT
 cd "$dir"  # libumad2sim writes each client's sysfs image in the working directory
 fail() {
   echo "FAIL: $*" >&2
-  for f in gsm.out gsm.err osm.out ibsim.log; do
+  for f in gsm.out gsm.err osm.out sub.out sub.err ibsim.log; do
     [ -s "$dir/$f" ] && { echo "--- $f" >&2; tail -30 "$dir/$f" >&2; }
   done
   exit 1
@@ -98,14 +101,35 @@ sa NR "$c" | grep -q "NodeDescription.........nic00017" || fail "saquery NR $c"
 g_lid=$(tail -1 "$dir/gsm.out" | jq .sm_lid)
 sa -s | grep -q "EndPortLid\.*$g_lid$" || fail "saquery -s does not list Galaxy's port"
 
-# The path's first cable between switches unlinked: the light sweep sees the port state
-# change, the heavy sweep re-routes, the SA's answer follows the new tables.
+# A subscriber to every trap at nic00020. Its port says IsSM under ibsim (ibsim hands requests
+# only to such clients), which is a capability change the SM sweeps for: let that settle.
+sim nic00020 "$galaxy" subscribe --fabric ib: --json --count 1 --timeout 30 \
+  >"$dir/sub.out" 2>"$dir/sub.err" &
+sub_pid=$!
+wait_for_line "$dir/sub.out" '"subscribed":true' 100 || { cat "$dir/sub.err" >&2; fail "no subscription"; }
+sa -I | grep -q "SubscriberGID\.*$(sim nic00020 ibaddr | sed -n 's/^GID \([^ ]*\) .*/\1/p')$" ||
+  fail "saquery -I does not list the subscription"
+sweeps=-1
+while [ "$sweeps" != "$(grep -c '"subnet_up"' "$dir/gsm.out")" ]; do
+  sweeps=$(grep -c '"subnet_up"' "$dir/gsm.out")
+  sleep 1.5
+done
+
+# The path's first cable between switches unlinked: the switch's trap is forwarded to the
+# subscriber, the light sweep sees the port state change, the heavy sweep re-routes, the SA's
+# answer follows the new tables.
 sim nic00002 ibtracert "$a" "$b" >"$dir/trace" 2>&1
 leaf=$(sed -n '2s/.*"\(.*\)"$/\1/p' "$dir/trace")
 up_port=$(sed -n '3s/^\[\([0-9]*\)\].*/\1/p' "$dir/trace")
 [ -n "$leaf" ] && [ -n "$up_port" ] || { cat "$dir/trace" >&2; fail "no uplink on the path"; }
-sweeps=$(grep -c '"subnet_up"' "$dir/gsm.out")
+ends=" $(sed -n '2,3s/.* lid \([0-9]*\)-.*/\1/p' "$dir/trace" | tr '\n' ' ')"
 sim_console "Unlink \"$leaf\"[$up_port]"
+wait "$sub_pid" || { cat "$dir/sub.err" >&2; fail "the subscriber got no Report"; }
+issuer=$(grep '"trap":128' "$dir/sub.out" | head -1 | jq .issuer_lid)
+case "$ends" in
+  *" $issuer "*) ;;
+  *) cat "$dir/sub.out" >&2; fail "the Report's issuer '$issuer' is not a switch of the link ($ends)" ;;
+esac
 for _ in $(seq 1 100); do
   [ "$(grep -c '"subnet_up"' "$dir/gsm.out")" -gt "$sweeps" ] && break
   sleep 0.1
@@ -120,4 +144,4 @@ if sed -n 3p "$dir/trace2" | grep -q "^\[$up_port\]"; then
   cat "$dir/trace2" >&2
   fail "the path still leaves $leaf by port $up_port"
 fi
-echo "ok: Galaxy's SA answers saquery as OpenSM's does (${pairs// /, }), follows a re-route"
+echo "ok: Galaxy's SA answers saquery as OpenSM's does (${pairs// /, }), forwards a trap to a subscriber, follows a re-route"
