@@ -95,7 +95,7 @@ Result<uint16_t> inform(ib::SmpPort& port, bool subscribe, uint16_t trap, uint64
   encode_inform_info(i, wire::sa_data(m));
   const uint16_t sm_lid = port.local().sm_lid;
   if (sm_lid == 0)
-    return make_error(Code::kNotFound, 7160,
+    return make_error(Code::kNotFound, 7170,
                       "subscribe: the port knows no SM LID (no master SM has swept the subnet)");
   GALAXY_TRY(port.send_gmp(m, sm_lid));
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
@@ -107,7 +107,7 @@ Result<uint16_t> inform(ib::SmpPort& port, bool subscribe, uint16_t trap, uint64
     if (!c->gmp) continue;
     return c->gmp->status;
   }
-  return make_error(Code::kTimeout, 7161,
+  return make_error(Code::kTimeout, 7171,
                     fmt::format("subscribe: the SA at LID {} did not answer the InformInfo Set "
                                 "within {} ms",
                                 sm_lid, timeout_ms));
@@ -155,7 +155,7 @@ void run_subscribe(const SubscribeOptions& o) {
   if (!st) return report_error(st.error(), o.json);
   if (*st != 0)
     return report_error(
-        make_error(Code::kPermissionDenied, 7162,
+        make_error(Code::kPermissionDenied, 7172,
                    fmt::format("subscribe: the SA refused the subscription (status {:#06x})", *st)),
         o.json);
   if (o.json) {
@@ -178,7 +178,7 @@ void run_subscribe(const SubscribeOptions& o) {
   // Unsubscribed on the way out; a master gone meanwhile takes its subscriptions with it.
   (void)inform(**port, false, trap, nm::kIbReportTidBase - 1, o.request_timeout_ms);
   if (o.count != 0 && got < o.count) {
-    report_error(make_error(Code::kTimeout, 7163,
+    report_error(make_error(Code::kTimeout, 7173,
                             fmt::format("subscribe: {} of {} Reports within {} s", got, o.count,
                                         o.timeout_s)),
                  o.json);
