@@ -103,6 +103,7 @@ inline constexpr uint8_t kPhysLinkUp = 5;
 // does not change; accessors for the fields a subnet manager reads and writes.
 struct PortInfo {
   SmpData raw{};
+  bool operator==(const PortInfo&) const = default;
   uint64_t m_key() const;
   uint64_t gid_prefix() const;
   uint16_t lid() const;
