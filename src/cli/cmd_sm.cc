@@ -140,11 +140,30 @@ void run_sm(const SmCliOptions& o) {
   if (!o.once && !o.audit) {
     if (Status s = sm.serve_sm_info(); !s) return report_error(s.error(), o.json);
   }
-  // Waits, answering other SMs; a handover received ends the wait (the next sweep is a master's).
+  // Waits, answering other SMs; a handover received ends the wait (the next sweep is a
+  // master's), as does an SMInfo Set DISABLE or DISCOVER.
   auto wait = [&port, &sm](std::chrono::milliseconds d) {
     const auto until = std::chrono::steady_clock::now() + d;
-    while (!g_stop && !sm.handover_received() && std::chrono::steady_clock::now() < until)
+    while (!g_stop && !sm.handover_received() && sm.state() != wire::SmState::kNotActive &&
+           sm.state() != wire::SmState::kDiscovering && std::chrono::steady_clock::now() < until)
       (*port)->serve(20);
+  };
+  // NOT ACTIVE (SMInfo Set DISABLE): no polls, no sweeps, only answers, until STANDBY or
+  // DISCOVER; says so once.
+  auto not_active = [&port, &sm, &o]() {
+    if (o.json)
+      std::printf("%s\n", json_text(nlohmann::json{{"role", "not active"}}, -1).c_str());
+    else
+      std::printf("NOT ACTIVE: disabled by an SMInfo Set; waiting for STANDBY or DISCOVER\n");
+    std::fflush(stdout);
+    while (!g_stop && sm.state() == wire::SmState::kNotActive) (*port)->serve(20);
+    if (sm.state() == wire::SmState::kStandby) {
+      if (o.json)
+        std::printf("%s\n", json_text(nlohmann::json{{"role", "standby"}}, -1).c_str());
+      else
+        std::printf("STANDBY again: polling the master\n");
+      std::fflush(stdout);
+    }
   };
   bool heavy_due = true;  // the first sweep, and every one after a standby's
   for (unsigned sweep = 1; !g_stop; ++sweep) {
@@ -185,7 +204,12 @@ void run_sm(const SmCliOptions& o) {
       unsigned missed = 0;
       while (!g_stop && missed < o.poll_retries) {
         wait(std::chrono::milliseconds(o.poll_interval_ms));
-        if (g_stop || sm.handover_received()) break;
+        if (sm.state() == wire::SmState::kNotActive) {
+          not_active();
+          missed = 0;
+        }
+        // DISCOVER (or a handover): sweep now.
+        if (g_stop || sm.handover_received() || sm.state() == wire::SmState::kDiscovering) break;
         auto polled = sm.poll(*r->master);
         if (polled && polled->sm_state == static_cast<uint8_t>(wire::SmState::kMaster)) {
           missed = 0;

@@ -149,22 +149,47 @@ Status IbSubnetManager::serve_sm_info() {
       a.status = 0x1C;
     } else if (req.method == MadMethod::kSet) {
       const auto control = static_cast<wire::SmControl>(req.attribute_modifier);
-      if (control == wire::SmControl::kHandover && state_ == wire::SmState::kStandby) {
-        // The master hands the subnet over: this SM is master from now on, sweeps at once
-        // and acknowledges (IBA 14.4.1).
-        state_ = wire::SmState::kMaster;
-        handover_from_ = wire::decode_sm_info(req.data).guid;
-      } else if (control != wire::SmControl::kAcknowledge) {
-        // DISABLE, STANDBY and DISCOVER are not taken (IBA 13.4.7: 0x0C, the method and
-        // attribute combination is not supported); nor a handover to a master.
-        a.status = 0x0C;
-      }
+      if (!control_sm(control, wire::decode_sm_info(req.data)))
+        a.status = wire::kMadStatusBadValue;  // not a transition of this state (as OpenSM)
     }
     // With its SM_Key: the key is kept from requesters M_Key protection does not authenticate
     // (IBA 14.4.5), and this SM sets no M_Key.
     a.data = wire::encode_sm_info(sm_info());
     return a;
   });
+}
+
+bool IbSubnetManager::control_sm(wire::SmControl control, const wire::SmInfo& from) {
+  using wire::SmControl;
+  using wire::SmState;
+  // The SMInfo Set transitions of IBA 14.4.1's state machine; an ACKNOWLEDGE is taken in any
+  // state (the old master's answer to a handover this SM received).
+  switch (control) {
+    case SmControl::kAcknowledge:
+      return true;
+    case SmControl::kHandover:
+      // The master hands the subnet over: this SM is master from now on, sweeps at once and
+      // acknowledges.
+      if (state_ != SmState::kStandby) return false;
+      state_ = SmState::kMaster;
+      handover_from_ = from.guid;
+      return true;
+    case SmControl::kDisable:
+      // A standby told to stop: no polls, no sweeps, until STANDBY or DISCOVER.
+      if (state_ != SmState::kStandby) return false;
+      state_ = SmState::kNotActive;
+      return true;
+    case SmControl::kStandby:
+      if (state_ != SmState::kNotActive) return false;
+      state_ = SmState::kStandby;
+      return true;
+    case SmControl::kDiscover:
+      // Sweep now, and take the role the sweep finds.
+      if (state_ != SmState::kStandby && state_ != SmState::kNotActive) return false;
+      state_ = SmState::kDiscovering;
+      return true;
+  }
+  return false;
 }
 
 Result<wire::SmInfo> IbSubnetManager::sm_info_request(const IbSmSeen& sm, MadMethod method,

@@ -84,8 +84,7 @@ class IbSubnetManager {
   const std::string& routing() const { return options_.routing; }
   // From now on the port says IsSM and this SM answers other SMs' SMInfo Gets with its GUID,
   // priority and state (discovering during a sweep, then master or standby), so that they
-  // find it and defer to a master (IBA 14.4.1); SMInfo Sets (handover and acknowledge; the
-  // others are refused as unsupported); Notice traps; and, while master, subnet
+  // find it and defer to a master (IBA 14.4.1); SMInfo Sets (control_sm); Notice traps; and, while master, subnet
   // administration (sa()) from what its last sweep programmed.
   Status serve_sm_info();
   const IbSubnetAdmin& sa() const { return sa_; }
@@ -94,6 +93,10 @@ class IbSubnetManager {
   // A master handed the subnet to this standby SM (an SMInfo Set HANDOVER answered): the next
   // sweep is a master's.
   bool handover_received() const { return handover_from_.has_value(); }
+  // The state SMInfo says: discovering during a sweep, then master or standby; NOT ACTIVE once
+  // an SMInfo Set DISABLE stopped a standby (no polls, no sweeps: the caller waits), back to
+  // standby on STANDBY; discovering again on DISCOVER (the caller sweeps now).
+  wire::SmState state() const { return state_; }
   // Notice traps received (answered with TrapRepress; each makes the next sweep heavy).
   uint64_t traps_received() const { return traps_; }
   // SMInfo Sets refused because they did not carry this subnet's SM_Key.
@@ -115,6 +118,8 @@ class IbSubnetManager {
   // An SMInfo Get, or a Set with `control`, to `sm` by its directed route -> its answer.
   Result<wire::SmInfo> sm_info_request(const IbSmSeen& sm, wire::MadMethod method,
                                        wire::SmControl control);
+  // An SMInfo Set's control (IBA 14.4.1) -> false when it is no transition of this state.
+  bool control_sm(wire::SmControl control, const wire::SmInfo& from);
   // Linked ports ACTIVE and not, as the last answers left them.
   void count_active(IbSweepReport& report);
   // Sweep steps; each feeds its Sets to `rq` (IbRequester::feed), the caller runs them.

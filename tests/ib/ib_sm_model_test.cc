@@ -210,8 +210,9 @@ TEST(IbSmOnAModel, AnotherSmDecidesTheRole) {
 }
 
 // Another SM's requests to this one: SMInfo Get answered with its GUID, key, priority and state;
-// a HANDOVER without the subnet's SM_Key refused and counted; one with it makes the standby
-// master, and its next sweep programs the subnet and acknowledges to the old master.
+// a HANDOVER without the subnet's SM_Key refused and counted; DISABLE and STANDBY move a standby
+// to NOT ACTIVE and back; a HANDOVER with the key makes the standby master, and its next sweep
+// programs the subnet and acknowledges to the old master.
 TEST(IbSmOnAModel, AnswersSmInfoAndTakesAHandoverOnlyWithTheKey) {
   Modelled m("fattree:k=4,levels=2");
   const uint32_t other = m.topo.nic_node(6);
@@ -256,7 +257,17 @@ TEST(IbSmOnAModel, AnswersSmInfoAndTakesAHandoverOnlyWithTheKey) {
   EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kHandover, 9).status, 0x1C);
   EXPECT_EQ(sm.refused_sm_info_sets(), 1u);
   EXPECT_FALSE(sm.handover_received());
-  EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kDisable, 1).status, 0x0C);
+  // IBA 14.4.1's transitions: a standby is disabled (NOT ACTIVE, as SMInfo then says), takes
+  // no handover then, stands by again on STANDBY; a control that is no transition of the state
+  // is refused with 0x1C, as OpenSM refuses it.
+  EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kStandby, 1).status, 0x1C);
+  EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kDisable, 1).status, 0);
+  EXPECT_EQ(sm.state(), wire::SmState::kNotActive);
+  EXPECT_EQ(wire::decode_sm_info(ask(wire::MadMethod::kGet, {}, 0).data).sm_state,
+            static_cast<uint8_t>(wire::SmState::kNotActive));
+  EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kHandover, 1).status, 0x1C);
+  EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kStandby, 1).status, 0);
+  EXPECT_EQ(sm.state(), wire::SmState::kStandby);
   EXPECT_EQ(ask(wire::MadMethod::kSet, wire::SmControl::kHandover, 1).status, 0);
   EXPECT_TRUE(sm.handover_received());
 
@@ -289,6 +300,33 @@ TEST(IbSmOnAModel, AnswersSmInfoAndTakesAHandoverOnlyWithTheKey) {
   auto due = sm.light_sweep();
   ASSERT_TRUE(due.ok());
   EXPECT_TRUE(*due);
+}
+
+// DISCOVER makes a standby sweep at once (discovering), and the sweep finds the master again.
+TEST(IbSmOnAModel, DiscoverMakesAStandbySweep) {
+  Modelled m("fattree:k=4,levels=2");
+  wire::SmInfo master;
+  master.guid = 0x42;
+  master.sm_key = 1;
+  master.priority = 3;
+  master.sm_state = static_cast<uint8_t>(wire::SmState::kMaster);
+  m.model->run_sm(m.topo.nic_node(6), master);
+  IbSubnetManager sm(*m.model, options("minhop"));
+  ASSERT_TRUE(sm.serve_sm_info().ok());
+  ASSERT_EQ(sm.sweep()->role, "standby");
+  wire::Smp req;
+  req.method = wire::MadMethod::kSet;
+  req.attribute_id = static_cast<uint16_t>(wire::SmpAttr::kSmInfo);
+  req.attribute_modifier = static_cast<uint32_t>(wire::SmControl::kDiscover);
+  req.data = wire::encode_sm_info(master);
+  auto a = m.model->ask_sm(req);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->status, 0);
+  EXPECT_EQ(sm.state(), wire::SmState::kDiscovering);
+  auto again = sm.sweep();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->role, "standby");
+  EXPECT_EQ(sm.state(), wire::SmState::kStandby);
 }
 
 }  // namespace
