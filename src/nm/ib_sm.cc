@@ -254,6 +254,12 @@ std::optional<IbSmSeen> IbSubnetManager::outranking_standby() const {
   return std::nullopt;
 }
 
+void IbSubnetManager::count_served(IbSweepReport& report) const {
+  report.malformed_requests = port_.malformed_requests();
+  report.sa = sa_.stats();
+  report.subscriptions = sa_.subscriptions().size();
+}
+
 void IbSubnetManager::count_active(IbSweepReport& report) {
   for (uint32_t n = 0; n < subnet_.nodes.size(); ++n)
     for_each_link_port_of(subnet_, n, [&](uint32_t, IbPort& port, const std::vector<uint8_t>&) {
@@ -318,6 +324,7 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
     report.smps = rq.stats();
     report.window = rq.window();
     report.total_s = seconds_since(t0);
+    count_served(report);
     return report;
   }
 
@@ -382,6 +389,7 @@ Result<IbSweepReport> IbSubnetManager::sweep() {
   count_active(report);
   report.activate_s = seconds_since(t3);
   sa_.publish(subnet_, routes_);
+  count_served(report);
   report.smps = rq.stats();
   report.window = rq.window();
   report.total_s = seconds_since(t0);

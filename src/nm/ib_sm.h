@@ -60,6 +60,11 @@ struct IbSweepReport {
   // Handover (IBA 14.4.1): the port GUID of the SM this one handed the subnet to (it outranks
   // this one; this sweep is then standby), or of the master that handed it to this one.
   uint64_t handed_over_to = 0, handed_over_by = 0;
+  // Requests from the subnet that did not decode (discarded, never answered) since the port
+  // opened; the SA's counts and subscriptions when the sweep ended.
+  uint64_t malformed_requests = 0;
+  IbSaStats sa;
+  uint64_t subscriptions = 0;
   bool subnet_up = false;
   std::vector<std::string> problems;
 };
@@ -84,8 +89,8 @@ class IbSubnetManager {
   const std::string& routing() const { return options_.routing; }
   // From now on the port says IsSM and this SM answers other SMs' SMInfo Gets with its GUID,
   // priority and state (discovering during a sweep, then master or standby), so that they
-  // find it and defer to a master (IBA 14.4.1); SMInfo Sets (control_sm); Notice traps; and, while master, subnet
-  // administration (sa()) from what its last sweep programmed.
+  // find it and defer to a master (IBA 14.4.1); SMInfo Sets (control_sm); Notice traps; and, while
+  // master, subnet administration (sa()) from what its last sweep programmed.
   Status serve_sm_info();
   const IbSubnetAdmin& sa() const { return sa_; }
   // What this SM says of itself in SMInfo.
@@ -120,6 +125,8 @@ class IbSubnetManager {
                                        wire::SmControl control);
   // An SMInfo Set's control (IBA 14.4.1) -> false when it is no transition of this state.
   bool control_sm(wire::SmControl control, const wire::SmInfo& from);
+  // What the SM answered and refused for others (the port's malformed count, the SA's).
+  void count_served(IbSweepReport& report) const;
   // Linked ports ACTIVE and not, as the last answers left them.
   void count_active(IbSweepReport& report);
   // Sweep steps; each feeds its Sets to `rq` (IbRequester::feed), the caller runs them.

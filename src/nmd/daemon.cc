@@ -289,10 +289,11 @@ void Daemon::tick_locked() {
     // InfiniBand: no fault reports to collect (traps are the subnet's); other SMs' SMInfo
     // requests answered; sweeps on schedule.
     ib_->serve(1);
-    if ((config_.sweep_interval_s > 0 && wall_us() >= next_sweep_us_) || ib_->handover_received()) {
+    const bool now = ib_->handover_received() || ib_->discover_requested();
+    if ((config_.sweep_interval_s > 0 && wall_us() >= next_sweep_us_) || now) {
       // Scheduled sweeps are light unless a switch reports a change (POST /api/discover is
-      // always heavy).
-      if (ib_->handover_received() || ib_->heavy_sweep_due()) (void)sweep_locked();
+      // always heavy); none while an SMInfo Set DISABLE holds the SM NOT ACTIVE.
+      if (now || ib_->heavy_sweep_due()) (void)sweep_locked();
       next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
     }
     publish_locked();

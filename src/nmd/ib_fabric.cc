@@ -182,6 +182,8 @@ Result<nlohmann::json> IbFabric::sweep(const std::string& engine) {
 }
 
 bool IbFabric::heavy_sweep_due() {
+  // Disabled by an SMInfo Set (IBA 14.4.1): no sweeps until STANDBY or DISCOVER.
+  if (sm_.state() == wire::SmState::kNotActive) return false;
   if (!swept_ || routes_summary_.value("role", "") != "master") return true;
   auto light = sm_.light_sweep();
   return !light || *light;

@@ -64,6 +64,8 @@ class IbFabric {
   bool heavy_sweep_due();
   // Another SM handed this one the subnet (SMInfo HANDOVER): the daemon sweeps at once.
   bool handover_received() const { return sm_.handover_received(); }
+  // An SMInfo Set DISCOVER asked for a sweep now.
+  bool discover_requested() const { return sm_.state() == wire::SmState::kDiscovering; }
 
   // The console's snapshot of the subnet now (the daemon adds its fault counts).
   std::shared_ptr<FabricView> view() const;

@@ -103,6 +103,11 @@ nlohmann::json ib_sweep_json(const nm::IbSweepReport& r) {
                    {"activate_s", r.activate_s},
                    {"total_s", r.total_s},
                    {"problems", r.problems}};
+  j["malformed_requests"] = r.malformed_requests;
+  j["sa"] = {{"requests", r.sa.requests},     {"answered", r.sa.answered},
+             {"refused", r.sa.refused},       {"truncated", r.sa.truncated},
+             {"traps", r.sa.traps},           {"reports", r.sa.reports},
+             {"suppressed", r.sa.suppressed}, {"subscriptions", r.subscriptions}};
   if (!r.fallback_from.empty())
     j["routing_fallback"] = {{"from", r.fallback_from}, {"reason", r.fallback_reason}};
   j["role"] = r.role;

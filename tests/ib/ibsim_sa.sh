@@ -137,6 +137,10 @@ done
 [ "$(grep -c '"subnet_up"' "$dir/gsm.out")" -gt "$sweeps" ] || fail "no sweep after the unlink"
 tail -1 "$dir/gsm.out" | jq -e '.subnet_up == true and .unreachable_routes == 0' >/dev/null ||
   fail "the sweep after the unlink"
+# The SA's counts as the sweep reports them: the queries answered, the bad one refused, the
+# Report sent, nothing malformed.
+tail -1 "$dir/gsm.out" | jq -e '.sa.answered >= 10 and .sa.refused >= 1 and .sa.reports >= 1 and
+  .sa.traps >= 1 and .malformed_requests == 0' >/dev/null || fail "the SA's counts"
 sa --src-to-dst "$a:$b" | grep -q "dlid\.*$b$" || fail "no PathRecord after the re-route"
 sim nic00002 ibtracert "$a" "$b" >"$dir/trace2" 2>&1 && grep -q "^To ca" "$dir/trace2" ||
   fail "ibtracert after the re-route"
