@@ -27,41 +27,8 @@ int64_t now_us() {
 // LinkWidthActive, the lane's signalling rate from LinkSpeedActive (SDR, DDR, QDR; 8b/10b), so
 // that utilisation reads as the other fabrics' does. 0 when the fields say nothing usable.
 double link_data_bits_per_s(const wire::PortInfo& pi) {
-  unsigned lanes = 0;
-  switch (pi.link_width_active()) {
-    case 1:
-      lanes = 1;
-      break;
-    case 2:
-      lanes = 4;
-      break;
-    case 4:
-      lanes = 8;
-      break;
-    case 8:
-      lanes = 12;
-      break;
-    case 16:
-      lanes = 2;
-      break;
-    default:
-      return 0;
-  }
-  double gbaud = 0;
-  switch (pi.link_speed_active()) {
-    case 1:
-      gbaud = 2.5;
-      break;
-    case 2:
-      gbaud = 5;
-      break;
-    case 4:
-      gbaud = 10;
-      break;
-    default:
-      return 0;
-  }
-  return lanes * gbaud * 1e9 * 0.8;
+  return wire::ib_link_lanes(pi.link_width_active()) *
+         (wire::ib_lane_half_gbaud(pi.link_speed_active()) * 0.5e9) * 0.8;
 }
 
 LinkView link_view_of(uint8_t state) {

@@ -259,42 +259,10 @@ InformInfoRecord decode_inform_info_record(std::span<const uint8_t> b) {
 }
 
 uint8_t ib_rate_code(uint8_t width, uint8_t speed) {
-  unsigned lanes = 0;
-  switch (width) {  // LinkWidthActive (IBA 14.2.5.6)
-    case 1:
-      lanes = 1;
-      break;
-    case 2:
-      lanes = 4;
-      break;
-    case 4:
-      lanes = 8;
-      break;
-    case 8:
-      lanes = 12;
-      break;
-    case 16:
-      lanes = 2;
-      break;
-    default:
-      return 0;
-  }
-  unsigned lane = 0;  // half Gb/s per lane
-  switch (speed) {    // LinkSpeedActive: SDR, DDR, QDR
-    case 1:
-      lane = 5;
-      break;
-    case 2:
-      lane = 10;
-      break;
-    case 4:
-      lane = 20;
-      break;
-    default:
-      return 0;
-  }
+  const unsigned half_gbps = ib_link_lanes(width) * ib_lane_half_gbaud(speed);
+  if (half_gbps == 0) return 0;
   for (uint8_t code = 1; code < 64; ++code)
-    if (ib_rate_half_gbps(code) == lanes * lane) return code;
+    if (ib_rate_half_gbps(code) == half_gbps) return code;
   return 0;
 }
 

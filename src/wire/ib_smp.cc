@@ -280,6 +280,36 @@ uint8_t PortInfo::operational_vls() const {
   return get_bits_be(raw, 43, 4, 4);
 }
 
+unsigned ib_link_lanes(uint8_t width) {
+  switch (width) {
+    case 1:
+      return 1;
+    case 2:
+      return 4;
+    case 4:
+      return 8;
+    case 8:
+      return 12;
+    case 16:
+      return 2;
+    default:
+      return 0;
+  }
+}
+
+unsigned ib_lane_half_gbaud(uint8_t speed) {
+  switch (speed) {
+    case 1:
+      return 5;
+    case 2:
+      return 10;
+    case 4:
+      return 20;
+    default:
+      return 0;
+  }
+}
+
 PortInfo PortInfo::for_set() const {
   PortInfo p = *this;
   p.set_port_state(IbPortState::kNoChange);

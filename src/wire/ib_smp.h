@@ -129,6 +129,11 @@ struct PortInfo {
   PortInfo for_set() const;
 };
 
+// A link's lanes from PortInfo LinkWidthActive (1x, 4x, 8x, 12x, 2x), and a lane's signalling
+// rate in units of 0.5 Gbaud from LinkSpeedActive (SDR 5, DDR 10, QDR 20); 0 for another value.
+unsigned ib_link_lanes(uint8_t width);
+unsigned ib_lane_half_gbaud(uint8_t speed);
+
 // SwitchInfo (IBA 14.2.5.4): the fields an SM uses; kept raw for write-back.
 struct SwitchInfo {
   SmpData raw{};

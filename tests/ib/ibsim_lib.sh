@@ -1,6 +1,6 @@
 # Shared by the ibsim tests (sourced): the preload that puts a program on ibsim's subnet, ibsim
 # itself with its console on a FIFO, and hexadecimal in awk. The sourcing script defines $dir
-# (a scratch directory) and fail().
+# (a scratch directory) and fail(), or has sim_test_init make them.
 sim_so=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 sim_pid=""
 
@@ -61,6 +61,7 @@ start_opensm() {
   SIM_HOST="$1" LD_PRELOAD="$sim_so" opensm -p "$2" -F "$dir/osm.conf" -f "$dir/osm.log" \
     >"$dir/osm.out" 2>&1 &
   osm_pid=$!
+  pids="${pids:-} $osm_pid"
   wait_for_line "$dir/osm.out" "Entering \(STANDBY\|MASTER\) state" 100 || true
 }
 
@@ -72,4 +73,35 @@ wait_for_line() {
     sleep 0.1
   done
   grep -q -- "$2" "$1" 2>/dev/null
+}
+
+# A test's set-up: skipped (exit 77) unless the tools named are installed and the preload is
+# there; $dir made and, on exit, the processes whose ids are in $pids and ibsim stopped and $dir
+# removed; fail() prints its message and the tails of $dir's files named in $logs, and exits 1.
+# The working directory becomes $dir: libumad2sim writes each client's sysfs image there.
+pids=""
+logs=""
+sim_test_init() {
+  local tool
+  for tool in ibsim "$@"; do
+    command -v "$tool" >/dev/null || { echo "skip: $tool not installed"; exit 77; }
+  done
+  [ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
+  dir=$(mktemp -d)
+  trap sim_test_cleanup EXIT
+  cd "$dir"
+}
+sim_test_cleanup() {
+  local p
+  for p in $pids; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  stop_sim
+  rm -rf "$dir"
+}
+fail() {
+  local f
+  echo "FAIL: $*" >&2
+  for f in $logs ibsim.log; do
+    [ -s "$dir/$f" ] && { echo "--- $f" >&2; tail -30 "$dir/$f" >&2; }
+  done
+  exit 1
 }

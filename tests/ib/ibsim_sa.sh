@@ -16,29 +16,8 @@ set -euo pipefail
 galaxy=$(realpath "$1")
 # shellcheck source=tests/ib/ibsim_lib.sh
 . "$(dirname "$0")/ibsim_lib.sh"
-for tool in ibsim opensm saquery ibaddr ibtracert jq; do
-  command -v "$tool" >/dev/null || { echo "skip: $tool not installed"; exit 77; }
-done
-[ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
-
-dir=$(mktemp -d)
-osm_pid=""
-gsm_pid=""
-sub_pid=""
-cleanup() {
-  for p in $gsm_pid $osm_pid $sub_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  stop_sim
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-cd "$dir"  # libumad2sim writes each client's sysfs image in the working directory
-fail() {
-  echo "FAIL: $*" >&2
-  for f in gsm.out gsm.err osm.out sub.out sub.err ibsim.log; do
-    [ -s "$dir/$f" ] && { echo "--- $f" >&2; tail -30 "$dir/$f" >&2; }
-  done
-  exit 1
-}
+sim_test_init opensm saquery ibaddr ibtracert jq
+logs="gsm.out gsm.err osm.out sub.out sub.err"
 # saquery from nic00017, whichever SM is master; the records without saquery's banner.
 sa() {
   sim nic00017 saquery "$@" 2>"$dir/sa.err" | grep -v "dump:$"
@@ -80,6 +59,7 @@ osm_pid=""
 SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \
   "$galaxy" sm --fabric ib: --json --sweep-interval 1 >"$dir/gsm.out" 2>"$dir/gsm.err" &
 gsm_pid=$!
+pids="$pids $gsm_pid"
 wait_for_line "$dir/gsm.out" '"subnet_up":true' 150 || fail "Galaxy did not bring the subnet up"
 for p in $pairs; do
   sa --src-to-dst "$p" >"$dir/gal.$p" || { cat "$dir/sa.err" >&2; fail "saquery $p against Galaxy"; }
@@ -106,6 +86,7 @@ sa -s | grep -q "EndPortLid\.*$g_lid$" || fail "saquery -s does not list Galaxy'
 sim nic00020 "$galaxy" subscribe --fabric ib: --json --count 1 --timeout 30 \
   >"$dir/sub.out" 2>"$dir/sub.err" &
 sub_pid=$!
+pids="$pids $sub_pid"
 wait_for_line "$dir/sub.out" '"subscribed":true' 100 || { cat "$dir/sub.err" >&2; fail "no subscription"; }
 sa -I | grep -q "SubscriberGID\.*$(sim nic00020 ibaddr | sed -n 's/^GID \([^ ]*\) .*/\1/p')$" ||
   fail "saquery -I does not list the subscription"

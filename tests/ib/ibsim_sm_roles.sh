@@ -13,30 +13,11 @@
 #     the subnet to Galaxy when Galaxy outranks it, Galaxy's to OpenSM when OpenSM does.
 # Usage: ibsim_sm_roles.sh <galaxy binary>. Exit 77 (skipped) without ibsim, OpenSM or the diags.
 set -euo pipefail
-galaxy=$1
+galaxy=$(realpath "$1")
 # shellcheck source=tests/ib/ibsim_lib.sh
 . "$(dirname "$0")/ibsim_lib.sh"
-for tool in ibsim opensm ibroute ibtracert iblinkinfo smpquery sminfo jq; do
-  command -v "$tool" >/dev/null || { echo "skip: $tool not installed"; exit 77; }
-done
-[ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
-
-dir=$(mktemp -d)
-osm_pid=""
-gsm_pid=""
-cleanup() {
-  for p in $gsm_pid $osm_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  stop_sim
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for f in gsm.out gsm.err osm.out osm.log ibsim.log; do
-    [ -s "$dir/$f" ] && { echo "--- $f" >&2; tail -30 "$dir/$f" >&2; }
-  done
-  exit 1
-}
+sim_test_init opensm ibroute ibtracert iblinkinfo smpquery sminfo jq
+logs="gsm.out gsm.err osm.out osm.log"
 # The SM LID a CA port holds (PortInfo, read by smpquery from the diags' node).
 sm_lid_of() {
   sim nic00017 smpquery portinfo "$1" 2>/dev/null | sed -n 's/^SMLid:\.*//p'
@@ -49,6 +30,7 @@ start_sim "$dir/ft8.net" nic00000
 # with OpenSM's LID as its SM's.
 SIM_HOST=nic00005 LD_PRELOAD="$sim_so" opensm -p 10 -f "$dir/osm.log" >"$dir/osm.out" 2>&1 &
 osm_pid=$!
+pids="$pids $osm_pid"
 up=""
 for _ in $(seq 1 100); do
   if sim nic00017 sminfo 2>/dev/null | grep -q SMINFO_MASTER &&
@@ -82,6 +64,7 @@ SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_as
   "$galaxy" sm --fabric ib: --json --priority 5 --poll-interval-ms 200 --poll-retries 3 --timeout-ms 100 \
   --retries 1 --sweep-interval 60 >"$dir/gsm.out" 2>"$dir/gsm.err" &
 gsm_pid=$!
+pids="$pids $gsm_pid"
 wait_for_line "$dir/gsm.out" '"role":"standby"' 100 || fail "the daemon did not start standby"
 kill -9 "$osm_pid"
 wait "$osm_pid" 2>/dev/null || true
@@ -135,6 +118,7 @@ SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_as
   "$galaxy" sm --fabric ib: --json --priority 12 --poll-interval-ms 300 --sweep-interval 1 \
   >"$dir/gsm.out" 2>"$dir/gsm.err" &
 gsm_pid=$!
+pids="$pids $gsm_pid"
 wait_for_line "$dir/gsm.out" '"handed_over_by"' 100 || true  # judged below
 head -1 "$dir/gsm.out" | jq -e '.role == "standby"' >/dev/null || fail "Galaxy did not start standby"
 grep '"handed_over_by"' "$dir/gsm.out" | head -1 |

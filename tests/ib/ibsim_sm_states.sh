@@ -13,28 +13,8 @@ set -euo pipefail
 galaxy=$(realpath "$1")
 # shellcheck source=tests/ib/ibsim_lib.sh
 . "$(dirname "$0")/ibsim_lib.sh"
-for tool in ibsim opensm sminfo ibaddr jq; do
-  command -v "$tool" >/dev/null || { echo "skip: $tool not installed"; exit 77; }
-done
-[ -f "$sim_so" ] || { echo "skip: $sim_so missing"; exit 77; }
-
-dir=$(mktemp -d)
-osm_pid=""
-gsm_pid=""
-cleanup() {
-  for p in $gsm_pid $osm_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  stop_sim
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-cd "$dir"  # libumad2sim writes each client's sysfs image in the working directory
-fail() {
-  echo "FAIL: $*" >&2
-  for f in gsm.out gsm.err osm.out sminfo.txt ibsim.log; do
-    [ -s "$dir/$f" ] && { echo "--- $f" >&2; tail -20 "$dir/$f" >&2; }
-  done
-  exit 1
-}
+sim_test_init opensm sminfo ibaddr jq
+logs="gsm.out gsm.err osm.out sminfo.txt"
 # Galaxy's SMInfo as sminfo reads it at its LID ($glid), or a Set of control $1.
 sm_state() { sim nic00007 sminfo "$glid" 2>&1 | tee "$dir/sminfo.txt" | sed -n 's/.* state \([0-9]\) .*/\1/p'; }
 control() { sim nic00007 sminfo "$glid" "$1" >"$dir/sminfo.txt" 2>&1; }
@@ -48,6 +28,7 @@ SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_as
   "$galaxy" sm --fabric ib: --json --sm-key 0 --priority 5 --poll-interval-ms 200 \
   --poll-retries 3 --timeout-ms 100 --retries 1 >"$dir/gsm.out" 2>"$dir/gsm.err" &
 gsm_pid=$!
+pids="$pids $gsm_pid"
 wait_for_line "$dir/gsm.out" '"role":"standby"' 100 || fail "Galaxy did not start standby"
 glid=$(sim nic00000 ibaddr | sed -n 's/.*LID start 0x\([0-9a-f]*\) .*/\1/p' | awk "$hex"' { print hex($1) }')
 [ "$(sm_state)" = 2 ] || fail "sminfo does not read Galaxy as standby"
