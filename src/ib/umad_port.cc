@@ -153,12 +153,12 @@ class UmadPort final : public SmpPort {
     int& agent = gmp_agents_[cls];
     if (agent < 0) {
       agent = umad_register(fd_, cls, mad.class_version, 0, nullptr);
-      class_versions_[cls] = mad.class_version;
       if (agent < 0)
         return make_error(
             Code::kIoError, 7026,
             fmt::format("umad: registering an agent of class {:#04x} on {} port {}: {}", cls,
                         local_.ca, local_.port, std::strerror(-agent)));
+      class_versions_[cls] = mad.class_version;
     }
     auto bytes = wire::encode_mad(mad);
     if (!bytes) return bytes.error();
@@ -238,13 +238,15 @@ class UmadPort final : public SmpPort {
   int dr_agent_;
   int lid_agent_;
   // One MAD handed to the kernel through `agent` towards (dlid, qp, qkey), SL 0; umad_send's
-  // result (negative errno on failure).
-  int post(const wire::MadBytes& mad, int agent, uint16_t dlid, int qp, uint32_t qkey) {
+  // result (negative errno on failure). A request waits the port's timeout and is resent; an
+  // answer (`answer`) expects none. The first `length` bytes go.
+  int post(const wire::MadBytes& mad, int agent, uint16_t dlid, int qp, uint32_t qkey,
+           bool answer = false, unsigned length = wire::kMadBytes) {
     std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
     std::memcpy(umad_get_mad(out.data()), mad.data(), mad.size());
     umad_set_addr(out.data(), dlid, qp, 0, static_cast<int>(qkey));
-    return umad_send(fd_, agent, out.data(), static_cast<int>(wire::kMadBytes), options_.timeout_ms,
-                     options_.retries);
+    return umad_send(fd_, agent, out.data(), static_cast<int>(std::min(length, wire::kMadBytes)),
+                     answer ? 0 : options_.timeout_ms, answer ? 0 : options_.retries);
   }
 
   // A request to the SM, answered through the handler and turned round: a directed-route one
@@ -279,12 +281,7 @@ class UmadPort final : public SmpPort {
     if (!bytes) return;
     const uint16_t dlid =
         request.directed ? wire::kPermissiveLid : ntohs(umad_get_mad_addr(buf_.data())->lid);
-    std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
-    std::memcpy(umad_get_mad(out.data()), bytes->data(), bytes->size());
-    umad_set_addr(out.data(), dlid, 0, 0, 0);
-    // An answer expects none: no timeout, no resend.
-    (void)umad_send(fd_, request.directed ? dr_agent_ : lid_agent_, out.data(),
-                    static_cast<int>(wire::kMadBytes), 0, 0);
+    (void)post(*bytes, request.directed ? dr_agent_ : lid_agent_, dlid, 0, 0, /*answer=*/true);
   }
 
   // A request of a served class, answered through its handler and sent back to the port and QP
@@ -303,11 +300,7 @@ class UmadPort final : public SmpPort {
     answer->mad.class_version = request.class_version;
     auto bytes = wire::encode_mad(answer->mad);
     if (!bytes) return;
-    const unsigned length = std::min<unsigned>(answer->length, wire::kMadBytes);
-    std::vector<uint8_t> out(umad_size() + wire::kMadBytes);
-    std::memcpy(umad_get_mad(out.data()), bytes->data(), bytes->size());
-    umad_set_addr(out.data(), dlid, qp, 0, static_cast<int>(wire::kGsiQKey));
-    (void)umad_send(fd_, gmp_agents_[cls], out.data(), static_cast<int>(length), 0, 0);
+    (void)post(*bytes, gmp_agents_[cls], dlid, qp, wire::kGsiQKey, /*answer=*/true, answer->length);
   }
 
   LocalPort local_;
