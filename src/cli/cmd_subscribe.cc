@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
+#include "cli/sa_client.h"
 #include "ib/umad_port.h"
 #include "nm/ib_sa.h"
 #include "wire/ib_sa.h"
@@ -93,24 +94,9 @@ Result<uint16_t> inform(ib::SmpPort& port, bool subscribe, uint16_t trap, uint64
   i.subscribe = subscribe;
   i.trap_number = trap;
   encode_inform_info(i, wire::sa_data(m));
-  const uint16_t sm_lid = port.local().sm_lid;
-  if (sm_lid == 0)
-    return make_error(Code::kNotFound, 7170,
-                      "subscribe: the port knows no SM LID (no master SM has swept the subnet)");
-  GALAXY_TRY(port.send_gmp(m, sm_lid));
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < until) {
-    auto c = port.receive(50);
-    if (!c) continue;
-    if (c->tid != static_cast<uint32_t>(tid)) continue;
-    if (!c->status) return c->status.error();
-    if (!c->gmp) continue;
-    return c->gmp->status;
-  }
-  return make_error(Code::kTimeout, 7171,
-                    fmt::format("subscribe: the SA at LID {} did not answer the InformInfo Set "
-                                "within {} ms",
-                                sm_lid, timeout_ms));
+  auto answer = ask_sa(port, m, timeout_ms, "subscribe");
+  if (!answer) return answer.error();
+  return answer->status;
 }
 
 void run_subscribe(const SubscribeOptions& o) {
@@ -154,10 +140,10 @@ void run_subscribe(const SubscribeOptions& o) {
   auto st = inform(**port, true, trap, nm::kIbReportTidBase - 2, o.request_timeout_ms);
   if (!st) return report_error(st.error(), o.json);
   if (*st != 0)
-    return report_error(
-        make_error(Code::kPermissionDenied, 7172,
-                   fmt::format("subscribe: the SA refused the subscription (status {:#06x})", *st)),
-        o.json);
+    return report_error(make_error(Code::kPermissionDenied, 7172,
+                                   fmt::format("subscribe: the SA refused the subscription ({})",
+                                               sa_status_text(*st))),
+                        o.json);
   if (o.json) {
     std::printf("%s\n", json_text(nlohmann::json{{"subscribed", true},
                                                  {"sm_lid", (*port)->local().sm_lid},

@@ -12,12 +12,25 @@ using wire::SaStatus;
 // ClassPortInfo's RespTimeValue: the SA answers within 4.096 us x 2^18 (IBA 13.4.6.2).
 constexpr uint8_t kSaRespTimeValue = 18;
 
-wire::Mad answer_to(const wire::Mad& request, MadMethod method) {
+// The method an answer carries (IBA 15.4.2, Table 203): GetResp for Get and Set, the table and
+// delete answers their own.
+MadMethod response_method(MadMethod request) {
+  switch (request) {
+    case MadMethod::kGetTable:
+      return MadMethod::kGetTableResp;
+    case MadMethod::kDelete:
+      return MadMethod::kDeleteResp;
+    default:
+      return MadMethod::kGetResp;
+  }
+}
+
+wire::Mad answer_to(const wire::Mad& request) {
   wire::Mad a;
   a.base_version = request.base_version;
   a.mgmt_class = request.mgmt_class;
   a.class_version = request.class_version;
-  a.method = method;
+  a.method = response_method(request.method);
   a.transaction_id = request.transaction_id;
   a.attribute_id = request.attribute_id;
   a.attribute_modifier = request.attribute_modifier;
@@ -48,14 +61,14 @@ void IbSubnetAdmin::publish(const IbSubnet& subnet, const IbRoutes& routes) {
       v.gid_prefix = sm.ports[p].info.gid_prefix();
   }
   v.subscriptions = &subs_;
+  v.services = &services_;
   view_ = std::move(v);
 }
 
 ib::GmpAnswer IbSubnetAdmin::refuse(const wire::Mad& request, uint16_t status) {
   ++stats_.refused;
   ib::GmpAnswer a;
-  a.mad = answer_to(request, request.method == MadMethod::kGetTable ? MadMethod::kGetTableResp
-                                                                    : MadMethod::kGetResp);
+  a.mad = answer_to(request);
   a.mad.status = status;
   wire::SaHeader h;
   encode_sa_header(a.mad, h);
@@ -90,13 +103,82 @@ ib::GmpAnswer IbSubnetAdmin::inform(const wire::Mad& request, const ib::GmpSourc
     subs_.erase(it);
   }
   ib::GmpAnswer a;
-  a.mad = answer_to(request, MadMethod::kGetResp);
+  a.mad = answer_to(request);
   wire::SaHeader h;
   h.attribute_offset = (wire::kInformInfoBytes + 7) / 8;
   encode_sa_header(a.mad, h);
   encode_inform_info(want, wire::sa_data(a.mad));
   ++stats_.answered;
   return a;
+}
+
+void IbSubnetAdmin::expire_services() {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(services_, [&](const IbService& s) { return s.expires && *s.expires <= now; });
+}
+
+// The answer to a ServiceRecord Set or Delete: the record as the SA now holds (or held) it.
+ib::GmpAnswer IbSubnetAdmin::service_answer(const wire::Mad& request,
+                                            const wire::ServiceRecord& r) {
+  ib::GmpAnswer a;
+  a.mad = answer_to(request);
+  wire::SaHeader h;
+  h.attribute_offset = wire::kServiceRecordBytes / 8;
+  h.component_mask = wire::decode_sa_header(request).component_mask;
+  encode_sa_header(a.mad, h);
+  wire::ServiceRecord out = r;
+  if (!trusted(request)) out.key = {};
+  encode_service_record(out, wire::sa_data(a.mad));
+  ++stats_.answered;
+  return a;
+}
+
+bool IbSubnetAdmin::trusted(const wire::Mad& request) const {
+  return sm_key_ != 0 && wire::decode_sa_header(request).sm_key == sm_key_;
+}
+
+// A service is named by its ServiceID, ServiceGID and ServiceP_Key (IBA 15.2.5.14): a Set with
+// a known name renews that record, with a new one registers another.
+ib::GmpAnswer IbSubnetAdmin::register_service(const wire::Mad& request) {
+  namespace m = wire::sr_mask;
+  const uint64_t mask = wire::decode_sa_header(request).component_mask;
+  if ((mask & (m::kId | m::kGid)) != (m::kId | m::kGid))
+    return refuse(request, wire::sa_mad_status(SaStatus::kInsufficientComponents));
+  wire::ServiceRecord r = wire::decode_service_record(wire::sa_data(request));
+  // A ServiceGID must name a port of this subnet (a service of no port cannot be reached).
+  if (r.gid.prefix != view_->gid_prefix || !view_->by_port_guid.contains(r.gid.guid))
+    return refuse(request, wire::sa_mad_status(SaStatus::kInvalidGid));
+  if (!(mask & m::kPkey)) r.pkey = kIbDefaultPkey;
+  if ((r.pkey & 0x7FFF) != (kIbDefaultPkey & 0x7FFF))
+    return refuse(request, wire::sa_mad_status(SaStatus::kReqInvalid));  // no such partition
+  if (!(mask & m::kLease)) r.lease = wire::kServiceLeaseInfinite;
+  IbService s{r, std::nullopt};
+  if (r.lease != wire::kServiceLeaseInfinite)
+    s.expires = std::chrono::steady_clock::now() + std::chrono::seconds(r.lease);
+  auto it = std::find_if(services_.begin(), services_.end(), [&](const IbService& x) {
+    return x.record.id == r.id && x.record.gid == r.gid && x.record.pkey == r.pkey;
+  });
+  if (it != services_.end()) {
+    *it = s;
+  } else {
+    if (services_.size() >= kIbMaxServices)
+      return refuse(request, wire::sa_mad_status(SaStatus::kNoResources));
+    services_.push_back(s);
+  }
+  return service_answer(request, r);
+}
+
+ib::GmpAnswer IbSubnetAdmin::delete_service(const wire::Mad& request) {
+  const uint64_t mask = wire::decode_sa_header(request).component_mask;
+  wire::ServiceRecord r = wire::decode_service_record(wire::sa_data(request));
+  if (!(mask & wire::sr_mask::kPkey)) r.pkey = kIbDefaultPkey;
+  auto it = std::find_if(services_.begin(), services_.end(), [&](const IbService& x) {
+    return x.record.id == r.id && x.record.gid == r.gid && x.record.pkey == r.pkey;
+  });
+  if (it == services_.end()) return refuse(request, wire::sa_mad_status(SaStatus::kNoRecords));
+  const wire::ServiceRecord gone = it->record;
+  services_.erase(it);
+  return service_answer(request, gone);
 }
 
 bool IbSubnetAdmin::noisy(const wire::Notice& notice) {
@@ -155,14 +237,20 @@ std::optional<ib::GmpAnswer> IbSubnetAdmin::handle(const wire::Mad& request,
   if (request.method == MadMethod::kSet &&
       request.attribute_id == static_cast<uint16_t>(SaAttr::kInformInfo))
     return inform(request, from);
-  if (request.method == MadMethod::kSet) return refuse(request, wire::kMadStatusBadMethodAttr);
+  if (request.attribute_id == static_cast<uint16_t>(SaAttr::kServiceRecord)) {
+    expire_services();
+    if (request.method == MadMethod::kSet) return register_service(request);
+    if (request.method == MadMethod::kDelete) return delete_service(request);
+  }
+  if (request.method == MadMethod::kSet || request.method == MadMethod::kDelete)
+    return refuse(request, wire::kMadStatusBadMethodAttr);
   if (request.method != MadMethod::kGet && request.method != MadMethod::kGetTable)
     return refuse(request, wire::kMadStatusBadMethod);
 
   if (request.attribute_id == static_cast<uint16_t>(SaAttr::kClassPortInfo)) {
     if (request.method != MadMethod::kGet) return refuse(request, wire::kMadStatusBadMethodAttr);
     ib::GmpAnswer a;
-    a.mad = answer_to(request, MadMethod::kGetResp);
+    a.mad = answer_to(request);
     wire::SaHeader h;
     h.attribute_offset = wire::kClassPortInfoBytes / 8;
     encode_sa_header(a.mad, h);
@@ -186,7 +274,8 @@ std::optional<ib::GmpAnswer> IbSubnetAdmin::handle(const wire::Mad& request,
   // One more than fits (or than a Get takes) tells a cut answer from a whole one.
   const size_t max = request.method == MadMethod::kGet ? 2 : fit + 1;
   std::vector<uint8_t> records;
-  const SaStatus st = it->query(*view_, wire::sa_data(request), in.component_mask, max, records);
+  const IbSaQueryArgs q{wire::sa_data(request), in.component_mask, max, trusted(request)};
+  const SaStatus st = it->query(*view_, q, records);
   if (st != SaStatus::kOk) return refuse(request, wire::sa_mad_status(st));
   size_t n = records.size() / stride;
   if (request.method == MadMethod::kGet && n != 1)
@@ -197,8 +286,8 @@ std::optional<ib::GmpAnswer> IbSubnetAdmin::handle(const wire::Mad& request,
   wire::SaHeader h;
   h.attribute_offset = static_cast<uint16_t>(stride / 8);
   h.component_mask = in.component_mask;
+  a.mad = answer_to(request);
   if (request.method == MadMethod::kGetTable) {
-    a.mad = answer_to(request, MadMethod::kGetTableResp);
     if (n > fit) {
       // One MAD's worth: the transport carries no more (ibsim's has no RMPP segmentation).
       ++stats_.truncated;
@@ -212,8 +301,6 @@ std::optional<ib::GmpAnswer> IbSubnetAdmin::handle(const wire::Mad& request,
     h.rmpp.payload_length =
         static_cast<uint32_t>(wire::kSaDataOffset - wire::kSaHeaderOffset + n * stride);
     a.length = static_cast<unsigned>(wire::kSaDataOffset + n * stride);
-  } else {
-    a.mad = answer_to(request, MadMethod::kGetResp);
   }
   encode_sa_header(a.mad, h);
   std::copy_n(records.begin(), n * stride, wire::sa_data(a.mad).begin());

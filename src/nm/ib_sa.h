@@ -47,6 +47,8 @@ inline constexpr unsigned kIbNoisyTrapLimit = 10;
 inline constexpr unsigned kIbNoisyTrapWindowS = 60;
 // Subscriptions the SA holds at most (ERR_NO_RESOURCES beyond).
 inline constexpr size_t kIbMaxSubscriptions = 1024;
+// Registered services the SA holds at most (ERR_NO_RESOURCES beyond).
+inline constexpr size_t kIbMaxServices = 4096;
 // Reports' transaction ids (low 32 bits) count from here, clear of the SM's own requests.
 inline constexpr uint32_t kIbReportTidBase = 0xC0000000u;
 
@@ -69,6 +71,13 @@ struct IbSubscription {
   wire::InformInfo info;
 };
 
+// One registered service: its record as the SA answers it and when its lease ends (none:
+// ServiceLease infinite).
+struct IbService {
+  wire::ServiceRecord record;
+  std::optional<std::chrono::steady_clock::time_point> expires;
+};
+
 // What the SA answers from: a copy of the master's subnet and tables, indexed by LID and GUID.
 struct IbSaView {
   IbSubnet subnet;
@@ -77,14 +86,23 @@ struct IbSaView {
   std::unordered_map<uint64_t, IbEndpoint> by_port_guid;
   uint64_t gid_prefix = kIbDefaultGidPrefix;
   const std::vector<IbSubscription>* subscriptions = nullptr;  // the SA's, for InformInfoRecord
+  const std::vector<IbService>* services = nullptr;            // the SA's, for ServiceRecord
   IbEndpoint at_lid(uint16_t lid) const { return lid < by_lid.size() ? by_lid[lid] : IbEndpoint{}; }
 };
 
-// One attribute's query: the records matching `tmpl` in the fields `mask` names (IBA 15.4.4),
-// at most `max` of them, appended to `out` (each record_bytes long, zero-padded to a multiple of
-// 8 bytes), or an SA status that refuses the query.
-using IbSaQuery = wire::SaStatus (*)(const IbSaView& view, std::span<const uint8_t> tmpl,
-                                     uint64_t mask, size_t max, std::vector<uint8_t>& out);
+// One query as the SA received it: the template record, the fields `mask` names (IBA 15.4.4),
+// how many records to return at most, and whether the request carried the SM_Key.
+struct IbSaQueryArgs {
+  std::span<const uint8_t> tmpl;
+  uint64_t mask = 0;
+  size_t max = 0;
+  bool trusted = false;
+};
+// One attribute's query: the records matching the template in the fields the mask names, at
+// most `max` of them, appended to `out` (each record_bytes long, zero-padded to a multiple of 8
+// bytes), or an SA status that refuses the query.
+using IbSaQuery = wire::SaStatus (*)(const IbSaView& view, const IbSaQueryArgs& q,
+                                     std::vector<uint8_t>& out);
 struct IbSaAttribute {
   wire::SaAttr attr;
   const char* name;
@@ -94,12 +112,11 @@ struct IbSaAttribute {
 // Every attribute the SA answers Get and GetTable for (InformInfo is a Set, handled apart).
 std::span<const IbSaAttribute> ib_sa_attributes();
 
-// PathRecord's query, for callers that want records rather than MADs (the CLI, tests).
-wire::SaStatus ib_sa_path_records(const IbSaView& view, std::span<const uint8_t> tmpl,
-                                  uint64_t mask, size_t max, std::vector<uint8_t>& out);
-
 class IbSubnetAdmin {
  public:
+  // The SM_Key a trusted request carries in its SA header: only those read ServiceKeys (IBA
+  // 15.2.5.14; others get them zeroed).
+  void set_sm_key(uint64_t key) { sm_key_ = key; }
   // From now on the SA answers from this subnet and these tables (the master's sweep is done).
   void publish(const IbSubnet& subnet, const IbRoutes& routes);
   // Not master: requests are left unanswered (their senders ask the master's LID next).
@@ -111,14 +128,25 @@ class IbSubnetAdmin {
   // A Notice trap the SM received (answered already): the Reports its subscribers get.
   IbTrapOutcome on_trap(const wire::Notice& notice);
   const std::vector<IbSubscription>& subscriptions() const { return subs_; }
+  const std::vector<IbService>& services() const { return services_; }
   const IbSaStats& stats() const { return stats_; }
 
  private:
   ib::GmpAnswer refuse(const wire::Mad& request, uint16_t status);
   // InformInfo Set (IBA 13.4.8.3): subscribe or unsubscribe `from`.
   ib::GmpAnswer inform(const wire::Mad& request, const ib::GmpSource& from);
+  // ServiceRecord Set (register or renew) and Delete (IBA 15.2.5.14).
+  ib::GmpAnswer register_service(const wire::Mad& request);
+  ib::GmpAnswer delete_service(const wire::Mad& request);
+  ib::GmpAnswer service_answer(const wire::Mad& request, const wire::ServiceRecord& r);
+  // Whether the request carries this subnet's SM_Key.
+  bool trusted(const wire::Mad& request) const;
+  // The services whose lease has ended are forgotten.
+  void expire_services();
   bool noisy(const wire::Notice& notice);
   std::optional<IbSaView> view_;
+  uint64_t sm_key_ = 0;
+  std::vector<IbService> services_;
   IbSaStats stats_;
   std::vector<IbSubscription> subs_;
   uint16_t next_enum_ = 0;

@@ -1,5 +1,6 @@
 // The SA's records, one query per attribute (IBA 15.2.5): NodeRecord, PortInfoRecord,
-// PathRecord. Each matches the request's template in the components its mask names.
+// PathRecord, LinkRecord, ServiceRecord, InformInfoRecord. Each matches the request's template
+// in the components its mask names.
 #include <algorithm>
 
 #include "nm/ib_sa.h"
@@ -124,10 +125,11 @@ bool selected(uint8_t selector, unsigned have, unsigned want) {
   }
 }
 
-SaStatus node_records(const IbSaView& v, std::span<const uint8_t> tmpl, uint64_t mask, size_t max,
-                      std::vector<uint8_t>& out) {
+SaStatus node_records(const IbSaView& v, const IbSaQueryArgs& q, std::vector<uint8_t>& out) {
+  const uint64_t mask = q.mask;
+  const size_t max = q.max;
   namespace m = wire::nr_mask;
-  const wire::NodeRecord want = wire::decode_node_record(tmpl);
+  const wire::NodeRecord want = wire::decode_node_record(q.tmpl);
   size_t n_out = 0;
   for (uint32_t n = 0; n < v.subnet.nodes.size() && n_out < max; ++n) {
     const IbNode& node = v.subnet.nodes[n];
@@ -156,10 +158,11 @@ SaStatus node_records(const IbSaView& v, std::span<const uint8_t> tmpl, uint64_t
   return SaStatus::kOk;
 }
 
-SaStatus port_info_records(const IbSaView& v, std::span<const uint8_t> tmpl, uint64_t mask,
-                           size_t max, std::vector<uint8_t>& out) {
+SaStatus port_info_records(const IbSaView& v, const IbSaQueryArgs& q, std::vector<uint8_t>& out) {
+  const uint64_t mask = q.mask;
+  const size_t max = q.max;
   namespace m = wire::pir_mask;
-  const wire::PortInfoRecord want = wire::decode_port_info_record(tmpl);
+  const wire::PortInfoRecord want = wire::decode_port_info_record(q.tmpl);
   size_t n_out = 0;
   for (uint32_t n = 0; n < v.subnet.nodes.size() && n_out < max; ++n) {
     const IbNode& node = v.subnet.nodes[n];
@@ -185,10 +188,11 @@ SaStatus port_info_records(const IbSaView& v, std::span<const uint8_t> tmpl, uin
   return SaStatus::kOk;
 }
 
-SaStatus inform_info_records(const IbSaView& v, std::span<const uint8_t> tmpl, uint64_t mask,
-                             size_t max, std::vector<uint8_t>& out) {
+SaStatus inform_info_records(const IbSaView& v, const IbSaQueryArgs& q, std::vector<uint8_t>& out) {
+  const uint64_t mask = q.mask;
+  const size_t max = q.max;
   // ComponentMask bit 0: SubscriberGID (saquery -I <gid>); bit 1: Enum.
-  const wire::InformInfoRecord want = wire::decode_inform_info_record(tmpl);
+  const wire::InformInfoRecord want = wire::decode_inform_info_record(q.tmpl);
   size_t n_out = 0;
   for (const IbSubscription& s : *v.subscriptions) {
     if (n_out >= max) break;
@@ -204,12 +208,11 @@ SaStatus inform_info_records(const IbSaView& v, std::span<const uint8_t> tmpl, u
   return SaStatus::kOk;
 }
 
-}  // namespace
-
-SaStatus ib_sa_path_records(const IbSaView& v, std::span<const uint8_t> tmpl, uint64_t mask,
-                            size_t max, std::vector<uint8_t>& out) {
+SaStatus path_records(const IbSaView& v, const IbSaQueryArgs& q, std::vector<uint8_t>& out) {
+  const uint64_t mask = q.mask;
+  const size_t max = q.max;
   namespace m = wire::pr_mask;
-  const wire::PathRecord want = wire::decode_path_record(tmpl);
+  const wire::PathRecord want = wire::decode_path_record(q.tmpl);
   std::vector<IbEndpoint> srcs, dsts;
   if (SaStatus s = endpoints(v, mask, m::kSlid, want.slid, m::kSgid, want.sgid, srcs);
       s != SaStatus::kOk)
@@ -262,12 +265,61 @@ SaStatus ib_sa_path_records(const IbSaView& v, std::span<const uint8_t> tmpl, ui
   return SaStatus::kOk;
 }
 
+// LinkRecord (IBA 15.2.5.13): each direction of each link, its ends named by their nodes'
+// LIDs (a switch's port 0's), as OpenSM lists them.
+SaStatus link_records(const IbSaView& v, const IbSaQueryArgs& q, std::vector<uint8_t>& out) {
+  namespace m = wire::lr_mask;
+  const wire::LinkRecord want = wire::decode_link_record(q.tmpl);
+  size_t n_out = 0;
+  for (uint32_t n = 0; n < v.subnet.nodes.size() && n_out < q.max; ++n) {
+    const IbNode& node = v.subnet.nodes[n];
+    for (uint32_t p = 1; p < node.ports.size() && n_out < q.max; ++p) {
+      const IbPort& port = node.ports[p];
+      if (!port.linked()) continue;
+      wire::LinkRecord r;
+      r.from_lid = port_lid(v.subnet, n, p);
+      r.from_port = static_cast<uint8_t>(p);
+      r.to_lid = port_lid(v.subnet, port.peer_node, port.peer_port);
+      r.to_port = port.peer_port;
+      if (r.from_lid == 0 || r.to_lid == 0) continue;
+      if ((q.mask & m::kFromLid) && r.from_lid != want.from_lid) continue;
+      if ((q.mask & m::kFromPort) && r.from_port != want.from_port) continue;
+      if ((q.mask & m::kToLid) && r.to_lid != want.to_lid) continue;
+      if ((q.mask & m::kToPort) && r.to_port != want.to_port) continue;
+      encode_link_record(r, append_record(out, wire::kLinkRecordBytes));
+      ++n_out;
+    }
+  }
+  return SaStatus::kOk;
+}
+
+// ServiceRecord Get and GetTable (IBA 15.2.5.14): the registered services matching the
+// template; their ServiceKeys only for a trusted request.
+SaStatus service_records(const IbSaView& v, const IbSaQueryArgs& q, std::vector<uint8_t>& out) {
+  if (!v.services) return SaStatus::kOk;
+  const wire::ServiceRecord want = wire::decode_service_record(q.tmpl);
+  size_t n_out = 0;
+  for (const IbService& s : *v.services) {
+    if (n_out >= q.max) break;
+    if (!wire::service_record_matches(s.record, want, q.mask)) continue;
+    wire::ServiceRecord r = s.record;
+    if (!q.trusted) r.key = {};
+    encode_service_record(r, append_record(out, wire::kServiceRecordBytes));
+    ++n_out;
+  }
+  return SaStatus::kOk;
+}
+
+}  // namespace
+
 std::span<const IbSaAttribute> ib_sa_attributes() {
   static constexpr IbSaAttribute kAttributes[] = {
       {wire::SaAttr::kNodeRecord, "NodeRecord", wire::kNodeRecordBytes, node_records},
       {wire::SaAttr::kPortInfoRecord, "PortInfoRecord", wire::kPortInfoRecordBytes,
        port_info_records},
-      {wire::SaAttr::kPathRecord, "PathRecord", wire::kPathRecordBytes, ib_sa_path_records},
+      {wire::SaAttr::kPathRecord, "PathRecord", wire::kPathRecordBytes, path_records},
+      {wire::SaAttr::kLinkRecord, "LinkRecord", wire::kLinkRecordBytes, link_records},
+      {wire::SaAttr::kServiceRecord, "ServiceRecord", wire::kServiceRecordBytes, service_records},
       {wire::SaAttr::kInformInfoRecord, "InformInfoRecord", wire::kInformInfoRecordBytes,
        inform_info_records},
   };

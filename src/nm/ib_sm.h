@@ -71,7 +71,9 @@ struct IbSweepReport {
 
 class IbSubnetManager {
  public:
-  IbSubnetManager(ib::SmpPort& port, IbSmOptions options) : port_(port), options_(options) {}
+  IbSubnetManager(ib::SmpPort& port, IbSmOptions options) : port_(port), options_(options) {
+    sa_.set_sm_key(options_.sm_key);
+  }
   // One heavy sweep. Errors only when nothing could be done (the SM's own port is silent, the
   // engine refuses the subnet); what went wrong on parts of the subnet is in `problems`.
   Result<IbSweepReport> sweep();

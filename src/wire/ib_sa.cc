@@ -258,6 +258,74 @@ InformInfoRecord decode_inform_info_record(std::span<const uint8_t> b) {
   return r;
 }
 
+void encode_link_record(const LinkRecord& r, std::span<uint8_t> b) {
+  std::fill_n(b.begin(), kLinkRecordBytes, uint8_t{0});
+  put_be(b, 0, 2, r.from_lid);
+  b[2] = r.from_port;
+  b[3] = r.to_port;
+  put_be(b, 4, 2, r.to_lid);
+}
+
+LinkRecord decode_link_record(std::span<const uint8_t> b) {
+  LinkRecord r;
+  r.from_lid = static_cast<uint16_t>(get_be(b, 0, 2));
+  r.from_port = b[2];
+  r.to_port = b[3];
+  r.to_lid = static_cast<uint16_t>(get_be(b, 4, 2));
+  return r;
+}
+
+void encode_service_record(const ServiceRecord& r, std::span<uint8_t> b) {
+  std::fill_n(b.begin(), kServiceRecordBytes, uint8_t{0});
+  put_be(b, 0, 8, r.id);
+  put_gid(b, 8, r.gid);
+  put_be(b, 24, 2, r.pkey);
+  put_be(b, 28, 4, r.lease);
+  std::copy(r.key.begin(), r.key.end(), b.begin() + 32);
+  std::copy(r.name.begin(), r.name.end(), b.begin() + 48);
+  std::copy(r.data8.begin(), r.data8.end(), b.begin() + 112);
+  for (unsigned i = 0; i < r.data16.size(); ++i) put_be(b, 128 + 2 * i, 2, r.data16[i]);
+  for (unsigned i = 0; i < r.data32.size(); ++i) put_be(b, 144 + 4 * i, 4, r.data32[i]);
+  for (unsigned i = 0; i < r.data64.size(); ++i) put_be(b, 160 + 8 * i, 8, r.data64[i]);
+}
+
+ServiceRecord decode_service_record(std::span<const uint8_t> b) {
+  ServiceRecord r;
+  r.id = get_be(b, 0, 8);
+  r.gid = get_gid(b, 8);
+  r.pkey = static_cast<uint16_t>(get_be(b, 24, 2));
+  r.lease = static_cast<uint32_t>(get_be(b, 28, 4));
+  std::copy_n(b.begin() + 32, r.key.size(), r.key.begin());
+  std::copy_n(b.begin() + 48, r.name.size(), r.name.begin());
+  std::copy_n(b.begin() + 112, r.data8.size(), r.data8.begin());
+  for (unsigned i = 0; i < r.data16.size(); ++i)
+    r.data16[i] = static_cast<uint16_t>(get_be(b, 128 + 2 * i, 2));
+  for (unsigned i = 0; i < r.data32.size(); ++i)
+    r.data32[i] = static_cast<uint32_t>(get_be(b, 144 + 4 * i, 4));
+  for (unsigned i = 0; i < r.data64.size(); ++i) r.data64[i] = get_be(b, 160 + 8 * i, 8);
+  return r;
+}
+
+bool service_record_matches(const ServiceRecord& have, const ServiceRecord& want, uint64_t mask) {
+  namespace m = sr_mask;
+  auto named = [mask](unsigned bit) { return (mask >> bit) & 1; };
+  if ((mask & m::kId) && have.id != want.id) return false;
+  if ((mask & m::kGid) && have.gid != want.gid) return false;
+  if ((mask & m::kPkey) && have.pkey != want.pkey) return false;
+  if ((mask & m::kLease) && have.lease != want.lease) return false;
+  if ((mask & m::kKey) && have.key != want.key) return false;
+  if ((mask & m::kName) && have.name != want.name) return false;
+  for (unsigned i = 0; i < have.data8.size(); ++i)
+    if (named(m::kData8Bit + i) && have.data8[i] != want.data8[i]) return false;
+  for (unsigned i = 0; i < have.data16.size(); ++i)
+    if (named(m::kData16Bit + i) && have.data16[i] != want.data16[i]) return false;
+  for (unsigned i = 0; i < have.data32.size(); ++i)
+    if (named(m::kData32Bit + i) && have.data32[i] != want.data32[i]) return false;
+  for (unsigned i = 0; i < have.data64.size(); ++i)
+    if (named(m::kData64Bit + i) && have.data64[i] != want.data64[i]) return false;
+  return true;
+}
+
 uint8_t ib_rate_code(uint8_t width, uint8_t speed) {
   const unsigned half_gbps = ib_link_lanes(width) * ib_lane_half_gbaud(speed);
   if (half_gbps == 0) return 0;

@@ -1,7 +1,8 @@
 // InfiniBand subnet administration (SYSTEM.md 3; IBA 15.2): the MAD of class 0x03 (version 2),
 // whose data holds an RMPP header, the SA header (SM_Key, AttributeOffset, ComponentMask) and
 // 200 bytes of records; and the records a subnet's users ask the SA for: ClassPortInfo,
-// NodeRecord, PortInfoRecord, PathRecord. Layout in docs/protocol.md.
+// NodeRecord, PortInfoRecord, PathRecord, LinkRecord, ServiceRecord. Layout in
+// docs/protocol.md.
 #pragma once
 
 #include <array>
@@ -219,6 +220,53 @@ struct InformInfoRecord {
 };
 void encode_inform_info_record(const InformInfoRecord& r, std::span<uint8_t> out);
 InformInfoRecord decode_inform_info_record(std::span<const uint8_t> in);
+
+// LinkRecord (IBA 15.2.5.13), 6 bytes (AttributeOffset 1: 8): one direction of a link, from a
+// port to its peer, each end named by its node's LID (a switch's port 0's) and port number.
+inline constexpr unsigned kLinkRecordBytes = 6;
+struct LinkRecord {
+  uint16_t from_lid = 0;
+  uint8_t from_port = 0;
+  uint8_t to_port = 0;
+  uint16_t to_lid = 0;
+  bool operator==(const LinkRecord&) const = default;
+};
+void encode_link_record(const LinkRecord& r, std::span<uint8_t> out);
+LinkRecord decode_link_record(std::span<const uint8_t> in);
+namespace lr_mask {
+inline constexpr uint64_t kFromLid = 1ull << 0, kFromPort = 1ull << 1, kToPort = 1ull << 2,
+                          kToLid = 1ull << 3;
+}
+
+// ServiceRecord (IBA 15.2.5.14), 176 bytes: a service a port registers with the SA (Set),
+// others find (Get, GetTable) and its owner removes (Delete), or its lease ends.
+inline constexpr unsigned kServiceRecordBytes = 176;
+inline constexpr uint32_t kServiceLeaseInfinite = 0xFFFFFFFFu;
+struct ServiceRecord {
+  uint64_t id = 0;
+  Gid gid;
+  uint16_t pkey = 0;
+  uint32_t lease = 0;  // seconds; kServiceLeaseInfinite: never ends
+  std::array<uint8_t, 16> key{};
+  std::array<uint8_t, 64> name{};  // UTF-8, NUL-padded
+  std::array<uint8_t, 16> data8{};
+  std::array<uint16_t, 8> data16{};
+  std::array<uint32_t, 4> data32{};
+  std::array<uint64_t, 2> data64{};
+  bool operator==(const ServiceRecord&) const = default;
+};
+void encode_service_record(const ServiceRecord& r, std::span<uint8_t> out);
+ServiceRecord decode_service_record(std::span<const uint8_t> in);
+// ServiceRecord ComponentMask bits (IBA 15.2.5.14, Table 199): the record's id is ServiceID,
+// ServiceGID and ServiceP_Key; ServiceData8[i] is bit 7 + i, ServiceData16[i] bit 23 + i,
+// ServiceData32[i] bit 31 + i, ServiceData64[i] bit 35 + i.
+namespace sr_mask {
+inline constexpr uint64_t kId = 1ull << 0, kGid = 1ull << 1, kPkey = 1ull << 2, kLease = 1ull << 4,
+                          kKey = 1ull << 5, kName = 1ull << 6;
+inline constexpr unsigned kData8Bit = 7, kData16Bit = 23, kData32Bit = 31, kData64Bit = 35;
+}  // namespace sr_mask
+// Whether `have` matches `want` in every component `mask` names.
+bool service_record_matches(const ServiceRecord& have, const ServiceRecord& want, uint64_t mask);
 
 // The IBA rate code (PathRecord Rate, IBA Table 211) of a link of `width` (PortInfo
 // LinkWidthActive) and `speed` (LinkSpeedActive); 0 when either is not a known encoding.

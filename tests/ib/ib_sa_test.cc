@@ -2,8 +2,11 @@
 // sweep, SA requests (as saquery sends them) are answered from what the sweep programmed. A
 // PathRecord's LIDs, MTU and rate are those of the path the model's switches forward along;
 // GetTable answers carry RMPP and as many records as one MAD holds; bad requests get IBA's
-// status codes and change nothing; a standby SM leaves requests unanswered.
+// status codes and change nothing; a standby SM leaves requests unanswered. LinkRecords are the
+// model's links both ways; ServiceRecords are registered, found, renewed, deleted and expire.
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "fabric/builders.h"
 #include "ib_model_subnet.h"
@@ -228,6 +231,57 @@ TEST(IbSa, NodeAndPortInfoRecordsByLid) {
   EXPECT_EQ(pr.port, 1);
 }
 
+TEST(IbSa, LinkRecordsAreEveryLinkBothWays) {
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  // From a CA's LID: its one link, to the switch it is cabled to (named by the switch's LID).
+  const uint32_t a = f.topo.nic_node(0);
+  wire::Mad q = f.request(MadMethod::kGetTable, SaAttr::kLinkRecord, wire::lr_mask::kFromLid);
+  wire::LinkRecord want;
+  want.from_lid = f.model->lid(a, 1);
+  encode_link_record(want, wire::sa_data(q));
+  auto ans = f.model->ask_class(q);
+  ASSERT_TRUE(ans.has_value());
+  ASSERT_EQ(ans->mad.status, 0);
+  EXPECT_EQ(wire::decode_sa_header(ans->mad).attribute_offset, 1);
+  ASSERT_EQ(ans->length, wire::kSaDataOffset + 8);
+  const wire::LinkRecord got = wire::decode_link_record(wire::sa_data(ans->mad));
+  const auto peer = f.topo.peer({a, 0});  // IB port 1 is the topology's port 0
+  ASSERT_TRUE(peer.has_value());
+  const uint32_t sw = peer->node;
+  const auto sw_port = static_cast<uint8_t>(peer->port + 1);
+  EXPECT_EQ(got.from_port, 1);
+  EXPECT_EQ(got.to_lid, f.model->lid(sw, 0));
+  EXPECT_EQ(got.to_port, sw_port);
+
+  // Towards that CA: the same link the other way.
+  q = f.request(MadMethod::kGet, SaAttr::kLinkRecord, wire::lr_mask::kToLid);
+  want = {};
+  want.to_lid = f.model->lid(a, 1);
+  encode_link_record(want, wire::sa_data(q));
+  ans = f.model->ask_class(q);
+  ASSERT_TRUE(ans.has_value());
+  ASSERT_EQ(ans->mad.status, 0);
+  EXPECT_EQ(wire::decode_link_record(wire::sa_data(ans->mad)),
+            (wire::LinkRecord{f.model->lid(sw, 0), sw_port, 1, f.model->lid(a, 1)}));
+
+  // Every link, both ways: twice the links, more than one MAD holds (24 records fit).
+  q = f.request(MadMethod::kGetTable, SaAttr::kLinkRecord, 0);
+  ans = f.model->ask_class(q);
+  ASSERT_TRUE(ans.has_value());
+  ASSERT_GT(f.topo.num_links() * 2, 25u);
+  EXPECT_EQ(ans->length, wire::kSaDataOffset + 25 * 8);
+  EXPECT_EQ(f.sm->sa().stats().truncated, 1u);
+  // A LID nobody holds: nothing.
+  q = f.request(MadMethod::kGet, SaAttr::kLinkRecord, wire::lr_mask::kFromLid);
+  want = {};
+  want.from_lid = 0xBFFF;
+  encode_link_record(want, wire::sa_data(q));
+  ans = f.model->ask_class(q);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::sa_mad_status(wire::SaStatus::kNoRecords));
+}
+
 TEST(IbSa, ClassPortInfo) {
   SaFixture f;
   ASSERT_TRUE(f.sm->sweep().ok());
@@ -238,6 +292,125 @@ TEST(IbSa, ClassPortInfo) {
   const auto c = wire::decode_class_port_info(wire::sa_data(a->mad));
   EXPECT_EQ(c.class_version, wire::kSaClassVersion);
   EXPECT_EQ(c.base_version, 1);
+}
+
+// A ServiceRecord of `f`'s first CA, named `name`.
+wire::ServiceRecord service(const SaFixture& f, uint64_t id, const std::string& name) {
+  wire::ServiceRecord r;
+  r.id = id;
+  r.gid = {kIbDefaultGidPrefix, f.model->guid(f.topo.nic_node(0)) + 1};
+  std::copy(name.begin(), name.end(), r.name.begin());
+  r.key[0] = 0x5A;
+  r.data32[1] = 0xC0FFEE;
+  return r;
+}
+
+std::optional<ib::GmpAnswer> service_request(SaFixture& f, MadMethod method, uint64_t mask,
+                                             const wire::ServiceRecord& r, uint64_t sm_key = 0) {
+  wire::Mad q = f.request(method, SaAttr::kServiceRecord, mask);
+  wire::SaHeader h = wire::decode_sa_header(q);
+  h.sm_key = sm_key;
+  encode_sa_header(q, h);
+  encode_service_record(r, wire::sa_data(q));
+  return f.model->ask_class(q);
+}
+
+TEST(IbSaService, RegisterFindRenewAndDelete) {
+  namespace m = wire::sr_mask;
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  const wire::ServiceRecord a = service(f, 0x10, "alpha");
+  auto ans = service_request(f, MadMethod::kSet, m::kId | m::kGid | m::kName, a);
+  ASSERT_TRUE(ans.has_value());
+  ASSERT_EQ(ans->mad.status, 0);
+  EXPECT_EQ(ans->mad.method, MadMethod::kGetResp);
+  wire::ServiceRecord held = wire::decode_service_record(wire::sa_data(ans->mad));
+  EXPECT_EQ(held.lease, wire::kServiceLeaseInfinite);  // no lease named: infinite
+  EXPECT_EQ(held.pkey, kIbDefaultPkey);                // no P_Key named: the default
+  EXPECT_EQ(held.key, decltype(held.key){});           // an untrusted answer shows no key
+  EXPECT_EQ(held.data32[1], 0xC0FFEEu);
+  ASSERT_TRUE(service_request(f, MadMethod::kSet, m::kId | m::kGid, service(f, 0x20, "beta")));
+  EXPECT_EQ(f.sm->sa().services().size(), 2u);
+
+  // Found by name; the key only for a request with the SM_Key.
+  wire::ServiceRecord want;
+  const std::string beta = "beta";
+  std::copy(beta.begin(), beta.end(), want.name.begin());
+  ans = service_request(f, MadMethod::kGet, m::kName, want);
+  ASSERT_TRUE(ans.has_value());
+  ASSERT_EQ(ans->mad.status, 0);
+  EXPECT_EQ(wire::decode_service_record(wire::sa_data(ans->mad)).id, 0x20u);
+  ans = service_request(f, MadMethod::kGet, m::kId, a, IbSmOptions{}.sm_key);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(wire::decode_service_record(wire::sa_data(ans->mad)).key[0], 0x5A);
+  // By a data component.
+  want = {};
+  want.data32[1] = 0xC0FFEE;
+  ans = service_request(f, MadMethod::kGetTable, 1ull << (m::kData32Bit + 1), want);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->length, wire::kSaDataOffset + wire::kServiceRecordBytes);  // one MAD holds one
+  EXPECT_EQ(f.sm->sa().stats().truncated, 1u);
+
+  // The same ServiceID, GID and P_Key renews rather than adds.
+  wire::ServiceRecord again = a;
+  again.data8[0] = 9;
+  ASSERT_TRUE(service_request(f, MadMethod::kSet, m::kId | m::kGid, again));
+  EXPECT_EQ(f.sm->sa().services().size(), 2u);
+  EXPECT_EQ(f.sm->sa().services().front().record.data8[0], 9);
+
+  // Delete answers with the record it removed; a second Delete finds none.
+  ans = service_request(f, MadMethod::kDelete, m::kId | m::kGid, a);
+  ASSERT_TRUE(ans.has_value());
+  ASSERT_EQ(ans->mad.status, 0);
+  EXPECT_EQ(ans->mad.method, MadMethod::kDeleteResp);
+  EXPECT_EQ(wire::decode_service_record(wire::sa_data(ans->mad)).id, 0x10u);
+  ans = service_request(f, MadMethod::kDelete, m::kId | m::kGid, a);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::sa_mad_status(wire::SaStatus::kNoRecords));
+  EXPECT_EQ(ans->mad.method, MadMethod::kDeleteResp);
+  EXPECT_EQ(f.sm->sa().services().size(), 1u);
+}
+
+TEST(IbSaService, BadRegistrationsAreRefusedAndChangeNothing) {
+  namespace m = wire::sr_mask;
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  wire::ServiceRecord r = service(f, 0x10, "x");
+  auto ans = service_request(f, MadMethod::kSet, m::kId, r);  // no ServiceGID
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::sa_mad_status(wire::SaStatus::kInsufficientComponents));
+  r.gid.guid = 0xDEAD;  // no such port
+  ans = service_request(f, MadMethod::kSet, m::kId | m::kGid, r);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::sa_mad_status(wire::SaStatus::kInvalidGid));
+  r = service(f, 0x10, "x");
+  r.pkey = 0x8001;  // a partition the SM programs nowhere
+  ans = service_request(f, MadMethod::kSet, m::kId | m::kGid | m::kPkey, r);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::sa_mad_status(wire::SaStatus::kReqInvalid));
+  // Delete of another attribute: not a method that attribute has.
+  wire::Mad q = f.request(MadMethod::kDelete, SaAttr::kPathRecord, 0);
+  ans = f.model->ask_class(q);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::kMadStatusBadMethodAttr);
+  EXPECT_TRUE(f.sm->sa().services().empty());
+}
+
+TEST(IbSaService, LeaseEnds) {
+  namespace m = wire::sr_mask;
+  SaFixture f;
+  ASSERT_TRUE(f.sm->sweep().ok());
+  wire::ServiceRecord r = service(f, 0x10, "short");
+  r.lease = 1;
+  ASSERT_TRUE(service_request(f, MadMethod::kSet, m::kId | m::kGid | m::kLease, r));
+  auto ans = service_request(f, MadMethod::kGet, m::kId, r);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  ans = service_request(f, MadMethod::kGet, m::kId, r);
+  ASSERT_TRUE(ans.has_value());
+  EXPECT_EQ(ans->mad.status, wire::sa_mad_status(wire::SaStatus::kNoRecords));
+  EXPECT_TRUE(f.sm->sa().services().empty());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The SA codec against libibmad (what saquery reads SA answers with) as the judge of every
-// field's place: the SA header, RMPP header, PathRecord, NodeRecord and ClassPortInfo.
+// field's place: the SA header, RMPP header, PathRecord, NodeRecord, ServiceRecord and
+// ClassPortInfo. LinkRecord, which libibmad does not describe, at the places IBA gives.
 #include <gtest/gtest.h>
 #include <infiniband/mad.h>
 
@@ -137,6 +138,73 @@ TEST(IbSaWire, ClassPortInfoWhereLibibmadReadsIt) {
   EXPECT_EQ(decode_class_port_info(b), c);
 }
 
+TEST(IbSaWire, ServiceRecordWhereLibibmadReadsIt) {
+  ServiceRecord r;
+  r.id = 0x1000000000000042ull;
+  r.gid = {0xfe80000000000000ull, 0x0002c90300000011ull};
+  r.pkey = 0xFFFF;
+  r.lease = 600;
+  for (unsigned i = 0; i < r.key.size(); ++i) r.key[i] = static_cast<uint8_t>(0xA0 + i);
+  const char name[] = "galaxy-test-service";
+  std::copy(name, name + sizeof name - 1, r.name.begin());
+  r.data8[0] = 0x11;
+  r.data8[15] = 0x22;
+  r.data16[7] = 0x3344;
+  r.data32[3] = 0x55667788;
+  r.data64[1] = 0x99AABBCCDDEEFF00ull;
+  std::array<uint8_t, kServiceRecordBytes> b{};
+  encode_service_record(r, b);
+  uint8_t* p = b.data();
+  EXPECT_EQ(mad_get_field64(p, 0, IB_SA_SR_ID_F), r.id);
+  uint8_t gid[16];
+  mad_get_array(p, 0, IB_SA_SR_GID_F, gid);
+  EXPECT_EQ(gid[0], 0xfe);
+  EXPECT_EQ(gid[15], 0x11);
+  EXPECT_EQ(mad_get_field(p, 0, IB_SA_SR_PKEY_F), 0xFFFFu);
+  EXPECT_EQ(mad_get_field(p, 0, IB_SA_SR_LEASE_F), 600u);
+  uint8_t key[16];
+  mad_get_array(p, 0, IB_SA_SR_KEY_F, key);
+  EXPECT_EQ(key[0], 0xA0);
+  EXPECT_EQ(key[15], 0xAF);
+  char got_name[64];
+  mad_get_array(p, 0, IB_SA_SR_NAME_F, got_name);
+  EXPECT_EQ(std::string(got_name), name);
+  uint8_t data[64];
+  mad_get_array(p, 0, IB_SA_SR_DATA_F, data);
+  EXPECT_EQ(data[0], 0x11);
+  EXPECT_EQ(data[15], 0x22);
+  EXPECT_EQ(data[30], 0x33);
+  EXPECT_EQ(data[31], 0x44);
+  EXPECT_EQ(data[44], 0x55);
+  EXPECT_EQ(data[63], 0x00);
+  EXPECT_EQ(data[56], 0x99);
+  EXPECT_EQ(decode_service_record(b), r);
+}
+
+TEST(IbSaWire, ServiceRecordMatchesTheComponentsItsMaskNames) {
+  ServiceRecord a;
+  a.id = 1;
+  a.data16[2] = 7;
+  a.data64[1] = 9;
+  ServiceRecord want = a;
+  EXPECT_TRUE(service_record_matches(a, want, ~0ull));
+  want.data16[2] = 8;
+  EXPECT_FALSE(service_record_matches(a, want, 1ull << (sr_mask::kData16Bit + 2)));
+  EXPECT_TRUE(service_record_matches(a, want, 1ull << (sr_mask::kData16Bit + 1)));
+  want = a;
+  want.data64[1] = 0;
+  EXPECT_FALSE(service_record_matches(a, want, 1ull << (sr_mask::kData64Bit + 1)));
+  EXPECT_TRUE(service_record_matches(a, want, sr_mask::kId | sr_mask::kName));
+}
+
+TEST(IbSaWire, LinkRecordAtIbasPlaces) {
+  LinkRecord r{0x1234, 17, 36, 0x0042};
+  std::array<uint8_t, 8> b{};
+  encode_link_record(r, b);
+  EXPECT_EQ(b, (std::array<uint8_t, 8>{0x12, 0x34, 17, 36, 0x00, 0x42, 0, 0}));
+  EXPECT_EQ(decode_link_record(b), r);
+}
+
 TEST(IbSaWire, RandomRecordsRoundTrip) {
   std::mt19937 rng(7);
   for (int i = 0; i < 500; ++i) {
@@ -150,6 +218,15 @@ TEST(IbSaWire, RandomRecordsRoundTrip) {
     std::array<uint8_t, 64> pb{};
     encode_path_record(pr, pb);
     EXPECT_EQ(decode_path_record(pb), pr);
+  }
+  // ServiceRecord keeps every byte but the reserved pair after ServiceP_Key.
+  for (int i = 0; i < 200; ++i) {
+    std::array<uint8_t, kServiceRecordBytes> b{};
+    for (auto& x : b) x = static_cast<uint8_t>(rng());
+    b[26] = b[27] = 0;
+    std::array<uint8_t, kServiceRecordBytes> again{};
+    encode_service_record(decode_service_record(b), again);
+    EXPECT_EQ(again, b);
   }
 }
 

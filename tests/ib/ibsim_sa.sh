@@ -7,6 +7,9 @@
 #   * the path a PathRecord names is the one the switches' tables carry (ibtracert arrives);
 #   * a GID no port holds is refused with IBA's SA_ERR_REQ_INVALID_GID, and the SA goes on;
 #   * ClassPortInfo, NodeRecord by LID and the IsSM PortInfoRecords (saquery -c, NR, -s);
+#   * LinkRecords from a CA and from a switch (saquery LR) byte for byte as OpenSM's; a service
+#     `galaxy service register` registers at OpenSM's SA and then at Galaxy's reads the same
+#     (saquery SR), and once deleted is gone (a second delete is refused);
 #   * `galaxy subscribe` at another node subscribes to every trap (InformInfo, listed by
 #     saquery -I); a cable on the path unlinked at ibsim's console: the switch's trap reaches the
 #     subscriber as a Report naming the switch, the light sweep sees the change, the heavy sweep
@@ -17,7 +20,7 @@ galaxy=$(realpath "$1")
 # shellcheck source=tests/ib/ibsim_lib.sh
 . "$(dirname "$0")/ibsim_lib.sh"
 sim_test_init opensm saquery ibaddr ibtracert jq
-logs="gsm.out gsm.err osm.out sub.out sub.err"
+logs="gsm.out gsm.err osm.out sub.out sub.err svc.err"
 # saquery from nic00017, whichever SM is master; the records without saquery's banner.
 sa() {
   sim nic00017 saquery "$@" 2>"$dir/sa.err" | grep -v "dump:$"
@@ -50,6 +53,19 @@ for p in $pairs; do
   sa --src-to-dst "$p" >"$dir/osm.$p" || fail "saquery $p against OpenSM"
   grep -q "dlid" "$dir/osm.$p" || fail "OpenSM's SA gave no PathRecord for $p"
 done
+# LinkRecords from a CA (its one link) and from a switch (each of its links).
+for q in "$a" "$sw"; do
+  sa LR "$q" >"$dir/osm.lr.$q" || fail "saquery LR $q against OpenSM"
+  grep -q "FromLID" "$dir/osm.lr.$q" || fail "OpenSM's SA gave no LinkRecord from $q"
+done
+# A service of nic00022's port, registered at OpenSM's SA.
+service() {
+  sim nic00022 "$galaxy" service "$@" --fabric ib: 2>>"$dir/svc.err"
+}
+service register --id 0x1000000000000042 --name galaxy-test >/dev/null ||
+  fail "galaxy service register at OpenSM's SA"
+sa SR >"$dir/osm.sr" || fail "saquery SR against OpenSM"
+grep -q "ServiceName.*galaxy-test" "$dir/osm.sr" || { cat "$dir/osm.sr" >&2; fail "OpenSM's SA lists no service"; }
 
 # OpenSM killed; Galaxy takes the subnet over (LIDs kept) and serves the SA. At another node:
 # ibsim hands the next request for a node to a dead process's client until a write to it fails.
@@ -69,6 +85,23 @@ grep -q "slid\.*$a$" "$dir/gal.$a:$b" && grep -q "dlid\.*$b$" "$dir/gal.$a:$b" |
   fail "the PathRecord's LIDs"
 sim nic00002 ibtracert "$a" "$b" >"$dir/trace" 2>&1 && grep -q "^To ca" "$dir/trace" ||
   fail "no path along the tables for the PathRecord $a:$b"
+
+for q in "$a" "$sw"; do
+  sa LR "$q" >"$dir/gal.lr.$q" || fail "saquery LR $q against Galaxy"
+  diff "$dir/osm.lr.$q" "$dir/gal.lr.$q" >&2 || fail "Galaxy's LinkRecords from $q differ from OpenSM's"
+done
+# The same service registered at Galaxy's SA (OpenSM's registrations died with it).
+service register --id 0x1000000000000042 --name galaxy-test --json >"$dir/svc.json" ||
+  fail "galaxy service register at Galaxy's SA"
+jq -e '.registered and .name == "galaxy-test" and .lease_s == null' "$dir/svc.json" >/dev/null ||
+  fail "the registration's answer"
+sa SR >"$dir/gal.sr" || fail "saquery SR against Galaxy"
+diff "$dir/osm.sr" "$dir/gal.sr" >&2 || fail "Galaxy's ServiceRecord differs from OpenSM's"
+service delete --id 0x1000000000000042 >/dev/null || fail "galaxy service delete"
+sa SR >"$dir/gal.sr2" 2>/dev/null || true
+if grep -q "ServiceName" "$dir/gal.sr2"; then fail "the deleted service is still listed"; fi
+if service delete --id 0x1000000000000042 >/dev/null; then fail "a second delete succeeded"; fi
+grep -q "E7175.*ERR_NO_RECORDS" "$dir/svc.err" || { cat "$dir/svc.err" >&2; fail "the second delete's error"; }
 
 # A GID no port of the subnet holds: IBA's status, and the SA answers the next query.
 if sa --sgid-to-dgid "fe80::10:1-fe80::dead:beef" >/dev/null; then fail "an unknown GID answered"; fi
@@ -129,4 +162,4 @@ if sed -n 3p "$dir/trace2" | grep -q "^\[$up_port\]"; then
   cat "$dir/trace2" >&2
   fail "the path still leaves $leaf by port $up_port"
 fi
-echo "ok: Galaxy's SA answers saquery as OpenSM's does (${pairs// /, }), forwards a trap to a subscriber, follows a re-route"
+echo "ok: Galaxy's SA answers saquery as OpenSM's does (PathRecords ${pairs// /, }, LinkRecords, a ServiceRecord), forwards a trap to a subscriber, follows a re-route"
