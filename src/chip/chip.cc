@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "base/time_units.h"
 #include "chip/nma.h"
 #include "chip/route_table.h"
 
@@ -121,6 +122,8 @@ RegAccess Chip::read_register(uint16_t addr) {
       return {NmpError::kNone, 0};  // the key is never read back
     case reg::kMKeyViolations:
       return {NmpError::kNone, mkey_violations_};
+    case reg::kMKeyLease:
+      return {NmpError::kNone, mkey_lease_s_};
     case reg::kTemperature:
       return {NmpError::kNone, static_cast<uint64_t>(temperature_mc_)};
     case reg::kFaultEnable:
@@ -245,6 +248,8 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
       return (value >> 41) == 0 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kFaultRouteExt:
       return (value >> wire::kSourceRouteExtBits) == 0 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kMKeyLease:
+      return (value >> 16) == 0 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kFaultDest:
       return (value >> 22) == 0 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kChipIdent:
@@ -293,6 +298,10 @@ void Chip::write_register(uint16_t addr, uint64_t value) {
       return;
     case reg::kMKey:
       mkey_ = value;
+      return;
+    case reg::kMKeyLease:
+      mkey_lease_s_ = value;
+      lease_ends_ps_.reset();
       return;
     case reg::kFaultEnable:
       fault_enable_ = value;
@@ -365,10 +374,24 @@ Status Chip::apply_boot_route(const BootRoute&) {
                     "boot image: route record on a chip without route tables");
 }
 
-bool Chip::key_allows(bool write, uint64_t presented_key) {
-  uint64_t level = ctrl_ & 3;
-  bool needed = level >= 2 || (level == 1 && write);
-  if (!needed || presented_key == mkey_) return true;
+bool Chip::key_allows(bool write, uint64_t presented_key, uint64_t now_ps) {
+  const uint64_t level = ctrl_ & 3;
+  const bool needed = level >= 2 || (level == 1 && write);
+  if (!needed) return true;
+  if (presented_key == mkey_) {
+    lease_ends_ps_.reset();
+    return true;
+  }
+  if (mkey_lease_s_ != 0) {
+    if (!lease_ends_ps_) {
+      lease_ends_ps_ = now_ps + mkey_lease_s_ * units::kSecond;
+    } else if (now_ps >= *lease_ends_ps_) {
+      // The holder of the key said nothing for a whole lease: protection ends.
+      ctrl_ &= ~uint64_t{3};
+      lease_ends_ps_.reset();
+      return true;
+    }
+  }
   ++mkey_violations_;
   raise_fault(FaultCode::kMKeyViolation, 0, static_cast<uint32_t>(mkey_violations_));
   return false;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -111,8 +112,11 @@ class Chip {
   void write_register(uint16_t addr, uint64_t value);
 
   // M_Key protection (SYSTEM.md 3 "Protection"): level 0 none, 1 writes need the key,
-  // 2 reads and writes need it. Returns false and counts a violation when refused.
-  bool key_allows(bool write, uint64_t presented_key);
+  // 2 reads and writes need it. Returns false and counts a violation when refused. `now_ps` is
+  // the engine's clock in picoseconds: the lease (MKEY_LEASE seconds, 0 none) starts at the
+  // first refusal, stops at the next request with the key, and when it runs out the protection
+  // level drops to 0 (IBA 14.2.4), so that a successor to a dead server can take the chip over.
+  bool key_allows(bool write, uint64_t presented_key, uint64_t now_ps);
   uint64_t mkey_violations() const { return mkey_violations_; }
 
   Eeprom& eeprom() { return eeprom_; }
@@ -167,6 +171,8 @@ class Chip {
   uint64_t ctrl_ = 0;
   uint64_t mkey_ = 0;
   uint64_t mkey_violations_ = 0;
+  uint64_t mkey_lease_s_ = 0;
+  std::optional<uint64_t> lease_ends_ps_;  // the running lease, if a request was refused
   int64_t temperature_mc_ = 45000;
   uint64_t fault_enable_ = 0;
   uint64_t fault_mask_ = 0;

@@ -24,8 +24,8 @@ MgmtArrival accept_mgmt(Chip& c, uint8_t in_port, std::span<uint8_t> packet) {
   return {MgmtArrival::Action::kToHost, 0};
 }
 
-std::optional<NmaOutcome> serve_nma(Chip& c, std::span<const uint8_t> packet) {
-  auto outcome = c.nma().process(packet);
+std::optional<NmaOutcome> serve_nma(Chip& c, std::span<const uint8_t> packet, uint64_t now_ps) {
+  auto outcome = c.nma().process(packet, now_ps);
   if (!outcome.ok()) {
     c.count_dirty(0);
     return std::nullopt;

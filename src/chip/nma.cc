@@ -24,7 +24,8 @@ const std::array<Nma::Handler, 64>& Nma::handlers() {
   return table;
 }
 
-Result<NmaOutcome> Nma::process(std::span<const uint8_t> packet) {
+Result<NmaOutcome> Nma::process(std::span<const uint8_t> packet, uint64_t now_ps) {
+  now_ps_ = now_ps;
   auto decoded = wire::decode_mgmt_packet(packet);
   if (!decoded.ok()) return decoded.error();
   const MgmtPacket& req = *decoded;
@@ -89,7 +90,7 @@ void Nma::on_not_a_request(const MgmtPacket& req, MgmtPacket& resp, NmaWork& wor
 void Nma::on_reg_read(const MgmtPacket& req, MgmtPacket& resp, NmaWork& work) {
   if (req.data.count < 1 || req.data.count > wire::kMaxRegistersPerPacket)
     return reject(req, resp, work, NmpError::kBadLength, req.data.count);
-  if (!chip_.key_allows(false, req.m_key))
+  if (!chip_.key_allows(false, req.m_key, now_ps_))
     return reject(req, resp, work, NmpError::kWrongKey, req.data.address[0]);
   resp.nmp_type = NmpType::kRegReadResponse;
   resp.data.count = req.data.count;
@@ -105,7 +106,7 @@ void Nma::on_reg_read(const MgmtPacket& req, MgmtPacket& resp, NmaWork& work) {
 void Nma::on_reg_write(const MgmtPacket& req, MgmtPacket& resp, NmaWork& work) {
   if (req.data.count < 1 || req.data.count > wire::kMaxRegistersPerPacket)
     return reject(req, resp, work, NmpError::kBadLength, req.data.count);
-  if (!chip_.key_allows(true, req.m_key))
+  if (!chip_.key_allows(true, req.m_key, now_ps_))
     return reject(req, resp, work, NmpError::kWrongKey, req.data.address[0]);
   // All or nothing: every register is checked before any is written. Checks depend only on the
   // value written (RT_DATA checks its port set, not the selection), so a packet carrying
@@ -125,7 +126,7 @@ void Nma::on_reg_write(const MgmtPacket& req, MgmtPacket& resp, NmaWork& work) {
 void Nma::on_eeprom_read(const MgmtPacket& req, MgmtPacket& resp, NmaWork& work) {
   if (req.data.count < 1 || req.data.count > wire::kMaxEepromBytesPerPacket)
     return reject(req, resp, work, NmpError::kBadLength, req.data.count);
-  if (!chip_.key_allows(false, req.m_key))
+  if (!chip_.key_allows(false, req.m_key, now_ps_))
     return reject(req, resp, work, NmpError::kWrongKey, req.data.address[0]);
   resp.nmp_type = NmpType::kEepromReadResponse;
   resp.data.count = req.data.count;
@@ -139,7 +140,7 @@ void Nma::on_eeprom_read(const MgmtPacket& req, MgmtPacket& resp, NmaWork& work)
 void Nma::on_eeprom_write(const MgmtPacket& req, MgmtPacket& resp, NmaWork& work) {
   if (req.data.count < 1 || req.data.count > wire::kMaxEepromBytesPerPacket)
     return reject(req, resp, work, NmpError::kBadLength, req.data.count);
-  if (!chip_.key_allows(true, req.m_key))
+  if (!chip_.key_allows(true, req.m_key, now_ps_))
     return reject(req, resp, work, NmpError::kWrongKey, req.data.address[0]);
   resp.nmp_type = NmpType::kEepromWriteResponse;
   resp.data.count = req.data.count;

@@ -42,9 +42,10 @@ class Nma {
  public:
   explicit Nma(Chip& chip);
 
-  // Executes a request absorbed by this chip. An error means the bytes are not a management
-  // packet (a dirty packet): the caller discards and counts it.
-  Result<NmaOutcome> process(std::span<const uint8_t> packet);
+  // Executes a request absorbed by this chip at `now_ps` (the engine's clock, for the M_Key
+  // lease). An error means the bytes are not a management packet (a dirty packet): the caller
+  // discards and counts it.
+  Result<NmaOutcome> process(std::span<const uint8_t> packet, uint64_t now_ps);
 
   // nmp_collector: the engine queues a response when its processing time has elapsed.
   void push_response(const NmaOutput& out) { responses_.push_back(out); }
@@ -68,6 +69,7 @@ class Nma {
   static const std::array<Handler, 64>& handlers();
 
   Chip& chip_;
+  uint64_t now_ps_ = 0;  // of the request being served
   Fifo<NmaOutput> responses_;
   Fifo<NmaOutput> reports_;
 };

@@ -36,6 +36,7 @@ constexpr NamedRegister kCommonRegisters[] = {
     {"DIRTY_DISCARDS", reg::kDirtyDiscards},
     {"SCRATCH", reg::kScratch},
     {"FAULT_ROUTE_EXT", reg::kFaultRouteExt},
+    {"MKEY_LEASE", reg::kMKeyLease},
     {"RT_SELECT", reg::kRtSelect},
     {"RT_DATA", reg::kRtData},
     {"RT_ENTRIES_WRITTEN", reg::kRtEntriesWritten},

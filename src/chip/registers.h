@@ -32,7 +32,8 @@ inline constexpr uint16_t kBootStatus = 0x010;      // RO [0] loaded, [15:8] err
 inline constexpr uint16_t kDirtyDiscards = 0x011;   // RO packets discarded as dirty (all ports)
 inline constexpr uint16_t kScratch = 0x012;         // RW free for software
 inline constexpr uint16_t kFaultRouteExt = 0x013;   // RW [59:0] the route's extension
-inline constexpr uint16_t kCommonEnd = 0x014;
+inline constexpr uint16_t kMKeyLease = 0x014;       // RW [15:0] M_Key lease period, seconds
+inline constexpr uint16_t kCommonEnd = 0x015;
 // CHIP_CTRL bit 2 (NRCs): route data by the fixed choice among the allowed ports (the
 // destination's tie-break alone, as a static d-mod-k switch would) instead of the least-loaded
 // one; for comparing adaptive routing with a fixed choice (docs/registers.md).

@@ -178,6 +178,21 @@ void add_nmd_command(CLI::App& app) {
   c->add_option("--fault-mask", o->daemon.fault_mask, "FAULT_MASK programmed on every chip")
       ->capture_default_str()
       ->check(any_uint64());
+  c->add_option("--mkey", o->daemon.mkey.key,
+                "Galaxy fabrics: the management key placed in every managed chip, which every "
+                "request then carries (0: none; other servers are refused until the lease ends)")
+      ->check(any_uint64());
+  c->add_flag("--mkey-per-chip", o->daemon.mkey.per_chip,
+              "each chip its own key, derived from --mkey and its chip id");
+  c->add_option("--mkey-level", o->daemon.mkey.level,
+                "protection: 1 writes need the key, 2 reads and writes")
+      ->capture_default_str()
+      ->check(integer_in(1, 2));
+  c->add_option("--mkey-lease-s", o->daemon.mkey.lease_s,
+                "seconds a chip stays protected after refusing a request while no request with "
+                "the key comes (0: for ever)")
+      ->capture_default_str()
+      ->check(integer_in(0, 65535));
   c->add_option("--retention", o->retention,
                 "delete events older than this: 30d, 12h, 90m, 3600s (none or 0: keep every "
                 "event)")

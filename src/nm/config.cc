@@ -16,13 +16,6 @@ namespace {
 
 namespace reg = chip::reg;
 
-MgmtReply call(Requester& r, const MgmtRequest& q) {
-  MgmtReply got;
-  r.submit(q, [&](const MgmtReply& reply) { got = reply; });
-  r.run();
-  return got;
-}
-
 bool refused(const MgmtReply& r) {
   return r.response.nmp_type == wire::NmpType::kRegError ||
          r.response.nmp_type == wire::NmpType::kEepromError;

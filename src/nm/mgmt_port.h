@@ -6,14 +6,15 @@
 #include <cstdint>
 
 #include "base/status.h"
+#include "base/time_units.h"
 #include "wire/mgmt.h"
 
 namespace galaxy::nm {
 
 using Picoseconds = uint64_t;
-inline constexpr Picoseconds kUs = 1000000;
-inline constexpr Picoseconds kMs = 1000 * kUs;
-inline constexpr Picoseconds kSec = 1000 * kMs;
+inline constexpr Picoseconds kUs = units::kMicrosecond;
+inline constexpr Picoseconds kMs = units::kMillisecond;
+inline constexpr Picoseconds kSec = units::kSecond;
 
 // Where a request goes: the chip and the two source routes (SYSTEM.md 2.2).
 struct MgmtTarget {

@@ -63,6 +63,7 @@ bool Requester::try_send(Pending& p) {
   p.deadline = p.sent_at + options_.timeout;
   ++p.attempts;
   ++stats_.sent;
+  if (p.request.m_key == 0) p.request.m_key = mkey_of(mkey_, p.request.target.chip_id);
   Status s = port_.send(p.request, p.tid);
   if (!s.ok()) {
     MgmtReply r;
@@ -223,6 +224,13 @@ void Requester::run() {
       expire(port_.now());
     }
   }
+}
+
+MgmtReply call(Requester& r, const MgmtRequest& q) {
+  MgmtReply got;
+  r.submit(q, [&](const MgmtReply& reply) { got = reply; });
+  r.run();
+  return got;
 }
 
 void Requester::drain_faults(Picoseconds duration) {

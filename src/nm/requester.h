@@ -10,6 +10,7 @@
 
 #include "base/fifo.h"
 #include "nm/mgmt_port.h"
+#include "nm/mkey.h"
 
 namespace galaxy::nm {
 
@@ -58,6 +59,11 @@ class Requester {
   // Wait up to `duration` for fault reports with nothing in flight.
   void drain_faults(Picoseconds duration);
 
+  // Every request from now on carries the key `p` gives its chip (nm/mkey.h); a request that
+  // names a key of its own keeps it.
+  void set_m_key(const MKeyPolicy& p) { mkey_ = p; }
+  const MKeyPolicy& m_key() const { return mkey_; }
+
   MgmtPort& port() { return port_; }
   const RequesterStats& stats() const { return stats_; }
   const RequesterOptions& options() const { return options_; }
@@ -85,6 +91,7 @@ class Requester {
 
   MgmtPort& port_;
   RequesterOptions options_;
+  MKeyPolicy mkey_;
   RequesterStats stats_;
   std::function<void(const MgmtRequest&, const MgmtReply&)> observer_;
   // Submitted requests not yet looked at. One whose chip's window is full is parked behind that
@@ -102,5 +109,8 @@ class Requester {
   uint16_t next_tid_ = 0;
   std::function<void(const wire::MgmtPacket&)> fault_handler_;
 };
+
+// One request, submitted and run to its end: its reply.
+MgmtReply call(Requester& r, const MgmtRequest& q);
 
 }  // namespace galaxy::nm

@@ -18,13 +18,6 @@ uint16_t link_state_addr(uint8_t port) {
   return reg::port_register(port, reg::port::kLinkState);
 }
 
-MgmtReply call(Requester& r, const MgmtRequest& q) {
-  MgmtReply got;
-  r.submit(q, [&](const MgmtReply& reply) { got = reply; });
-  r.run();
-  return got;
-}
-
 }  // namespace
 
 RouteEntryRead read_route_entry(Requester& requester, const MgmtTarget& nrc, unsigned num_ports,

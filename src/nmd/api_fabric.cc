@@ -64,6 +64,13 @@ Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
   j["not_responding"] = silent;
   j["chips_in_region"] = managed;
   j["unacknowledged"] = d.open_fault_counts();
+  // The protection this server places (never the key itself).
+  const nm::MKeyPolicy& mk = d.options().mkey;
+  j["mkey"] = mk.enabled() ? nlohmann::json{{"protected", true},
+                                            {"per_chip", mk.per_chip},
+                                            {"level", mk.level},
+                                            {"lease_s", mk.lease_s}}
+                           : nlohmann::json{{"protected", false}};
   return j;
 }
 

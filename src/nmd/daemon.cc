@@ -114,6 +114,9 @@ Status Daemon::init() {
     };
   }
   std::lock_guard lock(mu_);
+  // With a key, every request carries it from the first: a restarted server finds its chips as
+  // it left them, and a chip another server protects refuses this one (until its lease ends).
+  session_.requester->set_m_key(options_.mkey);
   const auto t0 = std::chrono::steady_clock::now();
   SessionOptions pipelined = options_.session;
   pipelined.serial = false;
@@ -127,6 +130,7 @@ Status Daemon::init() {
   auto setup =
       nm::enable_fault_reporting(*session_.requester, map, config_.fault_mask, region_nodes_);
   if (!setup.ok()) return setup.error();
+  place_mkeys_locked();
   // Every management request the daemon sends: its type, outcome and latency (simulated time
   // on a simulated fabric).
   session_.requester->set_reply_observer([this](const nm::MgmtRequest& q, const nm::MgmtReply& r) {
@@ -807,9 +811,11 @@ Result<nlohmann::json> Daemon::sweep_locked() {
                        m.topology.peer({node->second, it->first.second}).has_value();
     it = found && it->second < started_us ? reported_down_.erase(it) : std::next(it);
   }
-  if (!came.empty())
+  if (!came.empty()) {
     (void)nm::enable_fault_reporting(*session_.requester, session_.discovery.map,
                                      config_.fault_mask, region_nodes_);
+    place_mkeys_locked();
+  }
   if (config_.routing_engine != "none") {
     Status st = route_locked(config_.routing_engine);
     if (!st.ok())
@@ -830,6 +836,26 @@ Result<nlohmann::json> Daemon::sweep_now() {
   next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
   publish_locked();
   return r;
+}
+
+void Daemon::place_mkeys_locked() {
+  const nm::MKeyPolicy& p = options_.mkey;
+  if (!p.enabled()) return;
+  auto placed = nm::place_mkeys(*session_.requester, session_.discovery.map, p, region_nodes_);
+  if (!placed.ok()) {
+    note({.kind = EventKind::kLog,
+          .severity = EventSeverity::kMajor,
+          .cause = "M_Key placement failed",
+          .detail = placed.error().to_string()});
+    return;
+  }
+  note({.kind = EventKind::kLog,
+        .severity = placed->failed == 0 ? EventSeverity::kInfo : EventSeverity::kMajor,
+        .cause = "M_Keys placed",
+        .detail = fmt::format(
+            "{} chips hold {} at level {}, lease {} s; {} refused{}", placed->chips,
+            p.per_chip ? "their own key" : "the key", p.level, p.lease_s, placed->failed,
+            placed->failed ? " (first: " + placed->first.to_string() + ")" : "")});
 }
 
 void Daemon::rebuild_view_locked() {

@@ -20,6 +20,7 @@
 
 #include "nm/fault_ledger.h"
 #include "nm/faults.h"
+#include "nm/mkey.h"
 #include "nm/routing.h"
 #include "nm/scan.h"
 #include "nmd/event_store.h"
@@ -47,6 +48,8 @@ struct DaemonOptions {
   std::string region;
   // InfiniBand: the SM's priority against other SMs (SMInfo, 0-15; IBA 14.4.1).
   unsigned sm_priority = 0;
+  // Galaxy fabrics: the management keys placed in the managed chips (nm/mkey.h; key 0: none).
+  nm::MKeyPolicy mkey;
   // Per-port metric series for every port up to this many chips; above it only the ports with
   // errors or a link down (TH-2 has 150,000 ports: a scrape of every one would be 100 MB).
   uint32_t all_port_metrics_up_to_chips = 4096;
@@ -207,6 +210,9 @@ class Daemon {
   // ledger's comparison, the view.
   nlohmann::json finish_scan_locked(nm::ScanResult scan, double wall_s);
   Result<nlohmann::json> sweep_locked();
+  // Places the configured M_Keys in the managed chips (none configured: nothing), and records
+  // how many took them; a chip that refuses holds another server's key.
+  void place_mkeys_locked();
   void rebuild_view_locked();
   // The snapshot with the open fault counts, its port metrics, made the one view() returns.
   void publish_view_locked(std::shared_ptr<FabricView> v);

@@ -38,9 +38,11 @@ inline wire::MgmtPacketBytes bytes_of(const wire::MgmtPacket& p) {
 }
 
 // Runs a request through the NMA and decodes the response.
-inline wire::MgmtPacket serve(Chip& chip, const wire::MgmtPacket& req, NmaWork* work = nullptr) {
+// Serves `req` at `now_ps` on the engine's clock (the M_Key lease counts in it).
+inline wire::MgmtPacket serve(Chip& chip, const wire::MgmtPacket& req, NmaWork* work = nullptr,
+                              uint64_t now_ps = 0) {
   auto b = bytes_of(req);
-  auto out = chip.nma().process(b);
+  auto out = chip.nma().process(b, now_ps);
   EXPECT_TRUE(out.ok());
   EXPECT_FALSE(out->dropped);
   if (work) *work = out->work;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/time_units.h"
 #include "chip/nrc.h"
 #include "chip_test_util.h"
 
@@ -100,11 +101,51 @@ TEST_F(NmaTest, WrongKeyIsRefusedAndCounted) {
   EXPECT_EQ(nrc.read_register(reg::kScratch).value, 42u);
 }
 
+// IBA 14.2.4's lease: the first refused request starts it, a request with the key stops it,
+// and a lease that runs out drops protection to level 0 so a successor can take the chip over.
+TEST_F(NmaTest, LeaseLetsASuccessorInOnlyWhenTheKeyHolderIsSilent) {
+  constexpr uint64_t kS = units::kSecond;
+  nrc.write_register(reg::kMKey, 0xABCDEF);
+  nrc.write_register(reg::kMKeyLease, 2);
+  nrc.write_register(reg::kChipCtrl, 2);  // reads and writes need the key
+  auto stranger = request(NmpType::kRegReadRequest, {reg::kScratch});
+  stranger.m_key = 7;
+  auto owner = stranger;
+  owner.m_key = 0xABCDEF;
+  EXPECT_EQ(serve(nrc, stranger, nullptr, 10 * kS).data.error, NmpError::kWrongKey);  // starts
+  EXPECT_EQ(serve(nrc, stranger, nullptr, 11 * kS).data.error, NmpError::kWrongKey);
+  // The owner speaks: the lease stops, and starts again at the next refusal.
+  EXPECT_EQ(serve(nrc, owner, nullptr, 11 * kS).nmp_type, NmpType::kRegReadResponse);
+  EXPECT_EQ(serve(nrc, stranger, nullptr, 12 * kS).data.error, NmpError::kWrongKey);
+  EXPECT_EQ(serve(nrc, stranger, nullptr, 13 * kS).data.error, NmpError::kWrongKey);
+  EXPECT_EQ(nrc.read_register(reg::kMKeyViolations).value, 4u);
+  // Two seconds after that refusal with no word from the owner: protection is off.
+  EXPECT_EQ(serve(nrc, stranger, nullptr, 14 * kS).nmp_type, NmpType::kRegReadResponse);
+  EXPECT_EQ(nrc.read_register(reg::kChipCtrl).value & 3, 0u);
+  EXPECT_EQ(nrc.read_register(reg::kMKeyViolations).value, 4u);
+  // The successor places its own key.
+  auto place = request(NmpType::kRegWriteRequest, {reg::kMKey, reg::kChipCtrl}, {0x5555, 2});
+  EXPECT_EQ(serve(nrc, place, nullptr, 14 * kS).nmp_type, NmpType::kRegWriteResponse);
+  EXPECT_EQ(serve(nrc, owner, nullptr, 15 * kS).data.error, NmpError::kWrongKey);
+}
+
+TEST_F(NmaTest, NoLeaseMeansProtectionNeverEnds) {
+  nrc.write_register(reg::kMKey, 0xABCDEF);
+  nrc.write_register(reg::kChipCtrl, 2);
+  auto stranger = request(NmpType::kRegReadRequest, {reg::kScratch});
+  for (uint64_t s = 0; s < 5; ++s)
+    EXPECT_EQ(serve(nrc, stranger, nullptr, s * 1000 * units::kSecond).data.error,
+              NmpError::kWrongKey);
+  EXPECT_EQ(nrc.read_register(reg::kChipCtrl).value & 3, 2u);
+  // A lease wider than its 16 bits is refused.
+  EXPECT_EQ(nrc.check_write(reg::kMKeyLease, 0x10000), NmpError::kBadValue);
+}
+
 TEST_F(NmaTest, UnconfiguredChipAnswersOnlyAllOnes) {
   Nrc fresh;
   auto req = request(NmpType::kRegReadRequest, {reg::kChipIdent}, {}, 7);
   auto b = testing::bytes_of(req);
-  auto out = fresh.nma().process(b);
+  auto out = fresh.nma().process(b, 0);
   ASSERT_TRUE(out.ok());
   EXPECT_TRUE(out->dropped);
   EXPECT_EQ(fresh.read_register(reg::kNmaDropped).value, 1u);
@@ -115,14 +156,14 @@ TEST_F(NmaTest, UnconfiguredChipAnswersOnlyAllOnes) {
   // A configured chip drops a packet for another id.
   req.dest_id = 8;
   b = testing::bytes_of(req);
-  EXPECT_TRUE(nrc.nma().process(b)->dropped);
+  EXPECT_TRUE(nrc.nma().process(b, 0)->dropped);
 }
 
 TEST_F(NmaTest, MalformedBytesAreAnError) {
   auto b = testing::bytes_of(request(NmpType::kRegReadRequest, {reg::kScratch}));
   b[60] ^= 0x10;  // breaks the CRC
-  EXPECT_FALSE(nrc.nma().process(b).ok());
-  EXPECT_FALSE(nrc.nma().process(std::span<const uint8_t>(b).first(50)).ok());
+  EXPECT_FALSE(nrc.nma().process(b, 0).ok());
+  EXPECT_FALSE(nrc.nma().process(std::span<const uint8_t>(b).first(50), 0).ok());
 }
 
 TEST_F(NmaTest, FaultReportsFollowResponsesAndRespectMask) {
@@ -151,7 +192,7 @@ TEST_F(NmaTest, FaultReportsFollowResponsesAndRespectMask) {
   nrc.link_down(2);
   // A response produced after the fault still leaves first.
   auto out =
-      nrc.nma().process(testing::bytes_of(request(NmpType::kRegReadRequest, {reg::kScratch})));
+      nrc.nma().process(testing::bytes_of(request(NmpType::kRegReadRequest, {reg::kScratch})), 0);
   ASSERT_TRUE(out.ok());
   nrc.nma().push_response(out->response);
   auto first = nrc.nma().pop_output();

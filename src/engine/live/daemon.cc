@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "base/log.h"
+#include "base/time_units.h"
 #include "chip/event.h"
 #include "chip/forwarding.h"
 #include "chip/mgmt_step.h"
@@ -1238,7 +1239,7 @@ void FabricDaemon::run_nma(uint32_t chip, std::span<const uint8_t> packet) {
   ++stats_.nma_requests;
   sync_counters(chip);
   chip::Chip& c = *chips_[chip];
-  auto out = chip::serve_nma(c, packet);
+  auto out = chip::serve_nma(c, packet, monotonic_ns() * units::kNanosecond);
   if (!out) {
     drop(4816, "a management packet chip {}'s NMA could not serve", chip);
     return;

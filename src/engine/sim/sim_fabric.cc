@@ -599,7 +599,7 @@ void SimFabric::run_nma(uint32_t slot, uint32_t node) {
   if (packet(slot).held_node != fabric::kNoNode) release_input(slot, sim_.now());
   chip::Chip& c = *chips_[node];
   account_background(node);
-  auto outcome = chip::serve_nma(c, packet(slot).bytes);
+  auto outcome = chip::serve_nma(c, packet(slot).bytes, sim_.now());
   if (!outcome) {
     ++stats_.packets_dropped;
     free_packet(slot);

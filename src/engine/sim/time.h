@@ -4,15 +4,17 @@
 
 #include <cstdint>
 
+#include "base/time_units.h"
+
 namespace galaxy::sim {
 
 using Time = uint64_t;
 
-inline constexpr Time kPicosecond = 1;
-inline constexpr Time kNanosecond = 1000 * kPicosecond;
-inline constexpr Time kMicrosecond = 1000 * kNanosecond;
-inline constexpr Time kMillisecond = 1000 * kMicrosecond;
-inline constexpr Time kSecond = 1000 * kMillisecond;
+inline constexpr Time kPicosecond = units::kPicosecond;
+inline constexpr Time kNanosecond = units::kNanosecond;
+inline constexpr Time kMicrosecond = units::kMicrosecond;
+inline constexpr Time kMillisecond = units::kMillisecond;
+inline constexpr Time kSecond = units::kSecond;
 
 // "No deadline": later than every event; run(kNever) runs until the queue is empty.
 inline constexpr Time kNever = UINT64_MAX;
