@@ -588,3 +588,50 @@ TEST_F(NmdApiTest, TrafficPerLinkHasOneCellPerLink) {
 }
 
 }  // namespace galaxy::nmd::api_test
+
+namespace galaxy::nmd::api_test {
+namespace {
+
+// `galaxy nmd --mkey`: the daemon places a key per chip once the fabric is up, says so in its
+// log and /api/status (never the key), and its own requests go on answering; the chips hold
+// level 2 (read through the API, which carries the key).
+TEST(NmdMKeyTest, DaemonPlacesKeysAndReadsOnWithThem) {
+  DaemonOptions o = NmdInstance::default_options();
+  o.mkey.key = 0x1234567;
+  o.mkey.per_chip = true;
+  o.mkey.level = 2;
+  o.mkey.lease_s = 30;
+  NmdInstance d(o);
+  ASSERT_TRUE(d.ok()) << d.error();
+  Reply st = d.get("/api/status");
+  ASSERT_EQ(st.status, 200) << st.describe();
+  EXPECT_EQ(st.json["mkey"],
+            (Json{{"protected", true}, {"per_chip", true}, {"level", 2}, {"lease_s", 30}}));
+  EXPECT_EQ(st.body.find("1234567"), std::string::npos);  // the key is never shown
+  Reply log = d.get("/api/log?kind=log&limit=1000");
+  ASSERT_EQ(log.status, 200) << log.describe();
+  bool placed = false;
+  for (const Json& e : log.json["events"])
+    if (e["cause"] == "M_Keys placed") {
+      placed = true;
+      EXPECT_NE(e["detail"].get<std::string>().find("35 chips hold their own key at level 2"),
+                std::string::npos)
+          << e.dump();
+    }
+  EXPECT_TRUE(placed) << log.body;
+  Reply ctrl = d.get("/api/chips/20/registers/CHIP_CTRL");
+  ASSERT_EQ(ctrl.status, 200) << ctrl.describe();
+  EXPECT_EQ(ctrl.json["value"].get<uint64_t>() & 3, 2u);
+  Reply viol = d.get("/api/chips/20/registers/MKEY_VIOLATIONS");
+  ASSERT_EQ(viol.status, 200) << viol.describe();
+  EXPECT_EQ(viol.json["value"], 0);
+}
+
+TEST(NmdMKeyTest, StatusSaysUnprotectedWithoutAKey) {
+  NmdInstance d(NmdInstance::default_options());
+  ASSERT_TRUE(d.ok()) << d.error();
+  EXPECT_EQ(d.get("/api/status").json["mkey"], (Json{{"protected", false}}));
+}
+
+}  // namespace
+}  // namespace galaxy::nmd::api_test
