@@ -34,6 +34,9 @@ struct SmCliOptions {
   std::string guid2lid;
   unsigned priority = 0;
   uint64_t sm_key = 1;
+  uint64_t m_key = 0;
+  unsigned m_key_protect = 2;
+  unsigned m_key_lease_s = 60;
   unsigned poll_interval_ms = 10000;
   unsigned poll_retries = 4;
 };
@@ -132,6 +135,9 @@ void run_sm(const SmCliOptions& o) {
   so.requests.deadline_ms = o.timeout_ms * (o.retries + 1) * 4 + 1000;
   so.priority = static_cast<uint8_t>(o.priority);
   so.sm_key = o.sm_key;
+  so.m_key = o.m_key;
+  so.m_key_protect = static_cast<uint8_t>(o.m_key_protect);
+  so.m_key_lease_s = static_cast<uint16_t>(o.m_key_lease_s);
   nm::IbSubnetManager sm(**port, so);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -269,6 +275,20 @@ void add_sm_command(CLI::App& app) {
                 "SMInfo SM_Key, shared by the SMs of a subnet (OpenSM's default: 1)")
       ->capture_default_str()
       ->check(any_uint64());
+  c->add_option("--m-key", o->m_key,
+                "M_Key placed in every port and carried by every SMP (0: none; OpenSM's m_key)")
+      ->capture_default_str()
+      ->check(any_uint64());
+  c->add_option("--m-key-protect", o->m_key_protect,
+                "M_Key protect bits: 0 none, 1 Sets need the key, 2 and Gets read it as 0, 3 Gets "
+                "need it too (OpenSM's m_key_protection_level)")
+      ->capture_default_str()
+      ->check(integer_in(0, 3));
+  c->add_option("--m-key-lease", o->m_key_lease_s,
+                "seconds a port stays protected after refusing an SMP while no SMP with the key "
+                "comes (0: for ever; OpenSM's m_key_lease_period)")
+      ->capture_default_str()
+      ->check(integer_in(0, 65535));
   c->add_option("--poll-interval-ms", o->poll_interval_ms,
                 "standby: how often the master's SMInfo is read")
       ->capture_default_str()

@@ -35,6 +35,7 @@ void IbRequester::start(Pending p) {
     s = port_.send_gmp(*p.gmp, p.dlid);
   } else {
     p.smp.transaction_id = tid;
+    if (p.smp.m_key == 0) p.smp.m_key = options_.m_key;
     s = port_.send(p.smp, p.dlid);
   }
   if (!s) {

@@ -18,6 +18,8 @@ struct IbRequesterOptions {
   unsigned window = 64;
   unsigned retries = 2;    // ours, after the transport's own
   int deadline_ms = 5000;  // a request unanswered this long (transport included) has failed
+  // The M_Key every SMP carries unless it names one (IBA 14.2.4; 0: none).
+  uint64_t m_key = 0;
 };
 
 struct IbRequesterStats {

@@ -268,6 +268,11 @@ void IbSubnetManager::count_active(IbSweepReport& report) {
       else
         report.ports_not_active += 1;
     });
+  // A switch checks M_Keys at its port 0, a CA at each port.
+  for (const IbNode& node : subnet_.nodes)
+    for (uint32_t p = node.is_switch() ? 0 : 1; p < (node.is_switch() ? 1u : node.ports.size());
+         ++p)
+      if (node.ports[p].known) report.mkey_violations += node.ports[p].info.m_key_violations();
 }
 
 Result<IbSweepReport> IbSubnetManager::sweep() {
@@ -428,6 +433,11 @@ void IbSubnetManager::program_lids_and_arm(IbRequester& rq, IbSweepReport& repor
       pi.set_lid(port.lid);
       pi.set_master_sm_lid(report.sm_lid);
       pi.set_lmc(0);
+      if (options_.m_key != 0) {
+        pi.set_m_key(options_.m_key);
+        pi.set_m_key_protect_bits(options_.m_key_protect);
+        pi.set_m_key_lease_period(options_.m_key_lease_s);
+      }
       // A CA port in INIT is armed by the same Set (INIT -> ARMED needs nothing of the
       // neighbour, IBA 7.2): one SMP fewer per host. A switch's port 0 has no link to arm.
       if (!node.is_switch() && port.linked() &&

@@ -28,6 +28,13 @@ struct IbSmOptions {
   // SMInfo SM_Key (IBA 14.4.5), shared by the SMs of a subnet: an SM found with another
   // (non-zero) key is ignored, as OpenSM ignores one. OpenSM's default is 1.
   uint64_t sm_key = 1;
+  // M_Key (IBA 14.2.4): with a key, the master places it in every port's PortInfo with these
+  // protect bits (0: none; 1: Sets need it; 2: and Gets read it as 0; 3: Gets need it too) and
+  // lease (seconds after a refusal with no SMP carrying the key, then protection ends; 0: never),
+  // and every SMP this SM sends carries it. One key for the subnet, as OpenSM's m_key option.
+  uint64_t m_key = 0;
+  uint8_t m_key_protect = 2;
+  uint16_t m_key_lease_s = 60;
 };
 
 struct IbSweepReport {
@@ -37,8 +44,11 @@ struct IbSweepReport {
   IbLidReport lids;
   uint16_t sm_lid = 0;
   std::string engine;
-  uint64_t lft_blocks = 0;          // LinearForwardingTable blocks written
-  uint64_t port_sets = 0;           // PortInfo Sets (LIDs and state changes)
+  uint64_t lft_blocks = 0;  // LinearForwardingTable blocks written
+  uint64_t port_sets = 0;   // PortInfo Sets (LIDs and state changes)
+  // SMPs the ports refused for a wrong M_Key, as their PortInfo M_KeyViolations say (the sum
+  // over the ports read or written this sweep; 0xFFFF per port at most).
+  uint64_t mkey_violations = 0;
   uint64_t ports_active = 0;        // linked ports ACTIVE at the end
   uint64_t ports_not_active = 0;    // linked ports that are not
   uint64_t unreachable = 0;         // (switch, LID) routes that do not arrive
@@ -73,6 +83,7 @@ class IbSubnetManager {
  public:
   IbSubnetManager(ib::SmpPort& port, IbSmOptions options) : port_(port), options_(options) {
     sa_.set_sm_key(options_.sm_key);
+    options_.requests.m_key = options_.m_key;
   }
   // One heavy sweep. Errors only when nothing could be done (the SM's own port is silent, the
   // engine refuses the subnet); what went wrong on parts of the subnet is in `problems`.

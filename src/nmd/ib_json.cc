@@ -104,6 +104,7 @@ nlohmann::json ib_sweep_json(const nm::IbSweepReport& r) {
                    {"total_s", r.total_s},
                    {"problems", r.problems}};
   j["malformed_requests"] = r.malformed_requests;
+  j["mkey_violations"] = r.mkey_violations;
   j["sa"] = {{"requests", r.sa.requests},     {"answered", r.sa.answered},
              {"refused", r.sa.refused},       {"truncated", r.sa.truncated},
              {"traps", r.sa.traps},           {"reports", r.sa.reports},

@@ -219,6 +219,27 @@ const char* ib_port_state_name(uint8_t state) {
 uint64_t PortInfo::m_key() const {
   return get_be(raw, 0, 8);
 }
+void PortInfo::set_m_key(uint64_t key) {
+  put_be(raw, 0, 8, key);
+}
+uint8_t PortInfo::m_key_protect_bits() const {
+  return get_bits_be(raw, 34, 6, 2);
+}
+void PortInfo::set_m_key_protect_bits(uint8_t bits) {
+  put_bits_be(raw, 34, 6, 2, bits);
+}
+uint16_t PortInfo::m_key_lease_period() const {
+  return static_cast<uint16_t>(get_be(raw, 26, 2));
+}
+void PortInfo::set_m_key_lease_period(uint16_t s) {
+  put_be(raw, 26, 2, s);
+}
+uint16_t PortInfo::m_key_violations() const {
+  return static_cast<uint16_t>(get_be(raw, 44, 2));
+}
+void PortInfo::set_m_key_violations(uint16_t n) {
+  put_be(raw, 44, 2, n);
+}
 uint64_t PortInfo::gid_prefix() const {
   return get_be(raw, 8, 8);
 }

@@ -105,6 +105,15 @@ struct PortInfo {
   SmpData raw{};
   bool operator==(const PortInfo&) const = default;
   uint64_t m_key() const;
+  void set_m_key(uint64_t key);
+  // M_Key protection (IBA 14.2.4.1): ProtectBits 0-3, the lease in seconds (0: none), and the
+  // SMPs the port refused for a wrong key.
+  uint8_t m_key_protect_bits() const;
+  void set_m_key_protect_bits(uint8_t bits);
+  uint16_t m_key_lease_period() const;
+  void set_m_key_lease_period(uint16_t s);
+  uint16_t m_key_violations() const;
+  void set_m_key_violations(uint16_t n);
   uint64_t gid_prefix() const;
   uint16_t lid() const;
   void set_lid(uint16_t lid);

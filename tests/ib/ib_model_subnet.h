@@ -3,12 +3,17 @@
 // Gets and Sets as IBA chapter 14 says (NodeInfo, NodeDescription, SwitchInfo, PortInfo with
 // the port state machine of IBA 7.2, LinearForwardingTable), every port's PMA answers
 // PortCounters (IBA 16.1.3.5) at its LID, and the test unplugs cables and sets counters as
-// ibsim's console does. Built from a fabric::Topology (IB port = topology port + 1), so the
-// builders' fabrics serve as subnets; the SM is attached at one CA's port 1.
+// ibsim's console does. Every SMA checks M_Keys as IBA 14.2.4 says (ibsim does not): protect
+// bits 1-2 refuse Sets without the key, 3 Gets too, 2 hides the key in PortInfo answers; a
+// refused SMP is not answered, is counted in M_KeyViolations, starts the lease and sends the
+// SM a Bad M_Key trap (256); a lease that runs out clears the protect bits. Built from a
+// fabric::Topology (IB port = topology port + 1), so the builders' fabrics serve as subnets; the SM
+// is attached at one CA's port 1.
 #pragma once
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -18,6 +23,7 @@
 #include "fabric/topology.h"
 #include "ib/smp_port.h"
 #include "wire/ib_perf.h"
+#include "wire/ib_sa.h"
 #include "wire/ib_smp.h"
 
 namespace galaxy::test {
@@ -145,7 +151,9 @@ class ModelSubnet final : public ib::SmpPort {
     } else {
       c.tid = static_cast<uint32_t>(r.smp.transaction_id);
       c.smp = r.smp;
-      answer_smp(c.smp, r.dlid);
+      // An SMP the SMA discards (a wrong M_Key) is never answered: the transport times out.
+      if (!answer_smp(c.smp, r.dlid))
+        c.status = make_error(Code::kTimeout, 1, "no answer (discarded by the SMA: M_Key)");
     }
     return c;
   }
@@ -172,7 +180,12 @@ class ModelSubnet final : public ib::SmpPort {
   std::vector<std::pair<wire::Mad, uint16_t>> sent_gmps;
 
   uint64_t sent_smps = 0;
-  uint64_t sets = 0;  // Set SMPs answered
+  uint64_t sets = 0;            // Set SMPs answered
+  uint64_t bad_mkey_traps = 0;  // traps 256 the SMAs sent the SM
+  // The M_Key fields of a port as the SMA holds them (the key itself included).
+  const wire::PortInfo& port_info(uint32_t node, uint8_t port) const {
+    return nodes_[node].ports[port].info;
+  }
 
  private:
   std::array<ib::GmpRequestHandler, 256> class_handlers_;
@@ -181,6 +194,7 @@ class ModelSubnet final : public ib::SmpPort {
     uint8_t peer_port = 0;
     wire::PortInfo info;
     wire::PortCounters counters;
+    std::optional<std::chrono::steady_clock::time_point> lease_ends;
   };
   struct Node {
     bool is_switch = false;
@@ -223,9 +237,56 @@ class ModelSubnet final : public ib::SmpPort {
     return m;
   }
 
-  void answer_smp(wire::Smp& r, uint16_t dlid) {
+  // IBA 14.2.4.2: whether the SMA at `n` (its switch port 0, or the CA port the SMP came in
+  // by) takes `r`; false: discarded, counted, the lease started, a trap sent.
+  bool m_key_allows(uint32_t n, uint8_t keyed_port, const wire::Smp& r, bool set) {
+    Port& port = nodes_[n].ports[keyed_port];
+    wire::PortInfo& pi = port.info;
+    const uint64_t key = pi.m_key();
+    if (key == 0 || r.m_key == key) {
+      port.lease_ends.reset();
+      return true;
+    }
+    const uint8_t bits = pi.m_key_protect_bits();
+    if (bits == 0 || (!set && bits < 3)) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (pi.m_key_lease_period() != 0) {
+      if (!port.lease_ends) {
+        port.lease_ends = now + std::chrono::seconds(pi.m_key_lease_period());
+      } else if (now >= *port.lease_ends) {
+        pi.set_m_key_protect_bits(0);
+        port.lease_ends.reset();
+        return true;
+      }
+    }
+    if (pi.m_key_violations() != 0xFFFF) pi.set_m_key_violations(pi.m_key_violations() + 1);
+    // Trap 256 (Bad M_Key, IBA 14.2.5.1) to the SM: the issuer's LID, then the offending
+    // SMP's method and attribute in the details.
+    if (sm_handler_) {
+      wire::Notice notice;
+      notice.type = 2;  // security
+      notice.producer = nodes_[n].is_switch ? 2 : 1;
+      notice.trap_number = 256;
+      notice.issuer_lid = nodes_[n].ports[nodes_[n].is_switch ? 0 : keyed_port].info.lid();
+      notice.details[2] = static_cast<uint8_t>(set ? wire::MadMethod::kSet : wire::MadMethod::kGet);
+      notice.details[4] = static_cast<uint8_t>(r.attribute_id >> 8);
+      notice.details[5] = static_cast<uint8_t>(r.attribute_id);
+      std::array<uint8_t, wire::kNoticeBytes> raw{};
+      encode_notice(notice, raw);
+      wire::Smp trap;
+      trap.directed = false;
+      trap.method = wire::MadMethod::kTrap;
+      trap.attribute_id = static_cast<uint16_t>(wire::SmpAttr::kNotice);
+      std::copy_n(raw.begin(), trap.data.size(), trap.data.begin());
+      ++bad_mkey_traps;
+      (void)sm_handler_(trap);
+    }
+    return false;
+  }
+
+  // false: the SMP was discarded (never answered).
+  bool answer_smp(wire::Smp& r, uint16_t dlid) {
     const bool set = r.method == wire::MadMethod::kSet;
-    sets += set;
     r.method = wire::MadMethod::kGetResp;
     r.returning = r.directed;
     uint32_t n = sm_;
@@ -234,12 +295,12 @@ class ModelSubnet final : public ib::SmpPort {
       for (unsigned h = 1; h <= r.hop_count; ++h) {
         if (h > 1 && !nodes_[n].is_switch) {  // a directed route does not pass through a CA
           r.status = 0x1C;
-          return;
+          return true;
         }
         const uint8_t out = r.initial_path[h];
         if (out >= nodes_[n].ports.size() || nodes_[n].ports[out].peer == kNone) {
           r.status = 0x1C;
-          return;
+          return true;
         }
         const Port& p = nodes_[n].ports[out];
         n = p.peer;
@@ -249,11 +310,13 @@ class ModelSubnet final : public ib::SmpPort {
       std::tie(n, in_port) = holder(dlid);
       if (n == kNone) {
         r.status = 0x1C;
-        return;
+        return true;
       }
       if (nodes_[n].is_switch) in_port = 0;
     }
     Node& node = nodes_[n];
+    if (!m_key_allows(n, node.is_switch ? 0 : in_port, r, set)) return false;
+    sets += set;
     const uint32_t m = r.attribute_modifier;
     const wire::SmpData in = r.data;
     r.data = {};
@@ -270,12 +333,12 @@ class ModelSubnet final : public ib::SmpPort {
         ni.local_port_num = in_port;
         ni.vendor_id = 0x2c9;
         r.data = wire::encode_node_info(ni);
-        return;
+        return true;
       }
       case wire::SmpAttr::kNodeDescription:
         std::memcpy(r.data.data(), node.description.data(),
                     std::min<size_t>(node.description.size(), 64));
-        return;
+        return true;
       case wire::SmpAttr::kSwitchInfo:
         if (!node.is_switch) break;
         if (set) {
@@ -285,7 +348,7 @@ class ModelSubnet final : public ib::SmpPort {
           if (si.port_state_change()) node.switch_info.set_port_state_change(false);  // 1 clears
         }
         r.data = node.switch_info.raw;
-        return;
+        return true;
       case wire::SmpAttr::kPortInfo: {
         // A CA answers for the port the SMP came in by (IBA 14.2.5.6).
         const uint32_t p = node.is_switch ? m : in_port;
@@ -297,16 +360,20 @@ class ModelSubnet final : public ib::SmpPort {
           if (!set_port_info(n, p, want)) {
             r.status = 0x1C;
             r.data = port.info.raw;
-            return;
+            return true;
           }
         }
         r.data = port.info.raw;
-        return;
+        // Protect bits 2: the key reads as 0 to an SMP without it.
+        const Port& keyed = node.ports[node.is_switch ? 0 : in_port];
+        if (keyed.info.m_key_protect_bits() == 2 && r.m_key != keyed.info.m_key())
+          std::fill_n(r.data.begin(), 8, uint8_t{0});
+        return true;
       }
       case wire::SmpAttr::kSmInfo:
         if (!node.sm) break;
         r.data = wire::encode_sm_info(*node.sm);
-        return;
+        return true;
       case wire::SmpAttr::kLinearForwardingTable: {
         if (!node.is_switch || m * wire::kLftBlockLids >= kLinearFdbCap) break;
         const size_t first = size_t{m} * wire::kLftBlockLids;
@@ -317,12 +384,13 @@ class ModelSubnet final : public ib::SmpPort {
         }
         for (uint32_t k = 0; k < wire::kLftBlockLids; ++k)
           r.data[k] = first + k < node.lft.size() ? node.lft[first + k] : wire::kLftNoPort;
-        return;
+        return true;
       }
       default:
         break;
     }
     r.status = 0x0C;  // unsupported method or attribute
+    return true;
   }
 
   // LID, MasterSMLID and LMC as written; a state change only along IBA 7.2's arrows (INIT ->
@@ -343,6 +411,9 @@ class ModelSubnet final : public ib::SmpPort {
     }
     port.info.set_lid(want.lid());
     port.info.set_master_sm_lid(want.master_sm_lid());
+    port.info.set_m_key(want.m_key());
+    port.info.set_m_key_protect_bits(want.m_key_protect_bits());
+    port.info.set_m_key_lease_period(want.m_key_lease_period());
     port.info.set_lmc(want.lmc());
     if (to != uint8_t(S::kNoChange)) port.info.set_port_state(static_cast<S>(to));
     return true;

@@ -150,8 +150,15 @@ TEST(IbSmp, PortInfoFieldsWhereLibibmadHasThem) {
     EXPECT_EQ(p.mtu_cap(), ibmad(p.raw, IB_PORT_MTU_CAP_F));
     EXPECT_EQ(p.vl_cap(), ibmad(p.raw, IB_PORT_VL_CAP_F));
     EXPECT_EQ(p.operational_vls(), ibmad(p.raw, IB_PORT_OPER_VLS_F));
+    EXPECT_EQ(p.m_key_protect_bits(), ibmad(p.raw, IB_PORT_MKEY_PROT_BITS_F));
+    EXPECT_EQ(p.m_key_lease_period(), ibmad(p.raw, IB_PORT_MKEY_LEASE_F));
+    EXPECT_EQ(p.m_key_violations(), ibmad(p.raw, IB_PORT_MKEY_VIOL_F));
 
     const SmpData before = p.raw;
+    p.set_m_key(0x0102030405060708ull);
+    p.set_m_key_protect_bits(3);
+    p.set_m_key_lease_period(0x4242);
+    p.set_m_key_violations(7);
     p.set_lid(0x1234);
     p.set_master_sm_lid(0x0BCD);
     p.set_port_state(IbPortState::kArmed);
@@ -162,6 +169,10 @@ TEST(IbSmp, PortInfoFieldsWhereLibibmadHasThem) {
     EXPECT_EQ(ibmad(p.raw, IB_PORT_LMC_F), 5u);
     // Nothing else moved.
     SmpData expect = before;
+    mad_set_field64(expect.data(), 0, IB_PORT_MKEY_F, 0x0102030405060708ull);
+    mad_set_field(expect.data(), 0, IB_PORT_MKEY_PROT_BITS_F, 3);
+    mad_set_field(expect.data(), 0, IB_PORT_MKEY_LEASE_F, 0x4242);
+    mad_set_field(expect.data(), 0, IB_PORT_MKEY_VIOL_F, 7);
     mad_set_field(expect.data(), 0, IB_PORT_LID_F, 0x1234);
     mad_set_field(expect.data(), 0, IB_PORT_SMLID_F, 0x0BCD);
     mad_set_field(expect.data(), 0, IB_PORT_STATE_F, 3);
