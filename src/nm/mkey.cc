@@ -24,10 +24,10 @@ Result<MKeyPlacement> place_mkeys(Requester& req, const FabricMap& map, const MK
                                   const std::function<bool(uint32_t node)>& include) {
   if (p.level < 1 || p.level > 2)
     return make_error(
-        Code::kInvalidArgument, 5450,
+        Code::kInvalidArgument, 5460,
         fmt::format("M_Key level {} is not 1 (writes) or 2 (reads and writes)", p.level));
   if (!p.enabled())
-    return make_error(Code::kInvalidArgument, 5451, "M_Key placement without a key (0)");
+    return make_error(Code::kInvalidArgument, 5461, "M_Key placement without a key (0)");
   auto out = std::make_shared<MKeyPlacement>();
   const Picoseconds start = req.port().now();
   const uint64_t sent0 = req.stats().sent;
@@ -38,7 +38,7 @@ Result<MKeyPlacement> place_mkeys(Requester& req, const FabricMap& map, const MK
     auto fail = [out, v, &map](const MgmtReply& r) {
       ++out->failed;
       if (out->first.ok())
-        out->first = make_error(r.status.error().code, 5452,
+        out->first = make_error(r.status.error().code, 5462,
                                 fmt::format("M_Key placement at {}: {}", map.topology.name(v),
                                             r.status.error().message));
     };
