@@ -14,7 +14,6 @@
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
 #include "cli/sa_client.h"
-#include "ib/umad_port.h"
 #include "nm/ib_sa.h"
 #include "wire/ib_sa.h"
 
@@ -55,11 +54,7 @@ void run_service(const ServiceOptions& o, bool remove) {
                                    fmt::format("{}: --name is {} bytes; a ServiceName holds 64",
                                                what, o.name.size())),
                         o.json);
-  ib::UmadOptions uo;
-  if (Status s = ib::parse_ib_fabric(o.fabric, uo); !s) return report_error(s.error(), o.json);
-  uo.timeout_ms = o.timeout_ms;
-  uo.retries = 1;
-  auto port = ib::open_umad_port(uo);
+  auto port = open_sa_client(o.fabric, o.timeout_ms);
   if (!port) return report_error(port.error(), o.json);
 
   namespace m = wire::sr_mask;

@@ -17,7 +17,6 @@
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
 #include "cli/sa_client.h"
-#include "ib/umad_port.h"
 #include "nm/ib_sa.h"
 #include "wire/ib_sa.h"
 
@@ -100,11 +99,7 @@ Result<uint16_t> inform(ib::SmpPort& port, bool subscribe, uint16_t trap, uint64
 }
 
 void run_subscribe(const SubscribeOptions& o) {
-  ib::UmadOptions uo;
-  if (Status s = ib::parse_ib_fabric(o.fabric, uo); !s) return report_error(s.error(), o.json);
-  uo.timeout_ms = o.request_timeout_ms;
-  uo.retries = 1;
-  auto port = ib::open_umad_port(uo);
+  auto port = open_sa_client(o.fabric, o.request_timeout_ms);
   if (!port) return report_error(port.error(), o.json);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);

@@ -4,9 +4,18 @@
 
 #include <chrono>
 
+#include "ib/umad_port.h"
 #include "wire/ib_sa.h"
 
 namespace galaxy::cli {
+
+Result<std::unique_ptr<ib::SmpPort>> open_sa_client(const std::string& fabric, int timeout_ms) {
+  ib::UmadOptions uo;
+  GALAXY_TRY(ib::parse_ib_fabric(fabric, uo));
+  uo.timeout_ms = timeout_ms;
+  uo.retries = 1;
+  return ib::open_umad_port(uo);
+}
 
 Result<wire::Mad> ask_sa(ib::SmpPort& port, const wire::Mad& request, int timeout_ms,
                          std::string_view what) {

@@ -3,6 +3,8 @@
 // (galaxy subscribe, galaxy service); any master SM's SA will do (Galaxy's, OpenSM's).
 #pragma once
 
+#include <memory>
+#include <string>
 #include <string_view>
 
 #include "base/status.h"
@@ -10,6 +12,10 @@
 #include "wire/ib_mad.h"
 
 namespace galaxy::cli {
+
+// The local port a client of the SA talks through: `fabric` as "ib:[<adapter>[:<port>]]", each
+// request waiting `timeout_ms` for its answer, sent once more if none came.
+Result<std::unique_ptr<ib::SmpPort>> open_sa_client(const std::string& fabric, int timeout_ms);
 
 // Sends `request` to the SA and waits up to `timeout_ms` for the answer of the same transaction
 // id. `what` names the command in errors ("subscribe", "service register").
