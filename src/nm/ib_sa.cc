@@ -137,27 +137,36 @@ bool IbSubnetAdmin::trusted(const wire::Mad& request) const {
   return sm_key_ != 0 && wire::decode_sa_header(request).sm_key == sm_key_;
 }
 
-// A service is named by its ServiceID, ServiceGID and ServiceP_Key (IBA 15.2.5.14): a Set with
-// a known name renews that record, with a new one registers another.
+// A service is named by its ServiceID, ServiceGID and ServiceP_Key (IBA 15.2.5.14); a request
+// that names no P_Key means the default partition.
+wire::ServiceRecord IbSubnetAdmin::named_service(const wire::Mad& request,
+                                                 std::vector<IbService>::iterator& held) {
+  wire::ServiceRecord r = wire::decode_service_record(wire::sa_data(request));
+  if (!(wire::decode_sa_header(request).component_mask & wire::sr_mask::kPkey))
+    r.pkey = kIbDefaultPkey;
+  held = std::find_if(services_.begin(), services_.end(), [&](const IbService& x) {
+    return x.record.id == r.id && x.record.gid == r.gid && x.record.pkey == r.pkey;
+  });
+  return r;
+}
+
+// A Set with a known name renews that record, with a new one registers another.
 ib::GmpAnswer IbSubnetAdmin::register_service(const wire::Mad& request) {
   namespace m = wire::sr_mask;
   const uint64_t mask = wire::decode_sa_header(request).component_mask;
   if ((mask & (m::kId | m::kGid)) != (m::kId | m::kGid))
     return refuse(request, wire::sa_mad_status(SaStatus::kInsufficientComponents));
-  wire::ServiceRecord r = wire::decode_service_record(wire::sa_data(request));
+  std::vector<IbService>::iterator it;
+  wire::ServiceRecord r = named_service(request, it);
   // A ServiceGID must name a port of this subnet (a service of no port cannot be reached).
   if (r.gid.prefix != view_->gid_prefix || !view_->by_port_guid.contains(r.gid.guid))
     return refuse(request, wire::sa_mad_status(SaStatus::kInvalidGid));
-  if (!(mask & m::kPkey)) r.pkey = kIbDefaultPkey;
   if ((r.pkey & 0x7FFF) != (kIbDefaultPkey & 0x7FFF))
     return refuse(request, wire::sa_mad_status(SaStatus::kReqInvalid));  // no such partition
   if (!(mask & m::kLease)) r.lease = wire::kServiceLeaseInfinite;
   IbService s{r, std::nullopt};
   if (r.lease != wire::kServiceLeaseInfinite)
     s.expires = std::chrono::steady_clock::now() + std::chrono::seconds(r.lease);
-  auto it = std::find_if(services_.begin(), services_.end(), [&](const IbService& x) {
-    return x.record.id == r.id && x.record.gid == r.gid && x.record.pkey == r.pkey;
-  });
   if (it != services_.end()) {
     *it = s;
   } else {
@@ -169,12 +178,8 @@ ib::GmpAnswer IbSubnetAdmin::register_service(const wire::Mad& request) {
 }
 
 ib::GmpAnswer IbSubnetAdmin::delete_service(const wire::Mad& request) {
-  const uint64_t mask = wire::decode_sa_header(request).component_mask;
-  wire::ServiceRecord r = wire::decode_service_record(wire::sa_data(request));
-  if (!(mask & wire::sr_mask::kPkey)) r.pkey = kIbDefaultPkey;
-  auto it = std::find_if(services_.begin(), services_.end(), [&](const IbService& x) {
-    return x.record.id == r.id && x.record.gid == r.gid && x.record.pkey == r.pkey;
-  });
+  std::vector<IbService>::iterator it;
+  (void)named_service(request, it);
   if (it == services_.end()) return refuse(request, wire::sa_mad_status(SaStatus::kNoRecords));
   const wire::ServiceRecord gone = it->record;
   services_.erase(it);

@@ -139,6 +139,10 @@ class IbSubnetAdmin {
   ib::GmpAnswer register_service(const wire::Mad& request);
   ib::GmpAnswer delete_service(const wire::Mad& request);
   ib::GmpAnswer service_answer(const wire::Mad& request, const wire::ServiceRecord& r);
+  // The record a Set or Delete names (P_Key defaulted) and the registered service of that
+  // name in `held` (services_.end(): none).
+  wire::ServiceRecord named_service(const wire::Mad& request,
+                                    std::vector<IbService>::iterator& held);
   // Whether the request carries this subnet's SM_Key.
   bool trusted(const wire::Mad& request) const;
   // The services whose lease has ended are forgotten.
