@@ -48,7 +48,8 @@ struct glex_route {
 struct glex_mgmt_info {
   uint16_t dest_id;  /* 0xFFFF: a chip whose id is not configured yet */
   uint8_t dest_type; /* GLEX_CHIP_NIC or GLEX_CHIP_NRC */
-  uint8_t dest_vp;   /* VP receiving the response (filled in by send) */
+  uint8_t dest_vp;   /* VP receiving the response (filled in by send); SMInfo: the other
+                        server's VP, set by the caller */
   uint16_t src_id;   /* response: the answering chip */
   uint8_t src_type;
   uint8_t src_vp;
@@ -67,9 +68,19 @@ struct glex_mgmt_info {
   uint8_t fault_port;
   uint8_t fault_severity;
   uint32_t fault_detail;
-  uint64_t m_key;
+  uint64_t m_key; /* SMInfo packets: the SM_Key */
   uint8_t lint;
   uint8_t rint;
+  /* SMInfo packets between management servers (nmp_type 0x30 get, 0x31 set, 0x32 response;
+     docs/protocol.md "SMInfo packets"): they go to the server at dest_id's VP dest_vp (which
+     the sender fills in) by backward_route; forward_route is the way back to the sender. */
+  uint64_t sm_guid;
+  uint32_t sm_act_count;
+  uint8_t sm_priority;     /* 0-15 */
+  uint8_t sm_state;        /* 0 not active, 1 discovering, 2 standby, 3 master */
+  uint8_t sm_control;      /* set: 1 handover, 2 acknowledge, 3 disable, 4 standby, 5 discover */
+  uint8_t sm_successor_vp; /* 0xFF: no successor named */
+  uint16_t sm_successor_id;
 };
 
 struct glex_ep_attr {

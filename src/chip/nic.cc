@@ -188,14 +188,14 @@ std::optional<NicWork> Nic::next_work() {
         p.m_key = desc->m_key;
         p.data = desc->data;
         auto bytes = wire::encode_mgmt_packet(p);
-        if (!bytes.ok() || !wire::is_request(desc->nmp_type) || desc->rt_type != 1) {
+        if (!bytes.ok() || !wire::host_may_send(desc->nmp_type) || desc->rt_type != 1) {
           w.kind = NicWork::Kind::kRejected;
           w.error =
               !bytes.ok()
                   ? bytes.error()
                   : make_error(Code::kMalformed, 2047,
                                fmt::format("management descriptor: nmp_type = "
-                                           "{} / rt_type = {} is not a request "
+                                           "{} / rt_type = {} is neither a request nor SMInfo "
                                            "with source routing",
                                            wire::nmp_type_name(desc->nmp_type), desc->rt_type));
           notify = true;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "chip/nic.h"
 #include "glex/device.h"
 
 namespace {
@@ -99,13 +100,18 @@ glex_ret_t glex_send_mgmt_req(glex_ep_handle_t ep, struct glex_mgmt_info* req, i
     return fail(GLEX_INVALID_PARAM,
                 fmt::format("dest_type = {} is neither NIC (0) nor NRC (1)", req->dest_type));
   if (!wire::is_valid_nmp_type(req->nmp_type) ||
-      !wire::is_request(static_cast<wire::NmpType>(req->nmp_type)))
-    return fail(GLEX_INVALID_PARAM,
-                fmt::format("nmp_type = 0x{:02x} is not a request type", req->nmp_type));
+      !wire::host_may_send(static_cast<wire::NmpType>(req->nmp_type)))
+    return fail(
+        GLEX_INVALID_PARAM,
+        fmt::format("nmp_type = 0x{:02x} is neither a request type nor SMInfo", req->nmp_type));
+  const bool sm_info = wire::is_sm_info(static_cast<wire::NmpType>(req->nmp_type));
+  if (sm_info && req->dest_vp >= galaxy::chip::kNumVps)
+    return fail(GLEX_INVALID_PARAM, fmt::format("SMInfo dest_vp = {} exceeds the {} VPs",
+                                                req->dest_vp, galaxy::chip::kNumVps));
   wire::MgmtDescriptor d;
   d.dest_id = req->dest_id;
   d.dest_type = static_cast<wire::ChipType>(req->dest_type);
-  d.dest_vp = ep->vp;
+  d.dest_vp = sm_info ? req->dest_vp : ep->vp;  // SMInfo: the other server's VP
   d.src_vp = ep->vp;
   d.fen = flag & GLEX_MGMT_FENCE;
   d.rint = (flag & GLEX_MGMT_INTERRUPT) || req->rint;
@@ -124,7 +130,9 @@ glex_ret_t glex_send_mgmt_req(glex_ep_handle_t ep, struct glex_mgmt_info* req, i
   }
   d.data.value[0] = req->value[0];
   d.data.value[1] = req->value[1];
-  req->dest_vp = ep->vp;
+  d.data.sm = {req->sm_guid,    req->sm_act_count,    req->sm_priority,    req->sm_state,
+               req->sm_control, req->sm_successor_id, req->sm_successor_vp};
+  req->dest_vp = d.dest_vp;
   req->src_vp = ep->vp;
   Status s = ep->device->post_mgmt(ep->vp, d);
   if (!s.ok())
@@ -173,6 +181,13 @@ glex_ret_t glex_receive_mgmt_ack_ps(glex_ep_handle_t ep, uint64_t timeout_ps,
   ack->fault_port = p->data.fault_port;
   ack->fault_severity = p->data.fault_severity;
   ack->fault_detail = p->data.fault_detail;
+  ack->sm_guid = p->data.sm.guid;
+  ack->sm_act_count = p->data.sm.act_count;
+  ack->sm_priority = p->data.sm.priority;
+  ack->sm_state = p->data.sm.state;
+  ack->sm_control = p->data.sm.control;
+  ack->sm_successor_id = p->data.sm.successor_chip;
+  ack->sm_successor_vp = p->data.sm.successor_vp;
   ack->m_key = p->m_key;
   ack->lint = p->lint;
   ack->rint = p->rint;

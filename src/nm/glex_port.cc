@@ -48,6 +48,14 @@ Status GlexMgmtPort::send(const MgmtRequest& request, uint16_t transaction_id) {
   info.value[0] = request.data.value[0];
   info.value[1] = request.data.value[1];
   info.m_key = request.m_key;
+  info.dest_vp = request.dest_vp;
+  info.sm_guid = request.data.sm.guid;
+  info.sm_act_count = request.data.sm.act_count;
+  info.sm_priority = request.data.sm.priority;
+  info.sm_state = request.data.sm.state;
+  info.sm_control = request.data.sm.control;
+  info.sm_successor_id = request.data.sm.successor_chip;
+  info.sm_successor_vp = request.data.sm.successor_vp;
   glex_ret_t r = glex_send_mgmt_req(ep_, &info, 0);
   if (r != GLEX_SUCCESS)
     return make_error(r == GLEX_NO_RESOURCE ? Code::kResourceExhausted : Code::kInvalidArgument,
@@ -93,6 +101,8 @@ Result<wire::MgmtPacket> GlexMgmtPort::receive(Picoseconds timeout) {
   p.data.fault_port = a.fault_port;
   p.data.fault_severity = a.fault_severity;
   p.data.fault_detail = a.fault_detail;
+  p.data.sm = {a.sm_guid,    a.sm_act_count,    a.sm_priority,    a.sm_state,
+               a.sm_control, a.sm_successor_id, a.sm_successor_vp};
   return p;
 }
 

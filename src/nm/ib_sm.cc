@@ -87,21 +87,20 @@ Status IbSubnetManager::discover(IbRequester& rq, IbSweepReport& report) {
   return {};
 }
 
-std::optional<IbSmSeen> IbSubnetManager::defer_to() const {
-  const uint64_t mine = port_.local().port_guid;
-  std::optional<IbSmSeen> best;
-  for (const IbSmSeen& sm : subnet_.sms) {
-    if (!sm.answered || sm.info.guid == mine) continue;
+std::vector<SmPeerView> IbSubnetManager::peer_views() const {
+  std::vector<SmPeerView> v;
+  v.reserve(subnet_.sms.size());
+  for (const IbSmSeen& sm : subnet_.sms)
     // An SM of another key manages another subnet's worth of trust: ignored, as OpenSM does.
-    if (options_.sm_key != 0 && sm.info.sm_key != options_.sm_key) continue;
-    const auto state = static_cast<wire::SmState>(sm.info.sm_state);
-    if (state == wire::SmState::kMaster) return sm;
-    const bool outranks = state == wire::SmState::kDiscovering &&
-                          (sm.info.priority > options_.priority ||
-                           (sm.info.priority == options_.priority && sm.info.guid < mine));
-    if (outranks && !best) best = sm;
-  }
-  return best;
+    v.push_back({sm.info.guid, sm.info.priority, static_cast<wire::SmState>(sm.info.sm_state),
+                 sm.answered && (options_.sm_key == 0 || sm.info.sm_key == options_.sm_key)});
+  return v;
+}
+
+std::optional<IbSmSeen> IbSubnetManager::defer_to() const {
+  const auto i = sm_defer_to(peer_views(), options_.priority, port_.local().port_guid);
+  if (!i) return std::nullopt;
+  return subnet_.sms[*i];
 }
 
 wire::SmInfo IbSubnetManager::sm_info() const {
@@ -160,36 +159,11 @@ Status IbSubnetManager::serve_sm_info() {
 }
 
 bool IbSubnetManager::control_sm(wire::SmControl control, const wire::SmInfo& from) {
-  using wire::SmControl;
-  using wire::SmState;
-  // The SMInfo Set transitions of IBA 14.4.1's state machine; an ACKNOWLEDGE is taken in any
-  // state (the old master's answer to a handover this SM received).
-  switch (control) {
-    case SmControl::kAcknowledge:
-      return true;
-    case SmControl::kHandover:
-      // The master hands the subnet over: this SM is master from now on, sweeps at once and
-      // acknowledges.
-      if (state_ != SmState::kStandby) return false;
-      state_ = SmState::kMaster;
-      handover_from_ = from.guid;
-      return true;
-    case SmControl::kDisable:
-      // A standby told to stop: no polls, no sweeps, until STANDBY or DISCOVER.
-      if (state_ != SmState::kStandby) return false;
-      state_ = SmState::kNotActive;
-      return true;
-    case SmControl::kStandby:
-      if (state_ != SmState::kNotActive) return false;
-      state_ = SmState::kStandby;
-      return true;
-    case SmControl::kDiscover:
-      // Sweep now, and take the role the sweep finds.
-      if (state_ != SmState::kStandby && state_ != SmState::kNotActive) return false;
-      state_ = SmState::kDiscovering;
-      return true;
-  }
-  return false;
+  const auto next = sm_control_transition(state_, control);
+  if (!next) return false;
+  if (control == wire::SmControl::kHandover) handover_from_ = from.guid;
+  state_ = *next;
+  return true;
 }
 
 Result<wire::SmInfo> IbSubnetManager::sm_info_request(const IbSmSeen& sm, MadMethod method,
@@ -242,16 +216,9 @@ Result<wire::SmInfo> IbSubnetManager::poll(const IbSmSeen& master) {
 }
 
 std::optional<IbSmSeen> IbSubnetManager::outranking_standby() const {
-  const uint64_t mine = port_.local().port_guid;
-  for (const IbSmSeen& sm : subnet_.sms) {
-    if (!sm.answered || sm.info.guid == mine) continue;
-    if (options_.sm_key != 0 && sm.info.sm_key != options_.sm_key) continue;
-    if (sm.info.sm_state == static_cast<uint8_t>(wire::SmState::kStandby) &&
-        (sm.info.priority > options_.priority ||
-         (sm.info.priority == options_.priority && sm.info.guid < mine)))
-      return sm;
-  }
-  return std::nullopt;
+  const auto i = sm_outranking_standby(peer_views(), options_.priority, port_.local().port_guid);
+  if (!i) return std::nullopt;
+  return subnet_.sms[*i];
 }
 
 void IbSubnetManager::count_served(IbSweepReport& report) const {

@@ -14,6 +14,7 @@
 #include "nm/ib_discovery.h"
 #include "nm/ib_routes.h"
 #include "nm/ib_sa.h"
+#include "nm/sm_election.h"
 
 namespace galaxy::nm {
 
@@ -131,6 +132,8 @@ class IbSubnetManager {
   // The SM found that this one defers to: a master, else a discovering SM of higher priority
   // (equal priority: the lower GUID); none when this SM is to be master.
   std::optional<IbSmSeen> defer_to() const;
+  // The SMs discovery found, as the election rules (nm/sm_election.h) see them.
+  std::vector<SmPeerView> peer_views() const;
   // A standby SM found that outranks this master, which hands the subnet over to it.
   std::optional<IbSmSeen> outranking_standby() const;
   // An SMInfo Get, or a Set with `control`, to `sm` by its directed route -> its answer.

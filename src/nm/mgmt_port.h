@@ -28,7 +28,9 @@ struct MgmtRequest {
   MgmtTarget target;
   wire::NmpType type = wire::NmpType::kRegReadRequest;
   wire::NmpData data;
-  uint64_t m_key = 0;
+  uint64_t m_key = 0;  // SMInfo: the SM_Key
+  // SMInfo packets only: the other server's VP (requests' answers come back to the sender's).
+  uint8_t dest_vp = 0;
 
   static MgmtRequest read(const MgmtTarget& t, uint16_t addr);
   static MgmtRequest read2(const MgmtTarget& t, uint16_t a0, uint16_t a1);

@@ -63,7 +63,9 @@ bool Requester::try_send(Pending& p) {
   p.deadline = p.sent_at + options_.timeout;
   ++p.attempts;
   ++stats_.sent;
-  if (p.request.m_key == 0) p.request.m_key = mkey_of(mkey_, p.request.target.chip_id);
+  // An SMInfo packet's key field is the SM_Key, never a chip's M_Key.
+  if (p.request.m_key == 0 && !wire::is_sm_info(p.request.type))
+    p.request.m_key = mkey_of(mkey_, p.request.target.chip_id);
   Status s = port_.send(p.request, p.tid);
   if (!s.ok()) {
     MgmtReply r;
@@ -173,6 +175,14 @@ void Requester::dispatch(const wire::MgmtPacket& packet) {
     if (fault_handler_) fault_handler_(packet);
     return;
   }
+  if (packet.nmp_type == wire::NmpType::kSmInfoGet ||
+      packet.nmp_type == wire::NmpType::kSmInfoSet) {
+    // Another server asks this one: its SM answers (nm/galaxy_sm.h); without one, nobody here
+    // is an SM and the asker times out, as it would at a NIC with no server.
+    ++stats_.sm_requests;
+    if (sm_handler_) sm_handler_(packet);
+    return;
+  }
   auto it = in_flight_.find(packet.transaction_id);
   if (it == in_flight_.end() || it->second.request.target.chip_id != packet.src_id) {
     // An unconfigured chip answers with src all-ones; accept it for a request sent to all-ones.
@@ -231,6 +241,20 @@ MgmtReply call(Requester& r, const MgmtRequest& q) {
   r.submit(q, [&](const MgmtReply& reply) { got = reply; });
   r.run();
   return got;
+}
+
+void Requester::poll() {
+  // Bounded: a stream of packets must not hold the caller forever.
+  for (unsigned i = 0; i < 4096; ++i) {
+    auto packet = port_.receive(0);
+    if (packet.ok()) {
+      dispatch(*packet);
+    } else if (packet.error().code == Code::kTimeout) {
+      return;
+    } else {
+      ++stats_.malformed;  // taken from the queue, and not trusted
+    }
+  }
 }
 
 void Requester::drain_faults(Picoseconds duration) {

@@ -36,7 +36,9 @@ struct RequesterStats {
   uint64_t failed = 0;  // gave up after retries
   uint64_t error_responses = 0;
   uint64_t fault_reports = 0;
-  uint64_t stale = 0;  // responses for requests already given up or answered
+  uint64_t stale = 0;        // responses for requests already given up or answered
+  uint64_t sm_requests = 0;  // SMInfo Gets and Sets from other servers
+  uint64_t malformed = 0;    // packets that did not decode (poll)
 };
 
 class Requester {
@@ -56,6 +58,13 @@ class Requester {
   void set_fault_handler(std::function<void(const wire::MgmtPacket&)> handler) {
     fault_handler_ = std::move(handler);
   }
+  // SMInfo Gets and Sets from other servers, arriving while run() works (and during
+  // drain_faults); the handler may send() its answer through port() but not submit.
+  void set_sm_handler(std::function<void(const wire::MgmtPacket&)> handler) {
+    sm_handler_ = std::move(handler);
+  }
+  // Handles what has arrived (fault reports, SMInfo) without waiting.
+  void poll();
   // Wait up to `duration` for fault reports with nothing in flight.
   void drain_faults(Picoseconds duration);
 
@@ -108,6 +117,7 @@ class Requester {
   Fifo<std::pair<Picoseconds, uint16_t>> deadlines_;
   uint16_t next_tid_ = 0;
   std::function<void(const wire::MgmtPacket&)> fault_handler_;
+  std::function<void(const wire::MgmtPacket&)> sm_handler_;
 };
 
 // One request, submitted and run to its end: its reply.

@@ -11,7 +11,7 @@
 namespace galaxy::wire {
 namespace {
 
-enum class DataShape { kRegister, kEeprom, kError, kFault };
+enum class DataShape { kRegister, kEeprom, kError, kFault, kSmInfo };
 
 DataShape shape_of(NmpType t) {
   switch (t) {
@@ -20,6 +20,10 @@ DataShape shape_of(NmpType t) {
       return DataShape::kError;
     case NmpType::kFaultReport:
       return DataShape::kFault;
+    case NmpType::kSmInfoGet:
+    case NmpType::kSmInfoSet:
+    case NmpType::kSmInfoResponse:
+      return DataShape::kSmInfo;
     default:
       return is_eeprom(t) ? DataShape::kEeprom : DataShape::kRegister;
   }
@@ -34,6 +38,10 @@ constexpr size_t kRegisterUsedBits = 168;
 constexpr size_t kEepromUsedBits = 152;
 constexpr size_t kErrorUsedBits = 24;
 constexpr size_t kFaultUsedBits = 56;
+// SMInfo: guid 0-63, act_count 64-95, priority 96-99, state 100-103, control 104-111,
+// successor chip 112-127, successor VP 128-135.
+constexpr size_t kSmInfoUsedBits = 136;
+constexpr uint8_t kMaxSmState = 3;
 constexpr uint8_t kMaxNmpError = static_cast<uint8_t>(NmpError::kBadValue);
 
 uint8_t max_count(DataShape s) {
@@ -47,7 +55,16 @@ std::string_view chip_type_name(ChipType t) {
 }
 
 bool is_valid_nmp_type(uint8_t raw) {
-  return (raw >= 0x01 && raw <= 0x05) || (raw >= 0x11 && raw <= 0x15) || raw == 0x20;
+  return (raw >= 0x01 && raw <= 0x05) || (raw >= 0x11 && raw <= 0x15) || raw == 0x20 ||
+         (raw >= 0x30 && raw <= 0x32);
+}
+
+bool is_sm_info(NmpType t) {
+  return t == NmpType::kSmInfoGet || t == NmpType::kSmInfoSet || t == NmpType::kSmInfoResponse;
+}
+
+bool host_may_send(NmpType t) {
+  return is_request(t) || is_sm_info(t);
 }
 
 bool is_request(NmpType t) {
@@ -90,6 +107,12 @@ std::string_view nmp_type_name(NmpType t) {
       return "eeprom error response";
     case NmpType::kFaultReport:
       return "fault report";
+    case NmpType::kSmInfoGet:
+      return "SMInfo get";
+    case NmpType::kSmInfoSet:
+      return "SMInfo set";
+    case NmpType::kSmInfoResponse:
+      return "SMInfo response";
   }
   return "unknown";
 }
@@ -138,6 +161,9 @@ NmpData carried_nmp_data(NmpType t, const NmpData& d) {
       c.fault_port = d.fault_port;
       c.fault_severity = d.fault_severity;
       c.fault_detail = d.fault_detail;
+      break;
+    case DataShape::kSmInfo:
+      c.sm = d.sm;
       break;
   }
   return c;
@@ -199,6 +225,21 @@ Status encode_nmp_data(std::string_view format, NmpType t, const NmpData& d, std
       put_bits(buf, off + 16, 8, d.fault_severity);
       put_bits(buf, off + 24, 32, d.fault_detail);
       break;
+    case DataShape::kSmInfo:
+      if (d.sm.priority > 15 || d.sm.state > kMaxSmState || d.sm.control > kMaxSmControl)
+        return make_error(Code::kOutOfRange, 1157,
+                          fmt::format("{}: SMInfo priority = {} (0-15), state = {} (0-{}), "
+                                      "control = {} (0-{})",
+                                      format, d.sm.priority, d.sm.state, kMaxSmState, d.sm.control,
+                                      kMaxSmControl));
+      put_bits(buf, off, 64, d.sm.guid);
+      put_bits(buf, off + 64, 32, d.sm.act_count);
+      put_bits(buf, off + 96, 4, d.sm.priority);
+      put_bits(buf, off + 100, 4, d.sm.state);
+      put_bits(buf, off + 104, 8, d.sm.control);
+      put_bits(buf, off + 112, 16, d.sm.successor_chip);
+      put_bits(buf, off + 128, 8, d.sm.successor_vp);
+      break;
   }
   return {};
 }
@@ -251,6 +292,20 @@ Result<NmpData> decode_nmp_data(std::string_view format, NmpType t, std::span<co
       d.fault_severity = static_cast<uint8_t>(get_bits(buf, off + 16, 8));
       d.fault_detail = static_cast<uint32_t>(get_bits(buf, off + 24, 32));
       used = kFaultUsedBits;
+      break;
+    case DataShape::kSmInfo:
+      d.sm.guid = get_bits(buf, off, 64);
+      d.sm.act_count = static_cast<uint32_t>(get_bits(buf, off + 64, 32));
+      d.sm.priority = static_cast<uint8_t>(get_bits(buf, off + 96, 4));
+      d.sm.state = static_cast<uint8_t>(get_bits(buf, off + 100, 4));
+      d.sm.control = static_cast<uint8_t>(get_bits(buf, off + 104, 8));
+      d.sm.successor_chip = static_cast<uint16_t>(get_bits(buf, off + 112, 16));
+      d.sm.successor_vp = static_cast<uint8_t>(get_bits(buf, off + 128, 8));
+      if (d.sm.state > kMaxSmState || d.sm.control > kMaxSmControl)
+        return make_error(Code::kMalformed, 1158,
+                          fmt::format("{}: SMInfo state = {} (0-{}), control = {} (0-{})", format,
+                                      d.sm.state, kMaxSmState, d.sm.control, kMaxSmControl));
+      used = kSmInfoUsedBits;
       break;
   }
   GALAXY_TRY(check_zero_bits(format, buf, off + used, kNmpDataBits - used));

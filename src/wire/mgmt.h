@@ -33,11 +33,22 @@ enum class NmpType : uint8_t {
   kEepromWriteResponse = 0x14,
   kEepromError = 0x15,
   kFaultReport = 0x20,
+  // Beyond the paper: SMInfo between management servers (IBA 14.4.1's SMInfo, carried by the
+  // servers' NICs; docs/protocol.md "SMInfo packets"). They travel host to host like responses,
+  // by their backward route, into the destination NIC's `dest_vp`; their forward route is the
+  // way back to the sender.
+  kSmInfoGet = 0x30,
+  kSmInfoSet = 0x31,
+  kSmInfoResponse = 0x32,
 };
-inline constexpr unsigned kNmpTypeCount = 11;
+inline constexpr unsigned kNmpTypeCount = 14;
 bool is_valid_nmp_type(uint8_t raw);
 bool is_request(NmpType t);  // register/EEPROM read/write requests
 bool is_eeprom(NmpType t);
+bool is_sm_info(NmpType t);  // SMInfo Get, Set and response
+// What a host may post in a management descriptor: a request for an NMA, or an SMInfo packet
+// for another server.
+bool host_may_send(NmpType t);
 std::string_view nmp_type_name(NmpType t);
 
 // Why an NMA refused a request (carried in the error responses).
@@ -61,7 +72,23 @@ inline constexpr uint8_t kMaxEepromBytesPerPacket = 6;
 //  * EEPROM packets: `count` (1-6) bytes at `address[i]` (16 bits); data in `bytes[i]`
 //    (write requests and read responses);
 //  * error responses: `error` and the offending `error_address`;
-//  * fault reports: `fault_code`, `fault_port`, `fault_severity`, `fault_detail`.
+//  * fault reports: `fault_code`, `fault_port`, `fault_severity`, `fault_detail`;
+//  * SMInfo packets: `sm` (the packet's m_key field carries the SM_Key).
+// An SMInfo packet's fields (IBA 14.4.1 SMInfo, and the sender's successor, beyond IBA).
+struct NmpSmInfo {
+  uint64_t guid = 0;       // the sending server's GUID
+  uint32_t act_count = 0;  // rises while the sender works (a master's sweeps and answers)
+  uint8_t priority = 0;    // 0-15
+  uint8_t state = 0;       // SmState: 0 not active, 1 discovering, 2 standby, 3 master (0-3)
+  uint8_t control = 0;     // Set: SmControl (1 handover ... 5 discover); 0 in Get and response
+  // A master's answer names the standby that takes over when it dies (kNoSuccessorVp: none).
+  uint16_t successor_chip = 0;
+  uint8_t successor_vp = 0xFF;
+  bool operator==(const NmpSmInfo&) const = default;
+};
+inline constexpr uint8_t kNoSuccessorVp = 0xFF;
+inline constexpr uint8_t kMaxSmControl = 5;
+
 struct NmpData {
   uint8_t count = 0;
   std::array<uint16_t, kMaxEepromBytesPerPacket> address{};
@@ -73,6 +100,7 @@ struct NmpData {
   uint8_t fault_port = 0;
   uint8_t fault_severity = 0;
   uint32_t fault_detail = 0;
+  NmpSmInfo sm;
   bool operator==(const NmpData&) const = default;
 };
 

@@ -164,7 +164,7 @@ TEST(MgmtDescriptor, DecodeRejectsMalformed) {
     return decode_mgmt_descriptor(b);
   };
   EXPECT_TRUE(FailsWith(edited(0, 1, 0), "mgmt descriptor: head = 0"));
-  EXPECT_TRUE(FailsWith(edited(13, 6, 0x30), "nmp_type = 0x30"));
+  EXPECT_TRUE(FailsWith(edited(13, 6, 0x33), "nmp_type = 0x33"));
   EXPECT_TRUE(FailsWith(edited(31, 1, 1), "wide = 1 but length = 64 bytes (expected 128)"));
   EXPECT_TRUE(FailsWith(edited(510, 1, 1), "reserved bits 506-511"));
   EXPECT_TRUE(FailsWith(edited(128, 5, 22), "a route of 22 hops without the extension"));

@@ -71,6 +71,51 @@ TEST(MgmtPacket, GoldenFaultReport) {
             "00000000000000000000000000000040ed0a");
 }
 
+// SMInfo between servers (docs/protocol.md "SMInfo packets"): the fields where the table puts
+// them in the NMPData block (flit 2), the SM_Key in the m_key field, out-of-range fields refused
+// both ways.
+TEST(MgmtPacket, SmInfoFieldsSitWhereTheProtocolDocSays) {
+  MgmtPacket p;
+  p.dest_id = 40;
+  p.dest_type = ChipType::kNic;
+  p.dest_vp = 9;
+  p.src_id = 3;
+  p.src_vp = 8;
+  p.nmp_type = NmpType::kSmInfoSet;
+  ASSERT_TRUE(p.backward_route.push(2).ok());
+  ASSERT_TRUE(p.forward_route.push(5).ok());
+  p.m_key = 0x1122334455667788;
+  p.data.sm = {0xA1A2A3A4A5A6A7A8, 0x01020304, 14, 3, 1, 0xBEEF, 33};
+  auto b = encode_mgmt_packet(p);
+  ASSERT_TRUE(b.ok()) << b.error().to_string();
+  EXPECT_EQ(get_bits(*b, pbit(0, 58), 6), 0x31u);
+  EXPECT_EQ(get_bits(*b, pbit(1, 128), 64), 0x1122334455667788u);
+  EXPECT_EQ(get_bits(*b, pbit(2, 0), 64), 0xA1A2A3A4A5A6A7A8u);
+  EXPECT_EQ(get_bits(*b, pbit(2, 64), 32), 0x01020304u);
+  EXPECT_EQ(get_bits(*b, pbit(2, 96), 4), 14u);
+  EXPECT_EQ(get_bits(*b, pbit(2, 100), 4), 3u);
+  EXPECT_EQ(get_bits(*b, pbit(2, 104), 8), 1u);
+  EXPECT_EQ(get_bits(*b, pbit(2, 112), 16), 0xBEEFu);
+  EXPECT_EQ(get_bits(*b, pbit(2, 128), 8), 33u);
+  auto back = decode_mgmt_packet(*b);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(*back, p);
+  // Host to host, by the backward route: the route peek_mgmt_head follows.
+  auto head = peek_mgmt_head(*b);
+  ASSERT_TRUE(head.ok());
+  EXPECT_EQ(head->next_port, 2u);
+  EXPECT_TRUE(host_may_send(NmpType::kSmInfoGet));
+  EXPECT_FALSE(is_request(NmpType::kSmInfoGet));
+  EXPECT_FALSE(host_may_send(NmpType::kRegReadResponse));
+
+  MgmtPacket bad = p;
+  bad.data.sm.control = 6;
+  auto refused = encode_mgmt_packet(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().id, 1157u);
+  EXPECT_NE(refused.error().message.find("control = 6"), std::string::npos);
+}
+
 TEST(MgmtPacket, FieldsSitWhereTheProtocolDocSays) {
   auto b = encode_mgmt_packet(sample_request());
   ASSERT_TRUE(b.ok());
@@ -387,6 +432,22 @@ TEST(MgmtPacket, EnumNames) {
   EXPECT_FALSE(is_request(NmpType::kFaultReport));
   EXPECT_TRUE(is_eeprom(NmpType::kEepromError));
   EXPECT_FALSE(is_eeprom(NmpType::kFaultReport));
+}
+
+// An SMInfo packet from the network whose state or control is beyond IBA's: malformed, never
+// trusted (the CRC recomputed, so the field check is what refuses it).
+TEST(MgmtPacket, DecodeRejectsSmInfoBeyondItsRanges) {
+  MgmtPacket p;
+  p.nmp_type = NmpType::kSmInfoGet;
+  p.dest_type = ChipType::kNic;
+  ASSERT_TRUE(p.backward_route.push(1).ok());
+  EXPECT_TRUE(decode_edited([](auto&) {}, true, p).ok());
+  EXPECT_TRUE(FailsWith(decode_edited([](auto& b) { put_bits(b, pbit(2, 100), 4, 9); }, true, p),
+                        "SMInfo state = 9"));
+  EXPECT_TRUE(FailsWith(decode_edited([](auto& b) { put_bits(b, pbit(2, 104), 8, 7); }, true, p),
+                        "control = 7"));
+  EXPECT_TRUE(FailsWith(decode_edited([](auto& b) { put_bits(b, pbit(2, 140), 4, 1); }, true, p),
+                        "reserved bits"));
 }
 
 }  // namespace

@@ -11,7 +11,8 @@ inline constexpr NmpType kAllNmpTypes[kNmpTypeCount] = {
     NmpType::kRegReadRequest,     NmpType::kRegReadResponse,    NmpType::kRegWriteRequest,
     NmpType::kRegWriteResponse,   NmpType::kRegError,           NmpType::kEepromReadRequest,
     NmpType::kEepromReadResponse, NmpType::kEepromWriteRequest, NmpType::kEepromWriteResponse,
-    NmpType::kEepromError,        NmpType::kFaultReport};
+    NmpType::kEepromError,        NmpType::kFaultReport,        NmpType::kSmInfoGet,
+    NmpType::kSmInfoSet,          NmpType::kSmInfoResponse};
 
 // Ports below `ports`: 32 keeps to the TH-2 field or its long variant (up to 31 hops), up to
 // kMaxSwitchPorts reaches the wide one (up to 20 hops: no variant carries both).
@@ -35,6 +36,13 @@ inline NmpData random_nmp_data(std::mt19937_64& rng, NmpType t) {
   d.fault_port = static_cast<uint8_t>(rng());
   d.fault_severity = static_cast<uint8_t>(rng());
   d.fault_detail = static_cast<uint32_t>(rng());
+  d.sm.guid = rng();
+  d.sm.act_count = static_cast<uint32_t>(rng());
+  d.sm.priority = static_cast<uint8_t>(rng() % 16);
+  d.sm.state = static_cast<uint8_t>(rng() % 4);
+  d.sm.control = static_cast<uint8_t>(rng() % (kMaxSmControl + 1));
+  d.sm.successor_chip = static_cast<uint16_t>(rng());
+  d.sm.successor_vp = static_cast<uint8_t>(rng());
   if (!is_eeprom(t)) d.count %= kMaxRegistersPerPacket + 1;
   return carried_nmp_data(t, d);
 }
