@@ -45,6 +45,13 @@ async function refreshHeader() {
     const bits = [s.fabric, s.kind].filter(Boolean);
     const chips = s.chips ?? s.chip_count;
     if (typeof chips === 'number') bits.push(`${chips} chips`);
+    // Galaxy fabrics: this server among the fabric's servers (nmd election, docs/api.md).
+    if (s.sm && s.sm.state) {
+      const peers = s.sm.state === 'master'
+        ? `${(s.sm.standbys || []).length} standby`
+        : (s.sm.master ? `master ${s.sm.master.name}` : 'no master');
+      bits.push(`${s.sm.state} (${peers})`);
+    }
     pill.textContent = bits.join(' · ') || 'connected';
     pill.title = JSON.stringify(s, null, 1).slice(0, 1500);
   } catch (e) {

@@ -138,9 +138,27 @@ void add_nmd_command(CLI::App& app) {
   c->add_option("--read-token-file", o->read_token_file,
                 "also protect reads with this token (for a non-loopback --listen)");
   c->add_option("--sm-priority", o->daemon.sm_priority,
-                "--fabric ib:: the SM's priority against other SMs (SMInfo, 0-15)")
+                "the SM's priority against other SMs (SMInfo, 0-15): other SMs of an ib: "
+                "subnet, or other galaxy nmd servers of a Galaxy fabric")
       ->capture_default_str()
       ->check(integer_in(0, 15));
+  c->add_option("--sm-key", o->daemon.sm_key,
+                "Galaxy fabrics: the SM_Key the fabric's servers share (a server of another key "
+                "is not followed; its SMInfo Sets are refused; 0: none)")
+      ->capture_default_str()
+      ->check(any_uint64());
+  c->add_option("--sm-guid", o->daemon.sm_guid,
+                "Galaxy fabrics: this server's GUID in SMInfo (0: from its NIC and VP)")
+      ->check(any_uint64());
+  c->add_option("--sm-poll-s", o->daemon.sm_poll_s,
+                "Galaxy fabrics: seconds between a standby's polls of the master (and the "
+                "master's checks that the chips name it)")
+      ->capture_default_str()
+      ->check(real_in(0.001, nmd::kMaxIntervalS));
+  c->add_option("--sm-poll-retries", o->daemon.sm_poll_retries,
+                "Galaxy fabrics: polls the master may miss before its successor takes over")
+      ->capture_default_str()
+      ->check(integer_in(1, 100));
   c->add_option("--engine", o->daemon.routing_engine,
                 "routing engine at start (none: leave the tables)")
       ->capture_default_str();

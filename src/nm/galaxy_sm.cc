@@ -97,7 +97,8 @@ Result<GalaxySm::ChipsMaster> GalaxySm::chips_master(const FabricMap& map,
   return make_error(Code::kNotFound, 5470, "the map holds no managed NRC to read the master from");
 }
 
-Result<SmPeer> GalaxySm::ask(const SmPeer& peer, wire::NmpType type, wire::SmControl control) {
+Result<SmPeer> GalaxySm::ask(const SmPeer& peer, wire::NmpType type, wire::SmControl control,
+                             bool once) {
   MgmtRequest q;
   q.type = type;
   q.target.chip_id = peer.chip;
@@ -110,7 +111,20 @@ Result<SmPeer> GalaxySm::ask(const SmPeer& peer, wire::NmpType type, wire::SmCon
   q.m_key = options_.sm_key;
   q.data.sm = sm_info();
   if (type == wire::NmpType::kSmInfoSet) q.data.sm.control = static_cast<uint8_t>(control);
-  MgmtReply r = call(requester_, q);
+  MgmtReply r;
+  if (once) {
+    // A poll is one SMInfo Get answered within the interval or missed (the misses are counted
+    // by poll, not by the requester's retries).
+    const RequesterOptions saved = requester_.options();
+    RequesterOptions o = saved;
+    o.timeout = options_.poll_interval;
+    o.retries = 0;
+    requester_.set_options(o);
+    r = call(requester_, q);
+    requester_.set_options(saved);
+  } else {
+    r = call(requester_, q);
+  }
   if (!r.status.ok()) return r.status.error();
   if (r.response.nmp_type != wire::NmpType::kSmInfoResponse)
     return make_error(Code::kMalformed, 5471,
@@ -175,7 +189,7 @@ Result<SmPollOutcome> GalaxySm::poll(const FabricMap& map,
                       fmt::format("poll: this server is {}, not a standby with a master",
                                   wire::sm_state_name(static_cast<uint8_t>(state_))));
   ++counters_.polls;
-  auto answer = ask(*master_, wire::NmpType::kSmInfoGet, wire::SmControl::kAcknowledge);
+  auto answer = ask(*master_, wire::NmpType::kSmInfoGet, wire::SmControl::kAcknowledge, true);
   if (answer.ok() && answer->key_ok && state_of(answer->info) == wire::SmState::kMaster) {
     missed_ = 0;
     master_ = *answer;

@@ -124,7 +124,9 @@ class GalaxySm {
   // The server at (chip, vp) as a peer reached through `map` (nullopt: its NIC is not in it).
   std::optional<SmPeer> peer_at(const FabricMap& map, uint16_t chip, uint8_t vp) const;
   // An SMInfo Get, or a Set with `control`, to `peer` -> its answer (the peer updated from it).
-  Result<SmPeer> ask(const SmPeer& peer, wire::NmpType type, wire::SmControl control);
+  // `once`: one attempt answered within poll_interval (a poll), else the requester's retries.
+  Result<SmPeer> ask(const SmPeer& peer, wire::NmpType type, wire::SmControl control,
+                     bool once = false);
   // Asks the server the chips name; -> it, when it answers master with this fabric's key.
   std::optional<SmPeer> live_master_at(const FabricMap& map, const ChipsMaster& named);
   bool is_self(uint16_t chip, uint8_t vp) const;

@@ -71,6 +71,8 @@ Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
                                             {"level", mk.level},
                                             {"lease_s", mk.lease_s}}
                            : nlohmann::json{{"protected", false}};
+  // Galaxy fabrics: this server among the fabric's servers (master or standby, and the others).
+  if (!d.infiniband()) j["sm"] = d.sm_json();
   return j;
 }
 

@@ -69,6 +69,16 @@ Result<std::unique_ptr<Daemon>> Daemon::create(const DaemonOptions& options) {
                       fmt::format("retention = {} s: must be 0 (keep every event) or from 1 s to "
                                   "{} s",
                                   options.retention_s, kMaxRetentionS));
+  if (!(options.sm_poll_s >= 0.001 && options.sm_poll_s <= kMaxIntervalS))
+    return make_error(Code::kOutOfRange, 8409,
+                      fmt::format("sm_poll_s = {} must be a number in [0.001, {}] (seconds "
+                                  "between a standby's polls of the master)",
+                                  options.sm_poll_s, kMaxIntervalS));
+  if (options.sm_poll_retries < 1 || options.sm_poll_retries > 100)
+    return make_error(Code::kOutOfRange, 8410,
+                      fmt::format("sm_poll_retries = {} must be in [1, 100] (polls the master "
+                                  "may miss)",
+                                  options.sm_poll_retries));
   if (options.sm_priority > 15)
     return make_error(
         Code::kOutOfRange, 8408,
@@ -126,11 +136,30 @@ Status Daemon::init() {
         .cause = "discovery",
         .detail = fmt::format("{} chips, {} links found in {:.0f} ms", map.num_nodes(),
                               map.topology.num_links(), seconds_since(t0) * 1e3)});
-  if (config_.routing_engine != "none") GALAXY_TRY(route_locked(config_.routing_engine));
-  auto setup =
-      nm::enable_fault_reporting(*session_.requester, map, config_.fault_mask, region_nodes_);
-  if (!setup.ok()) return setup.error();
-  place_mkeys_locked();
+  // Other servers of this fabric (nm/galaxy_sm.h): the chips name the master; a master that
+  // answers is followed, else this server takes the fabric.
+  nm::GalaxySmOptions so;
+  so.guid = options_.sm_guid;
+  so.priority = static_cast<uint8_t>(options_.sm_priority);
+  so.sm_key = options_.sm_key;
+  so.poll_interval = static_cast<nm::Picoseconds>(options_.sm_poll_s * 1e6) * nm::kUs;
+  so.poll_retries = options_.sm_poll_retries;
+  sm_ = std::make_unique<nm::GalaxySm>(*session_.requester, so);
+  auto role = sm_->elect(map, region_nodes_);
+  if (!role.ok()) return role.error();
+  uint64_t reporting = 0;
+  if (*role == wire::SmState::kStandby) {
+    const nm::SmPeer& m = *sm_->master();
+    note({.kind = EventKind::kLog,
+          .cause = "standby",
+          .detail = fmt::format("the master is server {:016x} (priority {}) at NIC {} VP {}; "
+                                "this server polls it every {} s",
+                                m.info.guid, m.info.priority, m.chip, m.vp, options_.sm_poll_s)});
+  } else {
+    auto taken = take_fabric_locked();
+    if (!taken.ok()) return taken.error();
+    reporting = *taken;
+  }
   // Every management request the daemon sends: its type, outcome and latency (simulated time
   // on a simulated fabric).
   session_.requester->set_reply_observer([this](const nm::MgmtRequest& q, const nm::MgmtReply& r) {
@@ -151,12 +180,15 @@ Status Daemon::init() {
   next_audit_us_ = now;  // the first audit learns every chip's report count
   next_scan_us_ = now;   // the first scan at once: the console starts with counters
   next_sweep_us_ = now + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
+  next_sm_us_ = now + static_cast<int64_t>(options_.sm_poll_s * 1e6);
+  followed_event_ = newest_event_;
   rebuild_view_locked();
   publish_locked();
   note({.kind = EventKind::kLog,
         .cause = "daemon started",
-        .detail = fmt::format("fabric {}; fault reporting on {} chips; events in {}",
-                              options_.session.fabric, setup->chips, options_.db_path)});
+        .detail = fmt::format(
+            "fabric {}; {}; fault reporting on {} chips; events in {}", options_.session.fabric,
+            wire::sm_state_name(static_cast<uint8_t>(sm_->state())), reporting, options_.db_path)});
   return {};
 }
 
@@ -277,7 +309,8 @@ void Daemon::loop() {
     {
       std::lock_guard lock(mu_);
       tick_locked();
-      scan_due = config_.scan_interval_s > 0 && wall_us() >= next_scan_us_;
+      scan_due = config_.scan_interval_s > 0 && wall_us() >= next_scan_us_ &&
+                 (ib_ || sm_->state() == wire::SmState::kMaster);
     }
     if (scan_due) {
       (void)scan_batched();
@@ -307,6 +340,18 @@ void Daemon::tick_locked() {
   // simulated fabric; on a live one the requester polls its queue for a moment.
   const double us = session_.fabric ? options_.sim_us_per_tick : 1000;
   session_.requester->drain_faults(static_cast<nm::Picoseconds>(us * nm::kUs));
+  if (wall_us() >= next_sm_us_) {
+    sm_step_locked();
+    next_sm_us_ = wall_us() + static_cast<int64_t>(options_.sm_poll_s * 1e6);
+  }
+  if (sm_->state() != wire::SmState::kMaster) {
+    // A standby (or a server told to stand still) writes nothing and scans nothing: it answers
+    // SMInfo, polls the master and follows the master's events.
+    pending_faults_.clear();
+    follow_store_locked();
+    publish_locked();
+    return;
+  }
   if (!pending_faults_.empty()) handle_faults_locked();
   const int64_t now = wall_us();
   if (options_.fault_audit_s > 0 && now >= next_audit_us_) {
@@ -352,6 +397,7 @@ void Daemon::publish_locked() {
     counters_.faults_merged = ledger_->merged();
     counters_.faults_inferred = ledger_->inferred();
   }
+  publish_sm_locked();
   std::lock_guard lock(published_mu_);
   published_ = {config_, counters_, routes_summary_};
 }
@@ -838,6 +884,182 @@ Result<nlohmann::json> Daemon::sweep_now() {
   return r;
 }
 
+Result<uint64_t> Daemon::take_fabric_locked() {
+  if (config_.routing_engine != "none") GALAXY_TRY(route_locked(config_.routing_engine));
+  auto setup = nm::enable_fault_reporting(*session_.requester, session_.discovery.map,
+                                          config_.fault_mask, region_nodes_);
+  if (!setup.ok()) return setup.error();
+  place_mkeys_locked();
+  sm_->became_master();
+  return setup->chips;
+}
+
+namespace {
+
+std::string server_text(const nm::SmPeer& p) {
+  return fmt::format("server {:016x} (priority {}) at NIC {} VP {}", p.info.guid, p.info.priority,
+                     p.chip, p.vp);
+}
+
+}  // namespace
+
+void Daemon::sm_step_locked() {
+  const nm::FabricMap& map = session_.discovery.map;
+  // Master's work after a handover or a takeover: what changed while nobody managed the fabric
+  // is found by a sweep against the ledger (a shared store: only the gap), then the fabric is
+  // routed and its chips name this server.
+  auto take = [&](std::string cause, std::string why) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)sweep_locked();
+    auto taken = take_fabric_locked();
+    if (!taken.ok()) {
+      note({.kind = EventKind::kLog,
+            .severity = EventSeverity::kCritical,
+            .cause = cause + " failed",
+            .detail = taken.error().to_string()});
+      return;
+    }
+    note({.kind = EventKind::kLog,
+          .severity = EventSeverity::kMajor,
+          .cause = std::move(cause),
+          .detail = fmt::format("{}; this server is master: {} chips report to it ({:.0f} ms)", why,
+                                *taken, seconds_since(t0) * 1e3)});
+    next_audit_us_ = next_scan_us_ = wall_us();
+  };
+  if (sm_->handover_received()) {
+    take("handover", "the master handed the fabric over");
+    if (Status a = sm_->acknowledge_handover(); !a.ok())
+      note({.kind = EventKind::kLog,
+            .severity = EventSeverity::kMinor,
+            .cause = "handover acknowledgement",
+            .detail = a.error().to_string()});
+    return;
+  }
+  switch (sm_->state()) {
+    case wire::SmState::kStandby: {
+      const std::string was = server_text(*sm_->master());
+      auto p = sm_->poll(map, region_nodes_);
+      if (!p.ok()) return;
+      if (*p == nm::SmPollOutcome::kTakeOver)
+        take("takeover",
+             fmt::format("the master, {}, missed {} polls", was, options_.sm_poll_retries));
+      else if (*p == nm::SmPollOutcome::kNewMaster)
+        note({.kind = EventKind::kLog,
+              .cause = "standby",
+              .detail = fmt::format("the chips name a new master, {}; this server polls it",
+                                    server_text(*sm_->master()))});
+      return;
+    }
+    case wire::SmState::kMaster: {
+      auto c = sm_->check(map, region_nodes_);
+      if (!c.ok()) return;
+      if (*c == nm::SmCheckOutcome::kReclaim) {
+        // The chips name a server that is not master (a restarted one, or writes lost): this
+        // master writes them again.
+        auto setup =
+            nm::enable_fault_reporting(*session_.requester, map, config_.fault_mask, region_nodes_);
+        note({.kind = EventKind::kLog,
+              .severity = EventSeverity::kMinor,
+              .cause = "fault reporting reclaimed",
+              .detail = setup.ok() ? fmt::format("the chips named another server; {} chips "
+                                                 "report to this one again",
+                                                 setup->chips)
+                                   : setup.error().to_string()});
+      } else if (*c != nm::SmCheckOutcome::kMaster) {
+        note({.kind = EventKind::kLog,
+              .severity = EventSeverity::kMajor,
+              .cause = *c == nm::SmCheckOutcome::kHandedOver ? "handed over" : "demoted",
+              .detail = fmt::format(
+                  "{}; this server stands by under it",
+                  *c == nm::SmCheckOutcome::kHandedOver
+                      ? "a standby outranks this master: " + server_text(*sm_->master()) +
+                            " has the fabric"
+                      : "the chips name another master, " + server_text(*sm_->master()))});
+        followed_event_ = newest_event_;
+      }
+      return;
+    }
+    default:
+      return;  // NOT ACTIVE (an SMInfo Set DISABLE) or discovering: nothing until told
+  }
+}
+
+void Daemon::follow_store_locked() {
+  EventQuery q;
+  q.kind = EventKind::kFault;
+  q.after_id = followed_event_;
+  q.newest_first = false;
+  q.limit = 10000;
+  auto events = events_->query(q);
+  if (!events.ok() || events->empty()) return;
+  for (const Event& e : *events) {
+    followed_event_ = std::max(followed_event_, e.id);
+    if (e.chip < 0 || e.port < 0) continue;
+    const bool down = e.cause == chip::fault_name(chip::FaultCode::kLinkDown);
+    const bool up = e.cause == chip::fault_name(chip::FaultCode::kLinkUp);
+    // What the master recorded is what this server believes: nothing recorded again.
+    if (down || up)
+      (void)ledger_->observe_state(static_cast<uint32_t>(e.chip), static_cast<uint8_t>(e.port), up);
+  }
+  {
+    std::lock_guard lock(event_mu_);
+    newest_event_ = std::max(newest_event_, followed_event_);
+  }
+  event_cv_.notify_all();
+}
+
+nlohmann::json Daemon::sm_json() const {
+  std::lock_guard lock(published_mu_);
+  return published_sm_;
+}
+
+Status Daemon::require_master(std::string_view what) const {
+  if (ib_ || is_master()) return {};
+  const nlohmann::json j = sm_json();
+  return make_error(Code::kInvalidArgument, 8411,
+                    fmt::format("{}: this server is {}; the master ({}) manages the fabric", what,
+                                j.value("state", "standby"),
+                                j.contains("master") ? j["master"].value("name", "?") : "none"));
+}
+
+void Daemon::publish_sm_locked() {
+  if (!sm_) return;
+  auto peer = [](const nm::SmPeer& p) {
+    return nlohmann::json{
+        {"guid", fmt::format("{:016x}", p.info.guid)},
+        {"priority", p.info.priority},
+        {"state", wire::sm_state_name(p.info.state)},
+        {"nic", p.chip},
+        {"vp", p.vp},
+        {"name", fmt::format("{:016x} at NIC {} VP {}", p.info.guid, p.chip, p.vp)}};
+  };
+  const nm::GalaxySmCounters& k = sm_->counters();
+  nlohmann::json j{{"state", wire::sm_state_name(static_cast<uint8_t>(sm_->state()))},
+                   {"guid", fmt::format("{:016x}", sm_->guid())},
+                   {"priority", sm_->options().priority},
+                   {"nic", session_.port->server_chip_id()},
+                   {"vp", session_.port->server_vp()},
+                   {"poll_s", options_.sm_poll_s},
+                   {"poll_retries", options_.sm_poll_retries},
+                   {"counters",
+                    {{"polls", k.polls},
+                     {"polls_missed", k.polls_missed},
+                     {"answered", k.answered},
+                     {"refused_sets", k.refused_sets},
+                     {"handovers_given", k.handovers_given},
+                     {"handovers_received", k.handovers_received},
+                     {"takeovers", k.takeovers},
+                     {"demotions", k.demotions}}}};
+  if (sm_->master()) j["master"] = peer(*sm_->master());
+  nlohmann::json standbys = nlohmann::json::array();
+  for (const nm::SmPeer& p : sm_->standbys()) standbys.push_back(peer(p));
+  j["standbys"] = std::move(standbys);
+  if (sm_->successor()) j["successor"] = peer(*sm_->successor());
+  published_master_.store(sm_->state() == wire::SmState::kMaster, std::memory_order_release);
+  std::lock_guard lock(published_mu_);
+  published_sm_ = std::move(j);
+}
+
 void Daemon::place_mkeys_locked() {
   const nm::MKeyPolicy& p = options_.mkey;
   if (!p.enabled()) return;
@@ -1143,6 +1365,8 @@ Result<uint32_t> Daemon::resolve_planned(const Session& s, const std::string& te
 Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) {
   if (!changes.is_object())
     return make_error(Code::kInvalidArgument, 8212, "the body must be a JSON object");
+  if (changes.contains("routing_engine") || changes.contains("fault_mask"))
+    GALAXY_TRY(require_master("routing_engine and fault_mask"));
   static const std::set<std::string> kKnown{"routing_engine", "scan_interval_s", "sweep_interval_s",
                                             "fault_mask"};
   for (const auto& [k, v] : changes.items())
@@ -1232,6 +1456,7 @@ Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) 
 }
 
 Result<nlohmann::json> Daemon::route_now(const std::string& engine, const std::string& by) {
+  GALAXY_TRY(require_master("route"));
   if (engine.empty() || engine == "none")
     return make_error(Code::kInvalidArgument, 8217,
                       fmt::format("engine = '{}': name a routing engine", engine));

@@ -20,6 +20,7 @@
 
 #include "nm/fault_ledger.h"
 #include "nm/faults.h"
+#include "nm/galaxy_sm.h"
 #include "nm/mkey.h"
 #include "nm/routing.h"
 #include "nm/scan.h"
@@ -46,8 +47,16 @@ struct DaemonOptions {
   double sim_us_per_tick = 1000;  // simulated fabrics: simulated time let pass per tick
   // The chips this daemon manages (fault reporting, scans, chip requests): fabric_view.h Region.
   std::string region;
-  // InfiniBand: the SM's priority against other SMs (SMInfo, 0-15; IBA 14.4.1).
+  // The SM's priority against other SMs (SMInfo, 0-15; IBA 14.4.1): other SMs of an InfiniBand
+  // subnet, or other `galaxy nmd` servers of a Galaxy fabric (nm/galaxy_sm.h).
   unsigned sm_priority = 0;
+  // Galaxy fabrics with several servers: the SM_Key they share (0: none), this server's GUID
+  // (0: from its NIC and VP), and how often a standby polls the master (and the master checks
+  // the chips), with the polls a master may miss before a standby takes over.
+  uint64_t sm_key = 1;
+  uint64_t sm_guid = 0;
+  double sm_poll_s = 2;
+  unsigned sm_poll_retries = 4;
   // Galaxy fabrics: the management keys placed in the managed chips (nm/mkey.h; key 0: none).
   nm::MKeyPolicy mkey;
   // Per-port metric series for every port up to this many chips; above it only the ports with
@@ -150,6 +159,14 @@ class Daemon {
   // After an acknowledgement: the snapshot's per-chip open fault counts, recomputed.
   void refresh_fault_counts();
 
+  // Galaxy fabrics: this server's SMInfo role among the servers of the fabric (the console and
+  // /api/status): state, GUID, priority, the master or the standbys, counters.
+  nlohmann::json sm_json() const;
+  // Galaxy fabrics: whether this server is master (writes of the fabric are the master's).
+  bool is_master() const { return published_master_.load(std::memory_order_acquire); }
+  // Refuses `what` on a standby server, with an error naming the master.
+  Status require_master(std::string_view what) const;
+
   // The daemon serves an InfiniBand subnet (nmd/ib_fabric.h) rather than a Galaxy fabric.
   bool infiniband() const { return ib_ != nullptr; }
   // Operations on Galaxy's chips (registers, EEPROM, BIST, injected faults, fault masks) are
@@ -210,6 +227,17 @@ class Daemon {
   // ledger's comparison, the view.
   nlohmann::json finish_scan_locked(nm::ScanResult scan, double wall_s);
   Result<nlohmann::json> sweep_locked();
+  // A master's work on the fabric: routes, fault reporting (the chips then name this server as
+  // the master), M_Keys; then master. -> the chips that report to it.
+  Result<uint64_t> take_fabric_locked();
+  // The server election's step (once per sm_poll_s): a standby polls the master and takes over
+  // when it is lost; a master checks that the chips still name it and hands over to a standby
+  // that outranks it.
+  void sm_step_locked();
+  // A standby follows the master's link events in the shared event store, so that its fault
+  // ledger knows what the master recorded and a takeover records only what changed since.
+  void follow_store_locked();
+  void publish_sm_locked();
   // Places the configured M_Keys in the managed chips (none configured: nothing), and records
   // how many took them; a chip that refuses holds another server's key.
   void place_mkeys_locked();
@@ -237,7 +265,10 @@ class Daemon {
   mutable std::atomic<int> session_waiters_{0};
   uint64_t map_generation_ = 0;  // session locked: a sweep replaced session_.discovery
   Session session_;
-  std::unique_ptr<IbFabric> ib_;  // an InfiniBand subnet instead of session_'s fabric
+  std::unique_ptr<IbFabric> ib_;      // an InfiniBand subnet instead of session_'s fabric
+  std::unique_ptr<nm::GalaxySm> sm_;  // Galaxy fabrics: the election among servers
+  int64_t next_sm_us_ = 0;
+  int64_t followed_event_ = 0;  // standby: the newest event of the store its ledger has seen
   nm::RouteSet routes_;
   nlohmann::json routes_summary_;
   ConfigState config_;
@@ -274,6 +305,8 @@ class Daemon {
   };
   mutable std::mutex published_mu_;
   Published published_;
+  nlohmann::json published_sm_;  // under published_mu_
+  std::atomic<bool> published_master_{true};
 
   mutable std::mutex view_mu_;
   std::shared_ptr<const FabricView> view_;

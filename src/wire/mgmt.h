@@ -20,7 +20,8 @@ std::string_view chip_type_name(ChipType t);
 // DestID all ones addresses a chip whose id has not been configured yet (SYSTEM.md 2.2).
 inline constexpr uint16_t kUnconfiguredId = 0xFFFF;
 
-// The 11 NMP types (SYSTEM.md 2.2). Bit 4 marks EEPROM access; 0x20 is the fault report.
+// The 11 NMP types of SYSTEM.md 2.2 and SMInfo. Bit 4 marks EEPROM access; 0x20 is the fault
+// report.
 enum class NmpType : uint8_t {
   kRegReadRequest = 0x01,
   kRegReadResponse = 0x02,

@@ -122,6 +122,13 @@ async function main() {
     return { nodes, screenshot: file };
   });
 
+  // (a2) the header names this server's role among the fabric's servers (a lone one: master)
+  await check('header_shows_sm_role', async () => {
+    await waitFor(page, 'the header pill to name the role', () =>
+      /master \(0 standby\)/.test(document.querySelector('[data-testid="header-status"]')?.textContent || ''), null, 10000);
+    return {};
+  });
+
   // (b) an injected link fault reaches the fault view live (SSE) within 2 s
   await check('fault_live_within_2s', async () => {
     await page.click('[data-testid="tab-faults"]');
