@@ -198,9 +198,22 @@ Status Daemon::init_ib() {
                       fmt::format("--region = '{}': regions divide Galaxy's machine rooms; an "
                                   "InfiniBand subnet has one SM and is managed whole",
                                   region_.text));
+  // One key for the subnet, as OpenSM's m_key (per-port keys, OpenSM's guid2mkey, are not
+  // placed); the level is the M_Key protect bits.
+  if (options_.mkey.enabled() && options_.mkey.per_chip)
+    return make_error(Code::kUnsupported, 8412,
+                      "--mkey-per-chip on an InfiniBand subnet: the SM places one M_Key for the "
+                      "subnet (OpenSM's m_key); per-port keys are not supported");
+  nm::IbSmOptions sm;
+  sm.priority = static_cast<uint8_t>(options_.sm_priority);
+  sm.sm_key = options_.sm_key;
+  if (options_.mkey.enabled()) {
+    sm.m_key = options_.mkey.key;
+    sm.m_key_protect = options_.mkey.level;
+    sm.m_key_lease_s = options_.mkey.lease_s;
+  }
   auto f = IbFabric::open(
-      options_.session.fabric, [this](Event e) { note(std::move(e)); },
-      static_cast<uint8_t>(options_.sm_priority));
+      options_.session.fabric, [this](Event e) { note(std::move(e)); }, sm);
   if (!f) return f.error();
   ib_ = std::move(*f);
   // Other SMs find this one (IsSM) and read its SMInfo, answered between the loop's steps.

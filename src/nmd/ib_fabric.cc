@@ -51,24 +51,16 @@ uint64_t grown(uint64_t before, uint64_t after) {
 }  // namespace
 
 Result<std::unique_ptr<IbFabric>> IbFabric::open(const std::string& spec, NoteFn note,
-                                                 uint8_t priority) {
+                                                 const nm::IbSmOptions& sm) {
   ib::UmadOptions uo;
   GALAXY_TRY(ib::parse_ib_fabric(spec, uo));
   auto port = ib::open_umad_port(uo);
   if (!port) return port.error();
-  return std::make_unique<IbFabric>(std::move(*port), std::move(note), priority);
+  return std::make_unique<IbFabric>(std::move(*port), std::move(note), sm);
 }
 
-namespace {
-nm::IbSmOptions sm_options(uint8_t priority) {
-  nm::IbSmOptions o;
-  o.priority = priority;
-  return o;
-}
-}  // namespace
-
-IbFabric::IbFabric(std::unique_ptr<ib::SmpPort> port, NoteFn note, uint8_t priority)
-    : port_(std::move(port)), note_(std::move(note)), sm_(*port_, sm_options(priority)) {
+IbFabric::IbFabric(std::unique_ptr<ib::SmpPort> port, NoteFn note, const nm::IbSmOptions& sm)
+    : port_(std::move(port)), note_(std::move(note)), sm_(*port_, sm) {
   plan_ = std::make_shared<fabric::Topology>();
 }
 

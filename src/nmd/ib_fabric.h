@@ -32,11 +32,12 @@ class IbFabric {
  public:
   using NoteFn = std::function<void(Event)>;
   // Opens the management port; nothing is sent yet. `note` records what sweeps and scans find;
-  // `priority` is the SM's against other SMs (SMInfo, 0-15).
+  // `sm` sets the SM's priority against other SMs (SMInfo, 0-15), its SM_Key and the M_Key it
+  // places (its routing engine is the sweep's).
   static Result<std::unique_ptr<IbFabric>> open(const std::string& spec, NoteFn note,
-                                                uint8_t priority = 0);
+                                                const nm::IbSmOptions& sm = {});
   // A port of the caller's (tests: a modelled subnet).
-  IbFabric(std::unique_ptr<ib::SmpPort> port, NoteFn note, uint8_t priority = 0);
+  IbFabric(std::unique_ptr<ib::SmpPort> port, NoteFn note, const nm::IbSmOptions& sm = {});
 
   // A heavy sweep routed by `engine` (nm::IbSubnetManager::sweep); "none": discovery and a check
   // of the tables the switches hold, nothing written (IbSubnetManager::audit). Nodes and links

@@ -112,6 +112,20 @@ grep -q "state 3 SMINFO_MASTER" "$dir/sminfo.txt" &&
 # Handover by priority (SMInfo Set HANDOVER, then ACKNOWLEDGE): Galaxy at priority 12 beside
 # OpenSM's master at 5 starts standby; OpenSM finds the SM that outranks it and hands the subnet
 # over; Galaxy sweeps as master and OpenSM stands by.
+# OpenSM settles first: right after its takeover its SMInfo may still read otherwise for a
+# moment, and a Galaxy of higher priority that meets a master not yet settled is rightly master
+# at once. Settled: sminfo reads it master three times in a row, 200 ms apart.
+settled=0
+for _ in $(seq 1 100); do
+  if sim nic00017 sminfo 2>/dev/null | grep -q "SMINFO_MASTER"; then
+    settled=$((settled + 1))
+    [ "$settled" -ge 3 ] && break
+  else
+    settled=0
+  fi
+  sleep 0.2
+done
+[ "$settled" -ge 3 ] || fail "OpenSM did not settle as master before the handover step"
 osm_guid=$(sim nic00017 sminfo | sed -n 's/.*sm guid \(0x[0-9a-f]*\),.*/\1/p')
 : >"$dir/gsm.out"
 SIM_HOST=nic00000 LD_PRELOAD="$sim_so" ASAN_OPTIONS="${ASAN_OPTIONS:-}:verify_asan_link_order=0" \

@@ -230,5 +230,31 @@ TEST_F(IbFabricTest, BesideAMasterSmTheDaemonIsStandbyAndWritesNothing) {
   EXPECT_EQ(fabric->view()->chips.size(), topo.num_nodes());  // the subnet is still shown
 }
 
+// The daemon's SM options reach the SM (galaxy nmd --fabric ib: --mkey, --mkey-level,
+// --mkey-lease-s, --sm-priority, --sm-key, all in one IbSmOptions): the key placed in every
+// port at those protect bits and lease.
+TEST(IbFabricOptions, TheDaemonsKeyAndPriorityReachTheSm) {
+  auto topo = fabric::build_topology("fattree:k=4,levels=2").value();
+  auto port = std::make_unique<test::ModelSubnet>(topo, topo.nic_node(0));
+  test::ModelSubnet* model = port.get();
+  nm::IbSmOptions o;
+  o.priority = 7;
+  o.sm_key = 0x5151;
+  o.m_key = 0xABCDEF0123;
+  o.m_key_protect = 1;
+  o.m_key_lease_s = 30;
+  IbFabric f(
+      std::move(port), [](Event) {}, o);
+  auto r = f.sweep("minhop");
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  EXPECT_EQ((*r)["subnet_up"], true);
+  uint32_t sw = 0;
+  while (topo.is_nic(sw)) ++sw;
+  const wire::PortInfo& pi = model->port_info(sw, 0);
+  EXPECT_EQ(pi.m_key(), 0xABCDEF0123u);
+  EXPECT_EQ(pi.m_key_protect_bits(), 1);
+  EXPECT_EQ(pi.m_key_lease_period(), 30);
+}
+
 }  // namespace
 }  // namespace galaxy::nmd
