@@ -998,8 +998,8 @@ void Daemon::sm_step_locked() {
 }
 
 void Daemon::follow_store_locked() {
+  // Every kind: the master's alarms and log lines wake this server's event streams too.
   EventQuery q;
-  q.kind = EventKind::kFault;
   q.after_id = followed_event_;
   q.newest_first = false;
   q.limit = 10000;
@@ -1007,7 +1007,7 @@ void Daemon::follow_store_locked() {
   if (!events.ok() || events->empty()) return;
   for (const Event& e : *events) {
     followed_event_ = std::max(followed_event_, e.id);
-    if (e.chip < 0 || e.port < 0) continue;
+    if (e.kind != EventKind::kFault || e.chip < 0 || e.port < 0) continue;
     const bool down = e.cause == chip::fault_name(chip::FaultCode::kLinkDown);
     const bool up = e.cause == chip::fault_name(chip::FaultCode::kLinkUp);
     // What the master recorded is what this server believes: nothing recorded again.
