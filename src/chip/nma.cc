@@ -168,9 +168,9 @@ bool Nma::queue_fault_report(FaultCode code, uint8_t port, uint32_t detail) {
 
   MgmtPacket p;
   p.nmp_type = NmpType::kFaultReport;
-  p.dest_id = static_cast<uint16_t>(chip_.fault_dest_ & 0xFFFF);
+  p.dest_id = reg::fault_dest_nic(chip_.fault_dest_);
   p.dest_type = wire::ChipType::kNic;
-  p.dest_vp = static_cast<uint8_t>((chip_.fault_dest_ >> 16) & 63);
+  p.dest_vp = reg::fault_dest_vp(chip_.fault_dest_);
   p.src_id = chip_.chip_id();
   p.src_type = chip_.type();
   // The report's sequence number is the chip's count of reports sent before it (FAULTS_REPORTED,

@@ -170,4 +170,16 @@ inline constexpr WidePeer decode_wide_peer(uint32_t w) {
   return p;
 }
 
+// FAULT_DEST: the server a chip's fault reports go to, [15:0] its NIC id and [21:16] its VP
+// (the master, when several servers manage the fabric: nm/galaxy_sm.h).
+inline constexpr uint64_t encode_fault_dest(uint16_t nic, uint8_t vp) {
+  return nic | (uint64_t{vp & 63u} << 16);
+}
+inline constexpr uint16_t fault_dest_nic(uint64_t v) {
+  return static_cast<uint16_t>(v & 0xFFFF);
+}
+inline constexpr uint8_t fault_dest_vp(uint64_t v) {
+  return static_cast<uint8_t>((v >> 16) & 63);
+}
+
 }  // namespace galaxy::chip::reg

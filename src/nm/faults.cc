@@ -22,7 +22,7 @@ Result<ReportingSetup> enable_fault_reporting(Requester& req, const FabricMap& m
                                               const std::function<bool(uint32_t node)>& include) {
   ReportingSetup out;
   Picoseconds start = req.port().now();
-  uint64_t dest = req.port().server_chip_id() | (uint64_t{req.port().server_vp()} << 16);
+  const uint64_t dest = fault_dest_of(req.port());
   auto count = [&out](const MgmtReply& r) {
     if (!r.status.ok()) ++out.failed;
   };
@@ -96,18 +96,23 @@ Result<std::vector<PortLink>> read_port_links(Requester& req, const FabricMap& m
   return out;
 }
 
-std::vector<std::pair<uint32_t, uint64_t>> read_faults_reported(
-    Requester& req, const FabricMap& map, const std::vector<uint32_t>& nodes) {
-  std::vector<std::pair<uint32_t, uint64_t>> out;
+std::vector<FaultAuditRead> read_fault_audit(Requester& req, const FabricMap& map,
+                                             const std::vector<uint32_t>& nodes) {
+  std::vector<FaultAuditRead> out;
   for (uint32_t v : nodes) {
     if (v >= map.num_nodes()) continue;
-    req.submit(MgmtRequest::read(map.target[v], chip::reg::kFaultsReported),
+    req.submit(MgmtRequest::read2(map.target[v], chip::reg::kFaultsReported, chip::reg::kFaultDest),
                [&out, v](const MgmtReply& r) {
-                 if (r.status.ok()) out.emplace_back(v, r.response.data.value[0]);
+                 if (r.status.ok())
+                   out.push_back({v, r.response.data.value[0], r.response.data.value[1]});
                });
   }
   req.run();
   return out;
+}
+
+uint64_t fault_dest_of(const MgmtPort& port) {
+  return chip::reg::encode_fault_dest(port.server_chip_id(), port.server_vp());
 }
 
 FabricMap without_link(const FabricMap& map, fabric::PortRef end) {

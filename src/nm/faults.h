@@ -66,11 +66,19 @@ struct PortLink {
 // Every port of map node `node`, one request per port; an error when the chip does not answer.
 Result<std::vector<PortLink>> read_port_links(Requester& requester, const FabricMap& map,
                                               uint32_t node);
-// FAULTS_REPORTED of each of `nodes` (map nodes), pipelined: node -> count; a node that did not
-// answer is left out.
-std::vector<std::pair<uint32_t, uint64_t>> read_faults_reported(Requester& requester,
-                                                                const FabricMap& map,
-                                                                const std::vector<uint32_t>& nodes);
+// One chip's fault audit: its FAULTS_REPORTED count and FAULT_DEST (the server its reports go
+// to: NIC id, VP << 16), read in one packet.
+struct FaultAuditRead {
+  uint32_t node = 0;  // map node
+  uint64_t reported = 0;
+  uint64_t fault_dest = 0;
+};
+// The audit read of each of `nodes` (map nodes), pipelined; a node that did not answer is left
+// out.
+std::vector<FaultAuditRead> read_fault_audit(Requester& requester, const FabricMap& map,
+                                             const std::vector<uint32_t>& nodes);
+// The FAULT_DEST value that names the requester's own server.
+uint64_t fault_dest_of(const MgmtPort& port);
 
 // A copy of `map` without the link at (node, port).
 FabricMap without_link(const FabricMap& map, fabric::PortRef end);

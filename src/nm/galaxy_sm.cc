@@ -90,8 +90,8 @@ Result<GalaxySm::ChipsMaster> GalaxySm::chips_master(const FabricMap& map,
     if (!r.status.ok()) return r.status.error();
     ChipsMaster m;
     m.reporting = (r.response.data.value[0] & 1) != 0;
-    m.chip = static_cast<uint16_t>(r.response.data.value[1] & 0xFFFF);
-    m.vp = static_cast<uint8_t>((r.response.data.value[1] >> 16) & 63);
+    m.chip = chip::reg::fault_dest_nic(r.response.data.value[1]);
+    m.vp = chip::reg::fault_dest_vp(r.response.data.value[1]);
     return m;
   }
   return make_error(Code::kNotFound, 5470, "the map holds no managed NRC to read the master from");

@@ -554,10 +554,28 @@ void Daemon::audit_faults_locked() {
   quick.retries = 0;
   quick.timeout = std::min<nm::Picoseconds>(usual.timeout, 200 * nm::kMs);
   session_.requester->set_options(quick);
-  const auto counts = nm::read_faults_reported(*session_.requester, map, nodes);
+  const auto counts = nm::read_fault_audit(*session_.requester, map, nodes);
   session_.requester->set_options(usual);
-  for (auto [node, reported] : counts)
-    if (ledger_->missing_reports(map.chip_id[node], reported)) to_check_.insert(map.chip_id[node]);
+  // A chip whose reports go to another server (two servers that took a fresh fabric at once,
+  // or writes lost): this master writes its reporting again, so that no report goes astray.
+  const uint64_t mine = nm::fault_dest_of(*session_.port);
+  std::set<uint32_t> astray;
+  for (const nm::FaultAuditRead& a : counts) {
+    if (ledger_->missing_reports(map.chip_id[a.node], a.reported))
+      to_check_.insert(map.chip_id[a.node]);
+    if (a.fault_dest != mine) astray.insert(a.node);
+  }
+  if (!astray.empty()) {
+    auto setup = nm::enable_fault_reporting(*session_.requester, map, config_.fault_mask,
+                                            [&](uint32_t v) { return astray.count(v) > 0; });
+    note({.kind = EventKind::kLog,
+          .severity = EventSeverity::kMinor,
+          .cause = "fault reporting reclaimed",
+          .detail = setup.ok() ? fmt::format("{} chips reported to another server; {} now report "
+                                             "to this one ({} writes failed)",
+                                             astray.size(), setup->chips, setup->failed)
+                               : setup.error().to_string()});
+  }
   // A chip that no longer answers on its route: a link on the route is down, and the chip's
   // report of it may be what was lost. Discovery finds which.
   if (counts.size() < nodes.size()) sweep_due_ = true;

@@ -633,5 +633,35 @@ TEST(NmdMKeyTest, StatusSaysUnprotectedWithoutAKey) {
   EXPECT_EQ(d.get("/api/status").json["mkey"], (Json{{"protected", false}}));
 }
 
+// A chip whose fault reports go to another server (two servers that took a fresh fabric at
+// once, or a write lost) is found by the fault audit, which reads FAULT_DEST beside
+// FAULTS_REPORTED, and written again: the chip reports to this master once more.
+TEST(NmdFaultAudit, AChipReportingToAnotherServerIsReclaimed) {
+  DaemonOptions o = NmdInstance::default_options();
+  o.fault_audit_s = 0.05;
+  NmdInstance d(o);
+  ASSERT_TRUE(d.ok()) << d.error();
+  Reply mine = d.get("/api/chips/20/registers/FAULT_DEST");
+  ASSERT_EQ(mine.status, 200) << mine.describe();
+  const uint64_t dest = mine.json["value"].get<uint64_t>();
+  const uint64_t other = dest ^ 1;  // the NIC next to this server's
+  ASSERT_EQ(d.put("/api/chips/20/registers/FAULT_DEST", Json{{"value", other}}).status, 200);
+  bool reclaimed = false;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        Reply log = d.get("/api/log?kind=log&limit=1000");
+        for (const Json& e : log.json["events"])
+          if (e["cause"] == "fault reporting reclaimed") {
+            reclaimed = true;
+            EXPECT_NE(e["detail"].get<std::string>().find("1 chips reported to another server"),
+                      std::string::npos)
+                << e.dump();
+          }
+        return reclaimed;
+      },
+      std::chrono::milliseconds(5000)));
+  EXPECT_EQ(d.get("/api/chips/20/registers/FAULT_DEST").json["value"].get<uint64_t>(), dest);
+}
+
 }  // namespace
 }  // namespace galaxy::nmd::api_test
