@@ -99,17 +99,8 @@ Result<GalaxySm::ChipsMaster> GalaxySm::chips_master(const FabricMap& map,
 
 Result<SmPeer> GalaxySm::ask(const SmPeer& peer, wire::NmpType type, wire::SmControl control,
                              bool once) {
-  MgmtRequest q;
-  q.type = type;
-  q.target.chip_id = peer.chip;
-  q.target.type = wire::ChipType::kNic;
-  // SMInfo travels by its backward route (to the peer) and names its forward route as the way
-  // back (wire/mgmt.h).
-  q.target.backward = peer.to;
-  q.target.forward = peer.back;
-  q.dest_vp = peer.vp;
-  q.m_key = options_.sm_key;
-  q.data.sm = sm_info();
+  MgmtRequest q = MgmtRequest::sm_info(type, peer.chip, peer.vp, peer.to, peer.back,
+                                       options_.sm_key, sm_info());
   if (type == wire::NmpType::kSmInfoSet) q.data.sm.control = static_cast<uint8_t>(control);
   MgmtReply r;
   if (once) {
@@ -305,16 +296,11 @@ void GalaxySm::serve(const wire::MgmtPacket& q) {
       *it = from;
   }
   ++counters_.answered;
-  MgmtRequest a;
-  a.type = wire::NmpType::kSmInfoResponse;
-  a.target.chip_id = q.src_id;
-  a.target.type = wire::ChipType::kNic;
-  a.target.backward = q.forward_route;
-  a.target.forward = q.backward_route;
-  a.dest_vp = q.src_vp;
-  // The SM_Key only to one that showed it (IBA 14.4.5).
-  a.m_key = from.key_ok ? options_.sm_key : 0;
-  a.data.sm = sm_info();
+  // Back the way it came, with the asker's transaction id; the SM_Key only to one that showed
+  // it (IBA 14.4.5).
+  const MgmtRequest a =
+      MgmtRequest::sm_info(wire::NmpType::kSmInfoResponse, from.chip, from.vp, from.to, from.back,
+                           from.key_ok ? options_.sm_key : 0, sm_info());
   (void)requester_.port().send(a, q.transaction_id);
 }
 

@@ -37,6 +37,11 @@ struct MgmtRequest {
   static MgmtRequest write(const MgmtTarget& t, uint16_t addr, uint64_t value);
   static MgmtRequest write2(const MgmtTarget& t, uint16_t a0, uint64_t v0, uint16_t a1,
                             uint64_t v1);
+  // An SMInfo packet of `type` to the server at (`nic`, `vp`): it travels `to` (its backward
+  // route) and names `back` as the way back (its forward route); `sm_key` in the key field.
+  static MgmtRequest sm_info(wire::NmpType type, uint16_t nic, uint8_t vp,
+                             const wire::SourceRoute& to, const wire::SourceRoute& back,
+                             uint64_t sm_key, const wire::NmpSmInfo& info);
 };
 
 class MgmtPort {

@@ -15,6 +15,21 @@ MgmtRequest MgmtRequest::read(const MgmtTarget& t, uint16_t addr) {
   return r;
 }
 
+MgmtRequest MgmtRequest::sm_info(wire::NmpType type, uint16_t nic, uint8_t vp,
+                                 const wire::SourceRoute& to, const wire::SourceRoute& back,
+                                 uint64_t sm_key, const wire::NmpSmInfo& info) {
+  MgmtRequest r;
+  r.type = type;
+  r.target.chip_id = nic;
+  r.target.type = wire::ChipType::kNic;
+  r.target.backward = to;
+  r.target.forward = back;
+  r.dest_vp = vp;
+  r.m_key = sm_key;
+  r.data.sm = info;
+  return r;
+}
+
 MgmtRequest MgmtRequest::read2(const MgmtTarget& t, uint16_t a0, uint16_t a1) {
   MgmtRequest r = read(t, a0);
   r.data.count = 2;

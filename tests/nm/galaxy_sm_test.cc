@@ -199,16 +199,10 @@ TEST_P(GalaxySmBackends, OneMasterHandoverFailoverAndTheSmKey) {
   ASSERT_TRUE(rd.ok());
   EXPECT_EQ(*rd, wire::SmState::kDiscovering) << "b's answer without the key does not count";
   const uint64_t refused = b.sm->counters().refused_sets;
-  MgmtRequest set;
-  set.type = wire::NmpType::kSmInfoSet;
-  set.target.chip_id = b.port->server_chip_id();
-  set.target.type = wire::ChipType::kNic;
   const uint32_t bn = d.map.node_of.at(b.port->server_chip_id());
-  set.target.backward = d.map.target[bn].forward;
-  set.target.forward = d.map.target[bn].backward;
-  set.dest_vp = b.port->server_vp();
-  set.m_key = 99;
-  set.data.sm = d.sm->sm_info();
+  MgmtRequest set = MgmtRequest::sm_info(wire::NmpType::kSmInfoSet, b.port->server_chip_id(),
+                                         b.port->server_vp(), d.map.target[bn].forward,
+                                         d.map.target[bn].backward, 99, d.sm->sm_info());
   set.data.sm.control = static_cast<uint8_t>(wire::SmControl::kDisable);
   MgmtReply r = call(*d.requester, set);
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
