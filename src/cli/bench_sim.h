@@ -17,5 +17,7 @@ void add_bench_coll_subcommand(CLI::App* bench);
 // `galaxy bench coll-live` (cmd_bench_coll_live.cc): live collectives beside Open MPI.
 void add_bench_coll_live_subcommand(CLI::App* bench);
 void add_bench_ibsm_subcommand(CLI::App* bench);
+// `galaxy bench sm-campaign` (cmd_bench_sm.cc): several management servers through faults.
+void add_bench_sm_campaign_subcommand(CLI::App* bench);
 
 }  // namespace galaxy::cli

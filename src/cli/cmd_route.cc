@@ -72,23 +72,7 @@ bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j) {
   double held_ms = 0;
   if (s.fabric) {
     auto t4 = Clock::now();
-    sim::SimFabric& f = *s.fabric;
-    held = nm::check_loaded_tables(
-        map, *routes,
-        [&](uint32_t v, uint8_t p) -> const chip::RouteTable* {
-          const uint32_t node = map.chip_id[v];  // the simulated engine's chip id is its node
-          if (node >= f.topology().num_nodes() || f.topology().is_nic(node) ||
-              p >= f.topology().num_ports(node))
-            return nullptr;
-          return &f.nrc(node).route_table(p);
-        },
-        [&](uint32_t v, uint8_t p) -> uint8_t {
-          const uint32_t node = map.chip_id[v];
-          return node < f.topology().num_nodes() && !f.topology().is_nic(node) &&
-                         p < f.topology().num_ports(node)
-                     ? f.nrc(node).vc_rule(p)
-                     : 0xFF;  // no such port: never a rule the routes give
-        });
+    held = nmd::check_held_tables(s, map, *routes);
     held_ms = ms_since(t4);
     for (const std::string& p : held->problems) check.problems.push_back(p);
   }
@@ -143,7 +127,7 @@ bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j) {
   return true;
 }
 
-std::unique_ptr<sim::SimFabric> routed_sim_fabric(RouteOptions& o, nlohmann::json& phases) {
+std::shared_ptr<sim::SimFabric> routed_sim_fabric(RouteOptions& o, nlohmann::json& phases) {
   auto s = open_session(o.session);
   if (!s.ok()) {
     report_error(s.error(), o.session.json);

@@ -24,6 +24,6 @@ bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j);
 // A simulated fabric brought up as the management server does it (route_phases), its server
 // endpoint then closed so that every NIC is free for hosts: what `simd` and the data
 // benchmarks start from. Null (after reporting) on an error.
-std::unique_ptr<sim::SimFabric> routed_sim_fabric(RouteOptions& o, nlohmann::json& phases);
+std::shared_ptr<sim::SimFabric> routed_sim_fabric(RouteOptions& o, nlohmann::json& phases);
 
 }  // namespace galaxy::cli

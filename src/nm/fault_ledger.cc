@@ -56,10 +56,17 @@ std::vector<LinkChange> FaultLedger::take(uint32_t chip, uint8_t port, bool up, 
   const int64_t at =
       link_index(chip, port, index(up, handshakes), it == links_.end() ? -1 : it->second);
   if (it == links_.end()) {
-    // The first word of a link: a report is its change; a read only sets what is known.
+    // The first word of a link: a report is its change; a read sets what is known, and is a
+    // change when discovery had found the link otherwise (observe_state).
     links_[link] = at;
-    if (!reported) return {};
-    return {LinkChange{chip, port, up, handshakes, false}};
+    auto found = states_.find(link);
+    const std::optional<bool> was =
+        found == states_.end() ? std::nullopt : std::optional<bool>(found->second);
+    if (found != states_.end()) states_.erase(found);
+    if (reported) return {LinkChange{chip, port, up, handshakes, false}};
+    if (!was || *was == up) return {};
+    ++inferred_;
+    return {LinkChange{chip, port, up, handshakes, true}};
   }
   if (at <= it->second) {
     // A report: the other end's of this change, or one a read already proved. A read: older
@@ -81,8 +88,17 @@ std::vector<LinkChange> FaultLedger::observe(uint32_t chip, uint8_t port, bool u
 }
 
 std::vector<LinkChange> FaultLedger::observe_state(uint32_t chip, uint8_t port, bool up) {
-  auto it = links_.find(link_of(chip, port));
-  if (it == links_.end() || (it->second % 2 == 0) == up) return {};
+  const End link = link_of(chip, port);
+  auto it = links_.find(link);
+  if (it == links_.end()) {
+    // No report or read of the link yet: what discovery found is all that is known of it.
+    auto [state, fresh] = states_.try_emplace(link, up);
+    if (fresh || state->second == up) return {};
+    state->second = up;
+    ++inferred_;
+    return {LinkChange{chip, port, up, 0, true}};
+  }
+  if ((it->second % 2 == 0) == up) return {};
   return advance(it->second, it->second + 1, chip, port, false);
 }
 
@@ -106,9 +122,10 @@ bool FaultLedger::missing_reports(uint32_t chip, uint64_t reported) {
 }
 
 std::optional<bool> FaultLedger::believed_up(uint32_t chip, uint8_t port) const {
-  auto it = links_.find(link_of(chip, port));
-  if (it == links_.end()) return std::nullopt;
-  return it->second % 2 == 0;
+  const End link = link_of(chip, port);
+  if (auto it = links_.find(link); it != links_.end()) return it->second % 2 == 0;
+  if (auto it = states_.find(link); it != states_.end()) return it->second;
+  return std::nullopt;
 }
 
 }  // namespace galaxy::nm

@@ -49,7 +49,9 @@ class FaultLedger {
   std::vector<LinkChange> observe(uint32_t chip, uint8_t port, bool up, uint64_t handshakes);
 
   // What discovery found: the link up or not, with no training number. A state other than the
-  // believed one is one change no report told of.
+  // believed one is one change no report told of; the first state of a link nothing was learnt
+  // of only sets what is known (a server seeds its belief from its first discovery, so that a
+  // change while no server managed the fabric is found by the next sweep).
   std::vector<LinkChange> observe_state(uint32_t chip, uint8_t port, bool up);
 
   // The chip's report sequence number: true when reports sent before it never arrived. A late
@@ -91,6 +93,8 @@ class FaultLedger {
     int64_t offset = 0;
   };
   std::map<End, EndState> ends_;
+  // Links known only from discovery (observe_state), until a report or read numbers them.
+  std::map<End, bool> states_;
   std::map<uint32_t, uint16_t> expected_;  // chip -> next report sequence number
   uint64_t merged_ = 0;
   uint64_t inferred_ = 0;

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <set>
 
 #include "base/bits.h"
 #include "chip/chip.h"
@@ -115,19 +117,22 @@ uint64_t fault_dest_of(const MgmtPort& port) {
   return chip::reg::encode_fault_dest(port.server_chip_id(), port.server_vp());
 }
 
-FabricMap without_link(const FabricMap& map, fabric::PortRef end) {
+FabricMap without_links(const FabricMap& map, const std::vector<fabric::PortRef>& ends) {
   FabricMap out;
   const auto& t = map.topology;
-  auto gone = t.peer(end);
+  std::set<std::pair<uint32_t, uint8_t>> gone;
+  for (fabric::PortRef e : ends) {
+    gone.insert({e.node, e.port});
+    if (e.node < t.num_nodes() && e.port < t.num_ports(e.node))
+      if (auto peer = t.peer(e)) gone.insert({peer->node, peer->port});
+  }
   for (uint32_t v = 0; v < t.num_nodes(); ++v)
     (void)out.topology.add_node(t.kind(v), t.num_ports(v), t.name(v), t.location(v), t.level(v));
   for (uint32_t v = 0; v < t.num_nodes(); ++v)
     for (uint8_t p = 0; p < t.num_ports(v); ++p) {
       auto peer = t.peer({v, p});
       if (!peer || peer->node < v || (peer->node == v && peer->port < p)) continue;
-      bool is_gone =
-          (v == end.node && p == end.port) || (gone && v == gone->node && p == gone->port);
-      if (!is_gone) (void)out.topology.connect({v, p}, *peer);
+      if (!gone.count({v, p})) (void)out.topology.connect({v, p}, *peer);
     }
   out.chip_id = map.chip_id;
   out.node_of = map.node_of;
@@ -137,20 +142,53 @@ FabricMap without_link(const FabricMap& map, fabric::PortRef end) {
   return out;
 }
 
+FabricMap without_link(const FabricMap& map, fabric::PortRef end) {
+  return without_links(map, {end});
+}
+
 Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, uint16_t chip,
                                        uint8_t port) {
+  return rediscover_region(req, map, std::vector<std::pair<uint16_t, uint8_t>>{{chip, port}});
+}
+
+Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map,
+                                       const std::vector<std::pair<uint16_t, uint8_t>>& reported) {
   RegionUpdate out;
-  auto it = map.node_of.find(chip);
-  if (it == map.node_of.end())
-    return make_error(Code::kNotFound, 5600, fmt::format("fault from unknown chip {}", chip));
-  uint32_t node = it->second;
-  std::vector<uint32_t> region{node};
-  if (port < map.topology.num_ports(node))
-    if (auto peer = map.topology.peer({node, port})) region.push_back(peer->node);
-  // Re-read the peer identities of the chips at both ends (those still reachable).
+  const std::vector<MgmtTarget> before = map.target;
+  // The reported links are down even if neither end can be read: out of the map first, so that
+  // the reads below go by routes around them.
+  std::vector<fabric::PortRef> reported_ends;
+  std::vector<uint32_t> region;
+  for (auto [chip, port] : reported) {
+    auto it = map.node_of.find(chip);
+    if (it == map.node_of.end()) continue;
+    const uint32_t node = it->second;
+    region.push_back(node);
+    if (port < map.topology.num_ports(node))
+      if (auto peer = map.topology.peer({node, port})) {
+        region.push_back(peer->node);
+        reported_ends.push_back({node, port});
+        out.links_down.push_back({chip, port});
+      }
+  }
+  if (region.empty())
+    return make_error(Code::kNotFound, 5600,
+                      fmt::format("fault from unknown chip {}",
+                                  reported.empty() ? 0u : unsigned{reported[0].first}));
+  std::sort(region.begin(), region.end());
+  region.erase(std::unique(region.begin(), region.end()), region.end());
+  if (!reported_ends.empty()) {
+    map = without_links(map, reported_ends);
+    recompute_routes(map);
+  }
+  // Re-read the peer identities of the chips at the ends (those still reachable), over their
+  // routes as they now are.
   std::vector<std::pair<uint32_t, uint8_t>> down;
+  std::vector<uint32_t> asked;
+  std::set<uint32_t> answered;
   for (uint32_t v : region) {
-    if (map.topology.is_nic(v)) continue;
+    if (map.topology.is_nic(v) || map.hops[v] == UINT8_MAX) continue;
+    asked.push_back(v);
     unsigned words = (map.topology.num_ports(v) + 1) / 2;
     for (unsigned w = 0; w < words; w += 2) {
       auto a0 = static_cast<uint16_t>(chip::reg::kPeerSummaryWide + w);
@@ -159,7 +197,8 @@ Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, uint16_t 
                           : MgmtRequest::read(map.target[v], a0);
       ++out.requests;
       req.submit(r, [&, v, w](const MgmtReply& reply) {
-        if (!reply.status.ok()) return;  // unreachable now: its links are judged from the other end
+        if (!reply.status.ok()) return;
+        answered.insert(v);
         for (uint8_t i = 0; i < reply.response.data.count; ++i)
           for (int half = 0; half < 2; ++half) {
             auto p = static_cast<uint8_t>(2 * (w + i) + half);
@@ -172,19 +211,28 @@ Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, uint16_t 
     }
   }
   req.run();
-  // The reported link is down even if neither end could be read.
-  if (port < map.topology.num_ports(node) && map.topology.peer({node, port})) {
-    bool listed = false;
-    for (auto [v, p] : down) listed = listed || (v == node && p == port);
-    if (!listed) down.push_back({node, port});
+  // A chip that answers none of its reads over a route around the reported links is gone (it
+  // died, or every way to it did): all of its links leave the map. A sweep may find it again.
+  for (uint32_t v : asked) {
+    if (answered.count(v)) continue;
+    out.silent.push_back(map.chip_id[v]);
+    for (uint8_t p = 0; p < map.topology.num_ports(v); ++p)
+      if (map.topology.peer({v, p})) down.push_back({v, p});
   }
-  std::vector<MgmtTarget> before = map.target;
+  std::vector<fabric::PortRef> found;
+  std::set<std::pair<uint32_t, uint8_t>> listed;
   for (auto [v, p] : down) {
-    if (!map.topology.peer({v, p})) continue;  // the other end already removed it
+    auto peer = map.topology.peer({v, p});
+    if (!peer || listed.count({v, p})) continue;
+    listed.insert({v, p});
+    listed.insert({peer->node, peer->port});
+    found.push_back({v, p});
     out.links_down.push_back({map.chip_id[v], p});
-    map = without_link(map, {v, p});
   }
-  recompute_routes(map);
+  if (!found.empty()) {
+    map = without_links(map, found);
+    recompute_routes(map);
+  }
   for (uint32_t v = 0; v < map.num_nodes(); ++v) {
     if (map.hops[v] == UINT8_MAX)
       ++out.unreachable;

@@ -46,13 +46,19 @@ FaultRecord decode_fault(const wire::MgmtPacket& report, const FabricMap& map, P
 struct RegionUpdate {
   std::vector<std::pair<uint16_t, uint8_t>> links_down;  // (chip, port) ends found down
   uint64_t requests = 0;
-  uint64_t routes_changed = 0;  // chips whose source route had to change
-  uint64_t unreachable = 0;     // chips no longer reachable at all
+  uint64_t routes_changed = 0;   // chips whose source route had to change
+  uint64_t unreachable = 0;      // chips no longer reachable at all
+  std::vector<uint16_t> silent;  // chips that answered no read: taken out of the map whole
 };
 
-// Re-reads the peer summaries of the chip that reported and of its peer on `port`, removes the
-// links found down from the map and recomputes the source routes of every chip (a BFS on the
-// updated map, no requests to chips whose adjacency did not change).
+// Removes the reported links from the map, recomputes the source routes of every chip (a BFS on
+// the updated map, no requests to chips whose adjacency did not change), then re-reads the peer
+// summaries of the chips at both ends of each over their new routes: links found down leave the
+// map too, and so does every link of a chip that answers none of its reads (a dead chip; the
+// caller may sweep to confirm). One batch for reports that arrived together (the neighbours of
+// a chip that died), so that a silent chip costs one timeout, not one per report.
+Result<RegionUpdate> rediscover_region(Requester& requester, FabricMap& map,
+                                       const std::vector<std::pair<uint16_t, uint8_t>>& reported);
 Result<RegionUpdate> rediscover_region(Requester& requester, FabricMap& map, uint16_t chip,
                                        uint8_t port);
 
@@ -82,5 +88,7 @@ uint64_t fault_dest_of(const MgmtPort& port);
 
 // A copy of `map` without the link at (node, port).
 FabricMap without_link(const FabricMap& map, fabric::PortRef end);
+// The map without the links at `ends` (either end of each may be named).
+FabricMap without_links(const FabricMap& map, const std::vector<fabric::PortRef>& ends);
 
 }  // namespace galaxy::nm

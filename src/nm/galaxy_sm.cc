@@ -104,11 +104,11 @@ Result<SmPeer> GalaxySm::ask(const SmPeer& peer, wire::NmpType type, wire::SmCon
   if (type == wire::NmpType::kSmInfoSet) q.data.sm.control = static_cast<uint8_t>(control);
   MgmtReply r;
   if (once) {
-    // A poll is one SMInfo Get answered within the interval or missed (the misses are counted
-    // by poll, not by the requester's retries).
+    // A poll is one SMInfo Get answered within the answer timeout or missed (the misses are
+    // counted by poll, not by the requester's retries).
     const RequesterOptions saved = requester_.options();
     RequesterOptions o = saved;
-    o.timeout = options_.poll_interval;
+    o.timeout = std::min(options_.poll_interval, options_.answer_timeout);
     o.retries = 0;
     requester_.set_options(o);
     r = call(requester_, q);

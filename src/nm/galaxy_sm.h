@@ -32,6 +32,10 @@ struct GalaxySmOptions {
   // `poll_retries` polls in a row is lost (OpenSM's sminfo_polling_timeout, polling_retry_number).
   Picoseconds poll_interval = 2 * kSec;
   unsigned poll_retries = 4;
+  // How long a poll waits for the master's answer (at most the interval): a transaction
+  // timeout, as OpenSM's 200 ms beside its polling interval, so that a standby polling a dead
+  // master is not busy for the whole interval.
+  Picoseconds answer_timeout = 200 * kMs;
 };
 
 // A GUID for the server at (NIC chip id, VP): unique per endpoint, stable across restarts.

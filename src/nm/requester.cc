@@ -245,9 +245,35 @@ void Requester::run() {
     auto packet = port_.receive(next_deadline - now);
     if (packet.ok()) {
       dispatch(*packet);
+    } else if (packet.error().code == Code::kIoError) {
+      return fail_all(packet.error());
     } else {
       expire(port_.now());
     }
+  }
+}
+
+void Requester::fail_all(const Error& e) {
+  MgmtReply r;
+  r.status = e;
+  std::vector<uint16_t> tids;
+  for (const auto& [tid, p] : in_flight_) tids.push_back(tid);
+  for (uint16_t tid : tids) {
+    ++stats_.failed;
+    complete(tid, r);
+  }
+  deadlines_.clear();
+  std::vector<Pending> waiting;
+  auto take = [&](Fifo<Pending>& q) {
+    for (; !q.empty(); q.pop_front()) waiting.push_back(std::move(q.front()));
+  };
+  take(queue_);
+  for (auto& [chip, q] : parked_) take(q);
+  parked_.clear();
+  ready_.clear();
+  for (Pending& p : waiting) {
+    ++stats_.failed;
+    p.done(r);
   }
 }
 
@@ -264,7 +290,7 @@ void Requester::poll() {
     auto packet = port_.receive(0);
     if (packet.ok()) {
       dispatch(*packet);
-    } else if (packet.error().code == Code::kTimeout) {
+    } else if (packet.error().code == Code::kTimeout || packet.error().code == Code::kIoError) {
       return;
     } else {
       ++stats_.malformed;  // taken from the queue, and not trusted

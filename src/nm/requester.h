@@ -95,6 +95,9 @@ class Requester {
   bool full(uint16_t chip) const;
   void complete(uint16_t tid, const MgmtReply& reply);
   void expire(Picoseconds now);
+  // The port itself failed (Code::kIoError: its device or its server is gone): every request in
+  // flight, parked or queued fails with `e`; no answer can come.
+  void fail_all(const Error& e);
   void dispatch(const wire::MgmtPacket& packet);
   uint16_t allocate_tid();
 

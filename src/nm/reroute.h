@@ -15,6 +15,9 @@ struct RerouteResult {
   RouteCheck check;
   uint64_t nrcs_reloaded = 0;
   LoadResult load;
+  // Wall time of the computation (engine and verification) on this host: the server's own
+  // work, which the fabric's clock (simulated or not) does not show.
+  double compute_ms = 0;
 };
 
 Result<RerouteResult> reroute(Requester& requester, const FabricMap& map, const std::string& engine,

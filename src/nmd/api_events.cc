@@ -100,7 +100,7 @@ Result<nlohmann::json> ack(Daemon& d, const ApiRequest& r) {
     return make_error(Code::kInvalidArgument, 8254,
                       fmt::format("event id = {} is a {}, not a fault or alarm", *id,
                                   event_kind_name(got->front().kind)));
-  GALAXY_TRY(d.events().acknowledge(*id, who, wall_us()));
+  GALAXY_TRY(d.events().acknowledge(*id, who, d.clock_us()));
   d.refresh_fault_counts();
   auto after = d.events().query(EventQuery{.limit = 1, .id = *id});
   if (!after.ok() || after->empty()) return make_error(Code::kNotFound, 8255, "event vanished");

@@ -28,7 +28,7 @@ Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
                    {"links", v->links()},
                    {"links_down", v->links_down()},
                    {"started_us", d.started_us()},
-                   {"uptime_s", static_cast<double>(wall_us() - d.started_us()) / 1e6},
+                   {"uptime_s", static_cast<double>(d.clock_us() - d.started_us()) / 1e6},
                    {"routing_engine", c.routing_engine},
                    {"region", d.region().text.empty() ? "whole fabric" : d.region().text},
                    {"scan",

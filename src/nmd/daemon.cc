@@ -93,7 +93,7 @@ Daemon::~Daemon() {
 }
 
 Status Daemon::init() {
-  started_us_ = wall_us();
+  started_us_ = clock_us();
   config_ = {options_.routing_engine, options_.scan_interval_s, options_.sweep_interval_s,
              options_.fault_mask};
   GALAXY_TRY(register_galaxy_metrics(metrics_));
@@ -176,7 +176,12 @@ Status Daemon::init() {
     pending_faults_.push_back(nm::decode_fault(p, session_.discovery.map, session_.port->now()));
   });
   ledger_ = std::make_unique<nm::FaultLedger>(session_.plan());
-  const int64_t now = wall_us();
+  // What the first discovery found is what this server believes of every link until reports,
+  // reads or the master's events say more: a standby that takes over later finds by its sweep
+  // what changed while no server managed the fabric.
+  for_each_managed_link_locked(
+      map, [&](uint32_t chip, uint8_t p, bool up) { (void)ledger_->observe_state(chip, p, up); });
+  const int64_t now = clock_us();
   next_audit_us_ = now;  // the first audit learns every chip's report count
   next_scan_us_ = now;   // the first scan at once: the console starts with counters
   next_sweep_us_ = now + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
@@ -225,7 +230,7 @@ Status Daemon::init_ib() {
   std::lock_guard lock(mu_);
   auto swept = sweep_ib_locked(config_.routing_engine);
   if (!swept) return swept.error();
-  const int64_t now = wall_us();
+  const int64_t now = clock_us();
   next_scan_us_ = now;  // the first scan at once: the console starts with counters
   next_sweep_us_ = now + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
   publish_locked();
@@ -243,7 +248,7 @@ Result<nlohmann::json> Daemon::sweep_ib_locked(const std::string& engine) {
   const double wall_s = seconds_since(t0);
   ++counters_.sweeps;
   counters_.last_sweep_s = wall_s;
-  counters_.last_sweep_us = wall_us();
+  counters_.last_sweep_us = clock_us();
   if (MetricFamily* h = metrics_.find(kSweepDurationSeconds)) (void)h->observe({}, wall_s);
   if (!r) {
     note({.kind = EventKind::kLog,
@@ -260,13 +265,13 @@ Result<nlohmann::json> Daemon::sweep_ib_locked(const std::string& engine) {
 
 Result<nlohmann::json> Daemon::scan_ib() {
   auto lock = lock_session();
-  last_scan_started_us_ = wall_us();
+  last_scan_started_us_ = clock_us();
   auto r = ib_->scan();
   if (!r) return r.error();
   const double wall_s = (*r)["wall_s"].get<double>();
   ++counters_.scans;
   counters_.last_scan_s = wall_s;
-  counters_.last_scan_us = wall_us();
+  counters_.last_scan_us = clock_us();
   if (MetricFamily* h = metrics_.find(kScanDurationSeconds)) (void)h->observe({}, wall_s);
   note({.kind = EventKind::kScanSummary,
         .severity = (*r)["ports_failed"].get<uint64_t>() == 0 ? EventSeverity::kInfo
@@ -313,25 +318,47 @@ void Daemon::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+int64_t Daemon::clock_us() const {
+  if (options_.session.shared.fabric)
+    return static_cast<int64_t>(options_.session.shared.fabric->sim().now() / nm::kUs);
+  return wall_us();
+}
+
 void Daemon::loop() {
   while (!stop_) {
     std::this_thread::sleep_for(
         std::chrono::microseconds(static_cast<int64_t>(options_.tick_ms * 1000)));
-    prune_events();
-    bool scan_due = false;
-    {
-      std::lock_guard lock(mu_);
-      tick_locked();
-      scan_due = config_.scan_interval_s > 0 && wall_us() >= next_scan_us_ &&
-                 (ib_ || sm_->state() == wire::SmState::kMaster);
-    }
-    if (scan_due) {
-      (void)scan_batched();
-      std::lock_guard lock(mu_);
-      next_scan_us_ = wall_us() + static_cast<int64_t>(config_.scan_interval_s * 1e6);
-      publish_locked();
-    }
+    step();
   }
+}
+
+void Daemon::step() {
+  if (halted_) return;
+  prune_events();
+  bool scan_due = false;
+  {
+    std::lock_guard lock(mu_);
+    tick_locked();
+    scan_due = config_.scan_interval_s > 0 && clock_us() >= next_scan_us_ &&
+               (ib_ || sm_->state() == wire::SmState::kMaster);
+  }
+  if (scan_due && !halted_) {
+    (void)scan_batched();
+    std::lock_guard lock(mu_);
+    next_scan_us_ = clock_us() + static_cast<int64_t>(config_.scan_interval_s * 1e6);
+    publish_locked();
+  }
+}
+
+void Daemon::serve_now() {
+  if (halted_ || ib_) return;
+  std::lock_guard lock(mu_);
+  if (session_.requester) session_.requester->poll();
+}
+
+void Daemon::halt() {
+  halted_ = true;
+  if (session_.cooperative) session_.cooperative->stop();
 }
 
 void Daemon::tick_locked() {
@@ -340,11 +367,11 @@ void Daemon::tick_locked() {
     // requests answered; sweeps on schedule.
     ib_->serve(1);
     const bool now = ib_->handover_received() || ib_->discover_requested();
-    if ((config_.sweep_interval_s > 0 && wall_us() >= next_sweep_us_) || now) {
+    if ((config_.sweep_interval_s > 0 && clock_us() >= next_sweep_us_) || now) {
       // Scheduled sweeps are light unless a switch reports a change (POST /api/discover is
       // always heavy); none while an SMInfo Set DISABLE holds the SM NOT ACTIVE.
       if (now || ib_->heavy_sweep_due()) (void)sweep_locked();
-      next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
+      next_sweep_us_ = clock_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
     }
     publish_locked();
     return;
@@ -353,9 +380,11 @@ void Daemon::tick_locked() {
   // simulated fabric; on a live one the requester polls its queue for a moment.
   const double us = session_.fabric ? options_.sim_us_per_tick : 1000;
   session_.requester->drain_faults(static_cast<nm::Picoseconds>(us * nm::kUs));
-  if (wall_us() >= next_sm_us_) {
+  if (const int64_t started = clock_us(); started >= next_sm_us_) {
+    // Every interval from the start of the last poll: a poll that waits for a silent master
+    // does not stretch the interval (a lost master is replaced after interval x retries).
     sm_step_locked();
-    next_sm_us_ = wall_us() + static_cast<int64_t>(options_.sm_poll_s * 1e6);
+    next_sm_us_ = started + static_cast<int64_t>(options_.sm_poll_s * 1e6);
   }
   if (sm_->state() != wire::SmState::kMaster) {
     // A standby (or a server told to stand still) writes nothing and scans nothing: it answers
@@ -366,23 +395,23 @@ void Daemon::tick_locked() {
     return;
   }
   if (!pending_faults_.empty()) handle_faults_locked();
-  const int64_t now = wall_us();
+  const int64_t now = clock_us();
   if (options_.fault_audit_s > 0 && now >= next_audit_us_) {
     audit_faults_locked();
-    next_audit_us_ = wall_us() + static_cast<int64_t>(options_.fault_audit_s * 1e6);
+    next_audit_us_ = clock_us() + static_cast<int64_t>(options_.fault_audit_s * 1e6);
   }
   if (reroute_pending_ && now >= next_reroute_us_) reroute_locked();
   if ((config_.sweep_interval_s > 0 && now >= next_sweep_us_) || sweep_due_) {
     sweep_due_ = false;
     (void)sweep_locked();
-    next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
+    next_sweep_us_ = clock_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
   }
   publish_locked();
 }
 
 void Daemon::prune_events() {
   if (options_.retention_s <= 0) return;
-  const int64_t now = wall_us();
+  const int64_t now = clock_us();
   if (now < next_prune_us_) return;
   const double every_s = std::clamp(options_.retention_s / 10, 1.0, 60.0);
   next_prune_us_ = now + static_cast<int64_t>(every_s * 1e6);
@@ -498,7 +527,7 @@ void Daemon::record_link_change_locked(const nm::LinkChange& c, const nm::FaultR
         reported_down_.erase({static_cast<uint16_t>(peer->node), peer->port});
     any_up = true;
   } else {
-    reported_down_[end] = wall_us();
+    reported_down_[end] = clock_us();
     downs.emplace_back(c.chip, c.port);
   }
 }
@@ -586,28 +615,43 @@ void Daemon::audit_faults_locked() {
 
 void Daemon::after_link_changes_locked(const std::vector<std::pair<uint32_t, uint8_t>>& downs,
                                        bool any_up) {
-  // A link that came back is found by a sweep (region re-discovery only removes links).
-  if (any_up) next_sweep_us_ = wall_us();
+  // A link that came back is found by a sweep (region re-discovery only removes links), at once
+  // whether or not sweeps are scheduled.
+  if (any_up) sweep_due_ = true;
   bool reroute = false;  // once for the whole batch
-  for (auto [chip, port] : downs) {
-    auto upd = nm::rediscover_region(*session_.requester, session_.discovery.map,
-                                     static_cast<uint16_t>(chip), port);
+  if (!downs.empty()) {
+    // One re-discovery for the batch: the reports of a chip's neighbours when it died arrive
+    // together, and a silent chip then costs one timeout.
+    std::vector<std::pair<uint16_t, uint8_t>> reported;
+    for (auto [chip, port] : downs) reported.push_back({static_cast<uint16_t>(chip), port});
+    const std::string from = downs.size() == 1 ? location_of(downs[0].first, downs[0].second)
+                                               : fmt::format("{} ports", downs.size());
+    auto upd = nm::rediscover_region(*session_.requester, session_.discovery.map, reported);
     if (!upd.ok()) {
       note({.kind = EventKind::kLog,
             .severity = EventSeverity::kMajor,
-            .location = location_of(chip, port),
-            .chip = chip,
+            .location = location_of(downs[0].first, downs[0].second),
+            .chip = downs[0].first,
             .cause = "region re-discovery failed",
             .detail = upd.error().to_string()});
-      continue;
+    } else {
+      for (auto [c, p] : upd->links_down)
+        alarm_link_down_locked(c, p,
+                               fmt::format("found down after a report from {}; {} source routes "
+                                           "changed, {} chips unreachable",
+                                           from, upd->routes_changed, upd->unreachable));
+      for (uint16_t c : upd->silent)
+        note({.kind = EventKind::kAlarm,
+              .severity = EventSeverity::kMajor,
+              .location = location_of(c, -1),
+              .chip = c,
+              .cause = "chip silent",
+              .detail = "answered no read after its neighbours reported links down; its links "
+                        "are out of the routes until a sweep finds it"});
+      // A sweep confirms what the silence suggests (a chip found again comes back).
+      if (!upd->silent.empty()) sweep_due_ = true;
+      reroute = !upd->links_down.empty();
     }
-    for (auto [c, p] : upd->links_down)
-      alarm_link_down_locked(
-          c, p,
-          fmt::format("found down after a report from {}; {} source routes "
-                      "changed, {} chips unreachable",
-                      location_of(chip, port), upd->routes_changed, upd->unreachable));
-    reroute = reroute || !upd->links_down.empty();
   }
   // What is known is shown before re-routing, which may wait on chips that no longer answer.
   rebuild_view_locked();
@@ -627,7 +671,7 @@ void Daemon::reroute_locked() {
     ++reroute_attempts_;
     const int64_t wait_s = std::min<int64_t>(int64_t{1} << std::min(reroute_attempts_ - 1, 5u), 30);
     reroute_pending_ = true;
-    next_reroute_us_ = wall_us() + wait_s * 1000000;
+    next_reroute_us_ = clock_us() + wait_s * 1000000;
     note({.kind = EventKind::kAlarm,
           .severity = EventSeverity::kMajor,
           .cause = "re-route failed",
@@ -638,7 +682,8 @@ void Daemon::reroute_locked() {
   }
   ++counters_.reroutes;
   routes_ = std::move(rr->routes);
-  routes_summary_["rerouted_us"] = wall_us();
+  routes_summary_["rerouted_us"] = clock_us();
+  routes_summary_["compute_ms"] = rr->compute_ms;
   routes_summary_["reachable_pairs"] = rr->check.reachable_pairs;
   routes_summary_["nic_pairs"] = rr->check.nic_pairs;
   routes_summary_["deadlock_free"] = rr->check.deadlock_free;
@@ -661,11 +706,12 @@ Status Daemon::route_locked(const std::string& engine) {
   auto routes = nm::compute_routes(map, engine);
   if (!routes.ok()) return routes.error();
   nm::RouteCheck check = nm::verify_routes(map, *routes);
+  const double compute_ms = seconds_since(t0) * 1e3;
   auto load = nm::load_routes(*session_.requester, map, *routes);
   if (!load.ok()) return load.error();
   routes_ = std::move(*routes);
   routes_summary_ = {{"engine", engine},
-                     {"loaded_us", wall_us()},
+                     {"loaded_us", clock_us()},
                      {"range_writes", routes_.num_writes()},
                      {"nic_pairs", check.nic_pairs},
                      {"reachable_pairs", check.reachable_pairs},
@@ -675,7 +721,8 @@ Status Daemon::route_locked(const std::string& engine) {
                      {"problems", check.problems},
                      {"load_packets", load->packets},
                      {"load_failed", load->failed},
-                     {"wall_ms", seconds_since(t0) * 1e3}};
+                     {"wall_ms", seconds_since(t0) * 1e3},
+                     {"compute_ms", compute_ms}};
   note(
       {.kind = EventKind::kLog,
        .severity = check.reachable_pairs == check.nic_pairs && load->failed == 0
@@ -691,7 +738,7 @@ Result<nlohmann::json> Daemon::scan_batched() {
   if (ib_) return scan_ib();
   auto lock = lock_session();
   const auto t0 = std::chrono::steady_clock::now();
-  last_scan_started_us_ = wall_us();
+  last_scan_started_us_ = clock_us();
   const nm::FabricMap* map = &session_.discovery.map;
   const uint32_t nodes = map->num_nodes();
   const uint64_t generation = map_generation_;
@@ -760,7 +807,7 @@ nlohmann::json Daemon::finish_scan_locked(nm::ScanResult result, double wall_s) 
   }
   ++counters_.scans;
   counters_.last_scan_s = wall_s;
-  counters_.last_scan_us = wall_us();
+  counters_.last_scan_us = clock_us();
   if (MetricFamily* h = metrics_.find(kScanDurationSeconds)) (void)h->observe({}, wall_s);
   note({.kind = EventKind::kScanSummary,
         .severity = scan->non_responding.empty() ? EventSeverity::kInfo : EventSeverity::kMajor,
@@ -796,10 +843,21 @@ nlohmann::json Daemon::finish_scan_locked(nm::ScanResult result, double wall_s) 
   return summary;
 }
 
-Result<nlohmann::json> Daemon::sweep_locked() {
+void Daemon::for_each_managed_link_locked(
+    const nm::FabricMap& map, const std::function<void(uint32_t, uint8_t, bool)>& f) const {
+  const fabric::Topology& plan = session_.plan();
+  for (uint32_t node = 0; node < map.num_nodes(); ++node) {
+    const uint32_t chip = map.chip_id[node];
+    if (chip >= plan.num_nodes() || !in_region(chip)) continue;
+    for (uint8_t p = 0; p < plan.num_ports(chip) && p < map.topology.num_ports(node); ++p)
+      if (plan.peer({chip, p})) f(chip, p, map.topology.peer({node, p}).has_value());
+  }
+}
+
+Result<nlohmann::json> Daemon::sweep_locked(bool route) {
   if (ib_) return sweep_ib_locked(config_.routing_engine);
   const auto t0 = std::chrono::steady_clock::now();
-  const int64_t started_us = wall_us();
+  const int64_t started_us = clock_us();
   nm::DiscoveryOptions o;
   o.pipelined = true;
   session_.requester->set_options(requester_options(false));
@@ -807,7 +865,7 @@ Result<nlohmann::json> Daemon::sweep_locked() {
   const double wall_s = seconds_since(t0);
   ++counters_.sweeps;
   counters_.last_sweep_s = wall_s;
-  counters_.last_sweep_us = wall_us();
+  counters_.last_sweep_us = clock_us();
   if (MetricFamily* h = metrics_.find(kSweepDurationSeconds)) (void)h->observe({}, wall_s);
   if (!r.ok()) {
     note({.kind = EventKind::kLog,
@@ -825,17 +883,10 @@ Result<nlohmann::json> Daemon::sweep_locked() {
     std::vector<std::pair<uint32_t, uint8_t>> downs;
     bool any_up = false;
     take_reports_locked(downs, any_up);
-    const fabric::Topology& plan = session_.plan();
-    for (uint32_t node = 0; node < new_map.num_nodes(); ++node) {
-      const uint32_t chip = new_map.chip_id[node];
-      if (chip >= plan.num_nodes() || !in_region(chip)) continue;
-      for (uint8_t p = 0; p < plan.num_ports(chip) && p < new_map.topology.num_ports(node); ++p) {
-        if (!plan.peer({chip, p})) continue;
-        const bool up = new_map.topology.peer({node, p}).has_value();
-        for (const nm::LinkChange& c : ledger_->observe_state(chip, p, up))
-          record_link_change_locked(c, nullptr, "discovery", downs, any_up);
-      }
-    }
+    for_each_managed_link_locked(new_map, [&](uint32_t chip, uint8_t p, bool up) {
+      for (const nm::LinkChange& c : ledger_->observe_state(chip, p, up))
+        record_link_change_locked(c, nullptr, "discovery", downs, any_up);
+    });
     for (auto [chip, port] : downs)
       alarm_link_down_locked(chip, port, "found down by a discovery sweep");
   }
@@ -893,7 +944,7 @@ Result<nlohmann::json> Daemon::sweep_locked() {
                                      config_.fault_mask, region_nodes_);
     place_mkeys_locked();
   }
-  if (config_.routing_engine != "none") {
+  if (route && config_.routing_engine != "none") {
     Status st = route_locked(config_.routing_engine);
     if (!st.ok())
       note({.kind = EventKind::kLog,
@@ -910,7 +961,7 @@ Result<nlohmann::json> Daemon::sweep_locked() {
 Result<nlohmann::json> Daemon::sweep_now() {
   auto lock = lock_session();
   auto r = sweep_locked();
-  next_sweep_us_ = wall_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
+  next_sweep_us_ = clock_us() + static_cast<int64_t>(config_.sweep_interval_s * 1e6);
   publish_locked();
   return r;
 }
@@ -941,7 +992,7 @@ void Daemon::sm_step_locked() {
   // routed and its chips name this server.
   auto take = [&](std::string cause, std::string why) {
     const auto t0 = std::chrono::steady_clock::now();
-    (void)sweep_locked();
+    (void)sweep_locked(/*route=*/false);  // take_fabric_locked routes
     auto taken = take_fabric_locked();
     if (!taken.ok()) {
       note({.kind = EventKind::kLog,
@@ -955,7 +1006,7 @@ void Daemon::sm_step_locked() {
           .cause = std::move(cause),
           .detail = fmt::format("{}; this server is master: {} chips report to it ({:.0f} ms)", why,
                                 *taken, seconds_since(t0) * 1e3)});
-    next_audit_us_ = next_scan_us_ = wall_us();
+    next_audit_us_ = next_scan_us_ = clock_us();
   };
   if (sm_->handover_received()) {
     take("handover", "the master handed the fabric over");
@@ -1203,7 +1254,7 @@ void Daemon::rebuild_view_locked() {
 
 void Daemon::publish_view_locked(std::shared_ptr<FabricView> v) {
   count_faults(*v);
-  v->built_us = wall_us();
+  v->built_us = clock_us();
   update_port_metrics(*v);
   std::lock_guard lock(view_mu_);
   view_ = std::move(v);
@@ -1324,6 +1375,7 @@ nlohmann::json Daemon::routes_json() const {
 }
 
 void Daemon::note(Event e) {
+  if (halted_) return;  // a crashed process says nothing more
   // What the daemon does goes to its log as well as to the store: faults and alarms as
   // warnings, the rest (start, discovery, scans, sweeps, re-routes) as information.
   const log::Level level = e.kind == EventKind::kFault || e.kind == EventKind::kAlarm ||
@@ -1338,7 +1390,9 @@ void Daemon::note(Event e) {
 }
 
 Result<int64_t> Daemon::record(Event e) {
-  if (e.time_us == 0) e.time_us = wall_us();
+  // A halted server is a crashed process: it writes nothing more.
+  if (halted_) return make_error(Code::kIoError, 8413, "this server has halted");
+  if (e.time_us == 0) e.time_us = clock_us();
   auto id = events_->append(std::move(e));
   if (!id.ok()) return id;
   {
@@ -1467,13 +1521,13 @@ Status Daemon::set_config(const nlohmann::json& changes, const std::string& by) 
     changed("scan_interval_s", fmt::format("{}", config_.scan_interval_s),
             fmt::format("{}", **scan));
     config_.scan_interval_s = **scan;
-    next_scan_us_ = wall_us() + static_cast<int64_t>(**scan * 1e6);
+    next_scan_us_ = clock_us() + static_cast<int64_t>(**scan * 1e6);
   }
   if (*sweep && **sweep != config_.sweep_interval_s) {
     changed("sweep_interval_s", fmt::format("{}", config_.sweep_interval_s),
             fmt::format("{}", **sweep));
     config_.sweep_interval_s = **sweep;
-    next_sweep_us_ = wall_us() + static_cast<int64_t>(**sweep * 1e6);
+    next_sweep_us_ = clock_us() + static_cast<int64_t>(**sweep * 1e6);
   }
   if (mask && *mask != config_.fault_mask) {
     auto setup = nm::enable_fault_reporting(*session_.requester, session_.discovery.map, *mask,
@@ -1514,7 +1568,7 @@ Result<nlohmann::json> Daemon::route_now(const std::string& engine, const std::s
 Result<nlohmann::json> Daemon::scan_now() {
   auto r = scan_batched();
   auto lock = lock_session();
-  next_scan_us_ = wall_us() + static_cast<int64_t>(config_.scan_interval_s * 1e6);
+  next_scan_us_ = clock_us() + static_cast<int64_t>(config_.scan_interval_s * 1e6);
   publish_locked();
   return r;
 }
@@ -1586,7 +1640,7 @@ Result<nlohmann::json> Daemon::chip_status(const std::string& chip) {
   // counters by delta.
   nlohmann::json changes = nlohmann::json::array();
   double interval_s = 0;
-  const int64_t now = wall_us();
+  const int64_t now = clock_us();
   auto prev = chip_reads_.find(*node);
   const bool first_read = prev == chip_reads_.end();
   if (!first_read) {

@@ -105,6 +105,19 @@ class Daemon {
 
   void start();  // the background loop
   void stop();
+  // One turn of the background loop (fault reports, the SM's step, audits, re-routes, sweeps,
+  // a scan when due), for a caller that drives the daemon itself instead of start().
+  void step();
+  // Servers sharing one simulated fabric in one thread (SessionOptions::Shared): answers what
+  // reached this server (other servers' SMInfo; fault reports kept for its next step).
+  void serve_now();
+  // Stops this server as a crash would (SessionOptions::Shared): its port sends and receives
+  // nothing more, it records no event and its steps do nothing. For fault campaigns.
+  void halt();
+  bool halted() const { return halted_; }
+  // The daemon's clock in microseconds: wall time, or the simulated time of a shared fabric
+  // (every schedule and every event time is on it).
+  int64_t clock_us() const;
 
   // Runs f with the session to itself (API handlers that send management requests).
   template <class F>
@@ -196,6 +209,10 @@ class Daemon {
   Result<nlohmann::json> scan_ib();
   Result<nlohmann::json> sweep_ib_locked(const std::string& engine);
   void loop();
+  // f(chip, port, up) for every linked port of the plan at the managed chips `map` found: up
+  // when `map` holds the link.
+  void for_each_managed_link_locked(const nm::FabricMap& map,
+                                    const std::function<void(uint32_t, uint8_t, bool)>& f) const;
   void tick_locked();
   // Retention, when due: deletes the events older than retention_s (without the session lock).
   void prune_events();
@@ -226,7 +243,9 @@ class Daemon {
   // What a whole scan leads to: the summary event, alarms for chips that stopped answering, the
   // ledger's comparison, the view.
   nlohmann::json finish_scan_locked(nm::ScanResult scan, double wall_s);
-  Result<nlohmann::json> sweep_locked();
+  // A discovery sweep; when the map changed it is replaced and, with `route`, the fabric
+  // re-routed.
+  Result<nlohmann::json> sweep_locked(bool route = true);
   // A master's work on the fabric: routes, fault reporting (the chips then name this server as
   // the master), M_Keys; then master. -> the chips that report to it.
   Result<uint64_t> take_fabric_locked();
@@ -317,6 +336,7 @@ class Daemon {
   int64_t newest_event_ = 0;
 
   std::atomic<bool> stop_{false};
+  std::atomic<bool> halted_{false};
   std::thread thread_;
 };
 

@@ -66,6 +66,27 @@ Result<Session> open_live_session(const SessionOptions& o) {
   return s;
 }
 
+std::optional<nm::LoadedCheck> check_held_tables(const Session& s, const nm::FabricMap& map,
+                                                 const nm::RouteSet& routes) {
+  if (!s.fabric) return std::nullopt;
+  sim::SimFabric& f = *s.fabric;
+  const fabric::Topology& t = f.topology();
+  // The simulated engine's chip id is its node.
+  auto nrc_port = [&](uint32_t v, uint8_t p) {
+    const uint32_t node = map.chip_id[v];
+    return node < t.num_nodes() && !t.is_nic(node) && p < t.num_ports(node);
+  };
+  return nm::check_loaded_tables(
+      map, routes,
+      [&](uint32_t v, uint8_t p) -> const chip::RouteTable* {
+        return nrc_port(v, p) ? &f.nrc(map.chip_id[v]).route_table(p) : nullptr;
+      },
+      [&](uint32_t v, uint8_t p) -> uint8_t {
+        return nrc_port(v, p) ? f.nrc(map.chip_id[v]).vc_rule(p)
+                              : 0xFF;  // no such port: never a rule the routes give
+      });
+}
+
 Status require_simulated(const Session& s, const char* what) {
   if (s.fabric) return {};
   return make_error(Code::kUnsupported, 9016,
@@ -74,7 +95,27 @@ Status require_simulated(const Session& s, const char* what) {
                                 what));
 }
 
+// A server on a simulated fabric another owner shares (SessionOptions::Shared).
+Result<Session> open_shared_session(const SessionOptions& o) {
+  const fabric::Topology& topo = o.shared.fabric->topology();
+  if (o.server_nic >= topo.num_nics())
+    return make_error(
+        Code::kOutOfRange, 9017,
+        fmt::format("--server-nic = {} exceeds the {} NICs", o.server_nic, topo.num_nics()));
+  Session s;
+  s.fabric = o.shared.fabric;
+  s.device = glex::open_sim_device(*s.fabric, topo.nic_node(o.server_nic));
+  auto port = nm::GlexMgmtPort::open(s.device.get());
+  if (!port.ok()) return port.error();
+  s.port = std::move(*port);
+  s.cooperative =
+      std::make_unique<nm::CooperativePort>(*s.port, o.shared.slice_ps, o.shared.serve_others);
+  s.requester = std::make_unique<nm::Requester>(*s.cooperative, requester_options(o.serial));
+  return s;
+}
+
 Result<Session> open_session(const SessionOptions& o) {
+  if (o.shared.fabric) return open_shared_session(o);
   if (live::is_live_spec(o.fabric)) return open_live_session(o);
   auto topo = sim::resolve_topology(o.fabric);
   if (!topo.ok()) return topo.error();

@@ -3,14 +3,17 @@
 // the fabric map found by discovery.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "engine/sim/sim_fabric.h"
 #include "glex/sim_device.h"
+#include "nm/cooperative_port.h"
 #include "nm/discovery.h"
 #include "nm/glex_port.h"
 #include "nm/requester.h"
+#include "nm/route_loaded.h"
 
 namespace galaxy::nmd {
 
@@ -23,14 +26,23 @@ struct SessionOptions {
   bool json = false;
   bool serial = false;  // paper mode: one request at a time
   std::string timing;   // simulated fabrics: the calibration file ("" = the default, TH-2)
+  // Several servers on one simulated fabric in one thread (nmd/sm_campaign.h): the fabric is
+  // this one, not built from `fabric`, and the server's waits let the others answer
+  // (nm/cooperative_port.h).
+  struct Shared {
+    std::shared_ptr<sim::SimFabric> fabric;
+    std::function<void()> serve_others;
+    uint64_t slice_ps = 20'000'000;  // 20 us of simulated time between the others' turns
+  } shared;
 };
 
 struct Session {
-  std::unique_ptr<sim::SimFabric> fabric;       // null on a live fabric
+  std::shared_ptr<sim::SimFabric> fabric;       // null on a live fabric
   std::unique_ptr<fabric::Topology> live_plan;  // a live fabric's described topology
   const fabric::Topology& plan() const { return fabric ? fabric->topology() : *live_plan; }
   std::unique_ptr<glex_device> device;
   std::unique_ptr<nm::GlexMgmtPort> port;
+  std::unique_ptr<nm::CooperativePort> cooperative;  // on a shared fabric: the requester's port
   std::unique_ptr<nm::Requester> requester;
   nm::DiscoveryResult discovery;  // filled by discover()
   bool discovered = false;
@@ -48,6 +60,11 @@ Result<Session> open_discovered_session(const SessionOptions& o);
 nm::RequesterOptions requester_options(bool serial);
 // A chip named on the command line: a chip id, a node name, or "nic:<index>".
 Result<uint32_t> find_node(const Session& s, const std::string& text);
+// What the NRCs of a simulated fabric hold, read through the chip models and compared with
+// `routes` over `map` (nm/route_loaded.h); nullopt on a live fabric, whose tables are in its
+// daemons.
+std::optional<nm::LoadedCheck> check_held_tables(const Session& s, const nm::FabricMap& map,
+                                                 const nm::RouteSet& routes);
 // Commands that change the simulated world itself (link errors, injected faults).
 Status require_simulated(const Session& s, const char* what);
 

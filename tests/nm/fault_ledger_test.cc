@@ -91,6 +91,29 @@ TEST_F(FaultLedgerTest, AReadFindsWhatNoReportToldAndTheFirstReadOnlySetsTheBase
   ASSERT_EQ(next.size(), 1u) << "the new numbering is followed";
 }
 
+// A server's first discovery is all it knows of a link until a report or a read numbers it (a
+// standby whose master recorded the changes): the sweep of a takeover that finds the link
+// otherwise records one inferred change, and a later report numbers the link from then on.
+TEST_F(FaultLedgerTest, ALinkKnownOnlyFromDiscoveryChangesWhenASweepFindsItOtherwise) {
+  FaultLedger l(plan_);
+  EXPECT_TRUE(l.observe_state(a_.node, a_.port, true).empty()) << "the first state is a baseline";
+  EXPECT_EQ(l.believed_up(b_.node, b_.port), true);
+  EXPECT_TRUE(l.observe_state(b_.node, b_.port, true).empty());
+  auto d = l.observe_state(b_.node, b_.port, false);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_FALSE(d[0].up);
+  EXPECT_TRUE(d[0].inferred);
+  EXPECT_EQ(l.inferred(), 1u);
+  EXPECT_TRUE(l.observe_state(a_.node, a_.port, false).empty()) << "known already";
+  // A read that finds it up again (training 2) is a change from what discovery left.
+  auto r = l.observe(a_.node, a_.port, true, 2);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].up);
+  // From then on the link is numbered: the report of its next down is recorded once.
+  ASSERT_EQ(l.report(b_.node, b_.port, false, 2).size(), 1u);
+  EXPECT_TRUE(l.report(a_.node, a_.port, false, 2).empty());
+}
+
 TEST_F(FaultLedgerTest, AnEndThatRestartedIsRenumberedAndReadsAddNothingAfter) {
   FaultLedger l(plan_);
   // Both ends trained 5 times; the far host dies: the near end reports down(5).

@@ -93,6 +93,71 @@ TEST_P(FaultsBackends, LinkDownIsReportedStoredAndTheRegionRediscovered) {
   EXPECT_TRUE(same_fabric(again->map, plan));
 }
 
+// A chip dies (every link down): its neighbours' reports that arrive go to one re-discovery,
+// which reads over routes around the reported links, finds the chip silent after one request
+// timeout and takes all of its links out of the map, the unreported ones too; every other chip
+// still answers.
+TEST_P(FaultsBackends, AChipThatDiesIsTakenOutInOneBatchFromItsNeighboursReports) {
+  auto s = testing::Backend::make(GetParam(), "fattree:k=4,levels=3");
+  ASSERT_TRUE(s) << GetParam() << " did not come up";
+  const Picoseconds timeout = s->wait(100 * kUs);
+  Requester req(*s->port, {64, 6, timeout, 2});
+  DiscoveryOptions d;
+  d.pipelined = true;
+  auto found = discover(req, d);
+  ASSERT_TRUE(found.ok());
+  FabricMap map = found->map;
+  ASSERT_TRUE(enable_fault_reporting(req, map).ok());
+  std::vector<FaultRecord> faults;
+  req.set_fault_handler(
+      [&](const wire::MgmtPacket& p) { faults.push_back(decode_fault(p, map, s->port->now())); });
+  // A switch with no NIC of its own, away from the server.
+  uint32_t dead = UINT32_MAX;
+  for (uint32_t v = 0; v < map.num_nodes() && dead == UINT32_MAX; ++v) {
+    if (map.topology.is_nic(v) || map.hops[v] == 0 || map.hops[v] == UINT8_MAX) continue;
+    bool nic_below = false;
+    for (uint8_t p = 0; p < map.topology.num_ports(v); ++p)
+      if (auto peer = map.topology.peer({v, p}); peer && map.topology.is_nic(peer->node))
+        nic_below = true;
+    if (!nic_below) dead = v;
+  }
+  ASSERT_NE(dead, UINT32_MAX);
+  // Its links go down, the one towards the server last (written at the other end).
+  const uint8_t back = map.target[dead].backward.hops[0];
+  std::vector<uint8_t> ports;
+  for (uint8_t p = 0; p < map.topology.num_ports(dead); ++p)
+    if (map.topology.peer({dead, p}) && p != back) ports.push_back(p);
+  ports.push_back(back);
+  for (uint8_t p : ports) ASSERT_TRUE(testing::force_link_down(req, map, {dead, p}).ok());
+  req.drain_faults(s->wait(50 * kUs));
+  std::vector<std::pair<uint16_t, uint8_t>> reported;
+  for (const auto& f : faults)
+    if (f.cause == "link_down" && f.chip != map.chip_id[dead])
+      reported.push_back({static_cast<uint16_t>(f.chip), f.port});
+  // Reports whose fault route crossed the dead chip are lost; the rest say which links went.
+  ASSERT_GE(reported.size(), 1u) << "a neighbour reports";
+  const Picoseconds t0 = s->port->now();
+  auto upd = rediscover_region(req, map, reported);
+  const Picoseconds took = s->port->now() - t0;
+  ASSERT_TRUE(upd.ok()) << upd.error().to_string();
+  ASSERT_EQ(upd->silent.size(), 1u);
+  EXPECT_EQ(upd->silent[0], map.chip_id[dead]);
+  EXPECT_EQ(map.hops[dead], UINT8_MAX);
+  for (uint8_t p = 0; p < map.topology.num_ports(dead); ++p)
+    EXPECT_FALSE(map.topology.peer({dead, p})) << "port " << int{p};
+  EXPECT_LT(took, 2 * 3 * timeout) << "one timeout for the silent chip, not one per report";
+  int answered = 0, asked = 0;
+  for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+    if (v == map.server_node || v == dead || map.hops[v] == UINT8_MAX) continue;
+    ++asked;
+    req.submit(MgmtRequest::read(map.target[v], chip::reg::kChipId),
+               [&](const MgmtReply& r) { answered += r.status.ok(); });
+  }
+  req.run();
+  EXPECT_EQ(answered, asked);
+  EXPECT_EQ(asked, static_cast<int>(map.num_nodes()) - 2);
+}
+
 // A chip more than 20 NRCs from the server reports over its long backward route (its hops
 // beyond 20 in FAULT_ROUTE_EXT): a link forced down at the far end of a 26-NRC chain.
 TEST_P(FaultsBackends, ChipsBeyond20HopsReportOverTheirLongRoutes) {

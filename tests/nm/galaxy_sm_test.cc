@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "nm/cooperative_port.h"
 #include "nm/discovery.h"
 #include "nm/faults.h"
 #include "nm_test_util.h"
@@ -16,45 +17,10 @@
 namespace galaxy::nm {
 namespace {
 
-// A server's port that, while it waits, lets the other servers of the group answer (in slices
-// of `slice`); one level deep, so that an answering server does not serve the group again.
-class GroupPort final : public MgmtPort {
- public:
-  GroupPort(MgmtPort& inner, Picoseconds slice, std::function<void()> serve_others)
-      : inner_(inner), slice_(slice), serve_others_(std::move(serve_others)) {}
-  uint16_t server_chip_id() const override { return inner_.server_chip_id(); }
-  uint8_t server_vp() const override { return inner_.server_vp(); }
-  Status send(const MgmtRequest& r, uint16_t tid) override { return inner_.send(r, tid); }
-  Picoseconds now() const override { return inner_.now(); }
-  Result<uint64_t> read_local_register(uint16_t a) override {
-    return inner_.read_local_register(a);
-  }
-  Result<wire::MgmtPacket> receive(Picoseconds timeout) override {
-    const Picoseconds end = inner_.now() + timeout;
-    for (;;) {
-      const Picoseconds now = inner_.now();
-      const Picoseconds step = std::min(slice_, end > now ? end - now : Picoseconds{1});
-      auto p = inner_.receive(step);
-      if (p.ok() || p.error().code != Code::kTimeout || inner_.now() >= end) return p;
-      if (!serving_) {
-        serving_ = true;
-        serve_others_();
-        serving_ = false;
-      }
-    }
-  }
-  static inline bool serving_ = false;
-
- private:
-  MgmtPort& inner_;
-  Picoseconds slice_;
-  std::function<void()> serve_others_;
-};
-
 struct Server {
   std::unique_ptr<glex_device> device;
   std::unique_ptr<GlexMgmtPort> port;
-  std::unique_ptr<GroupPort> group;
+  std::unique_ptr<CooperativePort> group;
   std::unique_ptr<Requester> requester;
   std::unique_ptr<GalaxySm> sm;
   FabricMap map;
@@ -81,7 +47,8 @@ class GalaxySmBackends : public ::testing::TestWithParam<const char*> {
       s->port = std::move(GlexMgmtPort::open(s->device.get()).value());
     }
     const bool live = backend_->live_fabric();
-    s->group = std::make_unique<GroupPort>(*s->port, live ? kMs : 2 * kUs, [this] { serve(); });
+    s->group =
+        std::make_unique<CooperativePort>(*s->port, live ? kMs : 2 * kUs, [this] { serve(); });
     s->requester = std::make_unique<Requester>(
         *s->group, RequesterOptions{64, 6, backend_->wait(200 * kUs), 1});
     GalaxySmOptions o;
