@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "chip/registers.h"
+#include "nm/cooperative_port.h"
 #include "nm_test_util.h"
 
 namespace galaxy::nm {
@@ -45,6 +46,35 @@ TEST(RequesterTest, PipelinedWindowsOverlapRequests) {
   double us = static_cast<double>(s.port->now() - start) / kUs;
   EXPECT_LT(us, 120 * 7.40 / 4);  // far less than serial
   EXPECT_EQ(req.stats().retries, 0u);
+}
+
+// A port that fails (its server stopped: nm/cooperative_port.h) fails every request in flight,
+// parked and queued at once with its error, instead of waiting out their timeouts; later
+// requests fail as they are sent.
+TEST(RequesterTest, APortThatFailsFailsEveryRequestAtOnce) {
+  auto s = SimServer::make("fattree:k=4,levels=3");
+  auto map = s.oracle();
+  std::unique_ptr<CooperativePort> port;
+  port = std::make_unique<CooperativePort>(*s.port, kUs, [&] { port->stop(); });
+  Requester req(*port, {4, 1, kSec, 2});
+  int ok = 0, failed = 0;
+  for (int rep = 0; rep < 2; ++rep)
+    for (uint32_t v = 0; v < map.num_nodes(); ++v)
+      if (!map.topology.is_nic(v))
+        req.submit(MgmtRequest::read(map.target[v], chip::reg::kChipId), [&](const MgmtReply& r) {
+          ok += r.status.ok();
+          failed += !r.status.ok() && r.status.error().code == Code::kIoError;
+        });
+  const Picoseconds t0 = s.port->now();
+  req.run();
+  EXPECT_EQ(ok + failed, 40);
+  EXPECT_GE(failed, 36) << "at most the first window answered before the port stopped";
+  EXPECT_LT(s.port->now() - t0, kMs) << "no request waited for its timeout";
+  MgmtReply later;
+  req.submit(MgmtRequest::read(map.target[map.server_node], chip::reg::kChipId),
+             [&](const MgmtReply& r) { later = r; });
+  req.run();
+  EXPECT_EQ(later.status.error().id, 5474);
 }
 
 class RequesterBackends : public ::testing::TestWithParam<const char*> {};
