@@ -233,6 +233,14 @@ Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map,
     map = without_links(map, found);
     recompute_routes(map);
   }
+  // Links among chips the server no longer reaches leave the map too, as a sweep would not find
+  // them: the server cannot vouch for them, and routes must not join NICs through them.
+  std::vector<fabric::PortRef> beyond;
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    if (map.hops[v] == UINT8_MAX)
+      for (uint8_t p = 0; p < map.topology.num_ports(v); ++p)
+        if (map.topology.peer({v, p})) beyond.push_back({v, p});
+  if (!beyond.empty()) map = without_links(map, beyond);
   for (uint32_t v = 0; v < map.num_nodes(); ++v) {
     if (map.hops[v] == UINT8_MAX)
       ++out.unreachable;

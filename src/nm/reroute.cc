@@ -2,20 +2,19 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
-
 namespace galaxy::nm {
 
 Result<RerouteResult> reroute(Requester& requester, const FabricMap& map, const std::string& engine,
                               const RouteSet& previous) {
   RerouteResult out;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto routes = compute_routes(map, engine);
-  if (!routes.ok()) return routes.error();
-  out.routes = std::move(*routes);
-  out.check = verify_routes(map, out.routes);
-  out.compute_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto computed = compute_checked_routes(map, engine);
+  if (!computed.ok()) return computed.error();
+  out.routes = std::move(computed->routes);
+  out.check = std::move(computed->check);
+  out.engine = computed->engine;
+  out.fell_back = computed->fell_back;
+  out.connected_pairs = computed->connected_pairs;
+  out.compute_ms = computed->compute_ms;
   // Reload only what changed: an NRC whose writes are identical keeps its tables.
   RouteSet delta = out.routes;
   for (uint32_t v = 0; v < delta.writes.size(); ++v) {

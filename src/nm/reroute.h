@@ -1,6 +1,7 @@
 // Re-routing around a failure (SYSTEM.md 2.5.3): after a link-down report the region is
-// re-discovered (faults.h), then the routing engine recomputes the tables on the updated map,
-// they are verified, and only the NRCs whose range writes changed are reloaded.
+// re-discovered (faults.h), then the routing engine recomputes the tables on the updated map
+// (falling back to up*/down* when it leaves connected pairs unjoined), they are verified, and
+// only the NRCs whose range writes changed are reloaded.
 #pragma once
 
 #include <string>
@@ -15,7 +16,12 @@ struct RerouteResult {
   RouteCheck check;
   uint64_t nrcs_reloaded = 0;
   LoadResult load;
-  // Wall time of the computation (engine and verification) on this host: the server's own
+  // The engine that made the routes (the fallback when the asked one left connected pairs
+  // unjoined: routing.h compute_checked_routes) and the pairs the fabric connects.
+  std::string engine;
+  bool fell_back = false;
+  uint64_t connected_pairs = 0;
+  // Wall time of the computation (engines and verification) on this host: the server's own
   // work, which the fabric's clock (simulated or not) does not show.
   double compute_ms = 0;
 };

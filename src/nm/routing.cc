@@ -334,9 +334,17 @@ Result<RouteSet> route_updown(const FabricMap& map, const Spec& spec) {
       return std::tuple<int, int64_t, int64_t>(map.topology.level(x),
                                                rank[x] == kInf ? -1 : rank[x], -map.chip_id[x]);
     };
-    uint32_t best = g.nrcs[0];
+    // Among the NRCs the server reaches: a root cut off from the rest (a switch whose links all
+    // died is still in the map) would leave every pair without a legal path.
+    auto reached = [&](uint32_t v) { return v < map.hops.size() && map.hops[v] != UINT8_MAX; };
+    uint32_t best = UINT32_MAX;
     for (uint32_t v : g.nrcs)
-      if (key(v) > key(best)) best = v;
+      if (reached(v) && (best == UINT32_MAX || key(v) > key(best))) best = v;
+    if (best == UINT32_MAX) {
+      best = g.nrcs[0];
+      for (uint32_t v : g.nrcs)
+        if (key(v) > key(best)) best = v;
+    }
     roots.push_back(best);
   }
   auto dist = g.bfs(roots);

@@ -105,4 +105,27 @@ struct RouteCheck {
 // Checks the tables exactly as the chips would hold them (the writes applied per input port).
 RouteCheck verify_routes(const FabricMap& map, const RouteSet& routes);
 
+// Ordered NIC pairs some path of the map joins (through NRCs only; a fabric cut in parts counts
+// the pairs within each part): what a complete routing joins, as verify_routes counts.
+uint64_t connected_nic_pairs(const FabricMap& map);
+// The same over `t`'s links that `usable` accepts at either end it is asked about (all: empty).
+uint64_t connected_nic_pairs(const fabric::Topology& t,
+                             const std::function<bool(fabric::PortRef)>& usable);
+
+// Routes by `engine`, verified. When they leave pairs the fabric connects unjoined (a fat-tree
+// engine on a tree that lost switches, where some pairs need a turn up*/down* ranks from the
+// NICs forbid) and the `fallback` engine joins more, the fallback's routes instead: OpenSM's
+// engine chain ("-R ftree,updown"). An empty `fallback`: none.
+struct CheckedRoutes {
+  RouteSet routes;
+  RouteCheck check;
+  std::string engine;  // the engine whose routes these are
+  bool fell_back = false;
+  uint64_t connected_pairs = 0;
+  double compute_ms = 0;  // wall time of the computations and verifications on this host
+};
+inline constexpr const char* kFallbackRoutingEngine = "updown";
+Result<CheckedRoutes> compute_checked_routes(const FabricMap& map, const std::string& engine,
+                                             const std::string& fallback = kFallbackRoutingEngine);
+
 }  // namespace galaxy::nm

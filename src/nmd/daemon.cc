@@ -661,6 +661,16 @@ void Daemon::after_link_changes_locked(const std::vector<std::pair<uint32_t, uin
   reroute_locked();
 }
 
+namespace {
+
+// "fattree", or "updown (fattree left connected pairs unjoined)" when the fallback routed.
+std::string engine_text(const std::string& asked, const std::string& used) {
+  if (asked == used) return asked;
+  return fmt::format("{} ({} left connected NIC pairs unjoined)", used, asked);
+}
+
+}  // namespace
+
 void Daemon::reroute_locked() {
   reroute_pending_ = false;
   auto rr =
@@ -684,15 +694,19 @@ void Daemon::reroute_locked() {
   routes_ = std::move(rr->routes);
   routes_summary_["rerouted_us"] = clock_us();
   routes_summary_["compute_ms"] = rr->compute_ms;
+  routes_summary_["engine"] = rr->engine;
+  routes_summary_["fell_back_from"] = rr->fell_back ? config_.routing_engine : std::string();
+  routes_summary_["connected_pairs"] = rr->connected_pairs;
   routes_summary_["reachable_pairs"] = rr->check.reachable_pairs;
   routes_summary_["nic_pairs"] = rr->check.nic_pairs;
   routes_summary_["deadlock_free"] = rr->check.deadlock_free;
   note({.kind = EventKind::kLog,
         .cause = "re-routed",
-        .detail = fmt::format(
-            "{}: {} NRCs reloaded; {} of {} NIC pairs reachable{}", config_.routing_engine,
-            rr->nrcs_reloaded, rr->check.reachable_pairs, rr->check.nic_pairs,
-            reroute_attempts_ > 0 ? fmt::format(" (after {} failed attempts)", reroute_attempts_)
+        .detail = fmt::format("{}: {} NRCs reloaded; {} of {} NIC pairs reachable{}",
+                              engine_text(config_.routing_engine, rr->engine), rr->nrcs_reloaded,
+                              rr->check.reachable_pairs, rr->check.nic_pairs,
+                              reroute_attempts_ > 0
+                                  ? fmt::format(" (after {} failed attempts)", reroute_attempts_)
                                   : std::string())});
   reroute_attempts_ = 0;
   publish_locked();
@@ -703,14 +717,15 @@ Status Daemon::route_locked(const std::string& engine) {
   if (ib_) return sweep_ib_locked(engine).status();
   const nm::FabricMap& map = session_.discovery.map;
   const auto t0 = std::chrono::steady_clock::now();
-  auto routes = nm::compute_routes(map, engine);
-  if (!routes.ok()) return routes.error();
-  nm::RouteCheck check = nm::verify_routes(map, *routes);
-  const double compute_ms = seconds_since(t0) * 1e3;
-  auto load = nm::load_routes(*session_.requester, map, *routes);
+  auto computed = nm::compute_checked_routes(map, engine);
+  if (!computed.ok()) return computed.error();
+  const nm::RouteCheck& check = computed->check;
+  auto load = nm::load_routes(*session_.requester, map, computed->routes);
   if (!load.ok()) return load.error();
-  routes_ = std::move(*routes);
-  routes_summary_ = {{"engine", engine},
+  routes_ = std::move(computed->routes);
+  routes_summary_ = {{"engine", computed->engine},
+                     {"fell_back_from", computed->fell_back ? engine : std::string()},
+                     {"connected_pairs", computed->connected_pairs},
                      {"loaded_us", clock_us()},
                      {"range_writes", routes_.num_writes()},
                      {"nic_pairs", check.nic_pairs},
@@ -722,15 +737,15 @@ Status Daemon::route_locked(const std::string& engine) {
                      {"load_packets", load->packets},
                      {"load_failed", load->failed},
                      {"wall_ms", seconds_since(t0) * 1e3},
-                     {"compute_ms", compute_ms}};
-  note(
-      {.kind = EventKind::kLog,
-       .severity = check.reachable_pairs == check.nic_pairs && load->failed == 0
-                       ? EventSeverity::kInfo
-                       : EventSeverity::kMajor,
-       .cause = "routes loaded",
-       .detail = fmt::format("{}: {} of {} NIC pairs reachable, {} table writes, {} failed", engine,
-                             check.reachable_pairs, check.nic_pairs, load->packets, load->failed)});
+                     {"compute_ms", computed->compute_ms}};
+  note({.kind = EventKind::kLog,
+        .severity = check.reachable_pairs == check.nic_pairs && load->failed == 0
+                        ? EventSeverity::kInfo
+                        : EventSeverity::kMajor,
+        .cause = "routes loaded",
+        .detail = fmt::format("{}: {} of {} NIC pairs reachable, {} table writes, {} failed",
+                              engine_text(engine, computed->engine), check.reachable_pairs,
+                              check.nic_pairs, load->packets, load->failed)});
   return {};
 }
 

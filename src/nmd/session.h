@@ -32,7 +32,7 @@ struct SessionOptions {
   struct Shared {
     std::shared_ptr<sim::SimFabric> fabric;
     std::function<void()> serve_others;
-    uint64_t slice_ps = 20'000'000;  // 20 us of simulated time between the others' turns
+    uint64_t slice_ps = 100'000'000;  // 100 us of simulated time between the others' turns
   } shared;
 };
 

@@ -10,6 +10,7 @@
 #include "chip/eeprom.h"
 #include "chip/registers.h"
 #include "nm/config.h"
+#include "nm/faults.h"
 #include "nm/route_load.h"
 #include "nm_test_util.h"
 
@@ -169,6 +170,64 @@ TEST(RoutingTest, DragonflyIsMinimalWithGlobalLinksAsDatelines) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("no global link"), std::string::npos)
       << bad.error().to_string();
+}
+
+// A fat tree that lost switches: for every one and every two NRCs (not the server's) of a
+// 3-level k=4 fat tree dead (all their links gone), the checked routes join every NIC pair the
+// server's part of the fabric connects. Where the fat-tree engine's ranks (distance from the NICs)
+// leave pairs that need a forbidden turn, up*/down* from a root routes them instead; some of these
+// cases do.
+TEST(RoutingTest, CheckedRoutesFallBackToUpDownWhenTheFatTreeEngineFallsShort) {
+  const FabricMap whole = map_of("fattree:k=4,levels=3");
+  const fabric::Topology& t = whole.topology;
+  // Not the server's own NRC (a server cut off routes nothing).
+  const uint32_t server_nrc = t.peer({whole.server_node, 0})->node;
+  std::vector<uint32_t> nrcs;
+  for (uint32_t v = 0; v < t.num_nodes(); ++v)
+    if (!t.is_nic(v) && v != server_nrc) nrcs.push_back(v);
+  auto without = [&](std::vector<uint32_t> dead) {
+    std::vector<fabric::PortRef> ends;
+    for (uint32_t v : dead)
+      for (uint8_t p = 0; p < t.num_ports(v); ++p)
+        if (t.peer({v, p})) ends.push_back({v, p});
+    FabricMap m = without_links(whole, ends);
+    recompute_routes(m);
+    return m;
+  };
+  int cases = 0, fell_back = 0;
+  for (size_t i = 0; i < nrcs.size(); ++i)
+    for (size_t j = i; j < nrcs.size(); ++j) {
+      FabricMap m = without(i == j ? std::vector<uint32_t>{nrcs[i]}
+                                   : std::vector<uint32_t>{nrcs[i], nrcs[j]});
+      auto r = compute_checked_routes(m, "fattree");
+      ASSERT_TRUE(r.ok()) << r.error().to_string();
+      ++cases;
+      fell_back += r->fell_back;
+      EXPECT_EQ(r->check.reachable_pairs, r->connected_pairs)
+          << "NRCs " << nrcs[i] << " and " << nrcs[j] << " dead, engine " << r->engine;
+      EXPECT_EQ(r->check.loops, 0u);
+      EXPECT_TRUE(r->check.deadlock_free);
+      EXPECT_EQ(r->engine, r->fell_back ? "updown" : "fattree");
+      // Where the server reaches every NIC, the fallback alone joins them all too: its root is
+      // an NRC the server reaches, never a dead switch still in the map (the highest-level one,
+      // when it died). (A fabric cut in parts is routed in the server's part only.)
+      bool one_part = true;
+      for (uint32_t v = 0; v < m.num_nodes(); ++v)
+        one_part = one_part && (!m.topology.is_nic(v) || m.hops[v] != UINT8_MAX);
+      if (!one_part) continue;
+      auto up = compute_routes(m, "updown");
+      ASSERT_TRUE(up.ok());
+      EXPECT_EQ(verify_routes(m, *up).reachable_pairs, r->connected_pairs)
+          << "updown, NRCs " << nrcs[i] << " and " << nrcs[j] << " dead";
+    }
+  EXPECT_EQ(cases, 19 * 20 / 2);
+  EXPECT_GT(fell_back, 0) << "no case needed the fallback: the test no longer tests it";
+  // The whole tree needs none, and a fallback of "" is none.
+  auto whole_routes = compute_checked_routes(whole, "fattree", "");
+  ASSERT_TRUE(whole_routes.ok());
+  EXPECT_FALSE(whole_routes->fell_back);
+  EXPECT_EQ(whole_routes->check.reachable_pairs, whole_routes->connected_pairs);
+  EXPECT_EQ(whole_routes->connected_pairs, 16u * 15u);
 }
 
 TEST(RoutingTest, HandMadeLoopIsDetected) {

@@ -75,6 +75,7 @@ TEST_F(SmCampaignTest, ThreeServersThroughKillsAndFlapsKeepOneMasterAndEveryFaul
 TEST_F(SmCampaignTest, AMasterThatNeverReroutesFailsTheCampaign) {
   SmCampaignOptions o = small();
   o.routing_engine = "none";  // the servers leave the tables as they are
+  o.sm_poll_s = 0.2;
   o.flaps = 1;
   o.leaderless_downs = 0;
   o.chip_kills = 0;
