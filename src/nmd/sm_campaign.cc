@@ -413,14 +413,24 @@ nlohmann::json Campaign::check_history() {
   // (chip, port, cause) -> the times recorded.
   std::map<std::tuple<int64_t, int32_t, std::string>, std::vector<int64_t>> recorded;
   for (const Event& e : events) recorded[{e.chip, e.port, e.cause}].push_back(e.time_us);
-  auto found = [&](fabric::PortRef p, const std::string& cause, int64_t after) {
+  auto found = [&](fabric::PortRef p, const std::string& cause, int64_t after, int64_t before) {
     auto it = recorded.find({p.node, p.port, cause});
     if (it == recorded.end()) return false;
     return std::any_of(it->second.begin(), it->second.end(),
-                       [&](int64_t at) { return at >= after; });
+                       [&](int64_t at) { return at >= after && at < before; });
+  };
+  // A change's event comes before the next change of the same link (the campaign waits for
+  // each re-route), so a later flap's event never stands for an earlier one.
+  auto same_link = [&](const Change& a, const Change& b) {
+    if (a.kind == "chip_kill" || b.kind == "chip_kill") return false;
+    return a.end == b.end || a.end == *t.peer(b.end);
   };
   uint64_t expected = 0, lost = 0;
-  for (const Change& c : changes_) {
+  for (size_t i = 0; i < changes_.size(); ++i) {
+    const Change& c = changes_[i];
+    int64_t before = INT64_MAX;
+    for (size_t j = i + 1; j < changes_.size() && before == INT64_MAX; ++j)
+      if (same_link(c, changes_[j])) before = changes_[j].at_us;
     std::vector<std::vector<fabric::PortRef>> wanted;  // each: one of these ends records it
     const std::string cause = c.kind == "link_up" ? "link_up" : "link_down";
     if (c.kind == "chip_kill") {
@@ -435,7 +445,7 @@ nlohmann::json Campaign::check_history() {
       if (c.kind == "chip_kill" && dead_before(ends[0].node, c.at_us)) continue;
       ++expected;
       if (std::none_of(ends.begin(), ends.end(),
-                       [&](fabric::PortRef p) { return found(p, cause, c.at_us); })) {
+                       [&](fabric::PortRef p) { return found(p, cause, c.at_us, before); })) {
         if (lost++ < 5)
           problem(fmt::format("{} at {} port {} (t={} us{}): not in the fault history", cause,
                               t.name(ends[0].node), ends[0].port, c.at_us,
