@@ -142,10 +142,6 @@ FabricMap without_links(const FabricMap& map, const std::vector<fabric::PortRef>
   return out;
 }
 
-FabricMap without_link(const FabricMap& map, fabric::PortRef end) {
-  return without_links(map, {end});
-}
-
 Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, uint16_t chip,
                                        uint8_t port) {
   return rediscover_region(req, map, std::vector<std::pair<uint16_t, uint8_t>>{{chip, port}});

@@ -86,9 +86,7 @@ std::vector<FaultAuditRead> read_fault_audit(Requester& requester, const FabricM
 // The FAULT_DEST value that names the requester's own server.
 uint64_t fault_dest_of(const MgmtPort& port);
 
-// A copy of `map` without the link at (node, port).
-FabricMap without_link(const FabricMap& map, fabric::PortRef end);
-// The map without the links at `ends` (either end of each may be named).
+// A copy of `map` without the links at `ends` (either end of each may be named).
 FabricMap without_links(const FabricMap& map, const std::vector<fabric::PortRef>& ends);
 
 }  // namespace galaxy::nm
