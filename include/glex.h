@@ -133,6 +133,11 @@ typedef uint64_t glex_mem_handle_t;
 glex_ret_t glex_register_mem(glex_device_handle_t dev, void* addr, uint64_t len, uint32_t access,
                              glex_mem_handle_t* mh);
 glex_ret_t glex_deregister_mem(glex_device_handle_t dev, glex_mem_handle_t mh);
+/* A registration as the 32 bits an RDMA descriptor carries (the key the target's NIC checks),
+ * and back, on any NIC of the same fabric: for protocols above libglex whose memory handles are
+ * 32-bit fields (VIA's VIP_MEM_HANDLE, include/via.h). */
+uint32_t glex_mem_key(glex_device_handle_t dev, glex_mem_handle_t mh);
+glex_mem_handle_t glex_mem_handle_of_key(glex_device_handle_t dev, uint32_t key);
 /* Memory that peers on this host reach with a single memcpy (shared registered memory);
  * register it like any other. Other memory is reached by cross-memory attach, also one copy. */
 glex_ret_t glex_alloc_mem(glex_device_handle_t dev, uint64_t len, void** addr);

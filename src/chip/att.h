@@ -91,9 +91,11 @@ class Att final : public AttTable {
   size_t regions() const { return live_regions_; }
   uint64_t pages() const { return pages_in_use_; }
 
- private:
+  // A key's region index (its low bits; the generation is above them).
   static constexpr uint32_t kIndexBits = 20;
   static constexpr uint32_t kIndexMask = (1u << kIndexBits) - 1;
+
+ private:
   struct Region {
     bool valid = false;
     uint32_t generation = 0;

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "base/status.h"
+#include "chip/att.h"
 #include "chip/coll.h"
 #include "glex.h"
 #include "wire/mgmt.h"
@@ -44,6 +45,11 @@ struct glex_device {
   virtual void reset_coll(uint8_t /*vp*/) {}
   // The key a descriptor carries for memory handle `mh` (a local descriptor's destination).
   virtual uint32_t descriptor_key(glex_mem_handle_t mh) const { return static_cast<uint32_t>(mh); }
+  // The memory handle whose descriptor key is `key` (the inverse of descriptor_key): the
+  // simulated NIC's handles are index << 32 | key, the index being the key's low bits.
+  virtual glex_mem_handle_t handle_of_key(uint32_t key) const {
+    return (static_cast<uint64_t>(key & galaxy::chip::Att::kIndexMask) << 32) | key;
+  }
   // What a collective tree's degree is chosen from (coll::choose_degree): the time of one level
   // of the tree and what each further child adds, offloaded and host-driven, in picoseconds.
   struct CollTiming {

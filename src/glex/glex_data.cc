@@ -269,6 +269,14 @@ glex_ret_t glex_deregister_mem(glex_device_handle_t dev, glex_mem_handle_t mh) {
   return dev->deregister_mem(mh);
 }
 
+uint32_t glex_mem_key(glex_device_handle_t dev, glex_mem_handle_t mh) {
+  return dev ? dev->descriptor_key(mh) : 0;
+}
+
+glex_mem_handle_t glex_mem_handle_of_key(glex_device_handle_t dev, uint32_t key) {
+  return dev ? dev->handle_of_key(key) : 0;
+}
+
 glex_ret_t glex_alloc_mem(glex_device_handle_t dev, uint64_t len, void** addr) {
   if (!dev || !addr) return null_arg("glex_alloc_mem", "dev and addr");
   if (len == 0 || len > (uint64_t{1} << 40))

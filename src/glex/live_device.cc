@@ -450,6 +450,9 @@ class LiveDevice final : public glex_device {
   }
 
   uint32_t descriptor_key(glex_mem_handle_t mh) const override { return live::wire_key(mh); }
+  glex_mem_handle_t handle_of_key(uint32_t key) const override {
+    return live::handle_of_wire_key(key);
+  }
 
  private:
   glex_ret_t check_coll_vp(uint8_t vp, const char* fn) {

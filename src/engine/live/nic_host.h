@@ -29,6 +29,9 @@ constexpr bool valid_handle(uint64_t mh) {
 constexpr uint32_t wire_key(uint64_t mh) {
   return static_cast<uint32_t>(((mh >> 32) << kWireKeyBits) | (mh & kWireKeyMask));
 }
+constexpr uint64_t handle_of_wire_key(uint32_t key) {
+  return (uint64_t{key >> kWireKeyBits} << 32) | (key & kWireKeyMask);
+}
 
 inline constexpr unsigned kPhysEntryShift = 48;
 inline constexpr uint64_t kPhysAddressMask = (uint64_t{1} << kPhysEntryShift) - 1;

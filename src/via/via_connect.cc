@@ -1,0 +1,325 @@
+// VIA connections, client-server (VIA 1.0 section 2.5): a request from a VI to a NIC's
+// connection manager, matched by discriminator, accepted by a VI of the server or rejected
+// (docs/via.md "Connections").
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "via/via_internal.h"
+
+namespace galaxy::via {
+namespace {
+
+// The attributes a VI tells its peer, and its tag's secret.
+struct WireAttrs {
+  uint16_t level;
+  uint8_t write, read;
+  uint32_t mtu;
+  uint32_t secret;
+};
+static_assert(sizeof(WireAttrs) == 12);
+
+WireAttrs wire_attrs(const via_vi* vi) {
+  return {vi->attrs.ReliabilityLevel, static_cast<uint8_t>(vi->attrs.EnableRdmaWrite ? 1 : 0),
+          static_cast<uint8_t>(vi->attrs.EnableRdmaRead ? 1 : 0),
+          static_cast<uint32_t>(vi->attrs.MaxTransferSize), vi->attrs.Ptag->secret};
+}
+
+VIP_VI_ATTRIBUTES from_wire(const WireAttrs& w) {
+  VIP_VI_ATTRIBUTES a{};
+  a.ReliabilityLevel = w.level;
+  a.MaxTransferSize = w.mtu;
+  a.EnableRdmaWrite = w.write ? VIP_TRUE : VIP_FALSE;
+  a.EnableRdmaRead = w.read ? VIP_TRUE : VIP_FALSE;
+  return a;  // the peer's tag means nothing here
+}
+
+// A request: header, id, attributes, the discriminator asked for, the requester's address.
+struct WireRequest {
+  uint32_t id;
+  WireAttrs attrs;
+  uint8_t disc_len;
+  uint8_t disc[VIP_MAX_DISCRIMINATOR_LEN];
+  uint8_t local_disc_len;
+  uint8_t local_disc[VIP_MAX_DISCRIMINATOR_LEN];
+  uint8_t pad[2];
+  uint64_t local_host;
+};
+static_assert(sizeof(Header) + sizeof(WireRequest) <= GLEX_MP_PAYLOAD);
+
+struct WireAccept {
+  uint32_t id;
+  WireAttrs attrs;
+};
+
+bool valid_address(const VIP_NET_ADDRESS* a) {
+  return a && a->HostAddressLen == VIP_HOST_ADDRESS_LEN &&
+         a->DiscriminatorLen <= VIP_MAX_DISCRIMINATOR_LEN;
+}
+
+glex_ep_addr_t host_of(const VIP_NET_ADDRESS* a) {
+  glex_ep_addr_t h;
+  std::memcpy(&h, a->HostAddress, sizeof h);
+  return h;
+}
+
+// An MP from `ep` that must go (the target's MPQ may be full for a moment).
+glex_ret_t send_within(Nic* nic, glex_ep_handle_t ep, glex_ep_addr_t to, const void* p, size_t n,
+                       uint64_t limit_ms) {
+  const uint64_t start = now_ms(nic);
+  for (uint64_t tries = 0;; ++tries) {
+    const glex_ret_t r = glex_send_mp(ep, to, p, static_cast<uint32_t>(n), 0);
+    if (r != GLEX_BUSY || now_ms(nic) - start >= limit_ms || tries > 1000000) return r;
+  }
+}
+
+template <class T>
+std::vector<uint8_t> packet(Kind kind, const T& body) {
+  Header h{static_cast<uint8_t>(kind), 0, 0, 0};
+  std::vector<uint8_t> out(sizeof h + sizeof body);
+  std::memcpy(out.data(), &h, sizeof h);
+  std::memcpy(out.data() + sizeof h, &body, sizeof body);
+  return out;
+}
+
+// What the connection manager received: a request to hold, or the cancellation of a held one.
+void on_manager_mp(Nic* nic, const glex_mp& mp) {
+  Header h;
+  WireRequest w{};
+  if (mp.len < sizeof h) return void(++nic->dropped);
+  std::memcpy(&h, mp.data, sizeof h);
+  const size_t len = mp.len - sizeof h;
+  if (h.kind == static_cast<uint8_t>(Kind::kConnCancel) && len >= 4) {
+    uint32_t id;
+    std::memcpy(&id, mp.data + sizeof h, 4);
+    std::erase_if(nic->pending,
+                  [&](const PendingConn& p) { return p.from == mp.src && p.id == id; });
+    return;
+  }
+  if (h.kind != static_cast<uint8_t>(Kind::kConnRequest) || len < sizeof w)
+    return void(++nic->dropped);
+  std::memcpy(&w, mp.data + sizeof h, sizeof w);
+  if (w.disc_len > VIP_MAX_DISCRIMINATOR_LEN || w.local_disc_len > VIP_MAX_DISCRIMINATOR_LEN)
+    return void(++nic->dropped);
+  PendingConn p;
+  p.from = mp.src;
+  p.id = w.id;
+  p.attrs = from_wire(w.attrs);
+  p.secret = w.attrs.secret;
+  p.local_disc.assign(w.disc, w.disc + w.disc_len);
+  p.remote_host = w.local_host;
+  p.remote_disc.assign(w.local_disc, w.local_disc + w.local_disc_len);
+  nic->pending.push_back(std::move(p));
+}
+
+}  // namespace
+
+void handle_connection_mp(via_vi* vi, const glex_mp& mp) {
+  Header h;
+  std::memcpy(&h, mp.data, sizeof h);
+  const size_t len = mp.len - sizeof h;
+  if (h.kind == static_cast<uint8_t>(Kind::kConnAccept) && len >= sizeof(WireAccept)) {
+    WireAccept a;
+    std::memcpy(&a, mp.data + sizeof h, sizeof a);
+    if (vi->state == VIP_STATE_CONNECT_PENDING && a.id == vi->conn_id) {
+      vi->peer = mp.src;
+      vi->peer_attrs = from_wire(a.attrs);
+      vi->peer_secret = a.attrs.secret;
+      vi->accepted = true;
+      vi->state = VIP_STATE_CONNECTED;  // what the server sends next follows in the same drain
+      return;
+    }
+    // An acceptance of a request given up: the accepting VI learns it has no peer.
+    Header d{static_cast<uint8_t>(Kind::kDisconnect), 0, 0, a.id};
+    (void)glex_send_mp(vi->ep, mp.src, &d, sizeof d, 0);
+    return;
+  }
+  if (h.kind == static_cast<uint8_t>(Kind::kConnReject) && len >= 4) {
+    uint32_t id;
+    std::memcpy(&id, mp.data + sizeof h, 4);
+    if (vi->state == VIP_STATE_CONNECT_PENDING && id == vi->conn_id) vi->rejected = true;
+    return;
+  }
+  ++vi->nic->dropped;
+}
+
+}  // namespace galaxy::via
+
+using namespace galaxy::via;
+
+extern "C" {
+
+VIP_RETURN VipConnectRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, VIP_NET_ADDRESS* remote,
+                             VIP_ULONG timeout, VIP_VI_ATTRIBUTES* remote_attrs) {
+  if (!vi) return fail(VIP_INVALID_PARAMETER, "E6561 VipConnectRequest: ViHandle is NULL");
+  Nic* nic = vi->nic;
+  std::lock_guard lock(nic->mu);
+  if (!valid_address(remote) || (local && !valid_address(local)))
+    return fail(VIP_INVALID_PARAMETER,
+                fmt::format("E6562 VipConnectRequest: an address must have HostAddressLen {} and "
+                            "DiscriminatorLen <= {}",
+                            VIP_HOST_ADDRESS_LEN, VIP_MAX_DISCRIMINATOR_LEN));
+  if (timeout == 0) return fail(VIP_INVALID_PARAMETER, "E6563 VipConnectRequest: Timeout = 0");
+  if (vi->state != VIP_STATE_IDLE)
+    return fail(VIP_INVALID_STATE, "E6564 VipConnectRequest: the VI is not idle");
+  WireRequest w{};
+  w.id = random_u32();
+  w.attrs = wire_attrs(vi);
+  w.disc_len = static_cast<uint8_t>(remote->DiscriminatorLen);
+  std::memcpy(w.disc, remote->HostAddress + VIP_HOST_ADDRESS_LEN, w.disc_len);
+  if (local) {
+    w.local_host = host_of(local);
+    w.local_disc_len = static_cast<uint8_t>(local->DiscriminatorLen);
+    std::memcpy(w.local_disc, local->HostAddress + VIP_HOST_ADDRESS_LEN, w.local_disc_len);
+  } else {
+    std::memcpy(&w.local_host, nic->address.data(), sizeof w.local_host);
+  }
+  const glex_ep_addr_t manager = host_of(remote);
+  const auto bytes = packet(Kind::kConnRequest, w);
+  // Until the timeout: a server whose connection manager is not open yet (it may be starting
+  // beside this client) is asked again every 10 ms, as a request waits for its ConnectWait.
+  const uint64_t start = now_ms(nic);
+  std::string why;
+  for (;;) {
+    const uint64_t elapsed = now_ms(nic) - start;
+    if (elapsed >= timeout) break;
+    vi->conn_id = w.id = random_u32();
+    std::memcpy(const_cast<uint8_t*>(bytes.data()) + sizeof(Header), &w.id, sizeof w.id);
+    vi->accepted = vi->rejected = vi->unreachable = false;
+    const glex_ret_t r =
+        send_within(nic, vi->ep, manager, bytes.data(), bytes.size(), timeout - elapsed);
+    if (r == GLEX_SUCCESS) {
+      vi->state = VIP_STATE_CONNECT_PENDING;
+      ++vi->mps_unpolled;
+      wait_until(vi, timeout - std::min<uint64_t>(timeout, now_ms(nic) - start),
+                 [&] { return vi->accepted || vi->rejected || vi->unreachable; });
+      if (vi->accepted) {
+        if (remote_attrs) *remote_attrs = vi->peer_attrs;
+        return VIP_SUCCESS;
+      }
+      vi->state = VIP_STATE_IDLE;
+      if (vi->rejected) return fail(VIP_REJECT, "E6566 VipConnectRequest: the server rejected it");
+      if (!vi->unreachable) {  // asked and unanswered: the request is withdrawn
+        const auto cancel = packet(Kind::kConnCancel, w.id);
+        (void)glex_send_mp(vi->ep, manager, cancel.data(), static_cast<uint32_t>(cancel.size()), 0);
+        break;
+      }
+      why = "no connection manager there";
+    } else if (r == GLEX_UNREACHABLE || r == GLEX_PEER_DEAD) {
+      why = glex_last_error();
+    } else if (r != GLEX_BUSY) {
+      return fail(VIP_NOT_REACHABLE, fmt::format("E6565 VipConnectRequest: node {} VP {}: {}",
+                                                 GLEX_EP_ADDR_NODE(manager),
+                                                 GLEX_EP_ADDR_VP(manager), glex_last_error()));
+    }
+    wait_until(vi, 10, [] { return false; });
+  }
+  return fail(VIP_TIMEOUT,
+              fmt::format("E6568 VipConnectRequest: no answer from node {} VP {} within {} ms{}{}",
+                          GLEX_EP_ADDR_NODE(manager), GLEX_EP_ADDR_VP(manager), timeout,
+                          why.empty() ? "" : ": ", why));
+}
+
+VIP_RETURN VipConnectWait(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* local, VIP_ULONG timeout,
+                          VIP_NET_ADDRESS* remote, VIP_VI_ATTRIBUTES* remote_attrs,
+                          VIP_CONN_HANDLE* conn) {
+  if (!nic || !conn) return fail(VIP_INVALID_PARAMETER, "E6569 VipConnectWait: a handle is NULL");
+  std::lock_guard lock(nic->mu);
+  if (!valid_address(local))
+    return fail(VIP_INVALID_PARAMETER,
+                fmt::format("E6570 VipConnectWait: LocalAddr must have HostAddressLen {} and "
+                            "DiscriminatorLen <= {}",
+                            VIP_HOST_ADDRESS_LEN, VIP_MAX_DISCRIMINATOR_LEN));
+  const std::vector<uint8_t> want(
+      local->HostAddress + VIP_HOST_ADDRESS_LEN,
+      local->HostAddress + VIP_HOST_ADDRESS_LEN + local->DiscriminatorLen);
+  const uint64_t start = now_ms(nic);
+  uint64_t waited = 0;
+  for (;;) {
+    glex_mp mp;
+    while (glex_recv_mp(nic->cm, 0, &mp) == GLEX_SUCCESS) on_manager_mp(nic, mp);
+    for (auto it = nic->pending.begin(); it != nic->pending.end(); ++it) {
+      if (it->local_disc != want) continue;
+      auto c = std::make_unique<via_conn>();
+      c->nic = nic;
+      c->request = std::move(*it);
+      nic->pending.erase(it);
+      if (remote) {
+        remote->HostAddressLen = VIP_HOST_ADDRESS_LEN;
+        remote->DiscriminatorLen = static_cast<VIP_UINT16>(c->request.remote_disc.size());
+        std::memcpy(remote->HostAddress, &c->request.remote_host, VIP_HOST_ADDRESS_LEN);
+        std::memcpy(remote->HostAddress + VIP_HOST_ADDRESS_LEN, c->request.remote_disc.data(),
+                    c->request.remote_disc.size());
+      }
+      if (remote_attrs) *remote_attrs = c->request.attrs;
+      *conn = c.get();
+      nic->conns.push_back(std::move(c));
+      return VIP_SUCCESS;
+    }
+    const uint64_t elapsed = std::max(now_ms(nic) - start, waited);
+    if (timeout != VIP_INFINITE && elapsed >= timeout)
+      return fail(VIP_TIMEOUT,
+                  fmt::format("E6571 VipConnectWait: no request within {} ms", timeout));
+    const auto slice = static_cast<int32_t>(
+        std::min<uint64_t>(timeout == VIP_INFINITE ? 100 : timeout - elapsed, 100));
+    if (glex_recv_mp(nic->cm, slice, &mp) == GLEX_SUCCESS)
+      on_manager_mp(nic, mp);
+    else
+      waited += static_cast<uint64_t>(slice);
+  }
+}
+
+VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE conn, VIP_VI_HANDLE vi) {
+  if (!conn || !vi) return fail(VIP_INVALID_PARAMETER, "E6572 VipConnectAccept: a handle is NULL");
+  Nic* nic = conn->nic;
+  std::lock_guard lock(nic->mu);
+  if (vi->nic != nic)
+    return fail(VIP_INVALID_PARAMETER, "E6573 VipConnectAccept: the VI is of another NIC");
+  if (vi->state != VIP_STATE_IDLE)
+    return fail(VIP_INVALID_STATE, "E6574 VipConnectAccept: the VI is not idle");
+  // The two VIs must agree; a refusal sends nothing, so the server may change its VI and retry.
+  const PendingConn& r = conn->request;
+  if (r.attrs.ReliabilityLevel != vi->attrs.ReliabilityLevel)
+    return fail(VIP_INVALID_RELIABILITY_LEVEL,
+                fmt::format("E6575 VipConnectAccept: ReliabilityLevel {} here, {} at the requester",
+                            vi->attrs.ReliabilityLevel, r.attrs.ReliabilityLevel));
+  if (r.attrs.MaxTransferSize != vi->attrs.MaxTransferSize)
+    return fail(VIP_INVALID_MTU,
+                fmt::format("E6576 VipConnectAccept: MaxTransferSize {} here, {} at the requester",
+                            vi->attrs.MaxTransferSize, r.attrs.MaxTransferSize));
+  const auto bytes = packet(Kind::kConnAccept, WireAccept{r.id, wire_attrs(vi)});
+  if (glex_ret_t g = send_within(nic, vi->ep, r.from, bytes.data(), bytes.size(), 1000);
+      g != GLEX_SUCCESS)
+    return fail(VIP_NOT_REACHABLE, fmt::format("E6577 VipConnectAccept: the requester is gone: {}",
+                                               glex_last_error()));
+  vi->peer = r.from;
+  vi->peer_attrs = r.attrs;
+  vi->peer_secret = r.secret;
+  vi->conn_id = r.id;
+  vi->state = VIP_STATE_CONNECTED;
+  ++vi->mps_unpolled;
+  std::erase_if(nic->conns, [&](const auto& c) { return c.get() == conn; });
+  return VIP_SUCCESS;
+}
+
+VIP_RETURN VipConnectReject(VIP_CONN_HANDLE conn) {
+  if (!conn) return fail(VIP_INVALID_PARAMETER, "E6578 VipConnectReject: ConnHandle is NULL");
+  Nic* nic = conn->nic;
+  std::lock_guard lock(nic->mu);
+  const auto bytes = packet(Kind::kConnReject, conn->request.id);
+  (void)send_within(nic, nic->cm, conn->request.from, bytes.data(), bytes.size(), 1000);
+  std::erase_if(nic->conns, [&](const auto& c) { return c.get() == conn; });
+  return VIP_SUCCESS;
+}
+
+VIP_RETURN VipDisconnect(VIP_VI_HANDLE vi) {
+  if (!vi) return fail(VIP_INVALID_PARAMETER, "E6579 VipDisconnect: ViHandle is NULL");
+  std::lock_guard lock(vi->nic->mu);
+  if (vi->state == VIP_STATE_IDLE)
+    return fail(VIP_INVALID_STATE, "E6580 VipDisconnect: the VI is not connected");
+  progress(vi);  // what the peer sent before is taken first
+  to_idle(vi);
+  return VIP_SUCCESS;
+}
+
+}  // extern "C"

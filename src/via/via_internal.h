@@ -1,0 +1,248 @@
+// The VIA provider's state (docs/via.md): a NIC handle over one glex device, its VIs (one glex
+// endpoint, so one VP, each), completion queues, protection tags and the user-level registration
+// table. Everything here runs on the caller's thread under the NIC's lock; the NIC's own work
+// (moving data, checking keys) is libglex's.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "glex.h"
+#include "via.h"
+
+namespace galaxy::via {
+
+// ---- Limits (reported by VipQueryNic) -----------------------------------------------------------
+inline constexpr uint8_t kCmVp = 7;                 // the connection manager's VP on every NIC
+inline constexpr uint32_t kMaxSegments = 32;        // per descriptor, address segment included
+inline constexpr uint32_t kRingSlots = 256;         // a work queue's ring; more wait in overflow
+inline constexpr uint32_t kMaxQueued = 65536;       // a work queue's ring plus its overflow
+inline constexpr uint32_t kMaxTransfer = 1u << 30;  // a VI's MaxTransferSize at most
+inline constexpr uint32_t kMaxCqEntries = 65536;
+inline constexpr uint32_t kMaxRegions =
+    120;  // two ATT entries each (the user's and the provider's)
+
+// ---- Packets between two VIs, each one MP (docs/via.md "Packets") -------------------------------
+enum class Kind : uint8_t {
+  kConnRequest = 1,  // requester VI -> connection manager
+  kConnCancel,       // requester VI -> connection manager: the request timed out
+  kConnAccept,       // accepting VI -> requester VI
+  kConnReject,       // connection manager -> requester VI
+  kDisconnect,       // either VI -> the other
+  kEager,            // a send of up to kEagerMax bytes, carried whole
+  kRts,              // a larger send: its length and first segments; the receiver reads it
+  kRtsMore,          // further segments of a kRts
+  kFin,              // receiver -> sender: a kRts is read (or refused)
+  kAck,              // receiver -> sender: a kEager is placed (reliable reception)
+  kWriteImm,         // after an RDMA write's data: its immediate, which consumes a receive
+  kError,            // a VI fell into the error state; its peer follows
+};
+struct Header {
+  uint8_t kind;
+  uint8_t flags;  // kFlagImmediate
+  uint16_t aux;   // kRts: segment count; kFin, kError: a Reason
+  uint32_t imm;   // immediate data
+};
+static_assert(sizeof(Header) == 8);
+inline constexpr uint8_t kFlagImmediate = 0x1;
+inline constexpr uint32_t kEagerMax = GLEX_MP_PAYLOAD - sizeof(Header);
+struct WireSegment {  // a sender's piece of a kRts: the receiver reads it by RDMA get
+  uint64_t addr;
+  uint32_t len;
+  uint32_t key;  // glex_mem_key of the provider's registration
+};
+static_assert(sizeof(WireSegment) == 16);
+inline constexpr uint32_t kRtsFirstSegments = (kEagerMax - 8) / sizeof(WireSegment);  // 6
+inline constexpr uint32_t kRtsMoreSegments = kEagerMax / sizeof(WireSegment);         // 7
+
+enum class Reason : uint16_t { kNone = 0, kRecvQueueEmpty, kLength, kProtection, kTransport };
+
+// ---- Objects behind the handles
+// --------------------------------------------------------------------
+struct Nic;
+struct Vi;
+
+}  // namespace galaxy::via
+
+struct via_ptag {
+  galaxy::via::Nic* nic;
+  uint32_t secret;  // scrambles this tag's memory handles: only a VI of the same tag reads them
+  uint32_t users = 0;
+};
+
+struct via_cq {
+  galaxy::via::Nic* nic;
+  uint32_t capacity;
+  std::deque<std::pair<via_vi*, bool>> entries;  // (VI, receive queue), in completion order
+  std::vector<via_vi*> vis;                      // VIs whose queues complete here
+};
+
+namespace galaxy::via {
+
+// One posted descriptor and the provider's progress on it.
+struct Work {
+  VIP_DESCRIPTOR* d = nullptr;
+  uint64_t seq = 0;
+  bool finished = false;  // its outcome is known (status below); published in order
+  uint32_t status = 0;    // VIP_STATUS_* without DONE
+  uint32_t length = 0;
+  uint32_t imm = 0;
+  // The NIC operations it needs (RDMA pieces), issued in order, and how many completed.
+  struct Op {
+    uint32_t glex_op;
+    void* local;
+    glex_mem_handle_t local_mh;
+    uint64_t remote;
+    glex_mem_handle_t remote_mh;
+    uint64_t len;
+  };
+  std::vector<Op> ops;
+  size_t issued = 0, completed = 0;
+  bool started = false;
+  bool awaiting_fin = false;  // a kFin from the peer finishes it (a kRts sent)
+  bool awaiting_ack = false;  // a kAck from the peer finishes it (reliable reception)
+  bool write_imm = false;     // a kWriteImm follows the ops
+  uint32_t mps_to_leave = 0;  // MPs that finish it when they leave
+  // Receive side of a kRts: the sender's segments still to come, and its sequence number.
+  std::vector<WireSegment> rts;
+  uint32_t rts_segments = 0, rts_len = 0, rts_seq = 0;
+};
+
+// A work queue: a ring of kRingSlots descriptors in order (the NIC's), an overflow on the host
+// when it is full (MyVIA's overflow ring), and the cursors of issue, completion and return.
+struct WorkQueue {
+  std::array<Work, kRingSlots> ring{};
+  std::deque<Work> overflow;
+  uint64_t head = 0;       // oldest not yet returned by Done
+  uint64_t tail = 0;       // next in the ring
+  uint64_t next = 0;       // next to issue (send) or to match (receive)
+  uint64_t published = 0;  // descriptors before it have DONE written
+  uint64_t next_seq = 0;
+  Work& at(uint64_t i) { return ring[i % kRingSlots]; }
+  size_t posted() const { return static_cast<size_t>(tail - head) + overflow.size(); }
+  bool ring_full() const { return tail - head == kRingSlots; }
+};
+
+struct OutMp {  // an MP waiting for room at the target or behind earlier ones (in order)
+  std::vector<uint8_t> bytes;
+  uint32_t flags = 0;
+  std::optional<uint64_t> finishes_send;  // a send's sequence that completes when it leaves
+};
+
+struct Region {
+  uintptr_t addr = 0;
+  uint64_t len = 0;
+  via_ptag* ptag = nullptr;
+  bool write = false, read = false;
+  glex_mem_handle_t own_mh = 0;                // the provider's (read and write, sends by get)
+  std::optional<glex_mem_handle_t> remote_mh;  // the user's, with the rights peers get
+};
+
+struct PendingConn {  // a connection request the connection manager holds
+  glex_ep_addr_t from;
+  uint32_t id;
+  VIP_VI_ATTRIBUTES attrs{};
+  uint32_t secret;
+  std::vector<uint8_t> local_disc;  // the discriminator asked for
+  uint64_t remote_host;             // the requester's own address and discriminator
+  std::vector<uint8_t> remote_disc;
+};
+
+struct Nic {
+  std::recursive_mutex mu;
+  glex_device_handle_t dev = nullptr;
+  glex_ep_handle_t cm = nullptr;  // the connection manager's endpoint
+  std::array<uint8_t, 8> address{};
+  std::vector<std::unique_ptr<via_ptag>> ptags;
+  std::vector<std::unique_ptr<via_cq>> cqs;
+  std::vector<std::unique_ptr<via_vi>> vis;
+  std::unordered_map<uint32_t, Region> regions;  // the user-level registration table
+  std::deque<PendingConn> pending;
+  std::vector<std::unique_ptr<via_conn>> conns;
+  std::unordered_map<std::string, uint32_t> hosts;  // the name service's table
+  VIP_ERROR_HANDLER handler = nullptr;
+  VIP_PVOID handler_context = nullptr;
+  uint64_t dropped = 0;  // MPs from no connected peer, sends to no posted receive (unreliable)
+
+  const Region* region(VIP_MEM_HANDLE h) const {
+    auto it = regions.find(h);
+    return it == regions.end() ? nullptr : &it->second;
+  }
+  void report(via_vi* vi, VIP_DESCRIPTOR* d, VIP_RESOURCE_CODE resource, VIP_ERROR_CODE code);
+};
+
+uint32_t random_u32();
+VIP_RETURN fail(VIP_RETURN ret, std::string message);
+VIP_RETURN from_glex(glex_ret_t r);
+
+}  // namespace galaxy::via
+
+struct via_nic : galaxy::via::Nic {};
+
+struct via_conn {
+  galaxy::via::Nic* nic;
+  galaxy::via::PendingConn request;
+};
+
+struct via_vi {
+  galaxy::via::Nic* nic;
+  glex_ep_handle_t ep = nullptr;
+  VIP_VI_ATTRIBUTES attrs{};
+  via_cq* send_cq = nullptr;
+  via_cq* recv_cq = nullptr;
+  VIP_VI_STATE state = VIP_STATE_IDLE;
+  // The connection: the peer VI, its attributes, its tag's secret, the request's id.
+  glex_ep_addr_t peer = 0;
+  VIP_VI_ATTRIBUTES peer_attrs{};
+  uint32_t peer_secret = 0;
+  uint32_t conn_id = 0;
+  bool accepted = false, rejected = false, unreachable = false;  // a request's outcome
+  galaxy::via::WorkQueue sendq, recvq;
+  std::deque<galaxy::via::OutMp> out;
+  size_t ops_in_flight = 0;  // glex RDMA issued and not completed: a wait watches the CQ
+  size_t mps_unpolled = 0;   // MPs sent since the CQ was last read (a refused one lands there)
+  uint64_t assembling = UINT64_MAX;  // the receive taking a kRts's further segments
+  uint32_t skip_more = 0;            // further segments of a kRts that matched no receive
+};
+
+namespace galaxy::via {
+
+// The progress engine (via_queue.cc): everything that arrived for a VI, and everything it can
+// start; then completions published in order.
+void progress(via_vi* vi);
+// Waits (at most timeout_ms; VIP_INFINITE for ever) until done() holds, making progress.
+template <class F>
+bool wait_until(via_vi* vi, VIP_ULONG timeout_ms, F&& done);
+bool wait_slice(via_vi* vi, int32_t slice_ms);
+uint64_t now_ms(Nic* nic);
+// Sends one MP of the VI's protocol, behind any still queued; false: the connection is lost.
+void send_mp(via_vi* vi, const Header& h, const void* body, size_t len, uint32_t flags = 0,
+             std::optional<uint64_t> finishes_send = std::nullopt);
+void enter_error(via_vi* vi, VIP_ERROR_CODE code, bool tell_peer);
+void flush(via_vi* vi);
+void to_idle(via_vi* vi);
+void handle_connection_mp(via_vi* vi, const glex_mp& mp);  // via_connect.cc
+
+template <class F>
+bool wait_until(via_vi* vi, VIP_ULONG timeout_ms, F&& done) {
+  const uint64_t start = now_ms(vi->nic);
+  uint64_t waited = 0;
+  for (;;) {
+    progress(vi);
+    if (done()) return true;
+    const uint64_t elapsed = std::max(now_ms(vi->nic) - start, waited);
+    if (timeout_ms != VIP_INFINITE && elapsed >= timeout_ms) return false;
+    const uint64_t left = timeout_ms == VIP_INFINITE ? 100 : timeout_ms - elapsed;
+    const int32_t slice = static_cast<int32_t>(std::min<uint64_t>(left, 100));
+    if (!wait_slice(vi, slice)) waited += static_cast<uint64_t>(slice);
+  }
+}
+
+}  // namespace galaxy::via

@@ -1,0 +1,105 @@
+// MyVIA's programs (examples/via_pingpong.c, examples/via_bw.c, C against include/via.h and
+// libvipl.so alone) run as separate processes on a simulated fabric, on one live host and
+// across two live hosts, check every byte they move and print their figure.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "../glex/served_fabric.h"
+#include "../integration/live_fixture.h"
+
+namespace galaxy::via::testing {
+namespace {
+
+using live::testing::LiveFabricUnderTest;
+using live::testing::wait_exit;
+
+struct Where {
+  std::string fabric, host;
+  uint32_t nic;
+};
+
+pid_t run(const std::string& prog, const Where& w, std::vector<std::string> args,
+          const std::string& out) {
+  const std::string exe =
+      (std::filesystem::read_symlink("/proc/self/exe").parent_path() / prog).string();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    setenv("GLEX_FABRIC", w.fabric.c_str(), 1);
+    if (!w.host.empty()) setenv("GLEX_HOST", w.host.c_str(), 1);
+    setenv("GLEX_NIC", std::to_string(w.nic).c_str(), 1);
+    std::vector<char*> argv{const_cast<char*>(exe.c_str())};
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(exe.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Server and client of `prog` with `args`; the client's line must match `line`.
+void pair(const std::string& prog, const Where& server, const Where& client,
+          const std::vector<std::string>& args, const std::string& line) {
+  const std::string so = fmt::format("/tmp/galaxy-via-{}-{}-s", prog, getpid());
+  const std::string co = fmt::format("/tmp/galaxy-via-{}-{}-c", prog, getpid());
+  auto sargs = args, cargs = args;
+  sargs.push_back("server");
+  cargs.push_back("client");
+  cargs.push_back(std::to_string(server.nic));
+  pid_t s = run(prog, server, sargs, so);
+  pid_t c = run(prog, client, cargs, co);
+  EXPECT_EQ(wait_exit(c, 60), 0) << slurp(co);
+  EXPECT_EQ(wait_exit(s, 60), 0) << slurp(so);
+  EXPECT_TRUE(std::regex_search(slurp(co), std::regex(line))) << slurp(co);
+  std::remove(so.c_str());
+  std::remove(co.c_str());
+}
+
+// On a simulated fabric every call is a round trip to the simulation server: fewer, smaller.
+void both_programs(const Where& server, const Where& client, bool small) {
+  const std::vector<const char*> sizes = small ? std::vector<const char*>{"8", "100000"}
+                                               : std::vector<const char*>{"8", "4096", "100000"};
+  const std::string n = small ? "30" : "200", w = small ? "3" : "20";
+  for (const char* size : sizes)
+    pair("via_pingpong", server, client, {"-s", size, "-n", n, "-w", w},
+         fmt::format("via_pingpong bytes={} iterations={} one_way_us=[0-9.]+ MBps=[0-9.]+", size,
+                     n));
+  for (const char* size : {"4096", "1048576"}) {
+    if (small && std::string(size) == "4096") continue;
+    pair("via_bw", server, client, {"-s", size, "-n", small ? "50" : "200", "-w", "50", "-W", "50"},
+         fmt::format("via_bw bytes={} messages={} window=50 MBps=[0-9.]+", size,
+                     small ? "50" : "200"));
+  }
+}
+
+TEST(ViaPrograms, RunOnASimulatedFabric) {
+  glex::testing::Served served;
+  const std::string f = "sim:fattree:k=4,levels=2";
+  both_programs({f, "", served.nic(0)}, {f, "", served.nic(7)}, true);
+}
+
+TEST(ViaPrograms, RunOnOneLiveHostAndAcrossTwo) {
+  LiveFabricUnderTest f(2);
+  ASSERT_TRUE(f.bring_up().ok());
+  const Where server{f.name(), f.host_name(0), f.nic(0, 0)};
+  both_programs(server, {f.name(), f.host_name(0), f.nic(0, 1)}, true);
+  both_programs(server, {f.name(), f.host_name(1), f.nic(1, 0)}, false);
+}
+
+}  // namespace
+}  // namespace galaxy::via::testing
