@@ -44,13 +44,43 @@ struct WireRequest {
   uint8_t local_disc[VIP_MAX_DISCRIMINATOR_LEN];
   uint8_t pad[2];
   uint64_t local_host;
+  uint64_t bounce;  // the VI's bounce ring (0: none) and its key
+  uint32_t bounce_key, pad2;
 };
 static_assert(sizeof(Header) + sizeof(WireRequest) <= GLEX_MP_PAYLOAD);
 
 struct WireAccept {
   uint32_t id;
   WireAttrs attrs;
+  uint64_t bounce;
+  uint32_t bounce_key, pad;
 };
+static_assert(sizeof(Header) + sizeof(WireAccept) <= GLEX_MP_PAYLOAD);
+
+uint64_t bounce_of(const via_vi* vi) {
+  return reinterpret_cast<uint64_t>(vi->bounce);
+}
+uint32_t bounce_key_of(const via_vi* vi) {
+  return vi->bounce ? glex_mem_key(vi->nic->dev, vi->bounce_mh) : 0;
+}
+
+}  // namespace
+
+// The VI is connected to `peer`: what it learnt of it, and fresh bounce accounts.
+void connect_to(via_vi* vi, glex_ep_addr_t peer, const VIP_VI_ATTRIBUTES& attrs, uint32_t secret,
+                uint32_t id, uint64_t bounce, uint32_t bounce_key) {
+  vi->peer = peer;
+  vi->peer_attrs = attrs;
+  vi->peer_secret = secret;
+  vi->conn_id = id;
+  vi->peer_bounce = bounce;
+  vi->peer_bounce_mh = bounce ? glex_mem_handle_of_key(vi->nic->dev, bounce_key) : 0;
+  vi->slots_used = vi->slots_freed = 0;
+  vi->slots_emptied = vi->credit_sent = 0;
+  vi->state = VIP_STATE_CONNECTED;
+}
+
+namespace {
 
 bool valid_address(const VIP_NET_ADDRESS* a) {
   return a && a->HostAddressLen == VIP_HOST_ADDRESS_LEN &&
@@ -109,6 +139,8 @@ void on_manager_mp(Nic* nic, const glex_mp& mp) {
   p.local_disc.assign(w.disc, w.disc + w.disc_len);
   p.remote_host = w.local_host;
   p.remote_disc.assign(w.local_disc, w.local_disc + w.local_disc_len);
+  p.bounce = w.bounce;
+  p.bounce_key = w.bounce_key;
   nic->pending.push_back(std::move(p));
 }
 
@@ -122,11 +154,9 @@ void handle_connection_mp(via_vi* vi, const glex_mp& mp) {
     WireAccept a;
     std::memcpy(&a, mp.data + sizeof h, sizeof a);
     if (vi->state == VIP_STATE_CONNECT_PENDING && a.id == vi->conn_id) {
-      vi->peer = mp.src;
-      vi->peer_attrs = from_wire(a.attrs);
-      vi->peer_secret = a.attrs.secret;
+      // Connected now: what the server sends next may follow in the same drain.
+      connect_to(vi, mp.src, from_wire(a.attrs), a.attrs.secret, a.id, a.bounce, a.bounce_key);
       vi->accepted = true;
-      vi->state = VIP_STATE_CONNECTED;  // what the server sends next follows in the same drain
       return;
     }
     // An acceptance of a request given up: the accepting VI learns it has no peer.
@@ -165,6 +195,8 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, VIP_NET_A
   WireRequest w{};
   w.id = random_u32();
   w.attrs = wire_attrs(vi);
+  w.bounce = bounce_of(vi);
+  w.bounce_key = bounce_key_of(vi);
   w.disc_len = static_cast<uint8_t>(remote->DiscriminatorLen);
   std::memcpy(w.disc, remote->HostAddress + VIP_HOST_ADDRESS_LEN, w.disc_len);
   if (local) {
@@ -287,16 +319,13 @@ VIP_RETURN VipConnectAccept(VIP_CONN_HANDLE conn, VIP_VI_HANDLE vi) {
     return fail(VIP_INVALID_MTU,
                 fmt::format("E6576 VipConnectAccept: MaxTransferSize {} here, {} at the requester",
                             vi->attrs.MaxTransferSize, r.attrs.MaxTransferSize));
-  const auto bytes = packet(Kind::kConnAccept, WireAccept{r.id, wire_attrs(vi)});
+  const auto bytes = packet(Kind::kConnAccept,
+                            WireAccept{r.id, wire_attrs(vi), bounce_of(vi), bounce_key_of(vi), 0});
   if (glex_ret_t g = send_within(nic, vi->ep, r.from, bytes.data(), bytes.size(), 1000);
       g != GLEX_SUCCESS)
     return fail(VIP_NOT_REACHABLE, fmt::format("E6577 VipConnectAccept: the requester is gone: {}",
                                                glex_last_error()));
-  vi->peer = r.from;
-  vi->peer_attrs = r.attrs;
-  vi->peer_secret = r.secret;
-  vi->conn_id = r.id;
-  vi->state = VIP_STATE_CONNECTED;
+  connect_to(vi, r.from, r.attrs, r.secret, r.id, r.bounce, r.bounce_key);
   ++vi->mps_unpolled;
   std::erase_if(nic->conns, [&](const auto& c) { return c.get() == conn; });
   return VIP_SUCCESS;

@@ -43,6 +43,10 @@ enum class Kind : uint8_t {
   kAck,              // receiver -> sender: a kEager is placed (reliable reception)
   kWriteImm,         // after an RDMA write's data: its immediate, which consumes a receive
   kError,            // a VI fell into the error state; its peer follows
+  kFrag,             // a send of up to kFragMax bytes in several MPs: its length, the first bytes
+  kFragMore,         // the following bytes of a kFrag
+  kBounce,           // a send put into a slot of the receiver's bounce ring (aux: the slot)
+  kCredit,           // receiver -> sender: how many bounce slots it has emptied in all
 };
 struct Header {
   uint8_t kind;
@@ -53,6 +57,16 @@ struct Header {
 static_assert(sizeof(Header) == 8);
 inline constexpr uint8_t kFlagImmediate = 0x1;
 inline constexpr uint32_t kEagerMax = GLEX_MP_PAYLOAD - sizeof(Header);
+// Sends up to this size go as a train of MPs copied into the receive (no memory registered at
+// the peer, no round trip); larger ones are read by the receiver. Measured on a live host
+// (docs/via.md): a train of MPs beats the read up to several KiB.
+inline constexpr uint32_t kFragMax = 1024;
+// Each VI's bounce ring: memory its peer puts sends of up to a slot into (one copy on a host,
+// shared memory), announced when it connects; the receiver copies them into the receive and
+// hands slots back in batches (kCredit).
+inline constexpr uint32_t kBounceSlot = 16384;
+inline constexpr uint32_t kBounceSlots = 16;
+inline constexpr uint32_t kCreditBatch = 4;
 struct WireSegment {  // a sender's piece of a kRts: the receiver reads it by RDMA get
   uint64_t addr;
   uint32_t len;
@@ -86,6 +100,12 @@ struct via_cq {
 
 namespace galaxy::via {
 
+struct OutMp {  // an MP waiting for room at the target or behind earlier ones (in order)
+  std::vector<uint8_t> bytes;
+  uint32_t flags = 0;
+  std::optional<uint64_t> finishes_send;  // a send's sequence that completes when it leaves
+};
+
 // One posted descriptor and the provider's progress on it.
 struct Work {
   VIP_DESCRIPTOR* d = nullptr;
@@ -108,7 +128,7 @@ struct Work {
   bool started = false;
   bool awaiting_fin = false;  // a kFin from the peer finishes it (a kRts sent)
   bool awaiting_ack = false;  // a kAck from the peer finishes it (reliable reception)
-  bool write_imm = false;     // a kWriteImm follows the ops
+  std::optional<OutMp> tail;  // an MP that follows the ops, fenced (kWriteImm, kBounce)
   uint32_t mps_to_leave = 0;  // MPs that finish it when they leave
   // Receive side of a kRts: the sender's segments still to come, and its sequence number.
   std::vector<WireSegment> rts;
@@ -130,12 +150,6 @@ struct WorkQueue {
   bool ring_full() const { return tail - head == kRingSlots; }
 };
 
-struct OutMp {  // an MP waiting for room at the target or behind earlier ones (in order)
-  std::vector<uint8_t> bytes;
-  uint32_t flags = 0;
-  std::optional<uint64_t> finishes_send;  // a send's sequence that completes when it leaves
-};
-
 struct Region {
   uintptr_t addr = 0;
   uint64_t len = 0;
@@ -153,11 +167,14 @@ struct PendingConn {  // a connection request the connection manager holds
   std::vector<uint8_t> local_disc;  // the discriminator asked for
   uint64_t remote_host;             // the requester's own address and discriminator
   std::vector<uint8_t> remote_disc;
+  uint64_t bounce = 0;  // the requester's bounce ring and its key
+  uint32_t bounce_key = 0;
 };
 
 struct Nic {
   std::recursive_mutex mu;
   glex_device_handle_t dev = nullptr;
+  bool owns_device = false;       // opened by VipOpenNic (closed with the NIC)
   glex_ep_handle_t cm = nullptr;  // the connection manager's endpoint
   std::array<uint8_t, 8> address{};
   std::vector<std::unique_ptr<via_ptag>> ptags;
@@ -210,6 +227,16 @@ struct via_vi {
   size_t mps_unpolled = 0;   // MPs sent since the CQ was last read (a refused one lands there)
   uint64_t assembling = UINT64_MAX;  // the receive taking a kRts's further segments
   uint32_t skip_more = 0;            // further segments of a kRts that matched no receive
+  // The bounce rings: this VI's (peers put into it), the peer's, and the slots' accounts.
+  void* bounce = nullptr;
+  bool bounce_shared = false;  // glex_alloc_mem's (else aligned_alloc's)
+  glex_mem_handle_t bounce_mh = 0;
+  uint64_t peer_bounce = 0;  // 0: the peer has none
+  glex_mem_handle_t peer_bounce_mh = 0;
+  uint64_t slots_used = 0, slots_freed = 0;     // of the peer's ring
+  uint32_t slots_emptied = 0, credit_sent = 0;  // of this VI's ring
+  uint64_t filling = UINT64_MAX;                // the receive taking a kFrag's further bytes
+  uint32_t fill_at = 0, fill_total = 0, fill_skip = 0;  // where, how many; bytes to pass over
 };
 
 namespace galaxy::via {
@@ -229,6 +256,14 @@ void enter_error(via_vi* vi, VIP_ERROR_CODE code, bool tell_peer);
 void flush(via_vi* vi);
 void to_idle(via_vi* vi);
 void handle_connection_mp(via_vi* vi, const glex_mp& mp);  // via_connect.cc
+void free_bounce(via_vi* vi);                              // via_vi.cc
+// A NIC handle over a device the caller opened and closes (the tests' and the fuzz target's
+// in-process simulated devices); VipOpenNic opens its own.
+VIP_RETURN open_nic_on(glex_device_handle_t dev, VIP_NIC_HANDLE* out);
+// An MP as if it had arrived on the VI's VP (the fuzz target), and a connection made by hand.
+void deliver(via_vi* vi, const glex_mp& mp);
+void connect_to(via_vi* vi, glex_ep_addr_t peer, const VIP_VI_ATTRIBUTES& attrs, uint32_t secret,
+                uint32_t id, uint64_t bounce, uint32_t bounce_key);
 
 template <class F>
 bool wait_until(via_vi* vi, VIP_ULONG timeout_ms, F&& done) {

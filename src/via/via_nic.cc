@@ -135,25 +135,39 @@ VIP_RETURN VipOpenNic(const VIP_CHAR* DeviceName, VIP_NIC_HANDLE* NicHandle) {
                             DeviceName));
   glex_device_attr a{fabric.empty() ? nullptr : fabric.c_str(),
                      host.empty() ? nullptr : host.c_str(), nic_id};
-  auto n = std::make_unique<via_nic>();
-  if (glex_ret_t r = glex_open_device(&a, &n->dev); r != GLEX_SUCCESS)
+  glex_device_handle_t dev = nullptr;
+  if (glex_ret_t r = glex_open_device(&a, &dev); r != GLEX_SUCCESS)
     return fail(r == GLEX_INVALID_PARAM ? VIP_INVALID_PARAMETER : VIP_NOT_REACHABLE,
                 fmt::format("E6503 VipOpenNic: {}", glex_last_error()));
+  const VIP_RETURN r = open_nic_on(dev, NicHandle);
+  if (r != VIP_SUCCESS) {
+    glex_close_device(dev);
+    return r;
+  }
+  (*NicHandle)->owns_device = true;
+  return VIP_SUCCESS;
+}
+
+}  // extern "C"
+
+VIP_RETURN galaxy::via::open_nic_on(glex_device_handle_t dev, VIP_NIC_HANDLE* out) {
+  auto n = std::make_unique<via_nic>();
+  n->dev = dev;
   // The connection manager takes VP 7 where it is free (the name service's addresses name it);
   // a second NIC handle of the same NIC takes another and is reached by its own address.
   glex_ep_attr ea{kCmVp};
   if (glex_create_ep(n->dev, &ea, &n->cm) != GLEX_SUCCESS) {
     ea.vp = -1;
-    if (glex_ret_t r = glex_create_ep(n->dev, &ea, &n->cm); r != GLEX_SUCCESS) {
-      glex_close_device(n->dev);
+    if (glex_ret_t r = glex_create_ep(n->dev, &ea, &n->cm); r != GLEX_SUCCESS)
       return fail(VIP_ERROR_RESOURCE, fmt::format("E6504 VipOpenNic: {}", glex_last_error()));
-    }
   }
   const glex_ep_addr_t cm = glex_ep_addr(n->cm);
   std::memcpy(n->address.data(), &cm, sizeof cm);
-  *NicHandle = n.release();
+  *out = n.release();
   return VIP_SUCCESS;
 }
+
+extern "C" {
 
 VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
   if (!nic) return fail(VIP_INVALID_PARAMETER, "E6505 VipCloseNic: NicHandle is NULL");
@@ -164,6 +178,7 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
         Header h{static_cast<uint8_t>(Kind::kDisconnect), 0, 0, vi->conn_id};
         (void)glex_send_mp(vi->ep, vi->peer, &h, sizeof h, 0);
       }
+      free_bounce(vi.get());
       glex_destroy_ep(vi->ep);
     }
     for (auto& [h, r] : nic->regions) {
@@ -171,7 +186,7 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
       if (r.remote_mh) glex_deregister_mem(nic->dev, *r.remote_mh);
     }
     glex_destroy_ep(nic->cm);
-    glex_close_device(nic->dev);
+    if (nic->owns_device) glex_close_device(nic->dev);
   }
   delete nic;
   return VIP_SUCCESS;

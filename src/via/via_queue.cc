@@ -1,9 +1,11 @@
 // VIA work queues: posting, the progress engine (packets in, RDMA completions in, descriptors
 // started in order), completion in order, Done and Wait (docs/via.md "Work queues").
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 
@@ -59,7 +61,7 @@ void finish(Work& w, uint32_t status) {
 
 bool ready(const Work& w) {
   return w.started && w.issued == w.ops.size() && w.completed == w.ops.size() && !w.awaiting_fin &&
-         !w.awaiting_ack && !w.write_imm && w.mps_to_leave == 0;
+         !w.awaiting_ack && !w.tail && w.mps_to_leave == 0;
 }
 
 void maybe_finish(Work& w) {
@@ -107,6 +109,8 @@ void flush(via_vi* vi) {
   vi->out.clear();
   vi->assembling = UINT64_MAX;
   vi->skip_more = 0;
+  vi->filling = UINT64_MAX;
+  vi->fill_skip = 0;
   publish(vi, vi->sendq, false);
   publish(vi, vi->recvq, true);
 }
@@ -189,20 +193,16 @@ void issue_ops(via_vi* vi, Work& w, bool recv) {
     if (g != GLEX_SUCCESS) {  // refused before it left: nothing more of this descriptor starts
       w.status |= VIP_STATUS_PROTECTION_ERROR;
       w.ops.resize(w.issued);
-      w.write_imm = false;
+      w.tail.reset();
       break;
     }
     ++w.issued;
     ++vi->ops_in_flight;
   }
-  if (w.write_imm && w.issued == w.ops.size()) {
+  if (w.tail && w.issued == w.ops.size()) {
     // Fenced: the NIC starts it once the data before it are written.
-    w.write_imm = false;
-    Header h{static_cast<uint8_t>(Kind::kWriteImm), kFlagImmediate, 0, w.imm};
-    OutMp m;
-    m.bytes.resize(sizeof h + 4);
-    std::memcpy(m.bytes.data(), &h, sizeof h);
-    std::memcpy(m.bytes.data() + sizeof h, &w.length, 4);
+    OutMp m = std::move(*w.tail);
+    w.tail.reset();
     m.flags = GLEX_FLAG_FENCE;
     if (w.ops.empty()) {
       ++w.mps_to_leave;
@@ -266,7 +266,14 @@ void start_send(via_vi* vi, Work& w) {
                          r->own_mh, at, rmh, s->Length});
       at += s->Length;
     }
-    w.write_imm = imm;
+    if (imm) {
+      Header t{static_cast<uint8_t>(Kind::kWriteImm), kFlagImmediate, 0, w.imm};
+      OutMp m;
+      m.bytes.resize(sizeof t + 4);
+      std::memcpy(m.bytes.data(), &t, sizeof t);
+      std::memcpy(m.bytes.data() + sizeof t, &w.length, 4);
+      w.tail = std::move(m);
+    }
     return;
   }
   Header h{static_cast<uint8_t>(Kind::kEager), static_cast<uint8_t>(imm ? kFlagImmediate : 0), 0,
@@ -289,6 +296,60 @@ void start_send(via_vi* vi, Work& w) {
       m.finishes_send = w.seq;
     }
     return send_now_or_queue(vi, std::move(m));
+  }
+  if (total <= kBounceSlot && vi->peer_bounce && vi->slots_used - vi->slots_freed < kBounceSlots) {
+    // Into the next slot of the receiver's bounce ring, then a fenced MP naming the slot.
+    const auto slot = static_cast<uint16_t>(vi->slots_used++ % kBounceSlots);
+    uint64_t at = vi->peer_bounce + uint64_t{slot} * kBounceSlot;
+    for (auto& [s, r] : segs) {
+      if (s->Length)
+        w.ops.push_back({GLEX_OP_PUT,
+                         reinterpret_cast<void*>(static_cast<uintptr_t>(s->Data.AddressBits)),
+                         r->own_mh, at, vi->peer_bounce_mh, s->Length});
+      at += s->Length;
+    }
+    h.kind = static_cast<uint8_t>(Kind::kBounce);
+    h.aux = slot;
+    OutMp m;
+    m.bytes.resize(sizeof h + 4);
+    const uint32_t len32 = static_cast<uint32_t>(total);
+    std::memcpy(m.bytes.data(), &h, sizeof h);
+    std::memcpy(m.bytes.data() + sizeof h, &len32, 4);
+    w.tail = std::move(m);
+    if (vi->attrs.ReliabilityLevel == VIP_SERVICE_RELIABLE_RECEPTION) w.awaiting_ack = true;
+    return;
+  }
+  if (total <= kFragMax) {
+    // A train of MPs: the first carries the length. In order on the VP pair, so the receiver
+    // fills its receive as they come.
+    std::vector<uint8_t> all(4 + total);
+    const uint32_t len32 = static_cast<uint32_t>(total);
+    std::memcpy(all.data(), &len32, 4);
+    size_t at = 4;
+    for (auto& [s, r] : segs) {
+      std::memcpy(all.data() + at,
+                  reinterpret_cast<const void*>(static_cast<uintptr_t>(s->Data.AddressBits)),
+                  s->Length);
+      at += s->Length;
+    }
+    h.kind = static_cast<uint8_t>(Kind::kFrag);
+    for (size_t off = 0; off < all.size();) {
+      const size_t n = std::min<size_t>(kEagerMax, all.size() - off);
+      OutMp m;
+      m.bytes.resize(sizeof h + n);
+      std::memcpy(m.bytes.data(), &h, sizeof h);
+      std::memcpy(m.bytes.data() + sizeof h, all.data() + off, n);
+      off += n;
+      h.kind = static_cast<uint8_t>(Kind::kFragMore);
+      if (off == all.size() && vi->attrs.ReliabilityLevel != VIP_SERVICE_RELIABLE_RECEPTION) {
+        ++w.mps_to_leave;
+        m.finishes_send = w.seq;
+      }
+      send_now_or_queue(vi, std::move(m));
+      if (vi->state != VIP_STATE_CONNECTED) return;
+    }
+    if (vi->attrs.ReliabilityLevel == VIP_SERVICE_RELIABLE_RECEPTION) w.awaiting_ack = true;
+    return;
   }
   // Rendezvous: the receiver reads the segments from this NIC's own registration and answers
   // with a kFin; until then the buffers are the NIC's.
@@ -429,6 +490,109 @@ void on_eager(via_vi* vi, const Header& h, const uint8_t* body, size_t len) {
     send_control(vi, Kind::kAck, 0, nullptr, 0);
 }
 
+// A bounce slot emptied: handed back to the sender in batches.
+void empty_slot(via_vi* vi) {
+  if (++vi->slots_emptied - vi->credit_sent < kCreditBatch) return;
+  vi->credit_sent = vi->slots_emptied;
+  send_control(vi, Kind::kCredit, 0, &vi->slots_emptied, 4);
+}
+
+void on_bounce(via_vi* vi, const Header& h, const uint8_t* body, size_t len) {
+  uint32_t total = 0;
+  if (len < 4 || h.aux >= kBounceSlots || !vi->bounce) return void(++vi->nic->dropped);
+  std::memcpy(&total, body, 4);
+  if (total > kBounceSlot) return void(++vi->nic->dropped);
+  const uint8_t* data = static_cast<const uint8_t*>(vi->bounce) + uint64_t{h.aux} * kBounceSlot;
+  Work* r = match(vi);
+  if (r) {
+    r->started = true;
+    r->status = VIP_STATUS_OP_RECEIVE | ((h.flags & kFlagImmediate) ? VIP_STATUS_IMMEDIATE : 0);
+    r->imm = h.imm;
+    uint64_t room = 0;
+    auto segs = receive_segments(vi, *r, &room);
+    if (!segs) {
+      refuse(vi, *r, VIP_STATUS_PROTECTION_ERROR, Reason::kProtection, {});
+    } else if (room < total) {
+      refuse(vi, *r, VIP_STATUS_LENGTH_ERROR, Reason::kLength, {});
+    } else {
+      size_t at = 0;
+      for (auto& [s, reg] : *segs) {
+        const size_t n = std::min<size_t>(s->Length, total - at);
+        if (n)
+          std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(s->Data.AddressBits)),
+                      data + at, n);
+        at += n;
+      }
+      r->length = total;
+      finish(*r, 0);
+      if (vi->attrs.ReliabilityLevel == VIP_SERVICE_RELIABLE_RECEPTION)
+        send_control(vi, Kind::kAck, 0, nullptr, 0);
+    }
+  }
+  if (vi->state == VIP_STATE_CONNECTED) empty_slot(vi);
+}
+
+// Bytes of a kFrag train into the receive being filled.
+void fill(via_vi* vi, const uint8_t* body, size_t len) {
+  if (vi->fill_skip) {  // a train that matched no receive
+    vi->fill_skip -= static_cast<uint32_t>(std::min<size_t>(vi->fill_skip, len));
+    return;
+  }
+  Work* r = find(vi->recvq, vi->filling);
+  if (!r) return;
+  len = std::min<size_t>(len, vi->fill_total - vi->fill_at);
+  uint64_t room = 0;
+  auto segs = receive_segments(vi, *r, &room);  // checked at the train's first MP
+  if (!segs) return;
+  size_t seg_start = 0, done = 0;
+  for (auto& [s, reg] : *segs) {
+    const size_t end = seg_start + s->Length;
+    if (vi->fill_at + done < end && done < len) {
+      const size_t in = vi->fill_at + done - seg_start;
+      const size_t n = std::min<size_t>(s->Length - in, len - done);
+      std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(s->Data.AddressBits + in)),
+                  body + done, n);
+      done += n;
+    }
+    seg_start = end;
+  }
+  vi->fill_at += static_cast<uint32_t>(done);
+  if (vi->fill_at < vi->fill_total) return;
+  vi->filling = UINT64_MAX;
+  r->length = vi->fill_total;
+  finish(*r, 0);
+  if (vi->attrs.ReliabilityLevel == VIP_SERVICE_RELIABLE_RECEPTION)
+    send_control(vi, Kind::kAck, 0, nullptr, 0);
+}
+
+void on_frag(via_vi* vi, const Header& h, const uint8_t* body, size_t len) {
+  if (len < 4) return;
+  uint32_t total;
+  std::memcpy(&total, body, 4);
+  body += 4;
+  len -= 4;
+  Work* r = match(vi);
+  if (!r) {
+    vi->fill_skip = total;
+    return fill(vi, body, len);
+  }
+  r->started = true;
+  r->status = VIP_STATUS_OP_RECEIVE | ((h.flags & kFlagImmediate) ? VIP_STATUS_IMMEDIATE : 0);
+  r->imm = h.imm;
+  uint64_t room = 0;
+  auto segs = receive_segments(vi, *r, &room);
+  if (!segs || room < total) {
+    refuse(vi, *r, !segs ? VIP_STATUS_PROTECTION_ERROR : VIP_STATUS_LENGTH_ERROR,
+           !segs ? Reason::kProtection : Reason::kLength, {});
+    vi->fill_skip = total;
+    return fill(vi, body, len);
+  }
+  vi->filling = r->seq;
+  vi->fill_at = 0;
+  vi->fill_total = total;
+  fill(vi, body, len);
+}
+
 // A kRts whose segments are all in: the receive reads them from the sender.
 void pull(via_vi* vi, Work& r) {
   uint64_t room = 0;
@@ -549,6 +713,19 @@ void handle_mp(via_vi* vi, const glex_mp& mp) {
   switch (kind) {
     case Kind::kEager:
       return on_eager(vi, h, body, len);
+    case Kind::kFrag:
+      return on_frag(vi, h, body, len);
+    case Kind::kBounce:
+      return on_bounce(vi, h, body, len);
+    case Kind::kCredit:
+      if (len >= 4) {
+        uint32_t emptied;
+        std::memcpy(&emptied, body, 4);
+        vi->slots_freed += static_cast<uint32_t>(emptied - static_cast<uint32_t>(vi->slots_freed));
+      }
+      return;
+    case Kind::kFragMore:
+      return fill(vi, body, len);
     case Kind::kRts:
       return on_rts(vi, h, body, len);
     case Kind::kRtsMore:
@@ -596,7 +773,7 @@ void handle_cqe(via_vi* vi, const glex_cq_entry& e) {
                  : prot ? VIP_STATUS_RDMA_PROT_ERROR
                         : VIP_STATUS_TRANSPORT_ERROR;
     w->ops.resize(w->issued);  // nothing more of it starts
-    w->write_imm = false;
+    w->tail.reset();
   }
   if (w->completed == w->ops.size() && w->issued == w->ops.size()) {
     if (recv)
@@ -617,10 +794,16 @@ void handle_cqe(via_vi* vi, const glex_cq_entry& e) {
 
 }  // namespace
 
+void deliver(via_vi* vi, const glex_mp& mp) {
+  handle_mp(vi, mp);
+}
+
 void progress(via_vi* vi) {
   glex_mp mp;
   while (glex_recv_mp(vi->ep, 0, &mp) == GLEX_SUCCESS) handle_mp(vi, mp);
-  if (vi->ops_in_flight || vi->mps_unpolled || vi->state == VIP_STATE_CONNECT_PENDING) {
+  // The CQ holds RDMA completions, and an MP refused on its way (a peer gone between hosts):
+  // read it while RDMA is in flight, every 64 MPs, and when a wait finds nothing (wait_slice).
+  if (vi->ops_in_flight || vi->mps_unpolled >= 64 || vi->state == VIP_STATE_CONNECT_PENDING) {
     vi->mps_unpolled = 0;
     glex_cq_entry e;
     while (glex_poll_cq(vi->ep, &e) == GLEX_SUCCESS) handle_cqe(vi, e);
@@ -633,7 +816,17 @@ void progress(via_vi* vi) {
 }
 
 bool wait_slice(via_vi* vi, int32_t slice_ms) {
-  if (!vi->out.empty()) slice_ms = std::min(slice_ms, 1);  // a full target: retry soon
+  if (!vi->out.empty()) {
+    // MPs wait for room at the target: look for what arrived and come back to retry them; the
+    // target frees room as it takes MPs, with no word to this side.
+    glex_mp mp;
+    if (glex_recv_mp(vi->ep, 0, &mp) == GLEX_SUCCESS) {
+      handle_mp(vi, mp);
+    } else {
+      sched_yield();
+    }
+    return true;
+  }
   if (vi->ops_in_flight) {
     glex_cq_entry e;
     if (glex_wait_cq(vi->ep, slice_ms, &e) != GLEX_SUCCESS) return false;
@@ -641,7 +834,25 @@ bool wait_slice(via_vi* vi, int32_t slice_ms) {
     return true;
   }
   glex_mp mp;
-  if (glex_recv_mp(vi->ep, slice_ms, &mp) != GLEX_SUCCESS) return false;
+  // Polls first, for a few microseconds of this host's time (a poll reads no clock; a call on a
+  // simulated fabric takes about as long as the whole spin, so there it polls once or twice).
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+  for (uint32_t i = 1;; ++i) {
+    if (glex_recv_mp(vi->ep, 0, &mp) == GLEX_SUCCESS) {
+      handle_mp(vi, mp);
+      return true;
+    }
+    const bool look = (i & (i - 1)) == 0 || i % 64 == 0;  // the clock at 1, 2, 4 .. 64, 128, ..
+    if (look && std::chrono::steady_clock::now() > spin_until) break;
+  }
+  if (glex_recv_mp(vi->ep, slice_ms, &mp) != GLEX_SUCCESS) {
+    if (vi->mps_unpolled) {
+      vi->mps_unpolled = 0;
+      glex_cq_entry e;
+      while (glex_poll_cq(vi->ep, &e) == GLEX_SUCCESS) handle_cqe(vi, e);
+    }
+    return false;
+  }
   handle_mp(vi, mp);
   return true;
 }

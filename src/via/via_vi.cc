@@ -3,10 +3,23 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "via/via_internal.h"
 
 namespace galaxy::via {
+
+void free_bounce(via_vi* vi) {
+  if (!vi->bounce) return;
+  if (vi->bounce_mh) glex_deregister_mem(vi->nic->dev, vi->bounce_mh);
+  if (vi->bounce_shared)
+    glex_free_mem(vi->nic->dev, vi->bounce);
+  else
+    std::free(vi->bounce);
+  vi->bounce = nullptr;
+  vi->bounce_mh = 0;
+}
+
 namespace {
 
 bool has(const std::vector<std::unique_ptr<via_ptag>>& v, const via_ptag* p) {
@@ -51,6 +64,17 @@ VIP_RETURN VipCreateVi(VIP_NIC_HANDLE nic, VIP_VI_ATTRIBUTES* attrs, VIP_CQ_HAND
   glex_ep_attr ea{-1};
   if (glex_ret_t g = glex_create_ep(nic->dev, &ea, &vi->ep); g != GLEX_SUCCESS)
     return fail(VIP_ERROR_RESOURCE, fmt::format("E6547 VipCreateVi: {}", glex_last_error()));
+  // The bounce ring: shared memory where the engine has it (a peer on this host puts with one
+  // copy), else memory of the process; without one, sends go by MP trains and reads.
+  const uint64_t ring = uint64_t{kBounceSlots} * kBounceSlot;
+  if (glex_alloc_mem(nic->dev, ring, &vi->bounce) == GLEX_SUCCESS) {
+    vi->bounce_shared = true;
+  } else {
+    vi->bounce = std::aligned_alloc(4096, ring);
+  }
+  if (vi->bounce &&
+      glex_register_mem(nic->dev, vi->bounce, ring, GLEX_MEM_WRITE, &vi->bounce_mh) != GLEX_SUCCESS)
+    free_bounce(vi.get());
   vi->attrs = *attrs;
   vi->send_cq = send_cq;
   vi->recv_cq = recv_cq;
@@ -81,6 +105,7 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE vi) {
     std::erase(cq->vis, vi);
     std::erase_if(cq->entries, [&](const auto& e) { return e.first == vi; });
   }
+  free_bounce(vi);
   glex_destroy_ep(vi->ep);
   --vi->attrs.Ptag->users;
   std::erase_if(nic->vis, [&](const auto& p) { return p.get() == vi; });
