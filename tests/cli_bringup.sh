@@ -46,3 +46,11 @@ set -e
 [ "$rc" -ne 0 ] && grep -q "E9638 .*--family = 'bogus'" <<<"$err" ||
   fail "bench scale --family bogus: exit $rc: $err"
 echo "ok: bench scale measures every size and refuses an unknown family"
+
+# `galaxy bench via`: MyVIA's programs on a private live fabric, one host and two (no peers:
+# their figures are the benchmark's, not the test's).
+out=$("$galaxy" bench via --quick --peers none --lat-sizes 8 4096 --bw-sizes 65536 --json 2>/dev/null) ||
+  fail "bench via: exit $?: $out"
+[ "$(grep -c '"ours": ' <<<"$out")" -eq 6 ] || fail "bench via: not 6 measured rows: $out"
+grep -q '"error"' <<<"$out" && fail "bench via: a row failed: $out"
+echo "ok: bench via runs via_pingpong and via_bw on one host and across two"

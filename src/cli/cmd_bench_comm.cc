@@ -201,12 +201,7 @@ void add_one(CLI::App* bench, const char* name, const char* help, std::vector<Ro
                 "a running live fabric (default: a private one-host fabric for the run)");
   c->add_option("--peers", o->peers, "peers to run beside ours: ucx,libfabric,openmpi or none")
       ->capture_default_str()
-      ->check(CLI::Validator(
-          [](std::string& text) {
-            auto p = parse_peer_list(text);
-            return p.ok() ? std::string() : p.error().to_string();
-          },
-          ""));
+      ->check(peer_list());
   c->add_option("--reps", o->repetitions, "repetitions (medians are reported)")
       ->capture_default_str()
       ->check(integer_in(1, 1000));

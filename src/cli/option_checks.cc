@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "cli/peers.h"
 
 namespace galaxy::cli {
 
@@ -83,6 +84,15 @@ CLI::Validator integer_in(int64_t lo, uint64_t hi) {
         return {};
       },
       range);
+}
+
+CLI::Validator peer_list() {
+  return CLI::Validator(
+      [](std::string& text) {
+        auto p = parse_peer_list(text);
+        return p.ok() ? std::string() : p.error().to_string();
+      },
+      "");
 }
 
 CLI::Validator any_uint64() {

@@ -30,4 +30,7 @@ CLI::Validator integer_in(int64_t lo, uint64_t hi);
 // rather than letting them wrap or saturate.
 CLI::Validator any_uint64();
 
+// A --peers list (cli/peers.h parse_peer_list): ucx, libfabric, openmpi, or none.
+CLI::Validator peer_list();
+
 }  // namespace galaxy::cli

@@ -48,8 +48,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const char* const kKinds[] = {"mp_lat", "put_lat",  "get_lat", "put_bw",
-                              "get_bw", "msg_rate", "tag_rate"};
+const char* const kKinds[] = {"mp_lat", "put_lat",  "get_lat",  "put_bw",
+                              "get_bw", "msg_rate", "tag_rate", "msg_bw"};
 
 bool is_latency(const std::string& kind) {
   return kind.ends_with("_lat");
@@ -513,7 +513,7 @@ Result<PeerTest> parse_peer_test(const std::string& test, size_t bytes) {
   if (std::find(std::begin(kKinds), std::end(kKinds), t.kind) == std::end(kKinds)) {
     return make_error(Code::kInvalidArgument, 9611,
                       fmt::format("test = {}: unknown kind {} (mp_lat, put_lat, get_lat, put_bw, "
-                                  "get_bw, msg_rate, tag_rate)",
+                                  "get_bw, msg_rate, tag_rate, msg_bw)",
                                   test, t.kind));
   }
   if (bytes == 0 || bytes > (size_t{1} << 30)) {
@@ -599,7 +599,7 @@ Result<MpiPingpongLine> parse_mpi_pingpong(std::string_view output) {
 PeerSample run_ucx(const std::string& test, size_t bytes, const PeerOptions& opt) {
   auto t = parse_peer_test(test, bytes);
   if (!t) return bad_test("ucx", test, t.error());
-  PeerSample s = start_sample("ucx", *t);
+  PeerSample s = start_sample(opt.tcp ? "ucx-tcp" : "ucx", *t);
   std::string exe = find_in_path("ucx_perftest");
   if (exe.empty()) {
     return unavailable(std::move(s), make_error(Code::kNotFound, 9616,
@@ -633,7 +633,7 @@ PeerSample run_ucx(const std::string& test, size_t bytes, const PeerOptions& opt
   }
   long iters = default_iterations(k, t->bytes, opt);
   long warmup = std::clamp(iters / 10, 10L, 10000L);
-  std::vector<std::string> env = {"UCX_TLS=sm,self"};
+  std::vector<std::string> env = {opt.tcp ? "UCX_TLS=tcp" : "UCX_TLS=sm,self"};
   auto argv = [&](uint16_t port, bool server) {
     std::vector<std::string> a = {exe,
                                   "-t",
@@ -666,7 +666,7 @@ PeerSample run_ucx(const std::string& test, size_t bytes, const PeerOptions& opt
 PeerSample run_libfabric(const std::string& test, size_t bytes, const PeerOptions& opt) {
   auto t = parse_peer_test(test, bytes);
   if (!t) return bad_test("libfabric-shm", test, t.error());
-  PeerSample s = start_sample("libfabric-shm", *t);
+  PeerSample s = start_sample(opt.tcp ? "libfabric-tcp" : "libfabric-shm", *t);
   std::string exe = find_in_path("fi_pingpong");
   if (exe.empty()) {
     return unavailable(std::move(s), make_error(Code::kNotFound, 9617,
@@ -674,7 +674,7 @@ PeerSample run_libfabric(const std::string& test, size_t bytes, const PeerOption
                                          .to_string());
   }
   const std::string& k = t->kind;
-  if (k != "mp_lat" && k != "put_bw") {
+  if (k != "mp_lat" && k != "put_bw" && k != "msg_bw") {
     std::string rma = find_in_path("fi_rma_bw").empty() ? "fabtests (fi_rma_bw) not installed"
                                                         : "fi_rma_bw is not wired in";
     Error e = make_error(Code::kUnsupported, 9618,
@@ -683,7 +683,7 @@ PeerSample run_libfabric(const std::string& test, size_t bytes, const PeerOption
                                      s.test, rma));
     return unavailable(std::move(s), e.to_string());
   }
-  if (k == "put_bw") {
+  if (k == "put_bw" || k == "msg_bw") {
     s.note =
         "fi_pingpong send/recv ping-pong bandwidth (size / one-way time, one message in "
         "flight), not an RMA put stream";
@@ -693,8 +693,15 @@ PeerSample run_libfabric(const std::string& test, size_t bytes, const PeerOption
   long iters = std::min(default_iterations(k, t->bytes, opt), 1000000L);
   // shm supports only the reliable datagram endpoint (fi_info -p shm: FI_EP_RDM).
   auto argv = [&](uint16_t port, bool server) {
-    std::vector<std::string> a = {
-        exe, "-p", "shm", "-e", "rdm", "-S", std::to_string(t->bytes), "-I", std::to_string(iters)};
+    std::vector<std::string> a = {exe,
+                                  "-p",
+                                  opt.tcp ? "tcp" : "shm",
+                                  "-e",
+                                  opt.tcp ? "msg" : "rdm",
+                                  "-S",
+                                  std::to_string(t->bytes),
+                                  "-I",
+                                  std::to_string(iters)};
     if (server) {
       a.insert(a.end(), {"-B", std::to_string(port)});
     } else {
@@ -709,7 +716,7 @@ PeerSample run_libfabric(const std::string& test, size_t bytes, const PeerOption
     command = pair->command;
     auto r = parse_fi_pingpong(pair->client);
     if (!r) return r.error();
-    if (k == "put_bw") return r->mb_per_s;
+    if (k == "put_bw" || k == "msg_bw") return r->mb_per_s;
     // usec/xfer has 2 decimals; MB/sec = size / one-way us carries more digits.
     return r->mb_per_s > 0 ? size / r->mb_per_s : r->usec_per_xfer;
   });
@@ -734,6 +741,12 @@ PeerSample run_openmpi(const std::string& test, size_t bytes, const PeerOptions&
             .to_string());
   }
   const std::string& k = t->kind;
+  if (k == "msg_bw" || opt.tcp)
+    return unavailable(std::move(s), make_error(Code::kUnsupported, 9626,
+                                                fmt::format("{}: bench/peers/mpi_pingpong.c has no "
+                                                            "streamed-send mode or TCP run",
+                                                            s.test))
+                                         .to_string());
   std::string mode = k == "mp_lat" ? "lat" : k == "msg_rate" || k == "tag_rate" ? "rate" : k;
   if (k == "mp_lat") {
     s.note = "MPI_Send/MPI_Recv ping-pong, half round trip";

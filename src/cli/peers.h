@@ -3,7 +3,8 @@
 // shared-memory transports, plus two physical limits (memcpy, a cache-line ping-pong).
 //
 // Test names: "<kind>_<bytes>", kind one of mp_lat (one-way latency of a message), put_lat,
-// get_lat, put_bw, get_bw, msg_rate, and tag_rate (UCX only: tag-matched message rate).
+// get_lat, put_bw, get_bw, msg_rate, tag_rate (UCX only: tag-matched message rate) and msg_bw
+// (streamed sends: UCX tag_bw; libfabric's fi_pingpong gives its ping-pong bandwidth).
 #pragma once
 
 #include <cstddef>
@@ -34,6 +35,8 @@ struct PeerOptions {
   int timeout_s = 60;        // per process pair
   bool quick = false;        // 1 repetition and few iterations, for self-checks
   std::string mpi_pingpong;  // path of the MPI peer; empty: next to /proc/self/exe
+  bool tcp = false;          // over loopback TCP (UCX_TLS=tcp, fi_pingpong -p tcp -e msg): the
+                             // peers' path between two hosts
 };
 
 // Runs `argv` (with `env` added) to its end or `timeout_s`: its exit status (128 + signal when
