@@ -566,6 +566,11 @@ TEST_P(ViaBackends, ConnectionsRejectedMismatchedAndUnanswered) {
                   VIP_SUCCESS);
         EXPECT_EQ(theirs.ReliabilityLevel, kRr);
         EXPECT_EQ(VipConnectAccept(conn, s.vi), VIP_INVALID_RELIABILITY_LEVEL);
+        // The server may change its VI and accept again: the level now agrees, the size not.
+        auto rr = s.attrs(kRr, VIP_TRUE);
+        rr->MaxTransferSize = 4096;
+        ASSERT_EQ(VipSetViAttributes(s.vi, rr.get()), VIP_SUCCESS);
+        EXPECT_EQ(VipConnectAccept(conn, s.vi), VIP_INVALID_MTU);
         ASSERT_EQ(VipConnectReject(conn), VIP_SUCCESS);
         Address none(s.nic, chip(0), "nobody");
         EXPECT_EQ(VipConnectWait(s.nic, none.get(), 300, nullptr, nullptr, &conn), VIP_TIMEOUT);
@@ -609,9 +614,12 @@ TEST_P(ViaBackends, CompletionQueuesAndPostingBeforeAConnection) {
         ASSERT_NE(d, nullptr);
         EXPECT_TRUE(d->CS.Status & VIP_STATUS_DESC_FLUSHED_ERROR);
         EXPECT_EQ(VipCQDone(s.cq, &vi, &recv), VIP_NOT_DONE);
+        EXPECT_EQ(VipCQWait(s.cq, 20, &vi, &recv), VIP_TIMEOUT);
         EXPECT_EQ(VipRecvDone(s.vi, &d), VIP_NOT_DONE);
         EXPECT_EQ(VipDestroyCQ(s.cq), VIP_INVALID_STATE);
         accept(s, "cq");
+        auto again = s.attrs(kRd, VIP_TRUE);
+        EXPECT_EQ(VipSetViAttributes(s.vi, again.get()), VIP_INVALID_STATE);  // connected
         ASSERT_EQ(VipCQWait(s.cq, kTimeout, &vi, &recv), VIP_SUCCESS);
         EXPECT_EQ(recv, VIP_TRUE);
         ASSERT_EQ(VipRecvDone(s.vi, &d), VIP_SUCCESS);

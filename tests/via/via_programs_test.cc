@@ -72,22 +72,35 @@ void pair(const std::string& prog, const Where& server, const Where& client,
 
 // On a simulated fabric every call is a round trip to the simulation server: fewer, smaller.
 void both_programs(const Where& server, const Where& client, bool small) {
-  const std::vector<const char*> sizes = small ? std::vector<const char*>{"8", "100000"}
+  // 8 B goes in one MP, 4 KiB through the bounce ring, 100 KB is read by the receiver.
+  const std::vector<const char*> sizes = small ? std::vector<const char*>{"8", "4096"}
                                                : std::vector<const char*>{"8", "4096", "100000"};
   const std::string n = small ? "30" : "200", w = small ? "3" : "20";
   for (const char* size : sizes)
     pair("via_pingpong", server, client, {"-s", size, "-n", n, "-w", w},
          fmt::format("via_pingpong bytes={} iterations={} one_way_us=[0-9.]+ MBps=[0-9.]+", size,
                      n));
-  for (const char* size : {"4096", "1048576"}) {
-    if (small && std::string(size) == "4096") continue;
+  // Through the bounce ring, and read by the receiver (a smaller read on the small runs).
+  for (const char* size : {"4096", "65536", "1048576"}) {
+    if (small ? std::string(size) != "65536" : std::string(size) == "65536") continue;
     pair("via_bw", server, client, {"-s", size, "-n", small ? "50" : "200", "-w", "50", "-W", "50"},
          fmt::format("via_bw bytes={} messages={} window=50 MBps=[0-9.]+", size,
                      small ? "50" : "200"));
   }
 }
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GALAXY_TEST_SANITIZED 1
+#endif
+#endif
+
 TEST(ViaPrograms, RunOnASimulatedFabric) {
+#if defined(GALAXY_TEST_SANITIZED) || defined(__SANITIZE_ADDRESS__)
+  // Under the sanitizers every call of both programs is an instrumented round trip to the
+  // simulation server: ViaBackends covers the provider on sim there, the release build this.
+  GTEST_SKIP() << "the release build runs it";
+#endif
   glex::testing::Served served;
   const std::string f = "sim:fattree:k=4,levels=2";
   both_programs({f, "", served.nic(0)}, {f, "", served.nic(7)}, true);
@@ -97,8 +110,14 @@ TEST(ViaPrograms, RunOnOneLiveHostAndAcrossTwo) {
   LiveFabricUnderTest f(2);
   ASSERT_TRUE(f.bring_up().ok());
   const Where server{f.name(), f.host_name(0), f.nic(0, 0)};
-  both_programs(server, {f.name(), f.host_name(0), f.nic(0, 1)}, true);
+#if !defined(GALAXY_TEST_SANITIZED) && !defined(__SANITIZE_ADDRESS__)
+  both_programs(server, {f.name(), f.host_name(0), f.nic(0, 1)}, true);  // (release: one host too)
+#endif
+#if defined(GALAXY_TEST_SANITIZED) || defined(__SANITIZE_ADDRESS__)
+  both_programs(server, {f.name(), f.host_name(1), f.nic(1, 0)}, true);
+#else
   both_programs(server, {f.name(), f.host_name(1), f.nic(1, 0)}, false);
+#endif
 }
 
 }  // namespace
