@@ -106,13 +106,7 @@ void run_comm(const std::string& what, const std::vector<Row>& rows, const CommO
       if (want_ucx) now.push_back(run_ucx(test, 0, po1));
       if (want_fi) now.push_back(run_libfabric(test, 0, po1));
       if (want_mpi) now.push_back(run_openmpi(test, 0, po1));
-      if (samples.empty()) {
-        samples = now;
-      } else {
-        for (size_t i = 0; i < now.size(); ++i)
-          if (now[i].available && samples[i].available)
-            samples[i].runs.insert(samples[i].runs.end(), now[i].runs.begin(), now[i].runs.end());
-      }
+      add_repetition(samples, now);
     }
     for (PeerSample& p : samples)
       if (p.available) p.median = median_of(p.runs);
@@ -129,21 +123,12 @@ void run_comm(const std::string& what, const std::vector<Row>& rows, const CommO
     row["peer"] = nullptr;
     row["ratio"] = nullptr;
     for (const PeerSample& p : samples) {
-      nlohmann::json pj{{"peer", p.peer}, {"available", p.available}};
-      if (p.available) {
-        pj["median"] = p.median;
-        pj["runs"] = p.runs;
-        pj["command"] = p.command;
-        if (!p.note.empty()) pj["note"] = p.note;
-        if (p.peer == "ucx" && p.median > 0) {
-          row["peer"] = p.median;
-          row["peer_name"] = "ucx";
-          row["ratio"] = row["ours"].get<double>() / p.median;
-        }
-      } else {
-        pj["why_unavailable"] = p.why_unavailable;
+      if (p.available && p.peer == "ucx" && p.median > 0) {
+        row["peer"] = p.median;
+        row["peer_name"] = "ucx";
+        row["ratio"] = row["ours"].get<double>() / p.median;
       }
-      peers.push_back(pj);
+      peers.push_back(peer_json(p));
     }
     row["peers"] = peers;
     // Lower is better for latency, higher for bandwidth and rate.

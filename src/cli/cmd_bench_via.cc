@@ -135,13 +135,7 @@ void run_via(const ViaOptions& o) {
         const std::string ptest = fmt::format("{}_{}", kind, bytes);
         if (choice->ucx) now.push_back(run_ucx(ptest, 0, po));
         if (choice->libfabric) now.push_back(run_libfabric(ptest, 0, po));
-        if (peers.empty()) {
-          peers = now;
-        } else {
-          for (size_t i = 0; i < now.size(); ++i)
-            if (now[i].available && peers[i].available)
-              peers[i].runs.insert(peers[i].runs.end(), now[i].runs.begin(), now[i].runs.end());
-        }
+        add_repetition(peers, now);
       }
       nlohmann::json row{{"placement", p.name},
                          {"test", test},
@@ -159,21 +153,14 @@ void run_via(const ViaOptions& o) {
       double best = 0;
       std::string best_name;
       for (PeerSample& s : peers) {
-        nlohmann::json one{{"peer", s.peer}, {"available", s.available}};
         if (s.available) {
           s.median = median_of(s.runs);
-          one["median"] = s.median;
-          one["runs"] = s.runs;
-          one["command"] = s.command;
-          if (!s.note.empty()) one["note"] = s.note;
           if (s.median > 0 && (best == 0 || (lat ? s.median < best : s.median > best))) {
             best = s.median;
             best_name = s.peer;
           }
-        } else {
-          one["why_unavailable"] = s.why_unavailable;
         }
-        pj.push_back(one);
+        pj.push_back(peer_json(s));
       }
       row["peers"] = pj;
       row["best_peer"] = best_name.empty() ? nlohmann::json() : nlohmann::json(best_name);

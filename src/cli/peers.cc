@@ -785,6 +785,29 @@ PeerSample run_openmpi(const std::string& test, size_t bytes, const PeerOptions&
   });
 }
 
+void add_repetition(std::vector<PeerSample>& all, const std::vector<PeerSample>& now) {
+  if (all.empty()) {
+    all = now;
+    return;
+  }
+  for (size_t i = 0; i < now.size() && i < all.size(); ++i)
+    if (now[i].available && all[i].available)
+      all[i].runs.insert(all[i].runs.end(), now[i].runs.begin(), now[i].runs.end());
+}
+
+nlohmann::json peer_json(const PeerSample& s) {
+  nlohmann::json j{{"peer", s.peer}, {"available", s.available}};
+  if (!s.available) {
+    j["why_unavailable"] = s.why_unavailable;
+    return j;
+  }
+  j["median"] = s.median;
+  j["runs"] = s.runs;
+  j["command"] = s.command;
+  if (!s.note.empty()) j["note"] = s.note;
+  return j;
+}
+
 std::vector<PeerSample> run_peers(const std::string& test, size_t bytes, const PeerOptions& opt) {
   return {run_ucx(test, bytes, opt), run_libfabric(test, bytes, opt),
           run_openmpi(test, bytes, opt)};

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,13 @@ PeerSample run_libfabric(const std::string& test, size_t bytes, const PeerOption
 PeerSample run_openmpi(const std::string& test, size_t bytes, const PeerOptions& opt);
 // All three, in that order; unavailable ones included.
 std::vector<PeerSample> run_peers(const std::string& test, size_t bytes, const PeerOptions& opt);
+
+// One repetition's samples added to those of the earlier ones (the same peers in the same
+// order; a peer unavailable in either stays as first seen).
+void add_repetition(std::vector<PeerSample>& all, const std::vector<PeerSample>& now);
+// A peer's sample for a benchmark's JSON: its median, runs, command and note, or why it was
+// unavailable.
+nlohmann::json peer_json(const PeerSample& s);
 
 // The peers a benchmark runs beside ours (--peers): a comma-separated list of ucx, libfabric and
 // openmpi, or none. Errors: a name that is not a peer, a name given twice, none with others,
