@@ -6,7 +6,7 @@
  * The client streams -n messages (after -w warm-up ones) in windows of -W: it posts a window of
  * sends, the server takes them into receives it posted beforehand, posts the next window's and
  * answers with one short message; bandwidth is the bytes the client sent over the time from its
- * first timed send to the last answer. Every byte received is checked.
+ * first timed send to the last answer. The first and last bytes of every message are checked.
  *   -s bytes  message size (default 4096)    -n count  messages timed (default 2000)
  *   -w count  warm-up messages (default 200) -W count  window (default 50)
  *   -d device, -D discriminator, -r u|d|r, -H hosts: as via_pingpong

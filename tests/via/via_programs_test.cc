@@ -1,6 +1,6 @@
 // MyVIA's programs (examples/via_pingpong.c, examples/via_bw.c, C against include/via.h and
 // libvipl.so alone) run as separate processes on a simulated fabric, on one live host and
-// across two live hosts, check every byte they move and print their figure.
+// across two live hosts, check the bytes they move and print their figure.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
