@@ -12,6 +12,13 @@
 #include "glex.h"
 #include "wire/mgmt.h"
 
+namespace galaxy::glex {
+// The simulated NIC's memory handles: index << 32 | key, the index being the ATT key's low bits.
+constexpr glex_mem_handle_t sim_handle(uint32_t key) {
+  return (static_cast<uint64_t>(key & chip::Att::kIndexMask) << 32) | key;
+}
+}  // namespace galaxy::glex
+
 struct glex_device {
   virtual ~glex_device() = default;
   virtual galaxy::Result<uint8_t> open_vp(int32_t wanted) = 0;
@@ -45,10 +52,9 @@ struct glex_device {
   virtual void reset_coll(uint8_t /*vp*/) {}
   // The key a descriptor carries for memory handle `mh` (a local descriptor's destination).
   virtual uint32_t descriptor_key(glex_mem_handle_t mh) const { return static_cast<uint32_t>(mh); }
-  // The memory handle whose descriptor key is `key` (the inverse of descriptor_key): the
-  // simulated NIC's handles are index << 32 | key, the index being the key's low bits.
+  // The memory handle whose descriptor key is `key` (the inverse of descriptor_key).
   virtual glex_mem_handle_t handle_of_key(uint32_t key) const {
-    return (static_cast<uint64_t>(key & galaxy::chip::Att::kIndexMask) << 32) | key;
+    return galaxy::glex::sim_handle(key);
   }
   // What a collective tree's degree is chosen from (coll::choose_degree): the time of one level
   // of the tree and what each further child adds, offloaded and host-driven, in picoseconds.

@@ -214,14 +214,14 @@ glex_ret_t SimHost::register_mem(uint64_t addr, uint64_t len, uint32_t access,
   auto key = nic().att().register_region(addr, len, rights, frames);
   if (!key.ok()) return set_error(GLEX_NO_RESOURCE, key.error().to_string());
   regions_[*key] = true;
-  *mh = (static_cast<uint64_t>(*key & chip::Att::kIndexMask) << 32) | *key;
+  *mh = sim_handle(*key);
   return GLEX_SUCCESS;
 }
 
 glex_ret_t SimHost::deregister_mem(glex_mem_handle_t mh) {
   const uint32_t key = static_cast<uint32_t>(mh);
   auto it = regions_.find(key);
-  if (it == regions_.end() || (mh >> 32) != (key & chip::Att::kIndexMask))
+  if (it == regions_.end() || mh != sim_handle(key))
     return set_error(GLEX_INVALID_PARAM,
                      fmt::format("E6176 glex_deregister_mem: mh = {:#x} is not a registration of "
                                  "this device",

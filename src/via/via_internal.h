@@ -252,6 +252,9 @@ uint64_t now_ms(Nic* nic);
 // Sends one MP of the VI's protocol, behind any still queued; false: the connection is lost.
 void send_mp(via_vi* vi, const Header& h, const void* body, size_t len, uint32_t flags = 0,
              std::optional<uint64_t> finishes_send = std::nullopt);
+// Tells a connected VI's peer that the connection ends (kDisconnect) or broke (kError), in a
+// packet naming the connection.
+void end_connection(via_vi* vi, Kind why);
 void enter_error(via_vi* vi, VIP_ERROR_CODE code, bool tell_peer);
 void flush(via_vi* vi);
 void to_idle(via_vi* vi);

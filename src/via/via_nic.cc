@@ -173,11 +173,10 @@ VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
   if (!nic) return fail(VIP_INVALID_PARAMETER, "E6505 VipCloseNic: NicHandle is NULL");
   {
     std::lock_guard lock(nic->mu);
+    // The peers learn the connections end; the descriptors are not touched (the program may
+    // have freed them).
     for (auto& vi : nic->vis) {
-      if (vi->state == VIP_STATE_CONNECTED) {
-        Header h{static_cast<uint8_t>(Kind::kDisconnect), 0, 0, vi->conn_id};
-        (void)glex_send_mp(vi->ep, vi->peer, &h, sizeof h, 0);
-      }
+      end_connection(vi.get(), Kind::kDisconnect);
       free_bounce(vi.get());
       glex_destroy_ep(vi->ep);
     }

@@ -115,22 +115,22 @@ void flush(via_vi* vi) {
   publish(vi, vi->recvq, true);
 }
 
+void end_connection(via_vi* vi, Kind why) {
+  if (vi->state != VIP_STATE_CONNECTED) return;
+  Header h{static_cast<uint8_t>(why), 0, 0, vi->conn_id};
+  (void)glex_send_mp(vi->ep, vi->peer, &h, sizeof h, 0);
+}
+
 void enter_error(via_vi* vi, VIP_ERROR_CODE code, bool tell_peer) {
   if (vi->state == VIP_STATE_ERROR) return;
-  if (tell_peer && vi->state == VIP_STATE_CONNECTED) {
-    Header h{static_cast<uint8_t>(Kind::kError), 0, 0, vi->conn_id};
-    (void)glex_send_mp(vi->ep, vi->peer, &h, sizeof h, 0);
-  }
+  if (tell_peer) end_connection(vi, Kind::kError);
   vi->state = VIP_STATE_ERROR;
   flush(vi);
   vi->nic->report(vi, nullptr, VIP_RESOURCE_VI, code);
 }
 
 void to_idle(via_vi* vi) {
-  if (vi->state == VIP_STATE_CONNECTED) {
-    Header h{static_cast<uint8_t>(Kind::kDisconnect), 0, 0, vi->conn_id};
-    (void)glex_send_mp(vi->ep, vi->peer, &h, sizeof h, 0);
-  }
+  end_connection(vi, Kind::kDisconnect);
   vi->state = VIP_STATE_IDLE;
   flush(vi);
   vi->peer = 0;
@@ -213,6 +213,16 @@ void issue_ops(via_vi* vi, Work& w, bool recv) {
   maybe_finish(w);
 }
 
+// A send's segments, one after another, into `dst`.
+void gather(const std::vector<std::pair<const VIP_DATA_SEGMENT*, const Region*>>& segs,
+            uint8_t* dst) {
+  for (auto& [s, r] : segs) {
+    std::memcpy(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(s->Data.AddressBits)),
+                s->Length);
+    dst += s->Length;
+  }
+}
+
 // Checks a send descriptor and turns it into MPs and RDMA pieces.
 void start_send(via_vi* vi, Work& w) {
   w.started = true;
@@ -282,13 +292,7 @@ void start_send(via_vi* vi, Work& w) {
     OutMp m;
     m.bytes.resize(sizeof h + total);
     std::memcpy(m.bytes.data(), &h, sizeof h);
-    size_t at = sizeof h;
-    for (auto& [s, r] : segs) {
-      std::memcpy(m.bytes.data() + at,
-                  reinterpret_cast<const void*>(static_cast<uintptr_t>(s->Data.AddressBits)),
-                  s->Length);
-      at += s->Length;
-    }
+    gather(segs, m.bytes.data() + sizeof h);
     if (vi->attrs.ReliabilityLevel == VIP_SERVICE_RELIABLE_RECEPTION) {
       w.awaiting_ack = true;
     } else {
@@ -325,13 +329,7 @@ void start_send(via_vi* vi, Work& w) {
     std::vector<uint8_t> all(4 + total);
     const uint32_t len32 = static_cast<uint32_t>(total);
     std::memcpy(all.data(), &len32, 4);
-    size_t at = 4;
-    for (auto& [s, r] : segs) {
-      std::memcpy(all.data() + at,
-                  reinterpret_cast<const void*>(static_cast<uintptr_t>(s->Data.AddressBits)),
-                  s->Length);
-      at += s->Length;
-    }
+    gather(segs, all.data() + 4);
     h.kind = static_cast<uint8_t>(Kind::kFrag);
     for (size_t off = 0; off < all.size();) {
       const size_t n = std::min<size_t>(kEagerMax, all.size() - off);
@@ -466,28 +464,50 @@ void refuse(via_vi* vi, Work& r, uint32_t status, Reason why, std::optional<uint
   if (reliable(vi)) enter_error(vi, VIP_ERROR_CONN_LOST, true);
 }
 
-void on_eager(via_vi* vi, const Header& h, const uint8_t* body, size_t len) {
+// A receive matched to a message: its kind and immediate data, as the header says.
+void begin(Work& r, const Header& h) {
+  r.started = true;
+  r.status = VIP_STATUS_OP_RECEIVE | ((h.flags & kFlagImmediate) ? VIP_STATUS_IMMEDIATE : 0);
+  r.imm = h.imm;
+}
+
+// `len` bytes into a receive's segments from byte `at` of the message on; what it copied.
+size_t scatter(const std::vector<std::pair<const VIP_DATA_SEGMENT*, const Region*>>& segs,
+               size_t at, const uint8_t* src, size_t len) {
+  size_t seg_start = 0, done = 0;
+  for (auto& [s, reg] : segs) {
+    const size_t end = seg_start + s->Length;
+    if (at + done < end && done < len) {
+      const size_t in = at + done - seg_start;
+      const size_t n = std::min<size_t>(s->Length - in, len - done);
+      std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(s->Data.AddressBits + in)),
+                  src + done, n);
+      done += n;
+    }
+    seg_start = end;
+  }
+  return done;
+}
+
+// A receive complete with `len` bytes; reliable reception tells the sender it is placed.
+void received(via_vi* vi, Work& r, uint32_t len) {
+  r.length = len;
+  finish(r, 0);
+  if (vi->attrs.ReliabilityLevel == VIP_SERVICE_RELIABLE_RECEPTION)
+    send_control(vi, Kind::kAck, 0, nullptr, 0);
+}
+
+// A whole message (an MP's payload or a bounce slot) into the next posted receive.
+void place(via_vi* vi, const Header& h, const uint8_t* data, size_t len) {
   Work* r = match(vi);
   if (!r) return;
-  r->started = true;
-  r->status = VIP_STATUS_OP_RECEIVE | ((h.flags & kFlagImmediate) ? VIP_STATUS_IMMEDIATE : 0);
-  r->imm = h.imm;
+  begin(*r, h);
   uint64_t room = 0;
   auto segs = receive_segments(vi, *r, &room);
   if (!segs) return refuse(vi, *r, VIP_STATUS_PROTECTION_ERROR, Reason::kProtection, {});
   if (room < len) return refuse(vi, *r, VIP_STATUS_LENGTH_ERROR, Reason::kLength, {});
-  size_t at = 0;
-  for (auto& [s, reg] : *segs) {
-    const size_t n = std::min<size_t>(s->Length, len - at);
-    if (n)
-      std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(s->Data.AddressBits)), body + at,
-                  n);
-    at += n;
-  }
-  r->length = static_cast<uint32_t>(len);
-  finish(*r, 0);
-  if (vi->attrs.ReliabilityLevel == VIP_SERVICE_RELIABLE_RECEPTION)
-    send_control(vi, Kind::kAck, 0, nullptr, 0);
+  scatter(*segs, 0, data, len);
+  received(vi, *r, static_cast<uint32_t>(len));
 }
 
 // A bounce slot emptied: handed back to the sender in batches.
@@ -503,32 +523,7 @@ void on_bounce(via_vi* vi, const Header& h, const uint8_t* body, size_t len) {
   std::memcpy(&total, body, 4);
   if (total > kBounceSlot) return void(++vi->nic->dropped);
   const uint8_t* data = static_cast<const uint8_t*>(vi->bounce) + uint64_t{h.aux} * kBounceSlot;
-  Work* r = match(vi);
-  if (r) {
-    r->started = true;
-    r->status = VIP_STATUS_OP_RECEIVE | ((h.flags & kFlagImmediate) ? VIP_STATUS_IMMEDIATE : 0);
-    r->imm = h.imm;
-    uint64_t room = 0;
-    auto segs = receive_segments(vi, *r, &room);
-    if (!segs) {
-      refuse(vi, *r, VIP_STATUS_PROTECTION_ERROR, Reason::kProtection, {});
-    } else if (room < total) {
-      refuse(vi, *r, VIP_STATUS_LENGTH_ERROR, Reason::kLength, {});
-    } else {
-      size_t at = 0;
-      for (auto& [s, reg] : *segs) {
-        const size_t n = std::min<size_t>(s->Length, total - at);
-        if (n)
-          std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(s->Data.AddressBits)),
-                      data + at, n);
-        at += n;
-      }
-      r->length = total;
-      finish(*r, 0);
-      if (vi->attrs.ReliabilityLevel == VIP_SERVICE_RELIABLE_RECEPTION)
-        send_control(vi, Kind::kAck, 0, nullptr, 0);
-    }
-  }
+  place(vi, h, data, total);
   if (vi->state == VIP_STATE_CONNECTED) empty_slot(vi);
 }
 
@@ -544,25 +539,10 @@ void fill(via_vi* vi, const uint8_t* body, size_t len) {
   uint64_t room = 0;
   auto segs = receive_segments(vi, *r, &room);  // checked at the train's first MP
   if (!segs) return;
-  size_t seg_start = 0, done = 0;
-  for (auto& [s, reg] : *segs) {
-    const size_t end = seg_start + s->Length;
-    if (vi->fill_at + done < end && done < len) {
-      const size_t in = vi->fill_at + done - seg_start;
-      const size_t n = std::min<size_t>(s->Length - in, len - done);
-      std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(s->Data.AddressBits + in)),
-                  body + done, n);
-      done += n;
-    }
-    seg_start = end;
-  }
-  vi->fill_at += static_cast<uint32_t>(done);
+  vi->fill_at += static_cast<uint32_t>(scatter(*segs, vi->fill_at, body, len));
   if (vi->fill_at < vi->fill_total) return;
   vi->filling = UINT64_MAX;
-  r->length = vi->fill_total;
-  finish(*r, 0);
-  if (vi->attrs.ReliabilityLevel == VIP_SERVICE_RELIABLE_RECEPTION)
-    send_control(vi, Kind::kAck, 0, nullptr, 0);
+  received(vi, *r, vi->fill_total);
 }
 
 void on_frag(via_vi* vi, const Header& h, const uint8_t* body, size_t len) {
@@ -576,9 +556,7 @@ void on_frag(via_vi* vi, const Header& h, const uint8_t* body, size_t len) {
     vi->fill_skip = total;
     return fill(vi, body, len);
   }
-  r->started = true;
-  r->status = VIP_STATUS_OP_RECEIVE | ((h.flags & kFlagImmediate) ? VIP_STATUS_IMMEDIATE : 0);
-  r->imm = h.imm;
+  begin(*r, h);
   uint64_t room = 0;
   auto segs = receive_segments(vi, *r, &room);
   if (!segs || room < total) {
@@ -643,9 +621,7 @@ void on_rts(via_vi* vi, const Header& h, const uint8_t* body, size_t len) {
     if (vi->state == VIP_STATE_CONNECTED) send_fin(vi, seq, Reason::kRecvQueueEmpty);
     return;
   }
-  r->started = true;
-  r->status = VIP_STATUS_OP_RECEIVE | ((h.flags & kFlagImmediate) ? VIP_STATUS_IMMEDIATE : 0);
-  r->imm = h.imm;
+  begin(*r, h);
   r->rts_seq = seq;
   r->rts_len = total;
   r->rts_segments = nseg;
@@ -712,7 +688,7 @@ void handle_mp(via_vi* vi, const glex_mp& mp) {
   const size_t len = mp.len - sizeof h;
   switch (kind) {
     case Kind::kEager:
-      return on_eager(vi, h, body, len);
+      return place(vi, h, body, len);
     case Kind::kFrag:
       return on_frag(vi, h, body, len);
     case Kind::kBounce:
