@@ -24,7 +24,7 @@ cases=(
   "galaxy_glex_core|glex/device.h|nm/fault_ledger.h"
   "galaxy_nm|nm/fault_ledger.h|nmd/daemon.h"
   "galaxy_via_objs|via/via_internal.h|glex/device.h"
-  "galaxy-fi|fi/fi_internal.h|glex/device.h"
+  "galaxy_fi_objs|fi/fi_internal.h|glex/device.h"
 )
 compiles() {  # view header
   printf '#include "%s"\n' "$2" >"$tmp/t.cc"

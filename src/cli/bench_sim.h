@@ -20,5 +20,6 @@ void add_bench_ibsm_subcommand(CLI::App* bench);
 // `galaxy bench sm-campaign` (cmd_bench_sm.cc): several management servers through faults.
 void add_bench_sm_campaign_subcommand(CLI::App* bench);
 void add_bench_via_subcommand(CLI::App* bench);
+void add_bench_mpi_subcommand(CLI::App* bench);
 
 }  // namespace galaxy::cli

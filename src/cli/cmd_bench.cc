@@ -258,6 +258,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_daemon_subcommand(b);
   add_bench_sm_campaign_subcommand(b);
   add_bench_via_subcommand(b);
+  add_bench_mpi_subcommand(b);
 }
 
 const CommandRegistrar kRegistrar("bench", add_bench_command);

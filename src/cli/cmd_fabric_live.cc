@@ -80,7 +80,8 @@ Result<int> spawn_daemon(const live::LiveFabric& f, int host, const LiveUpReques
   std::vector<std::string> args{self_exe(),        "fabricd",
                                 "--fabric",        f.spec,
                                 "--host",          f.hosts[static_cast<size_t>(host)].name,
-                                "--op-timeout-ms", std::to_string(o.op_timeout_ms)};
+                                "--op-timeout-ms", std::to_string(o.op_timeout_ms),
+                                "--spin-us",       std::to_string(o.spin_us)};
   if (!o.impair.empty()) {
     args.push_back("--impair");
     args.push_back(o.impair);
@@ -581,6 +582,9 @@ void add_fabric_live_subcommands(CLI::App* fabric) {
   up->add_option("--op-timeout-ms", o->up.op_timeout_ms, "remote RDMA timeout of the daemons")
       ->capture_default_str()
       ->check(integer_in(1, 3600000));
+  up->add_option("--spin-us", o->up.spin_us, "each daemon polls this long before sleeping")
+      ->capture_default_str()
+      ->check(integer_in(0, 1000000));
   up->add_option("--timeout-s", o->up.timeout_s, "give up if daemons or links are not up by then")
       ->capture_default_str()
       ->check(real_in(0, 86400, Bounds::kAboveLow));

@@ -19,6 +19,7 @@ struct LiveUpRequest {
   std::string impair;
   std::vector<std::string> hosts;  // empty: those with a local address
   uint64_t op_timeout_ms = 5000;
+  uint64_t spin_us = 50;  // each daemon polls this long before sleeping
   double timeout_s = 20;
   bool json = false;
   bool route = true;  // discover, route and load through the management server

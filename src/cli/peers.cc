@@ -74,15 +74,6 @@ long default_iterations(const std::string& kind, size_t bytes, const PeerOptions
   return opt.quick ? 20000 : 2000000;
 }
 
-std::string join(const std::vector<std::string>& argv) {
-  std::string s;
-  for (const auto& a : argv) {
-    if (!s.empty()) s += ' ';
-    s += a;
-  }
-  return s;
-}
-
 // Last characters of a tool's output on one line, for a why_unavailable.
 std::string tail(const std::string& out, size_t n = 240) {
   std::string t = out.size() > n ? out.substr(out.size() - n) : out;
@@ -431,6 +422,15 @@ std::string mpi_pingpong_path(const PeerOptions& opt) {
 }
 
 }  // namespace
+
+std::string join(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) {
+    if (!s.empty()) s += ' ';
+    s += a;
+  }
+  return s;
+}
 
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;

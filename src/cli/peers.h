@@ -102,6 +102,9 @@ double median_of(std::vector<double> v);
 // This program's path (/proc/self/exe), "" when it cannot be read.
 std::string self_executable();
 
+// A command line as one string (for the record of what ran).
+std::string join(const std::vector<std::string>& argv);
+
 // The executable `name` on $PATH, or "" when there is none.
 std::string find_in_path(const std::string& name);
 

@@ -213,14 +213,14 @@ int open_cq(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
   fi_cq_format format = attr ? attr->format : FI_CQ_FORMAT_UNSPEC;
   if (format == FI_CQ_FORMAT_UNSPEC) format = FI_CQ_FORMAT_CONTEXT;
   if (entry_size(format) == 0) {
-    FI_WARN(provider(), FI_LOG_CQ, "E7110 fi_cq_open: format %d is not supported\n",
+    FI_WARN(provider(), FI_LOG_CQ, "E6610 fi_cq_open: format %d is not supported\n",
             static_cast<int>(format));
     return -FI_ENOSYS;
   }
   if (attr && (attr->wait_obj == FI_WAIT_FD || attr->wait_obj == FI_WAIT_SET ||
                attr->wait_obj == FI_WAIT_MUTEX_COND || attr->wait_obj == FI_WAIT_POLLFD)) {
     FI_WARN(provider(), FI_LOG_CQ,
-            "E7111 fi_cq_open: wait object %d is not supported (FI_WAIT_NONE, FI_WAIT_UNSPEC "
+            "E6611 fi_cq_open: wait object %d is not supported (FI_WAIT_NONE, FI_WAIT_UNSPEC "
             "and FI_WAIT_YIELD are)\n",
             static_cast<int>(attr->wait_obj));
     return -FI_ENOSYS;

@@ -183,7 +183,7 @@ int open_domain(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
   glex_device_attr attr{nullptr, nullptr, -1};
   glex_device_handle_t dev = nullptr;
   if (glex_open_device(&attr, &dev) != GLEX_SUCCESS) {
-    FI_WARN(provider(), FI_LOG_DOMAIN, "E7120 fi_domain: no NIC of fabric %s: %s\n",
+    FI_WARN(provider(), FI_LOG_DOMAIN, "E6620 fi_domain: no NIC of fabric %s: %s\n",
             fab->name.c_str(), glex_last_error());
     return -FI_ENODEV;
   }
@@ -221,7 +221,7 @@ int register_mr(fid* f, const void* buf, size_t len, uint64_t access, uint64_t o
   const glex_ret_t r =
       glex_register_mem(d->dev, len ? const_cast<void*>(buf) : &empty, len ? len : 1, rights, &mh);
   if (r != GLEX_SUCCESS) {
-    FI_WARN(provider(), FI_LOG_MR, "E7121 fi_mr_reg of %zu bytes at %p: %s\n", len, buf,
+    FI_WARN(provider(), FI_LOG_MR, "E6621 fi_mr_reg of %zu bytes at %p: %s\n", len, buf,
             glex_last_error());
     return r == GLEX_NO_RESOURCE ? -FI_ENOMEM : -fi_error_of(r);
   }

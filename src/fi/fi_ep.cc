@@ -115,7 +115,7 @@ int ep_control(fid* f, int command, void* arg) {
   switch (command) {
     case FI_ENABLE:
       if (!ep->av) {
-        FI_WARN(provider(), FI_LOG_EP_CTRL, "E7130 fi_enable: no address vector bound\n");
+        FI_WARN(provider(), FI_LOG_EP_CTRL, "E6630 fi_enable: no address vector bound\n");
         return -FI_ENOAV;
       }
       if (!ep->tx_cq && !ep->send_cntr && !ep->write_cntr && !ep->read_cntr) return -FI_ENOCQ;
@@ -418,14 +418,14 @@ int open_endpoint(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   glex_ep_attr attr{-1};
   glex_ep_handle_t gep = nullptr;
   if (glex_create_ep(d->dev, &attr, &gep) != GLEX_SUCCESS) {
-    FI_WARN(provider(), FI_LOG_EP_CTRL, "E7131 fi_endpoint: no free VP on NIC %u: %s\n",
+    FI_WARN(provider(), FI_LOG_EP_CTRL, "E6631 fi_endpoint: no free VP on NIC %u: %s\n",
             glex_device_node(d->dev), glex_last_error());
     return -FI_ENOMEM;
   }
   auto* ep = new Endpoint;
   ep->domain = d;
   ep->ep = gep;
-  ep->caps = info ? info->caps : (FI_MSG | FI_TAGGED | FI_RMA);
+  ep->caps = info ? info->caps : (FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV);
   if (info && info->tx_attr) ep->tx_op_flags = info->tx_attr->op_flags;
   if (info && info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
   ep->fid.self = ep;

@@ -41,6 +41,10 @@ inline constexpr size_t kAddrLen = sizeof(glex_ep_addr_t);  // NIC chip id << 8 
 inline constexpr size_t kTxSize = 4096;   // queued MPs before a post returns -FI_EAGAIN
 inline constexpr size_t kRxSize = 65536;  // posted receives
 inline constexpr size_t kMaxIov = 1;      // one buffer per operation
+// Progress called in a tight loop (calls less than kPollGapNs apart) that has found nothing for
+// kIdleBeforeWaitNs waits in the NIC instead of polling (docs/libfabric.md "Progress").
+inline constexpr uint64_t kPollGapNs = 50'000;
+inline constexpr uint64_t kIdleBeforeWaitNs = 200'000;
 inline constexpr uint64_t kMaxRmaKey = ~uint64_t{0};
 
 // ---- Packets between two endpoints, each one MP (docs/libfabric.md "Packets") -------------------
@@ -267,6 +271,8 @@ struct Endpoint {
   std::deque<OutMp> out;
   std::unordered_map<uint64_t, RtsSend> rts;  // (peer's address, number) -> the send
   uint32_t rdma_in_flight = 0;
+  uint64_t last_progress_ns = 0;                  // when progress last ran
+  uint64_t idle_since_ns = 0;                     // since when tight polling has found nothing
   std::vector<std::unique_ptr<Arrival>> claimed;  // FI_CLAIM: peeked and held for the claim
 };
 
@@ -275,6 +281,8 @@ struct Endpoint {
 int fi_error_of(glex_ret_t r);
 // Drives the endpoint: sends queued MPs, takes arrived MPs, reaps the NIC's completions.
 void progress(Endpoint* ep);
+// One arrived MP, whatever its bytes: placed, kept, answered or dropped with E6603.
+void take_packet(Endpoint* ep, const glex_mp& mp);
 // Reports a finished operation to the CQ and counter its kind names (errors with `err` != 0).
 void complete(Endpoint* ep, const OpDone& op, int err = 0, size_t olen = 0);
 // The data path (fi_proto.cc).

@@ -151,7 +151,19 @@ int getinfo(uint32_t version, const char*, const char*, uint64_t, const fi_info*
   // Only a process that can reach a NIC of a running fabric is offered the provider.
   glex_device_attr attr{nullptr, nullptr, -1};
   glex_device_handle_t dev = nullptr;
-  if (glex_open_device(&attr, &dev) != GLEX_SUCCESS) {
+  const glex_ret_t r = glex_open_device(&attr, &dev);
+  if (r == GLEX_INVALID_PARAM) {
+    // A GLEX_* variable the user set is wrong: said once on stderr whatever FI_LOG_LEVEL is
+    // (libfabric logs nothing by default, and the user would see only "no provider").
+    static std::once_flag said;
+    std::call_once(said, [] {
+      std::fprintf(stderr, "libgalaxy-fi: E6622 the Galaxy provider is not offered: %s\n",
+                   glex_last_error());
+    });
+    FI_WARN(&g_provider, FI_LOG_CORE, "E6622 %s\n", glex_last_error());
+    return -FI_ENODATA;
+  }
+  if (r != GLEX_SUCCESS) {  // no fabric runs here: the provider is simply not offered
     FI_INFO(&g_provider, FI_LOG_CORE, "no Galaxy NIC reachable: %s\n", glex_last_error());
     return -FI_ENODATA;
   }
