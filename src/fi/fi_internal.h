@@ -41,10 +41,12 @@ inline constexpr size_t kAddrLen = sizeof(glex_ep_addr_t);  // NIC chip id << 8 
 inline constexpr size_t kTxSize = 4096;   // queued MPs before a post returns -FI_EAGAIN
 inline constexpr size_t kRxSize = 65536;  // posted receives
 inline constexpr size_t kMaxIov = 1;      // one buffer per operation
-// Progress called in a tight loop (calls less than kPollGapNs apart) that has found nothing for
-// kIdleBeforeWaitNs waits in the NIC instead of polling (docs/libfabric.md "Progress").
+// Progress called in a loop (the caller back within kPollGapNs) that finds nothing yields the
+// core after kYieldAfterNs and waits in the NIC after kIdleBeforeWaitNs (docs/libfabric.md
+// "Progress").
 inline constexpr uint64_t kPollGapNs = 50'000;
-inline constexpr uint64_t kIdleBeforeWaitNs = 200'000;
+inline constexpr uint64_t kYieldAfterNs = 10'000;
+inline constexpr uint64_t kIdleBeforeWaitNs = 2'000'000;
 inline constexpr uint64_t kMaxRmaKey = ~uint64_t{0};
 
 // ---- Packets between two endpoints, each one MP (docs/libfabric.md "Packets") -------------------
@@ -271,7 +273,7 @@ struct Endpoint {
   std::deque<OutMp> out;
   std::unordered_map<uint64_t, RtsSend> rts;  // (peer's address, number) -> the send
   uint32_t rdma_in_flight = 0;
-  uint64_t last_progress_ns = 0;                  // when progress last ran
+  uint64_t last_progress_ns = 0;                  // when progress last returned
   uint64_t idle_since_ns = 0;                     // since when tight polling has found nothing
   std::vector<std::unique_ptr<Arrival>> claimed;  // FI_CLAIM: peeked and held for the claim
 };

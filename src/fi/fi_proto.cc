@@ -1,6 +1,8 @@
 // The provider's data path (docs/libfabric.md "Packets"): messages as trains of MPs or, when
 // long, read by the receiver (rendezvous); matching in each source's order; RDMA reads and
 // writes as glex RDMA; progress that sends, receives and reaps.
+#include <sched.h>
+
 #include <chrono>
 #include <cstring>
 
@@ -340,6 +342,9 @@ void take_packet(Endpoint* ep, const glex_mp& mp) {
 
 void progress(Endpoint* ep) {
   if (!ep->enabled) return;
+  // The caller's own time since the last call ended: short when it polls in a loop.
+  const uint64_t start = now_ns();
+  const bool tight = start - ep->last_progress_ns < kPollGapNs;
   bool moved = !ep->out.empty();
   flush_out(ep);
   glex_mp mp;
@@ -354,27 +359,29 @@ void progress(Endpoint* ep) {
     moved = true;
   }
   flush_out(ep);
-  // A caller polling in a tight loop with nothing arriving (calls less than kPollGap apart for
-  // kIdleBeforeWait) waits in the NIC for up to 1 ms instead: the CPU goes to others, and a
-  // simulated fabric's clock, which moves while its clients wait, moves.
-  const uint64_t now = now_ns();
-  const bool tight = now - ep->last_progress_ns < kPollGapNs;
-  ep->last_progress_ns = now;
+  // A caller polling in a loop with nothing arriving yields its core between polls after
+  // kYieldAfterNs (the fabric's daemons may need it), and after kIdleBeforeWaitNs waits in the
+  // NIC for up to 1 ms per call instead: the core goes to others, and a simulated fabric's
+  // clock, which moves while its clients wait, moves.
+  uint64_t now = now_ns();
   if (moved || !tight) {
     ep->idle_since_ns = now;
-    return;
+  } else if (now - ep->idle_since_ns >= kIdleBeforeWaitNs) {
+    if (ep->rdma_in_flight) {
+      moved = glex_wait_cq(ep->ep, 1, &e) == GLEX_SUCCESS;
+      if (moved) on_completion(ep, e);
+    } else {
+      moved = glex_recv_mp(ep->ep, 1, &mp) == GLEX_SUCCESS;
+      if (moved) on_packet(ep, mp);
+    }
+    flush_out(ep);
+    now = now_ns();
+    if (moved) ep->idle_since_ns = now;
+  } else if (now - ep->idle_since_ns >= kYieldAfterNs) {
+    sched_yield();
+    now = now_ns();
   }
-  if (now - ep->idle_since_ns < kIdleBeforeWaitNs) return;
-  if (ep->rdma_in_flight) {
-    moved = glex_wait_cq(ep->ep, 1, &e) == GLEX_SUCCESS;
-    if (moved) on_completion(ep, e);
-  } else {
-    moved = glex_recv_mp(ep->ep, 1, &mp) == GLEX_SUCCESS;
-    if (moved) on_packet(ep, mp);
-  }
-  flush_out(ep);
-  ep->last_progress_ns = now_ns();
-  if (moved) ep->idle_since_ns = ep->last_progress_ns;
+  ep->last_progress_ns = now;
 }
 
 ssize_t post_send(Endpoint* ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
@@ -393,11 +400,11 @@ ssize_t post_send(Endpoint* ep, const void* buf, size_t len, void* desc, fi_addr
     progress(ep);
     if (ep->out.size() + mps > kTxSize) return -FI_EAGAIN;
   }
-  auto op = std::make_shared<OpDone>();
-  op->context = context;
-  op->flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
-  op->len = len;
-  op->report = !(flags & FI_INJECT) && (!ep->tx_selective || (flags & FI_COMPLETION));
+  OpDone op;
+  op.context = context;
+  op.flags = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+  op.len = len;
+  op.report = !(flags & FI_INJECT) && (!ep->tx_selective || (flags & FI_COMPLETION));
   const uint8_t hflags = (tagged ? kTagged : 0) | (has_data ? kHasData : 0);
   const char* p = static_cast<const char*>(buf);
   if (len > kEagerMax) {
@@ -414,7 +421,7 @@ ssize_t post_send(Endpoint* ep, const void* buf, size_t len, void* desc, fi_addr
     }
     Endpoint::Peer& peer = ep->peers[to];
     const uint32_t seq = peer.next_out++;
-    ep->rts[rts_key(to, seq)] = RtsSend{*op, mh};
+    ep->rts[rts_key(to, seq)] = RtsSend{op, mh};
     const Head h{static_cast<uint8_t>(Kind::kRts), hflags, 0, seq, tag};
     const RtsBody b{len, data, reinterpret_cast<uint64_t>(buf), mh};
     queue_mp(ep, to, &h, sizeof h, &b, sizeof b, nullptr);
@@ -424,20 +431,53 @@ ssize_t post_send(Endpoint* ep, const void* buf, size_t len, void* desc, fi_addr
   Endpoint::Peer& peer = ep->peers[to];
   const uint32_t seq = peer.next_out++;
   const size_t first = len < kMsgFirst ? len : kMsgFirst;
-  {
-    char head[sizeof(Head) + sizeof(MsgHead)];
-    const Head h{static_cast<uint8_t>(Kind::kMsg), hflags, 0, seq, tag};
-    const MsgHead m{len, data};
-    std::memcpy(head, &h, sizeof h);
-    std::memcpy(head + sizeof h, &m, sizeof m);
-    queue_mp(ep, to, head, sizeof head, p, first, op);
+  // Each MP goes straight to the NIC while nothing waits before it; from the first that finds
+  // its target's MPQ full, it and the rest wait in the queue, in order.
+  bool direct = ep->out.empty();
+  std::shared_ptr<OpDone> queued;  // held by each queued MP of the message
+  char mp[GLEX_MP_PAYLOAD];
+  for (size_t off = 0, n = first; off == 0 || off < len;
+       off += n, n = len - off < kMoreBytes ? len - off : kMoreBytes) {
+    size_t head_len;
+    if (off == 0) {
+      const Head h{static_cast<uint8_t>(Kind::kMsg), hflags, 0, seq, tag};
+      const MsgHead m{len, data};
+      std::memcpy(mp, &h, sizeof h);
+      std::memcpy(mp + sizeof h, &m, sizeof m);
+      head_len = sizeof h + sizeof m;
+    } else {
+      const Head h{static_cast<uint8_t>(Kind::kMore), 0, 0, seq, off};
+      std::memcpy(mp, &h, sizeof h);
+      head_len = sizeof h;
+    }
+    if (direct) {
+      if (n) std::memcpy(mp + head_len, p + off, n);
+      const glex_ret_t r = glex_send_mp(ep->ep, to, mp, static_cast<uint32_t>(head_len + n), 0);
+      if (r == GLEX_SUCCESS) {
+        if (off + n >= len) break;
+        continue;
+      }
+      if (r != GLEX_BUSY) {
+        FI_WARN(provider(), FI_LOG_EP_DATA, "E6607 MP to %#llx failed: %s\n",
+                static_cast<unsigned long long>(to), glex_last_error());
+        if (off == 0) {  // nothing left: the message was not sent
+          --peer.next_out;
+          return -fi_error_of(r);
+        }
+        complete(ep, op, -fi_error_of(r));
+        return 0;
+      }
+      direct = false;
+    }
+    if (!queued) queued = std::make_shared<OpDone>(op);
+    queue_mp(ep, to, mp, head_len, p + off, n, queued);
+    if (off + n >= len) break;
   }
-  for (size_t off = first; off < len; off += kMoreBytes) {
-    const size_t n = len - off < kMoreBytes ? len - off : kMoreBytes;
-    const Head h{static_cast<uint8_t>(Kind::kMore), 0, 0, seq, off};
-    queue_mp(ep, to, &h, sizeof h, p + off, n, op);
+  if (direct) {
+    complete(ep, op);
+    return 0;
   }
-  op.reset();
+  queued.reset();
   flush_out(ep);
   return 0;
 }
