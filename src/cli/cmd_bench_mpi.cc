@@ -107,17 +107,11 @@ void run_mpi(const MpiOptions& o) {
                                                "(built with libfabric-dev)",
                                                provider_dir())),
                         o.json);
-  const uint16_t port = static_cast<uint16_t>(20000 + getpid() % 20000);
-  const std::string spec =
-      fmt::format("live:fattree:k=4,levels=2,name=benchmpi{},hosts=h1:127.0.0.1:{},h2:127.0.0.1:{}",
-                  getpid(), port, port + 1);
+  auto started = private_loopback_fabric("benchmpi", 2, o.json);
+  if (!started.ok()) return report_error(started.error(), o.json);
+  const std::string spec = *started;
   auto f = live::parse_live_fabric(spec);
   if (!f.ok()) return report_error(f.error(), o.json);
-  LiveUpRequest rq;
-  rq.spec = spec;
-  rq.json = o.json;
-  auto up = live_fabric_up(rq);
-  if (!up.ok()) return report_error(up.error(), o.json);
   const std::string h1 = f->hosts[0].name, h2 = f->hosts[1].name;
   const std::vector<Placement> places = {{"one_host", h1, h1, "self,vader"},
                                          {"two_hosts", h1, h2, "self,tcp"}};

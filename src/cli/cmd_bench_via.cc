@@ -83,17 +83,11 @@ Result<double> run_program(const std::string& prog, size_t bytes, const std::str
 void run_via(const ViaOptions& o) {
   auto choice = parse_peer_list(o.peers);
   if (!choice.ok()) return report_error(choice.error(), o.json);
-  const uint16_t port = static_cast<uint16_t>(20000 + getpid() % 20000);
-  const std::string spec =
-      fmt::format("live:fattree:k=4,levels=2,name=benchvia{},hosts=h1:127.0.0.1:{},h2:127.0.0.1:{}",
-                  getpid(), port, port + 1);
+  auto started = private_loopback_fabric("benchvia", 2, o.json);
+  if (!started.ok()) return report_error(started.error(), o.json);
+  const std::string spec = *started;
   auto f = live::parse_live_fabric(spec);
   if (!f.ok()) return report_error(f.error(), o.json);
-  LiveUpRequest rq;
-  rq.spec = spec;
-  rq.json = o.json;
-  auto up = live_fabric_up(rq);
-  if (!up.ok()) return report_error(up.error(), o.json);
   // The first NIC of h1 serves; the client is h1's second NIC (the same NRC: a path that stays
   // on the host), or h2's first.
   std::vector<uint32_t> on[2];

@@ -492,6 +492,19 @@ void run_up(const LiveOptions& lo) {
 
 }  // namespace
 
+Result<std::string> private_loopback_fabric(const std::string& tag, int hosts, bool json) {
+  const int port = 20000 + getpid() % 20000;
+  std::string spec =
+      fmt::format("live:fattree:k=4,levels=2,name={}{},hosts=h1:127.0.0.1:{}", tag, getpid(), port);
+  if (hosts > 1) spec += fmt::format(",h2:127.0.0.1:{}", port + 1);
+  LiveUpRequest rq;
+  rq.spec = spec;
+  rq.json = json;
+  auto up = live_fabric_up(rq);
+  if (!up.ok()) return up.error();
+  return spec;
+}
+
 Result<nlohmann::json> live_fabric_down(const std::string& spec) {
   auto f = live::parse_live_fabric(spec);
   if (!f.ok()) return f.error();

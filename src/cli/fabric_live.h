@@ -28,5 +28,9 @@ struct LiveUpRequest {
 // and the bring-up figures.
 Result<nlohmann::json> live_fabric_up(const LiveUpRequest& rq);
 Result<nlohmann::json> live_fabric_down(const std::string& spec);
+// A benchmark's private live fabric of `hosts` (1 or 2) hosts on loopback (a 2-level fat tree of
+// 4-port switches, named <tag><pid>, ports from the process id), brought up; its spec. Stop it
+// with live_fabric_down.
+Result<std::string> private_loopback_fabric(const std::string& tag, int hosts, bool json);
 
 }  // namespace galaxy::cli

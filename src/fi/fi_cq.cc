@@ -120,19 +120,8 @@ const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t 
   return s;
 }
 
-int cq_close(fid* f) {
-  Cq* cq = reinterpret_cast<CqFid*>(f)->self;
-  {
-    std::lock_guard<std::recursive_mutex> g(cq->domain->lock);
-    if (cq->refs) return -FI_EBUSY;
-    --cq->domain->refs;
-  }
-  delete cq;
-  return 0;
-}
-
-fi_ops cq_fi_ops = {sizeof(fi_ops), cq_close, no_bind,   no_control,
-                    no_ops_open,    no_tostr, no_ops_set};
+fi_ops cq_fi_ops = {
+    sizeof(fi_ops), close_unbound<CqFid>, no_bind, no_control, no_ops_open, no_tostr, no_ops_set};
 fi_ops_cq cq_ops = {sizeof(fi_ops_cq), cq_read,      cq_readfrom, cq_readerr,
                     cq_sread,          cq_sreadfrom, cq_signal,   cq_strerror};
 
@@ -150,31 +139,12 @@ uint64_t cntr_readerr(fid_cntr* f) {
   return c->errors;
 }
 
-int cntr_add(fid_cntr* f, uint64_t v) {
+// fi_cntr_add, fi_cntr_set, fi_cntr_adderr, fi_cntr_seterr: one field, added to or set.
+template <uint64_t Cntr::*Field, bool Add>
+int cntr_update(fid_cntr* f, uint64_t v) {
   Cntr* c = cntr_of(f);
   std::lock_guard<std::recursive_mutex> g(c->domain->lock);
-  c->value += v;
-  return 0;
-}
-
-int cntr_set(fid_cntr* f, uint64_t v) {
-  Cntr* c = cntr_of(f);
-  std::lock_guard<std::recursive_mutex> g(c->domain->lock);
-  c->value = v;
-  return 0;
-}
-
-int cntr_adderr(fid_cntr* f, uint64_t v) {
-  Cntr* c = cntr_of(f);
-  std::lock_guard<std::recursive_mutex> g(c->domain->lock);
-  c->errors += v;
-  return 0;
-}
-
-int cntr_seterr(fid_cntr* f, uint64_t v) {
-  Cntr* c = cntr_of(f);
-  std::lock_guard<std::recursive_mutex> g(c->domain->lock);
-  c->errors = v;
+  c->*Field = Add ? c->*Field + v : v;
   return 0;
 }
 
@@ -189,21 +159,16 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout) {
   return r;
 }
 
-int cntr_close(fid* f) {
-  Cntr* c = reinterpret_cast<CntrFid*>(f)->self;
-  {
-    std::lock_guard<std::recursive_mutex> g(c->domain->lock);
-    if (c->refs) return -FI_EBUSY;
-    --c->domain->refs;
-  }
-  delete c;
-  return 0;
-}
-
-fi_ops cntr_fi_ops = {sizeof(fi_ops), cntr_close, no_bind,   no_control,
-                      no_ops_open,    no_tostr,   no_ops_set};
-fi_ops_cntr cntr_ops = {sizeof(fi_ops_cntr), cntr_read,   cntr_readerr, cntr_add, cntr_set,
-                        cntr_wait,           cntr_adderr, cntr_seterr};
+fi_ops cntr_fi_ops = {
+    sizeof(fi_ops), close_unbound<CntrFid>, no_bind, no_control, no_ops_open, no_tostr, no_ops_set};
+fi_ops_cntr cntr_ops = {sizeof(fi_ops_cntr),
+                        cntr_read,
+                        cntr_readerr,
+                        cntr_update<&Cntr::value, true>,
+                        cntr_update<&Cntr::value, false>,
+                        cntr_wait,
+                        cntr_update<&Cntr::errors, true>,
+                        cntr_update<&Cntr::errors, false>};
 
 }  // namespace
 

@@ -148,19 +148,8 @@ int no_av_set(fid_av*, fi_av_set_attr*, fid_av_set**, void*) {
   return -FI_ENOSYS;
 }
 
-int av_close(fid* f) {
-  Av* av = reinterpret_cast<AvFid*>(f)->self;
-  {
-    std::lock_guard<std::recursive_mutex> g(av->domain->lock);
-    if (av->refs) return -FI_EBUSY;
-    --av->domain->refs;
-  }
-  delete av;
-  return 0;
-}
-
-fi_ops av_fi_ops = {sizeof(fi_ops), av_close, no_bind,   no_control,
-                    no_ops_open,    no_tostr, no_ops_set};
+fi_ops av_fi_ops = {
+    sizeof(fi_ops), close_unbound<AvFid>, no_bind, no_control, no_ops_open, no_tostr, no_ops_set};
 fi_ops_av av_ops = {sizeof(fi_ops_av), av_insert, av_insertsvc, av_insertsym,
                     av_remove,         av_lookup, av_straddr,   no_av_set};
 

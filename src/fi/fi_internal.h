@@ -309,6 +309,20 @@ int open_endpoint(fid_domain* domain, fi_info* info, fid_ep** ep, void* context)
 int register_mr(fid* domain, const void* buf, size_t len, uint64_t access, uint64_t offset,
                 uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context);
 
+// fi_close of an object endpoints bind to (a CQ, a counter, an address vector): refused while
+// bound (-FI_EBUSY), otherwise it leaves its domain.
+template <typename Fid>
+int close_unbound(fid* f) {
+  auto* o = reinterpret_cast<Fid*>(f)->self;
+  {
+    std::lock_guard<std::recursive_mutex> g(o->domain->lock);
+    if (o->refs) return -FI_EBUSY;
+    --o->domain->refs;
+  }
+  delete o;
+  return 0;
+}
+
 // ---- Unsupported calls: -FI_ENOSYS, as libfabric's own providers answer ------------------------
 int no_bind(fid*, fid*, uint64_t);
 int no_control(fid*, int, void*);
