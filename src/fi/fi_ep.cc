@@ -160,8 +160,8 @@ int ep_getopt(fid_t, int level, int optname, void* optval, size_t* optlen) {
   }
   return -FI_ENOPROTOOPT;
 }
-int ep_setopt(fid_t, int level, int, const void*, size_t) {
-  return level == FI_OPT_ENDPOINT ? -FI_ENOPROTOOPT : -FI_ENOPROTOOPT;
+int ep_setopt(fid_t, int, int, const void*, size_t) {
+  return -FI_ENOPROTOOPT;
 }
 int no_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) {
   return -FI_ENOSYS;

@@ -384,9 +384,10 @@ void progress(Endpoint* ep) {
   ep->last_progress_ns = now;
 }
 
-ssize_t post_send(Endpoint* ep, const void* buf, size_t len, void* desc, fi_addr_t dest,
-                  uint64_t tag, bool tagged, uint64_t data, bool has_data, void* context,
-                  uint64_t flags) {
+ssize_t post_send(Endpoint* ep, const void* buf, size_t len,
+                  void* /*desc: not needed, the provider registers what a peer reads*/,
+                  fi_addr_t dest, uint64_t tag, bool tagged, uint64_t data, bool has_data,
+                  void* context, uint64_t flags) {
   std::lock_guard<std::recursive_mutex> g(ep->domain->lock);
   if (!ep->enabled) return -FI_EOPBADSTATE;
   const glex_ep_addr_t to = ep->av ? ep->av->lookup(dest) : Av::kNoAddr;
@@ -408,17 +409,12 @@ ssize_t post_send(Endpoint* ep, const void* buf, size_t len, void* desc, fi_addr
   const uint8_t hflags = (tagged ? kTagged : 0) | (has_data ? kHasData : 0);
   const char* p = static_cast<const char*>(buf);
   if (len > kEagerMax) {
+    // The peer reads through a registration of the send's own, released at kFin (a caller's
+    // descriptor may be closed before then).
     glex_mem_handle_t mh;
-    bool own;
-    const glex_ret_t r = local_registration(ep, desc, buf, len, GLEX_MEM_READ, &mh, &own);
+    const glex_ret_t r =
+        glex_register_mem(ep->domain->dev, const_cast<void*>(buf), len, GLEX_MEM_READ, &mh);
     if (r != GLEX_SUCCESS) return r == GLEX_NO_RESOURCE ? -FI_EAGAIN : -fi_error_of(r);
-    if (!own) {  // the peer reads through a registration of its own, released at kFin
-      glex_mem_handle_t mine;
-      if (glex_register_mem(ep->domain->dev, const_cast<void*>(buf), len, GLEX_MEM_READ, &mine) !=
-          GLEX_SUCCESS)
-        return -FI_EAGAIN;
-      mh = mine;
-    }
     Endpoint::Peer& peer = ep->peers[to];
     const uint32_t seq = peer.next_out++;
     ep->rts[rts_key(to, seq)] = RtsSend{op, mh};
