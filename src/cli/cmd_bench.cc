@@ -31,7 +31,7 @@ struct BenchOptions {
   std::string plot;
 };
 
-struct Row {
+struct PaperRow {
   std::string what;
   double paper = 0;  // 0: the paper gives no number
   double ours = 0;
@@ -109,7 +109,7 @@ void run_bench(const BenchOptions& o) {
     if (!topo->is_nic(v) && dist[v] != UINT32_MAX && dist[v] >= 1 && dist[v] <= 9)
       at.emplace(dist[v] - 1, v);
   const double proc = 5.9597, dt = 0.8762, eproc = 157.8260;
-  std::vector<Row> rows;
+  std::vector<PaperRow> rows;
   std::vector<std::pair<double, double>> points;
   using wire::NmpType;
   for (auto [h, node] : at) {
@@ -261,7 +261,7 @@ void add_bench_command(CLI::App& app) {
   add_bench_mpi_subcommand(b);
 }
 
-const CommandRegistrar kRegistrar("bench", add_bench_command);
+const CommandRegistrar kBenchRegistrar("bench", add_bench_command);
 
 }  // namespace
 }  // namespace galaxy::cli

@@ -36,6 +36,7 @@
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
 #include "cli/peers.h"
+#include "cli/run_control.h"
 #include "engine/live/live_spec.h"
 
 extern char** environ;
@@ -45,13 +46,6 @@ namespace galaxy::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Ctrl-C, SIGTERM or SIGHUP: the runs stop, and the private fabrics still go down (their daemons
-// run in sessions of their own, which the terminal's signals do not reach).
-volatile sig_atomic_t g_interrupted = 0;
-void on_signal(int) {
-  g_interrupted = 1;
-}
 
 struct CollLiveOptions {
   std::vector<int> np = {2, 4, 8, 16};
@@ -138,7 +132,7 @@ double cpu_us_of(const std::vector<int>& pids) {
 }
 
 // A private live fabric on this machine with `hosts` hosts, and which NICs each host owns.
-struct Placement {
+struct CollPlacement {
   int hosts = 1;
   std::string name;  // "one-host", "two-hosts"
   std::string spec;
@@ -148,8 +142,8 @@ struct Placement {
   std::vector<int> daemon_pids;
 };
 
-Result<Placement> bring_up(int hosts, const CollLiveOptions& o) {
-  Placement p;
+Result<CollPlacement> bring_up(int hosts, const CollLiveOptions& o) {
+  CollPlacement p;
   p.hosts = hosts;
   p.name = hosts == 1 ? "one-host" : "two-hosts";
   p.fabric = fmt::format("bcoll{}h{}", ::getpid(), hosts);
@@ -179,7 +173,7 @@ Result<Placement> bring_up(int hosts, const CollLiveOptions& o) {
 
 // Which host and NIC rank r of n runs on: contiguous blocks of ranks per host (as mpirun's
 // default by-slot mapping), and a NIC of its own while the host has enough.
-std::pair<int, uint32_t> place(const Placement& p, int r, int n) {
+std::pair<int, uint32_t> place(const CollPlacement& p, int r, int n) {
   const int h = static_cast<int>(static_cast<int64_t>(r) * p.hosts / n);
   int first = 0;
   while (static_cast<int64_t>(first) * p.hosts / n < h) ++first;
@@ -190,7 +184,7 @@ std::pair<int, uint32_t> place(const Placement& p, int r, int n) {
 // Runs N processes of `argv`, rank r with `env` plus GLEX_RANK/GLEX_SIZE/GLEX_HOST/GLEX_NIC, to
 // their end; stops them all as soon as one fails (the others would wait for it until their
 // group's timeout) or at `timeout_s`. Returns rank 0's output.
-Result<std::string> run_group(const Placement& p, int n, const std::vector<std::string>& argv,
+Result<std::string> run_group(const CollPlacement& p, int n, const std::vector<std::string>& argv,
                               const std::vector<std::string>& env, int timeout_s) {
   static int serial = 0;
   const std::string dir = fmt::format("/tmp/galaxy-coll-live-{}-{}", ::getpid(), ++serial);
@@ -291,7 +285,7 @@ Result<std::string> run_group(const Placement& p, int n, const std::vector<std::
     }
     if (left > 0 && failure.empty() && Clock::now() > deadline)
       failure = fmt::format("not done within {} s (--timeout-s)", timeout_s);
-    if (left > 0 && failure.empty() && g_interrupted) failure = "interrupted";
+    if (left > 0 && failure.empty() && stop_requested()) failure = "interrupted";
     if (left > 0 && failure.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (left > 0) {
@@ -325,7 +319,7 @@ std::vector<std::string> program_args(const CollLiveOptions& o, bool cpu_only) {
   return a;
 }
 
-std::vector<std::string> mpi_argv(const Paths& paths, const Placement& p, int n,
+std::vector<std::string> mpi_argv(const Paths& paths, const CollPlacement& p, int n,
                                   const CollLiveOptions& o) {
   // ob1 with Open MPI's own transports: its default pml (ucx) would measure UCX instead.
   std::vector<std::string> a = {paths.mpirun,
@@ -361,10 +355,10 @@ struct Cell {
   std::string command[kRuns];
 };
 
-void measure(const Placement& p, const Paths& paths, const CollLiveOptions& o, Cell& c) {
+void measure(const CollPlacement& p, const Paths& paths, const CollLiveOptions& o, Cell& c) {
   const std::string glex = paths.glex_coll;
   for (int rep = 0; rep < o.repetitions; ++rep) {
-    for (int k = 0; k < kRuns && !g_interrupted; ++k) {
+    for (int k = 0; k < kRuns && !stop_requested(); ++k) {
       const Run run = static_cast<Run>((k + rep) % kRuns);
       if (!c.error[run].empty()) continue;  // failed once: not again
       if (run == kOpenMpi && !paths.mpi_missing.empty()) continue;
@@ -413,8 +407,8 @@ void measure(const Placement& p, const Paths& paths, const CollLiveOptions& o, C
 }
 
 // The median over repetitions of tests.<test>.<field>; null when the run kind has none.
-nlohmann::json median_of(const std::vector<nlohmann::json>& lines, const std::string& test,
-                         const std::string& field, std::vector<double>* runs = nullptr) {
+nlohmann::json median_field(const std::vector<nlohmann::json>& lines, const std::string& test,
+                            const std::string& field, std::vector<double>* runs = nullptr) {
   std::vector<double> v;
   for (const auto& l : lines)
     if (l["tests"].contains(test) && l["tests"][test].contains(field))
@@ -435,7 +429,7 @@ nlohmann::json cell_json(const Cell& c) {
     nlohmann::json row{{"np", c.np}, {"test", test}, {"unit", "us"}};
     for (Run run : {kOffloaded, kHostDriven, kOpenMpi}) {
       std::vector<double> runs;
-      row[kRunNames[run]] = median_of(c.lines[run], test, "us", &runs);
+      row[kRunNames[run]] = median_field(c.lines[run], test, "us", &runs);
       row[std::string(kRunNames[run]) + "_runs"] = runs;
     }
     row["ratio_offloaded_openmpi"] = ratio(row["offloaded"], row["openmpi"]);
@@ -446,14 +440,14 @@ nlohmann::json cell_json(const Cell& c) {
   const auto& zero = c.lines[kCpuRun];
   cpu["spin0"] = {
       {"how", "glex_ibarrier + glex_wait_cq, GLEX_SPIN_US=0"},
-      {"wall_us", median_of(zero, "cpu", "wall_us")},
-      {"cpu_us", median_of(zero, "cpu", "cpu_us")},
-      {"cpu_us_avg", median_of(zero, "cpu", "cpu_us_avg")},
-      {"post_us", median_of(zero, "cpu", "post_us")},
-      {"post_cpu_us", median_of(zero, "cpu", "post_cpu_us")},
-      {"context_switches", median_of(zero, "cpu", "context_switches")},
-      {"sleeps", median_of(zero, "cpu", "sleeps")},
-      {"cq_entries", median_of(zero, "cpu", "cq_entries")},
+      {"wall_us", median_field(zero, "cpu", "wall_us")},
+      {"cpu_us", median_field(zero, "cpu", "cpu_us")},
+      {"cpu_us_avg", median_field(zero, "cpu", "cpu_us_avg")},
+      {"post_us", median_field(zero, "cpu", "post_us")},
+      {"post_cpu_us", median_field(zero, "cpu", "post_cpu_us")},
+      {"context_switches", median_field(zero, "cpu", "context_switches")},
+      {"sleeps", median_field(zero, "cpu", "sleeps")},
+      {"cq_entries", median_field(zero, "cpu", "cq_entries")},
       {"daemon_cpu_us", c.daemon_cpu_us.empty() ? nlohmann::json()
                                                 : nlohmann::json(cli::median_of(c.daemon_cpu_us))}};
   const auto& beyond = cpu["spin0"];
@@ -466,9 +460,9 @@ nlohmann::json cell_json(const Cell& c) {
     nlohmann::json how = l.empty() || !l[0]["tests"].contains("cpu") ? nlohmann::json()
                                                                      : l[0]["tests"]["cpu"]["how"];
     cpu[kRunNames[run]] = {{"how", how},
-                           {"wall_us", median_of(l, "cpu", "wall_us")},
-                           {"cpu_us", median_of(l, "cpu", "cpu_us")},
-                           {"context_switches", median_of(l, "cpu", "context_switches")}};
+                           {"wall_us", median_field(l, "cpu", "wall_us")},
+                           {"cpu_us", median_field(l, "cpu", "cpu_us")},
+                           {"context_switches", median_field(l, "cpu", "context_switches")}};
   }
   nlohmann::json j{{"np", c.np}, {"rows", rows}, {"cpu", cpu}};
   nlohmann::json errors, commands;
@@ -608,11 +602,11 @@ void run_coll_live(const CollLiveOptions& given) {
       "through shared memory)");
   nlohmann::json placements = nlohmann::json::array();
   bool failed = false;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  // Ctrl-C, SIGTERM or SIGHUP: the runs stop, and the private fabrics still go down (their daemons
+  // run in sessions of their own, which the terminal's signals do not reach).
+  stop_on_signals(true);
   for (int hosts : o.hosts) {
-    if (g_interrupted) break;
+    if (stop_requested()) break;
     nlohmann::json pj{
         {"placement", hosts == 1 ? "one-host" : "two-hosts"},
         {"hosts", hosts},
@@ -633,7 +627,7 @@ void run_coll_live(const CollLiveOptions& given) {
     pj["fabric"] = p->spec;
     nlohmann::json cells = nlohmann::json::array();
     for (int n : o.np) {
-      if (g_interrupted) break;
+      if (stop_requested()) break;
       Cell c;
       c.np = n;
       if (n % hosts != 0)
@@ -657,7 +651,7 @@ void run_coll_live(const CollLiveOptions& given) {
       std::fprintf(stderr, "galaxy bench coll-live: %s\n", down.error().to_string().c_str());
     placements.push_back(pj);
   }
-  if (g_interrupted) {
+  if (stop_requested()) {
     std::fprintf(stderr, "galaxy bench coll-live: interrupted; the private fabrics are down\n");
     set_exit_code(130);
     return;

@@ -30,7 +30,7 @@ struct CommOptions {
   bool json = false;
 };
 
-struct Row {
+struct CommRow {
   std::string kind;
   size_t bytes;
 };
@@ -41,7 +41,7 @@ const char* unit_of(const std::string& kind) {
   return "MB/s";
 }
 
-void run_comm(const std::string& what, const std::vector<Row>& rows, const CommOptions& o) {
+void run_comm(const std::string& what, const std::vector<CommRow>& rows, const CommOptions& o) {
   auto peers = parse_peer_list(o.peers);
   if (!peers.ok()) return report_error(peers.error(), o.json);
   // A private fabric unless one was named: one host, two NICs on one NRC.
@@ -83,7 +83,7 @@ void run_comm(const std::string& what, const std::vector<Row>& rows, const CommO
 
   nlohmann::json out = nlohmann::json::array();
   bool failed = false;
-  for (const Row& r : rows) {
+  for (const CommRow& r : rows) {
     const std::string test = fmt::format("{}_{}", r.kind, r.bytes);
     if (!o.json) std::fprintf(stderr, "galaxy bench %s: %s ...\n", what.c_str(), test.c_str());
     // Repetitions interleave ours and the peers', so that all sample the same moments of a
@@ -179,7 +179,7 @@ void run_comm(const std::string& what, const std::vector<Row>& rows, const CommO
   }
 }
 
-void add_one(CLI::App* bench, const char* name, const char* help, std::vector<Row> rows) {
+void add_one(CLI::App* bench, const char* name, const char* help, std::vector<CommRow> rows) {
   auto o = std::make_shared<CommOptions>();
   auto* c = bench->add_subcommand(name, help);
   c->add_option("--fabric", o->fabric,

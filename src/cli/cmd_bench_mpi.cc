@@ -40,7 +40,7 @@ std::string provider_dir() {
       .string();
 }
 
-struct Placement {
+struct MpiPlacement {
   std::string name;     // one_host, two_hosts
   std::string h0, h1;   // the ranks' hosts
   std::string own_btl;  // Open MPI's own transport for the same placement
@@ -48,7 +48,7 @@ struct Placement {
 
 // One mpirun of `prog args` with two ranks: over Galaxy (the provider, each rank on its host) or
 // over Open MPI's own transport.
-std::vector<std::string> mpirun_argv(bool galaxy, const std::string& fabric, const Placement& p,
+std::vector<std::string> mpirun_argv(bool galaxy, const std::string& fabric, const MpiPlacement& p,
                                      const std::vector<std::string>& prog) {
   std::vector<std::string> v{find_in_path("mpirun"), "--allow-run-as-root", "--oversubscribe"};
   if (!galaxy) {
@@ -113,8 +113,8 @@ void run_mpi(const MpiOptions& o) {
   auto f = live::parse_live_fabric(spec);
   if (!f.ok()) return report_error(f.error(), o.json);
   const std::string h1 = f->hosts[0].name, h2 = f->hosts[1].name;
-  const std::vector<Placement> places = {{"one_host", h1, h1, "self,vader"},
-                                         {"two_hosts", h1, h2, "self,tcp"}};
+  const std::vector<MpiPlacement> places = {{"one_host", h1, h1, "self,vader"},
+                                            {"two_hosts", h1, h2, "self,tcp"}};
   const int reps = o.quick ? 1 : o.repetitions;
   struct Test {
     std::string name, what, unit;
@@ -122,7 +122,7 @@ void run_mpi(const MpiOptions& o) {
   };
   nlohmann::json rows = nlohmann::json::array();
   bool failed = false;
-  for (const Placement& p : places) {
+  for (const MpiPlacement& p : places) {
     const bool remote = p.h0 != p.h1;
     std::vector<Test> tests;
     for (size_t s : o.lat_sizes) {

@@ -22,7 +22,7 @@ struct NicBenchCliOptions {
   bool json = false;
 };
 
-struct Row {
+struct NicRow {
   const char* figure;  // the key calibration_inputs use
   const char* what;
   double paper;  // 0: the paper gives none
@@ -44,7 +44,7 @@ void run_bench_nic(NicBenchCliOptions& o) {
   bo.iterations = o.iterations;
   auto n = glex::measure_nic(f, pair->first, pair->second, bo);
   if (!n.ok()) return report_error(n.error(), o.json);
-  const std::vector<Row> rows = {
+  const std::vector<NicRow> rows = {
       {"pio_latency", "PIO-submitted RDMA, minimum latency (8-byte immediate)", 1.57,
        n->pio_immediate_us, "us"},
       {"imm_latency", "immediate RDMA latency (8 bytes, DMA-submitted)", 1.95, n->dma_immediate_us,
@@ -54,7 +54,7 @@ void run_bench_nic(NicBenchCliOptions& o) {
        n->peak_gbytes_per_s, "GB/s"},
       {"pio_put_latency", "PIO-submitted put latency (8 bytes)", 0, n->pio_put_us, "us"},
   };
-  auto how = [&](const Row& r) -> std::string {
+  auto how = [&](const NicRow& r) -> std::string {
     for (const auto& [param, figure] : f.timing().calibration_inputs)
       if (figure == r.figure) return "calibration input (" + param + ")";
     return r.paper == 0 ? "model (no paper figure)" : "model";
@@ -65,7 +65,7 @@ void run_bench_nic(NicBenchCliOptions& o) {
                      {"iterations", o.iterations},
                      {"rows", nlohmann::json::array()},
                      {"bandwidth", nlohmann::json::array()}};
-  for (const Row& r : rows)
+  for (const NicRow& r : rows)
     out["rows"].push_back(
         {{"figure", r.figure},
          {"what", r.what},
@@ -83,7 +83,7 @@ void run_bench_nic(NicBenchCliOptions& o) {
   std::printf("TH-1A NIC (SYSTEM.md 1.1) on %s, NICs %u and %u (one NRC between), timing %s\n",
               so.fabric.c_str(), pair->first, pair->second, so.timing.c_str());
   std::printf("%-56s %8s %8s %7s  %s\n", "figure", "paper", "ours", "ratio", "how");
-  for (const Row& r : rows) {
+  for (const NicRow& r : rows) {
     const std::string paper = r.paper == 0 ? "-" : fmt::format("{:.3g}", r.paper);
     const std::string ratio = r.paper == 0 ? "-" : fmt::format("{:.3f}", r.ours / r.paper);
     std::printf("%-56s %8s %8.3f %7s  %s (%s)\n", r.what, paper.c_str(), r.ours, ratio.c_str(),

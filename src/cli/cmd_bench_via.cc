@@ -32,7 +32,7 @@ struct ViaOptions {
   bool json = false;
 };
 
-struct Placement {
+struct ViaPlacement {
   std::string name;  // "one_host", "two_hosts"
   std::string server_host, client_host;
   uint32_t server_nic = 0, client_nic = 0;
@@ -41,7 +41,7 @@ struct Placement {
 
 // One run of a program pair: the client's figure (one-way us, or MB/s).
 Result<double> run_program(const std::string& prog, size_t bytes, const std::string& fabric,
-                           const Placement& p, bool quick) {
+                           const ViaPlacement& p, bool quick) {
   const std::string exe = (std::filesystem::path(self_executable()).parent_path() / prog).string();
   if (::access(exe.c_str(), X_OK) != 0)
     return make_error(Code::kNotFound, 9627,
@@ -96,7 +96,7 @@ void run_via(const ViaOptions& o) {
     on[f->host_of[n] == f->host_of[f->topology.nic_node(0)] ? 0 : 1].push_back(n);
   }
   const std::string h1 = f->hosts[0].name, h2 = f->hosts.size() > 1 ? f->hosts[1].name : h1;
-  std::vector<Placement> places = {{"one_host", h1, h1, on[0].front(), on[0].at(1), false}};
+  std::vector<ViaPlacement> places = {{"one_host", h1, h1, on[0].front(), on[0].at(1), false}};
   if (!on[1].empty()) places.push_back({"two_hosts", h1, h2, on[0].front(), on[1].front(), true});
 
   PeerOptions po;
@@ -105,7 +105,7 @@ void run_via(const ViaOptions& o) {
   const int reps = o.quick ? 1 : o.repetitions;
   nlohmann::json rows = nlohmann::json::array();
   bool failed = false;
-  for (const Placement& p : places) {
+  for (const ViaPlacement& p : places) {
     po.tcp = p.tcp;
     std::vector<std::pair<std::string, size_t>> tests;
     for (size_t s : o.lat_sizes) tests.emplace_back("mp_lat", s);

@@ -169,7 +169,7 @@ void add_bist_command(CLI::App& app) {
   c->callback([o]() { run_bist(*o); });
 }
 
-const CommandRegistrar kRegistrar("bist", add_bist_command, true);
+const CommandRegistrar kBistRegistrar("bist", add_bist_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

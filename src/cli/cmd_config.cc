@@ -130,7 +130,7 @@ void add_config_command(CLI::App& app) {
   eeprom->callback([e]() { run_eeprom_defaults(*e); });
 }
 
-const CommandRegistrar kRegistrar("config", add_config_command, true);
+const CommandRegistrar kConfigRegistrar("config", add_config_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

@@ -110,7 +110,7 @@ void add_discover_command(CLI::App& app) {
   c->callback([o]() { run_discover(*o); });
 }
 
-const CommandRegistrar kRegistrar("discover", add_discover_command, true);
+const CommandRegistrar kDiscoverRegistrar("discover", add_discover_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

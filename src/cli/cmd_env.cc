@@ -49,7 +49,7 @@ void add_env_command(CLI::App& app) {
   c->callback([json]() { run_env(*json); });
 }
 
-const CommandRegistrar kRegistrar("env", add_env_command);
+const CommandRegistrar kEnvRegistrar("env", add_env_command);
 
 }  // namespace
 }  // namespace galaxy::cli

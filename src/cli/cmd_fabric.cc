@@ -8,6 +8,7 @@
 #include "cli/fabric_live.h"
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
+#include "cli/run_control.h"
 #include "engine/sim/fabric_spec.h"
 #include "engine/sim/sim_fabric.h"
 #include "fabric/io.h"
@@ -24,10 +25,6 @@ struct FabricOptions {
   uint32_t server_nic = 0;
   std::string write;
 };
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 void run_fabric(const FabricOptions& o) {
   if (o.list) {
@@ -144,7 +141,7 @@ void add_fabric_command(CLI::App& app) {
   });
 }
 
-const CommandRegistrar kRegistrar("fabric", add_fabric_command);
+const CommandRegistrar kFabricRegistrar("fabric", add_fabric_command);
 }  // namespace
 
 }  // namespace galaxy::cli

@@ -22,6 +22,7 @@
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
 #include "cli/route_phases.h"
+#include "cli/run_control.h"
 #include "engine/live/live_spec.h"
 #include "engine/live/segment.h"
 #include "glex.h"
@@ -117,10 +118,6 @@ std::string last_line(const std::string& path) {
   while (std::getline(in, line))
     if (!line.empty()) last = line;
   return last;
-}
-
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
 
 // The host runs a daemon on this machine (its segment is here and its process lives).

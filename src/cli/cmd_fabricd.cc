@@ -12,18 +12,13 @@
 #include "cli/json_out.h"
 #include "cli/log_options.h"
 #include "cli/option_checks.h"
+#include "cli/run_control.h"
 #include "engine/live/daemon.h"
 #include "engine/live/live_spec.h"
 
 namespace galaxy::cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) {
-  g_stop.store(true);
-}
 
 struct FabricdOptions {
   std::string fabric;
@@ -72,10 +67,7 @@ void run_fabricd(const FabricdOptions& o) {
   }
   // Before the segment exists: a daemon stopped while it starts (a `fabric up` that failed or was
   // interrupted) still removes its segment.
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
+  const std::atomic<bool>& stop = stop_on_signals();
   auto daemon = live::FabricDaemon::start(*f, host, d);
   if (!daemon.ok()) return report_error(daemon.error(), o.json);
   nlohmann::json ready{{"event", "ready"},
@@ -90,7 +82,7 @@ void run_fabricd(const FabricdOptions& o) {
   std::fflush(stdout);
   log::info("serving host {} of fabric {} on udp {}: {} links", o.host, f->name,
             ready["udp"].get<std::string>(), (*daemon)->links().size());
-  (*daemon)->run(g_stop);
+  (*daemon)->run(stop);
   const live::DaemonStats st = (*daemon)->stats();
   log::info("stopped: {} items sent, {} received, {} MPs delivered, {} dropped", st.items_sent,
             st.items_received, st.mps_delivered, st.dropped);
@@ -132,7 +124,7 @@ void add_fabricd_command(CLI::App& app) {
   c->callback([o]() { run_fabricd(*o); });
 }
 
-const CommandRegistrar kRegistrar("fabricd", add_fabricd_command);
+const CommandRegistrar kFabricdRegistrar("fabricd", add_fabricd_command);
 
 }  // namespace
 

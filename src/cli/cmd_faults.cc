@@ -242,7 +242,7 @@ void add_faults_command(CLI::App& app) {
   c->callback([o]() { run_faults(*o); });
 }
 
-const CommandRegistrar kRegistrar("faults", add_faults_command, true);
+const CommandRegistrar kFaultsRegistrar("faults", add_faults_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

@@ -232,7 +232,7 @@ void add_inject_command(CLI::App& app) {
   c->callback([o]() { run_inject(*o); });
 }
 
-const CommandRegistrar kRegistrar("inject", add_inject_command, true);
+const CommandRegistrar kInjectRegistrar("inject", add_inject_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

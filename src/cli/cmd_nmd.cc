@@ -12,6 +12,7 @@
 #include "cli/json_out.h"
 #include "cli/log_options.h"
 #include "cli/option_checks.h"
+#include "cli/run_control.h"
 #include "cli/session.h"
 #include "nmd/daemon.h"
 #include "nmd/http_server.h"
@@ -32,11 +33,6 @@ struct NmdOptions {
   nmd::HttpOptions http;  // limits only; address and tokens from the options above
   LogCliOptions log;
 };
-
-volatile std::sig_atomic_t g_stop = 0;
-void on_signal(int) {
-  g_stop = 1;
-}
 
 Result<std::string> read_secret(const std::string& path, const char* what) {
   std::ifstream in(path);
@@ -111,9 +107,8 @@ void run_nmd(NmdOptions& o) {
     out.close();
     std::rename((o.ready_file + ".tmp").c_str(), o.ready_file.c_str());
   }
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::atomic<bool>& stop = stop_on_signals(false, true);
+  while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::fprintf(stderr, "galaxy nmd: stopping\n");
   server.stop();
   (*d)->stop();
@@ -224,7 +219,7 @@ void add_nmd_command(CLI::App& app) {
   c->callback([o]() { run_nmd(*o); });
 }
 
-const CommandRegistrar kRegistrar("nmd", add_nmd_command);
+const CommandRegistrar kNmdRegistrar("nmd", add_nmd_command);
 
 }  // namespace
 }  // namespace galaxy::cli

@@ -14,6 +14,7 @@
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
 #include "cli/route_phases.h"
+#include "cli/run_control.h"
 #include "cli/session.h"
 #include "nm/route_load.h"
 #include "nm/route_loaded.h"
@@ -24,10 +25,6 @@ namespace galaxy::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
 }  // namespace
 
 bool route_phases(RouteOptions& o, Session& s, nlohmann::json& j) {

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
+#include "cli/run_control.h"
 #include "cli/session.h"
 #include "ib/umad_port.h"
 #include "nm/ib_discovery.h"
@@ -41,10 +42,6 @@ struct ScanCmdOptions {
 };
 
 using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
-}
-
 std::string chip_name(const Session& s, uint16_t chip) {
   const auto& plan = s.plan();
   return chip < plan.num_nodes() ? plan.name(chip) : fmt::format("chip{}", chip);
@@ -385,7 +382,7 @@ void add_scan_command(CLI::App& app) {
   c->callback([o]() { run_scan(*o); });
 }
 
-const CommandRegistrar kRegistrar("scan", add_scan_command, true);
+const CommandRegistrar kScanRegistrar("scan", add_scan_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

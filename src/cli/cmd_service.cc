@@ -135,7 +135,7 @@ void add_service_command(CLI::App& app) {
   add_common(del, *del_o);
   del->callback([del_o]() { run_service(*del_o, true); });
 }
-const CommandRegistrar kRegistrar("service", add_service_command);
+const CommandRegistrar kServiceRegistrar("service", add_service_command);
 
 }  // namespace
 }  // namespace galaxy::cli

@@ -148,7 +148,7 @@ void add_sim_command(CLI::App& app) {
   c->callback([o]() { run_regread(*o); });
 }
 
-const CommandRegistrar kRegistrar("sim", add_sim_command);
+const CommandRegistrar kSimRegistrar("sim", add_sim_command);
 }  // namespace
 
 }  // namespace galaxy::cli

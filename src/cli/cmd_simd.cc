@@ -13,18 +13,13 @@
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
 #include "cli/route_phases.h"
+#include "cli/run_control.h"
 #include "glex/sim_protocol.h"
 #include "glex/sim_server.h"
 
 namespace galaxy::cli {
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void on_signal(int) {
-  g_stop.store(true);
-}
 
 struct SimdOptions {
   RouteOptions route;
@@ -53,10 +48,7 @@ void run_simd(SimdOptions& o) {
       o.socket.empty() ? glex::simwire::socket_path(o.route.session.fabric) : o.socket;
   auto server = glex::SimServer::listen(*fabric, path);
   if (!server.ok()) return report_error(server.error(), o.route.session.json);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
+  const std::atomic<bool>& stop = stop_on_signals();
   nlohmann::json ready{{"event", "ready"},
                        {"fabric", o.route.session.fabric},
                        {"pid", getpid()},
@@ -67,7 +59,7 @@ void run_simd(SimdOptions& o) {
                                                    phases["load_sim_time_us"].get<double>()}};
   std::printf("%s\n", json_text(ready).c_str());
   std::fflush(stdout);
-  (*server)->run(g_stop);
+  (*server)->run(stop);
   const glex::SimServerStats& st = (*server)->stats();
   nlohmann::json bye{{"event", "stopped"},
                      {"clients", st.clients},
@@ -96,7 +88,7 @@ void add_simd_command(CLI::App& app) {
   c->callback([o]() { run_simd(*o); });
 }
 
-const CommandRegistrar kRegistrar("simd", add_simd_command);
+const CommandRegistrar kSimdRegistrar("simd", add_simd_command);
 
 }  // namespace
 

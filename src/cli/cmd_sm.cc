@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
+#include "cli/run_control.h"
 #include "ib/umad_port.h"
 #include "nm/ib_sm.h"
 #include "nmd/ib_json.h"
@@ -40,11 +41,6 @@ struct SmCliOptions {
   unsigned poll_interval_ms = 10000;
   unsigned poll_retries = 4;
 };
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-  g_stop = true;
-}
 
 nlohmann::json report_json(const nm::IbSweepReport& r, const ib::LocalPort& local) {
   nlohmann::json j{{"port",
@@ -139,8 +135,7 @@ void run_sm(const SmCliOptions& o) {
   so.m_key_protect = static_cast<uint8_t>(o.m_key_protect);
   so.m_key_lease_s = static_cast<uint16_t>(o.m_key_lease_s);
   nm::IbSubnetManager sm(**port, so);
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  const std::atomic<bool>& stop = stop_on_signals(false, true);
   // As a daemon the SM answers other SMs' SMInfo (they find it and defer to a master), also
   // while it waits between sweeps and polls.
   if (!o.once && !o.audit) {
@@ -148,21 +143,21 @@ void run_sm(const SmCliOptions& o) {
   }
   // Waits, answering other SMs; a handover received ends the wait (the next sweep is a
   // master's), as does an SMInfo Set DISABLE or DISCOVER.
-  auto wait = [&port, &sm](std::chrono::milliseconds d) {
+  auto wait = [&port, &sm, &stop](std::chrono::milliseconds d) {
     const auto until = std::chrono::steady_clock::now() + d;
-    while (!g_stop && !sm.handover_received() && sm.state() != wire::SmState::kNotActive &&
+    while (!stop && !sm.handover_received() && sm.state() != wire::SmState::kNotActive &&
            sm.state() != wire::SmState::kDiscovering && std::chrono::steady_clock::now() < until)
       (*port)->serve(20);
   };
   // NOT ACTIVE (SMInfo Set DISABLE): no polls, no sweeps, only answers, until STANDBY or
   // DISCOVER; says so once.
-  auto not_active = [&port, &sm, &o]() {
+  auto not_active = [&port, &sm, &o, &stop]() {
     if (o.json)
       std::printf("%s\n", json_text(nlohmann::json{{"role", "not active"}}, -1).c_str());
     else
       std::printf("NOT ACTIVE: disabled by an SMInfo Set; waiting for STANDBY or DISCOVER\n");
     std::fflush(stdout);
-    while (!g_stop && sm.state() == wire::SmState::kNotActive) (*port)->serve(20);
+    while (!stop && sm.state() == wire::SmState::kNotActive) (*port)->serve(20);
     if (sm.state() == wire::SmState::kStandby) {
       if (o.json)
         std::printf("%s\n", json_text(nlohmann::json{{"role", "standby"}}, -1).c_str());
@@ -172,7 +167,7 @@ void run_sm(const SmCliOptions& o) {
     }
   };
   bool heavy_due = true;  // the first sweep, and every one after a standby's
-  for (unsigned sweep = 1; !g_stop; ++sweep) {
+  for (unsigned sweep = 1; !stop; ++sweep) {
     if (!heavy_due && !sm.handover_received()) {
       // Between heavy sweeps a light one: a heavy sweep only when a switch reports a port
       // state change or stops answering.
@@ -208,14 +203,14 @@ void run_sm(const SmCliOptions& o) {
       // a row (or says it is no longer master) this SM sweeps again, and takes the subnet over
       // when no other master answers.
       unsigned missed = 0;
-      while (!g_stop && missed < o.poll_retries) {
+      while (!stop && missed < o.poll_retries) {
         wait(std::chrono::milliseconds(o.poll_interval_ms));
         if (sm.state() == wire::SmState::kNotActive) {
           not_active();
           missed = 0;
         }
         // DISCOVER (or a handover): sweep now.
-        if (g_stop || sm.handover_received() || sm.state() == wire::SmState::kDiscovering) break;
+        if (stop || sm.handover_received() || sm.state() == wire::SmState::kDiscovering) break;
         auto polled = sm.poll(*r->master);
         if (polled && polled->sm_state == static_cast<uint8_t>(wire::SmState::kMaster)) {
           missed = 0;
@@ -303,7 +298,7 @@ void add_sm_command(CLI::App& app) {
   c->callback([o]() { run_sm(*o); });
 }
 
-const CommandRegistrar kRegistrar("sm", add_sm_command);
+const CommandRegistrar kSmRegistrar("sm", add_sm_command);
 
 }  // namespace
 }  // namespace galaxy::cli

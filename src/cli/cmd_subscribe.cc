@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/option_checks.h"
+#include "cli/run_control.h"
 #include "cli/sa_client.h"
 #include "nm/ib_sa.h"
 #include "wire/ib_sa.h"
@@ -31,11 +32,6 @@ struct SubscribeOptions {
   int request_timeout_ms = 1000;
   bool json = false;
 };
-
-std::atomic<bool> g_stop{false};
-void on_signal(int) {
-  g_stop = true;
-}
 
 // Generic trap numbers (IBA 14.2.5.1, Table 132 ff.).
 const char* trap_name(uint16_t n) {
@@ -101,8 +97,7 @@ Result<uint16_t> inform(ib::SmpPort& port, bool subscribe, uint16_t trap, uint64
 void run_subscribe(const SubscribeOptions& o) {
   auto port = open_sa_client(o.fabric, o.request_timeout_ms);
   if (!port) return report_error(port.error(), o.json);
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  const std::atomic<bool>& stop = stop_on_signals(false, true);
 
   unsigned got = 0;
   // Reports (SA method Report, attribute Notice) are printed and answered with ReportResp.
@@ -152,7 +147,7 @@ void run_subscribe(const SubscribeOptions& o) {
   }
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
-  while (!g_stop && (o.count == 0 || got < o.count) &&
+  while (!stop && (o.count == 0 || got < o.count) &&
          (o.timeout_s == 0 ||
           std::chrono::steady_clock::now() - start < std::chrono::seconds(o.timeout_s)))
     (*port)->serve(50);
@@ -191,7 +186,7 @@ void add_subscribe_command(CLI::App& app) {
   c->add_flag("--json", o->json, "one JSON object per line: the subscription, then each Report");
   c->callback([o]() { run_subscribe(*o); });
 }
-const CommandRegistrar kRegistrar("subscribe", add_subscribe_command);
+const CommandRegistrar kSubscribeRegistrar("subscribe", add_subscribe_command);
 
 }  // namespace
 }  // namespace galaxy::cli

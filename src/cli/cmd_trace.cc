@@ -147,7 +147,7 @@ void add_trace_command(CLI::App& app) {
   c->callback([o]() { run_trace(*o); });
 }
 
-const CommandRegistrar kRegistrar("trace", add_trace_command, true);
+const CommandRegistrar kTraceRegistrar("trace", add_trace_command, true);
 
 }  // namespace
 }  // namespace galaxy::cli

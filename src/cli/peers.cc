@@ -84,6 +84,10 @@ std::string tail(const std::string& out, size_t n = 240) {
 
 // --- processes -----------------------------------------------------------------------------
 
+}  // namespace
+
+// A program a command started (outside the file's private names: BackgroundCommand::Impl holds
+// one).
 struct Child {
   pid_t pid = -1;
   std::string out_path;  // stdout and stderr
@@ -95,6 +99,8 @@ struct Child {
   double seconds = 0;    // from spawn to exit
   long max_rss_kib = 0;  // the child's peak resident set (its own, not its children's)
 };
+
+namespace {
 
 // fork/exec into its own process group (so a timeout kills everything it started), dying with
 // us (PR_SET_PDEATHSIG), output to a temp file so no pipe can fill up and block it.

@@ -13,7 +13,7 @@ namespace {
 
 constexpr uint8_t kVp = 2;  // a PIO VP: the descriptors sit on the chip
 
-class Memory final : public HostMemory {
+class FlatMemory final : public HostMemory {
  public:
   Status read(uint64_t phys, std::span<uint8_t> out) override {
     if (phys + out.size() > bytes.size()) return make_error(Code::kOutOfRange, 1, "phys");
@@ -28,11 +28,11 @@ class Memory final : public HostMemory {
   std::vector<uint8_t> bytes = std::vector<uint8_t>(4 * kAttPageBytes, 0);
 };
 
-struct Node {
+struct CollNode {
   Nic nic;
-  Memory mem;
+  FlatMemory mem;
   uint32_t key = 0;
-  explicit Node(uint16_t id) {
+  explicit CollNode(uint16_t id) {
     nic.set_chip_id(id);
     nic.attach_host_memory(&mem);
     std::vector<uint64_t> frames{0, kAttPageBytes};
@@ -62,7 +62,7 @@ CollDescriptor local(uint16_t trigger, uint32_t key = 0, uint8_t length = 0) {
 
 // Runs every NIC's startable work and carries CPs between them until nothing moves; the
 // engines' part (chip/nic.h NicWork), done at once.
-void run(std::map<uint16_t, Node*> nodes) {
+void run(std::map<uint16_t, CollNode*> nodes) {
   for (bool moved = true; moved;) {
     moved = false;
     for (auto& [id, n] : nodes) {
@@ -90,7 +90,7 @@ uint64_t done_events(Nic& n) {
 }
 
 TEST(NicCollTest, TriggeredDescriptorWaitsForItsCountThenTheCounterDrops) {
-  Node a(1), b(2);
+  CollNode a(1), b(2);
   // b: a completion after 3 CPs; a sends 2, then 2 more.
   ASSERT_TRUE(b.nic.post_coll(kVp, local(3)).ok());
   for (int i = 0; i < 2; ++i) ASSERT_TRUE(a.nic.post_coll(kVp, cp_to(2)).ok());
@@ -108,7 +108,7 @@ TEST(NicCollTest, TriggeredDescriptorWaitsForItsCountThenTheCounterDrops) {
 }
 
 TEST(NicCollTest, DescriptorsBehindATriggerFollowItAndTheNextTriggerWaitsAgain) {
-  Node a(1), b(2), c(3);
+  CollNode a(1), b(2), c(3);
   // b forwards to c when a's CP comes: [T=1 cp->c][cp->c][T=1 local]
   ASSERT_TRUE(b.nic.post_coll(kVp, cp_to(3, 1)).ok());
   ASSERT_TRUE(b.nic.post_coll(kVp, cp_to(3)).ok());
@@ -126,7 +126,7 @@ TEST(NicCollTest, DescriptorsBehindATriggerFollowItAndTheNextTriggerWaitsAgain) 
 }
 
 TEST(NicCollTest, ReplacingCpDataGoOnThroughTheTreeAndIntoHostMemory) {
-  Node root(1), mid(2), leaf(3);
+  CollNode root(1), mid(2), leaf(3);
   CollDescriptor r = cp_to(2);
   r.cp_flags = kCpFlagReplace;
   r.length = 5;
@@ -150,7 +150,7 @@ TEST(NicCollTest, ReplacingCpDataGoOnThroughTheTreeAndIntoHostMemory) {
 }
 
 TEST(NicCollTest, ACpsDataReplaceThoseOfAQueuedMpDescriptor) {
-  Node a(1), b(2), c(3);
+  CollNode a(1), b(2), c(3);
   CollDescriptor mp;
   mp.kind = CollDescriptor::Kind::kMp;
   mp.dest_node = 3;
@@ -178,7 +178,7 @@ TEST(NicCollTest, ACpsDataReplaceThoseOfAQueuedMpDescriptor) {
 }
 
 TEST(NicCollTest, CombiningCpsReduceInTheNic) {
-  Node a(1), b(2), root(3);
+  CollNode a(1), b(2), root(3);
   auto contribution = [](int64_t x, double y) {
     CollDescriptor d = cp_to(3);
     d.cp_op = CombineOp::kSumI64;
@@ -235,7 +235,7 @@ TEST(NicCollTest, CombineOperationsOverInt64AndDouble) {
 }
 
 TEST(NicCollTest, CpWrittenIntoTheMpq) {
-  Node a(1), b(2);
+  CollNode a(1), b(2);
   CollDescriptor d = cp_to(2);
   d.cp_flags = kCpFlagToMpq;
   d.length = 3;
@@ -252,7 +252,7 @@ TEST(NicCollTest, CpWrittenIntoTheMpq) {
 }
 
 TEST(NicCollTest, MembersThatDisagreeOnTheLengthGetAnError) {
-  Node root(1), leaf(2);
+  CollNode root(1), leaf(2);
   CollDescriptor r = cp_to(2);
   r.cp_flags = kCpFlagReplace;
   r.length = 8;
@@ -317,7 +317,7 @@ TEST(NicCollTest, MalformedCpPacketsAreDiscardedAndChangeNothing) {
 }
 
 TEST(NicCollTest, DataThatFindNoRoomAreDiscardedAndCounted) {
-  Node a(1), b(2);
+  CollNode a(1), b(2);
   CollDescriptor d = cp_to(2);
   d.cp_flags = kCpFlagReplace;
   d.length = 1;
@@ -329,7 +329,7 @@ TEST(NicCollTest, DataThatFindNoRoomAreDiscardedAndCounted) {
 }
 
 TEST(NicCollTest, TriggeredRdmaTakesItsCountFromTheDescriptor) {
-  Node a(1), b(2);
+  CollNode a(1), b(2);
   wire::RdmaDescriptor d;
   d.op = wire::RdmaOp::kImmediate;
   d.remote_node = 1;
@@ -363,7 +363,7 @@ TEST(NicCollTest, TriggeredRdmaTakesItsCountFromTheDescriptor) {
 }
 
 TEST(NicCollTest, ResetDropsWhatACollectiveLeftBehind) {
-  Node a(1), b(2);
+  CollNode a(1), b(2);
   ASSERT_TRUE(b.nic.post_coll(kVp, local(5)).ok());
   ASSERT_TRUE(a.nic.post_coll(kVp, cp_to(2)).ok());
   run({{1, &a}, {2, &b}});

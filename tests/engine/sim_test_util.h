@@ -12,6 +12,12 @@
 
 namespace galaxy::sim::testing {
 
+// A handler the queues never call; distinct addresses are enough to check they come back intact.
+class NullHandler final : public EventHandler {
+ public:
+  void handle(Time, uint64_t, uint64_t) override {}
+};
+
 inline std::unique_ptr<SimFabric> make(const std::string& spec, uint64_t seed = 1) {
   auto topo = fabric::build_topology(spec);
   EXPECT_TRUE(topo.ok()) << topo.error().to_string();

@@ -7,19 +7,14 @@
 
 #include "engine/sim/event_queue.h"
 #include "engine/sim/rng.h"
+#include "sim_test_util.h"
 
 namespace galaxy::sim {
 namespace {
 
-// The queue never calls handlers; distinct addresses are enough to check they come back intact.
-class NullHandler final : public EventHandler {
- public:
-  void handle(Time, uint64_t, uint64_t) override {}
-};
-
 TEST(EventQueue, PopsInTimeOrder) {
   EventQueue q;
-  NullHandler h;
+  testing::NullHandler h;
   const std::vector<Time> times = {50, 10, 40, 30, 20, 60, 0, 70};
   for (size_t i = 0; i < times.size(); ++i) q.push(times[i], &h, i);
   EXPECT_EQ(q.size(), times.size());
@@ -37,7 +32,7 @@ TEST(EventQueue, PopsInTimeOrder) {
 
 TEST(EventQueue, TiesAreFifo) {
   EventQueue q;
-  NullHandler h;
+  testing::NullHandler h;
   for (uint64_t i = 0; i < 100; ++i) q.push(i % 2 == 0 ? 5 : 3, &h, i);
   std::vector<uint64_t> order;
   while (!q.empty()) order.push_back(q.pop().a);
@@ -48,7 +43,7 @@ TEST(EventQueue, TiesAreFifo) {
 
 TEST(EventQueue, CarriesPayloadAndSequence) {
   EventQueue q;
-  NullHandler h1, h2;
+  testing::NullHandler h1, h2;
   q.push(7, &h1, 11, 12);
   q.push(3, &h2, 21, 22);
   Event e = q.pop();
@@ -65,7 +60,7 @@ TEST(EventQueue, CarriesPayloadAndSequence) {
 
 TEST(EventQueue, ReplaceTopEqualsPopThenPush) {
   EventQueue q;
-  NullHandler h;
+  testing::NullHandler h;
   q.push(10, &h, 1);
   q.push(20, &h, 2);
   q.push(30, &h, 3);
@@ -78,7 +73,7 @@ TEST(EventQueue, ReplaceTopEqualsPopThenPush) {
 
 TEST(EventQueue, ClearKeepsFifoAcrossIt) {
   EventQueue q;
-  NullHandler h;
+  testing::NullHandler h;
   q.push(1, &h, 1);
   q.push(2, &h, 2);
   q.clear();
@@ -94,7 +89,7 @@ TEST(EventQueue, ClearKeepsFifoAcrossIt) {
 // 100k random push / pop / replace_top against an ordered map keyed by (time, push order).
 // push_weight in 10 operations push, 2 in 10 replace the top, the rest pop.
 void check_against_reference(EventQueue& q, uint64_t seed, Time time_range, uint64_t push_weight) {
-  NullHandler handlers[3];
+  testing::NullHandler handlers[3];
   Rng rng(seed);
   std::map<std::pair<Time, uint64_t>, std::pair<EventHandler*, uint64_t>> ref;
   uint64_t pushed = 0;

@@ -10,15 +10,10 @@
 #include "engine/sim/ladder_queue.h"
 #include "engine/sim/rng.h"
 #include "engine/sim/simulator.h"
+#include "sim_test_util.h"
 
 namespace galaxy::sim {
 namespace {
-
-// The queues never call handlers; distinct addresses are enough to check they come back intact.
-class NullHandler final : public EventHandler {
- public:
-  void handle(Time, uint64_t, uint64_t) override {}
-};
 
 // Narrow rungs, tiny buckets and an eager front spill: every restructuring path runs within a few
 // hundred events.
@@ -102,7 +97,7 @@ void run_against_heap(const Model& model, const LadderQueue::Tuning& tuning, uin
                       int check_every, Stats* stats) {
   EventQueue heap;
   LadderQueue ladder(tuning);
-  NullHandler handlers[3];
+  testing::NullHandler handlers[3];
   Rng rng(seed);
   Time now = 0;
   uint64_t payload = 0;
@@ -196,7 +191,7 @@ TEST(LadderQueue, InvariantsHoldAfterEveryStep) {
 TEST(LadderQueue, HoldModelMatchesHeap) {
   EventQueue heap;
   LadderQueue ladder;
-  NullHandler h;
+  testing::NullHandler h;
   Rng rng(7);
   for (uint64_t i = 0; i < 20'000; ++i) {
     const Time t = static_cast<Time>(rng.exponential(1e6));
@@ -216,7 +211,7 @@ TEST(LadderQueue, HoldModelMatchesHeap) {
 
 TEST(LadderQueue, EmptyQueueAndClear) {
   LadderQueue q;
-  NullHandler h;
+  testing::NullHandler h;
   EXPECT_TRUE(q.empty());
   EXPECT_EQ(q.top_time(), kNever);
   EXPECT_TRUE(q.valid());
@@ -241,7 +236,7 @@ TEST(LadderQueue, EmptyQueueAndClear) {
 
 TEST(LadderQueue, KNeverEventsFireLastInPushOrder) {
   LadderQueue q;
-  NullHandler h;
+  testing::NullHandler h;
   q.push(kNever, &h, 1);
   q.push(kNever - 1, &h, 2);
   q.push(kNever, &h, 3);
@@ -258,7 +253,7 @@ TEST(LadderQueue, KNeverEventsFireLastInPushOrder) {
 
 TEST(LadderQueue, TopIsUsableThroughConstReference) {
   LadderQueue q;
-  NullHandler h;
+  testing::NullHandler h;
   for (uint64_t i = 0; i < 1000; ++i) q.push(1000 - i, &h, i);
   const LadderQueue& view = q;
   EXPECT_EQ(view.top_time(), 1u);
@@ -274,7 +269,7 @@ TYPED_TEST_SUITE(EitherQueue, Queues);
 
 TYPED_TEST(EitherQueue, ReserveKeepsContents) {
   TypeParam q;
-  NullHandler h;
+  testing::NullHandler h;
   for (uint64_t i = 0; i < 10; ++i) q.push(100 - i, &h, i);
   q.reserve(100'000);
   EXPECT_TRUE(q.valid());

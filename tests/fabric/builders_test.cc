@@ -4,14 +4,12 @@
 
 #include <chrono>
 
+#include "build_util.h"
+
 namespace galaxy::fabric {
 namespace {
 
-Topology build(const std::string& spec) {
-  auto t = build_topology(spec);
-  EXPECT_TRUE(t.ok()) << spec << ": " << t.status().to_string();
-  return t.ok() ? std::move(t).value() : Topology();
-}
+using testing::build;
 
 // peer() is symmetric, so every port is in at most one link, and the link count matches.
 void expect_consistent(const Topology& t) {

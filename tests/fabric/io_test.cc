@@ -5,16 +5,13 @@
 #include <cstdio>
 #include <fstream>
 
+#include "build_util.h"
 #include "fabric/builders.h"
 
 namespace galaxy::fabric {
 namespace {
 
-Topology build(const std::string& spec) {
-  auto t = build_topology(spec);
-  EXPECT_TRUE(t.ok()) << spec << ": " << t.status().to_string();
-  return t.ok() ? std::move(t).value() : Topology();
-}
+using testing::build;
 
 void expect_same(const Topology& a, const Topology& b) {
   ASSERT_EQ(a.num_nodes(), b.num_nodes());

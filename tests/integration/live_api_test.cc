@@ -32,7 +32,6 @@ using ::testing::AssertionFailure;
 using ::testing::AssertionResult;
 using ::testing::AssertionSuccess;
 
-constexpr int32_t kWaitMs = 5000;  // bound for what takes milliseconds
 constexpr uint32_t kRw = GLEX_MEM_READ | GLEX_MEM_WRITE;
 constexpr uint8_t kSentinel = 0xA5;
 

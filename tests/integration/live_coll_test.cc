@@ -37,8 +37,7 @@ using ::testing::AssertionFailure;
 using ::testing::AssertionResult;
 using ::testing::AssertionSuccess;
 
-constexpr int32_t kWaitMs = 5000;  // bound for what takes milliseconds
-constexpr int kQuietMs = 60;       // how long "nothing happens" is watched
+constexpr int kQuietMs = 60;  // how long "nothing happens" is watched
 
 // A member of a group: a device on one NIC and an endpoint on it.
 struct Member : Port {

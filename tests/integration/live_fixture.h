@@ -39,6 +39,9 @@
 
 namespace galaxy::live::testing {
 
+// The bound on a wait for what takes milliseconds.
+inline constexpr int32_t kWaitMs = 5000;
+
 inline std::atomic<bool> g_daemon_stop{false};
 
 class LiveFabricUnderTest {

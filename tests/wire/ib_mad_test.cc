@@ -12,7 +12,7 @@ namespace {
 using testing::FailsWith;
 using testing::hex;
 
-Mad sample() {
+Mad sample_mad() {
   Mad m;
   m.base_version = 1;
   m.mgmt_class = MgmtClass::kSubnDirectedRoute;
@@ -29,7 +29,7 @@ Mad sample() {
 }
 
 TEST(Mad, GoldenBigEndianHeader) {
-  auto b = encode_mad(sample());
+  auto b = encode_mad(sample_mad());
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(hex(std::span(*b).first(24)),
             "01810181"
@@ -75,7 +75,7 @@ TEST(Mad, ClassAndMethodTables) {
     methods += is_valid_mad_method(static_cast<uint8_t>(raw));
   }
   EXPECT_EQ(classes, 1 + 29 + 1);  // 0x01, 0x03-0x1F, 0x81
-  EXPECT_EQ(methods, 12);  // and SA's GetTable, Delete and their responses
+  EXPECT_EQ(methods, 12);          // and SA's GetTable, Delete and their responses
   EXPECT_EQ(mgmt_class_name(static_cast<MgmtClass>(0x0A)), "vendor");
   EXPECT_EQ(mgmt_class_name(static_cast<MgmtClass>(0x1F)), "application");
   EXPECT_EQ(mgmt_class_name(MgmtClass::kSubnAdm), "subn adm");
@@ -83,16 +83,16 @@ TEST(Mad, ClassAndMethodTables) {
 }
 
 TEST(Mad, EncodeRejectsUnknownClassAndMethod) {
-  Mad m = sample();
+  Mad m = sample_mad();
   m.mgmt_class = static_cast<MgmtClass>(0x02);
   EXPECT_TRUE(FailsWith(encode_mad(m), "mgmt_class = 0x02"));
-  m = sample();
+  m = sample_mad();
   m.method = static_cast<MadMethod>(0x04);
   EXPECT_TRUE(FailsWith(encode_mad(m), "method = 0x04"));
 }
 
 TEST(Mad, DecodeRejectsMalformed) {
-  MadBytes good = *encode_mad(sample());
+  MadBytes good = *encode_mad(sample_mad());
   EXPECT_TRUE(FailsWith(decode_mad(std::span(good).first(255)), "mad: length = 255 bytes"));
   MadBytes b = good;
   b[1] = 0x20;
