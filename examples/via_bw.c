@@ -10,7 +10,11 @@
  *   -s bytes  message size (default 4096)    -n count  messages timed (default 2000)
  *   -w count  warm-up messages (default 200) -W count  window (default 50)
  *   -d device, -D discriminator, -r u|d|r, -H hosts: as via_pingpong
- * Output, one line: via_bw bytes=<s> messages=<n> window=<W> MBps=<10^6 bytes/s> */
+ *   -M seed   MyVIA's message-size mix instead of one size (see mix_size; both ends give the
+ *             same seed, so the server knows every message's length; -n and -w multiples of 50)
+ * Output, one line: via_bw bytes=<s> messages=<n> window=<W> MBps=<10^6 bytes/s>; with -M:
+ *   via_bw mix=<seed> messages=<n> window=<W> mean_bytes=<b> pct_128B_4KiB=<%> pct_over_8KiB=<%>
+ *     MBps=<10^6 bytes/s> msgps=<messages/s>  (the percentages are of the timed messages) */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +39,34 @@ static int fail(const char* what, VIP_RETURN r) {
   return 1;
 }
 
+/* MyVIA's traffic model (SYSTEM.md 4; the MyVIA paper, after Gusella): bimodal, over 80% of the
+ * messages 128 B - 4 KiB, about 8% over 8 KiB. Every block of 50 messages holds 41 (82%) in
+ * [128 B, 4 KiB], 4 (8%) in (8 KiB, 64 KiB], 3 (6%) in [8 B, 128 B) and 2 (4%) in
+ * (4 KiB, 8 KiB], in an order that changes from block to block; each size is log-uniform within
+ * its class (an octave, then a size in it). Drawn from a hash of (seed, message number), so both
+ * ends know every length. */
+#define MIX_MAX 65536u
+#define MIX_BLOCK 50u
+static uint64_t mix_hash(uint64_t x) { /* splitmix64's finaliser */
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+static uint32_t mix_size(uint64_t seed, uint64_t n) {
+  /* The message's place in its block, permuted (7 is prime to 50) by an offset per block. */
+  const uint64_t turn = mix_hash(seed ^ (n / MIX_BLOCK) * 0x100000001B3ull);
+  const unsigned place = (unsigned)((n % MIX_BLOCK * 7 + turn % MIX_BLOCK) % MIX_BLOCK);
+  unsigned lo, hi, above; /* sizes in [2^lo, 2^hi), plus `above` */
+  if (place < 41) lo = 7, hi = 12, above = 0;       /* 128 B .. 4 KiB */
+  else if (place < 45) lo = 13, hi = 16, above = 1; /* over 8 KiB .. 64 KiB */
+  else if (place < 48) lo = 3, hi = 7, above = 0;   /* 8 B .. 127 B */
+  else lo = 12, hi = 13, above = 1;                 /* over 4 KiB .. 8 KiB */
+  const uint64_t h = mix_hash(seed * 0x9E3779B97F4A7C15ull + n);
+  const unsigned e = lo + (unsigned)(h % (hi - lo));
+  return (1u << e) + (uint32_t)((h >> 16) % (1u << e)) + above;
+}
+
 static VIP_DESCRIPTOR* describe(uint8_t* slot, uint8_t* buf, VIP_MEM_HANDLE mh, uint32_t bytes) {
   VIP_DESCRIPTOR* d = (VIP_DESCRIPTOR*)slot;
   memset(d, 0, sizeof *d);
@@ -52,8 +84,10 @@ int main(int argc, char** argv) {
   const char* disc = "via_bw";
   const char* hosts = NULL;
   VIP_RELIABILITY_LEVEL level = VIP_SERVICE_RELIABLE_DELIVERY;
+  int mix = 0;
+  uint64_t seed = 0;
   int opt;
-  while ((opt = getopt(argc, argv, "s:n:w:W:d:D:r:H:")) != -1) {
+  while ((opt = getopt(argc, argv, "s:n:w:W:d:D:r:H:M:")) != -1) {
     switch (opt) {
       case 's':
         bytes = (uint32_t)strtoul(optarg, NULL, 0);
@@ -76,6 +110,10 @@ int main(int argc, char** argv) {
       case 'H':
         hosts = optarg;
         break;
+      case 'M':
+        mix = 1;
+        seed = strtoull(optarg, NULL, 0);
+        break;
       case 'r':
         level = optarg[0] == 'u'   ? VIP_SERVICE_UNRELIABLE
                 : optarg[0] == 'r' ? VIP_SERVICE_RELIABLE_RECEPTION
@@ -89,13 +127,16 @@ int main(int argc, char** argv) {
   if (optind >= argc || (!client && strcmp(argv[optind], "server") != 0) ||
       (client && optind + 1 >= argc) || bytes == 0 || bytes > (1u << 24) || count == 0 ||
       window == 0 || window > 256 || count % window || warmup % window ||
+      (mix && (count % MIX_BLOCK || warmup % MIX_BLOCK)) ||
       strlen(disc) > VIP_MAX_DISCRIMINATOR_LEN) {
     fprintf(stderr,
             "usage: via_bw [-s bytes] [-n messages] [-w warmup] [-W window (<= 256, "
-            "dividing -n and -w)] [-d device] [-D discriminator] [-r u|d|r] [-H hosts] "
+            "dividing -n and -w)] [-d device] [-D discriminator] [-r u|d|r] [-H hosts] [-M seed "
+            "(-n, -w multiples of 50)] "
             "server | client <server NIC>\n");
     return 2;
   }
+  if (mix) bytes = MIX_MAX; /* every buffer takes the largest message of the mix */
   VIP_NIC_HANDLE nic;
   VIP_PROTECTION_HANDLE tag;
   VIP_VI_HANDLE vi;
@@ -152,15 +193,22 @@ int main(int argc, char** argv) {
   }
   VIP_DESCRIPTOR* d;
   double start = 0;
+  uint64_t timed_bytes = 0, timed_mid = 0, timed_large = 0;
   const uint32_t rounds = (warmup + count) / window;
   for (uint32_t round = 0; round < rounds; ++round) {
     if (round * window == warmup) start = now_us();
     if (client) {
       for (uint32_t i = 0; i < window; ++i) {
         uint8_t* buf = data + (size_t)i * bytes;
+        const uint32_t len = mix ? mix_size(seed, (uint64_t)round * window + i) : bytes;
         buf[0] = (uint8_t)round;
-        buf[bytes - 1] = (uint8_t)(round + i);
-        if ((r = VipPostSend(vi, describe(mem + i * SLOT, buf, mh, bytes), mh)) != VIP_SUCCESS)
+        if (len > 1) buf[len - 1] = (uint8_t)(round + i);
+        if (round * window >= warmup) {
+          timed_bytes += len;
+          timed_mid += len >= 128 && len <= 4096;
+          timed_large += len > 8192;
+        }
+        if ((r = VipPostSend(vi, describe(mem + i * SLOT, buf, mh, len), mh)) != VIP_SUCCESS)
           return fail("VipPostSend", r);
       }
       for (uint32_t i = 0; i < window; ++i)
@@ -173,8 +221,9 @@ int main(int argc, char** argv) {
       for (uint32_t i = 0; i < window; ++i) {
         if ((r = VipRecvWait(vi, TIMEOUT_MS, &d)) != VIP_SUCCESS) return fail("VipRecvWait", r);
         uint8_t* buf = data + (size_t)i * bytes;
-        if (d->CS.Length != bytes || buf[0] != (uint8_t)round ||
-            buf[bytes - 1] != (uint8_t)(round + i)) {
+        const uint32_t len = mix ? mix_size(seed, (uint64_t)round * window + i) : bytes;
+        if (d->CS.Length != len || buf[0] != (uint8_t)round ||
+            (len > 1 && buf[len - 1] != (uint8_t)(round + i))) {
           fprintf(stderr, "via_bw: round %u message %u: wrong length or bytes\n", round, i);
           return 1;
         }
@@ -190,7 +239,14 @@ int main(int argc, char** argv) {
     }
   }
   const double us = now_us() - start;
-  if (client)
+  if (client && mix)
+    printf(
+        "via_bw mix=%llu messages=%u window=%u mean_bytes=%.0f pct_128B_4KiB=%.1f "
+        "pct_over_8KiB=%.1f MBps=%.1f msgps=%.0f\n",
+        (unsigned long long)seed, count, window, (double)timed_bytes / count,
+        100.0 * (double)timed_mid / count, 100.0 * (double)timed_large / count,
+        (double)timed_bytes / us, count / us * 1e6);
+  else if (client)
     printf("via_bw bytes=%u messages=%u window=%u MBps=%.1f\n", bytes, count, window,
            (double)bytes * count / us);
   VipDisconnect(vi);

@@ -99,6 +99,13 @@ struct glex_device_attr {
 glex_ret_t glex_open_device(const struct glex_device_attr* attr, glex_device_handle_t* dev);
 glex_ret_t glex_close_device(glex_device_handle_t dev);
 uint32_t glex_device_node(glex_device_handle_t dev); /* the NIC's chip id */
+/* The chip id of a NIC of this device's fabric as users name it (docs/topologies.md "Naming
+   chips"): its chip id ("12"), "nic:<index>", its name, its NodeDescription ("node018 HCA-1") or
+   its GUID ("0x2c90300500001", "H-0002c90300500001"); 1 to GLEX_NAME_MAX bytes. A name that
+   matches no chip, several chips' description or a router is GLEX_INVALID_PARAM, with
+   glex_last_error() saying which. */
+#define GLEX_NAME_MAX 255
+glex_ret_t glex_resolve_nic(glex_device_handle_t dev, const char* name, uint32_t* chip_id);
 
 /* An endpoint address: NIC chip id << 8 | VP. Exchange it to talk to a peer. */
 typedef uint64_t glex_ep_addr_t;

@@ -51,6 +51,7 @@ echo "ok: bench scale measures every size and refuses an unknown family"
 # their figures are the benchmark's, not the test's).
 out=$("$galaxy" bench via --quick --peers none --lat-sizes 8 4096 --bw-sizes 65536 --json 2>/dev/null) ||
   fail "bench via: exit $?: $out"
-[ "$(grep -c '"ours": ' <<<"$out")" -eq 6 ] || fail "bench via: not 6 measured rows: $out"
+[ "$(grep -c '"ours": ' <<<"$out")" -eq 8 ] || fail "bench via: not 8 measured rows: $out"
+[ "$(grep -c '"test": "bw_mix"' <<<"$out")" -eq 2 ] || fail "bench via: no mix row per placement: $out"
 grep -q '"error"' <<<"$out" && fail "bench via: a row failed: $out"
-echo "ok: bench via runs via_pingpong and via_bw on one host and across two"
+echo "ok: bench via runs via_pingpong, via_bw and MyVIA's size mix on one host and across two"

@@ -28,6 +28,7 @@ struct ViaOptions {
   std::vector<size_t> bw_sizes{4096, 65536, 1 << 20};
   int repetitions = 3;
   std::string peers = "ucx,libfabric";
+  bool mix = true;  // MyVIA's message-size mix through via_bw
   bool quick = false;
   bool json = false;
 };
@@ -39,7 +40,8 @@ struct ViaPlacement {
   bool tcp = false;  // the peers' path
 };
 
-// One run of a program pair: the client's figure (one-way us, or MB/s).
+// One run of a program pair: the client's figure (one-way us, or MB/s). `bytes` 0 with via_bw:
+// MyVIA's message-size mix (via_bw -M).
 Result<double> run_program(const std::string& prog, size_t bytes, const std::string& fabric,
                            const ViaPlacement& p, bool quick) {
   const std::string exe = (std::filesystem::path(self_executable()).parent_path() / prog).string();
@@ -53,7 +55,11 @@ Result<double> run_program(const std::string& prog, size_t bytes, const std::str
   const long n =
       lat ? (quick ? 500 : std::clamp(static_cast<long>(4e9 / (b + 2000) / slower), 200L, 100000L))
           : (quick ? 100 : (p.tcp && bytes >= 65536 ? 400 : 2000));
-  std::vector<std::string> args = {"-s", std::to_string(bytes), "-n", std::to_string(n)};
+  std::vector<std::string> args = {"-n", std::to_string(n)};
+  if (bytes)
+    args.insert(args.end(), {"-s", std::to_string(bytes)});
+  else
+    args.insert(args.end(), {"-M", "1"});
   if (!lat) args.insert(args.end(), {"-w", "200", "-W", "50"});
   auto env = [&](const std::string& host, uint32_t nic) {
     return std::vector<std::string>{"GLEX_FABRIC=" + fabric, "GLEX_HOST=" + host,
@@ -110,9 +116,11 @@ void run_via(const ViaOptions& o) {
     std::vector<std::pair<std::string, size_t>> tests;
     for (size_t s : o.lat_sizes) tests.emplace_back("mp_lat", s);
     for (size_t s : o.bw_sizes) tests.emplace_back("msg_bw", s);
+    if (o.mix) tests.emplace_back("msg_bw", 0);  // no peer program sends a mix
     for (const auto& [kind, bytes] : tests) {
       const bool lat = kind == "mp_lat";
-      const std::string test = fmt::format("{}_{}", lat ? "lat" : "bw", bytes);
+      const std::string test =
+          bytes ? fmt::format("{}_{}", lat ? "lat" : "bw", bytes) : std::string("bw_mix");
       if (!o.json)
         std::fprintf(stderr, "galaxy bench via: %s %s ...\n", p.name.c_str(), test.c_str());
       std::vector<double> mine;
@@ -127,8 +135,8 @@ void run_via(const ViaOptions& o) {
         mine.push_back(*m);
         std::vector<PeerSample> now;
         const std::string ptest = fmt::format("{}_{}", kind, bytes);
-        if (choice->ucx) now.push_back(run_ucx(ptest, 0, po));
-        if (choice->libfabric) now.push_back(run_libfabric(ptest, 0, po));
+        if (choice->ucx && bytes) now.push_back(run_ucx(ptest, 0, po));
+        if (choice->libfabric && bytes) now.push_back(run_libfabric(ptest, 0, po));
         add_repetition(peers, now);
       }
       nlohmann::json row{{"placement", p.name},
@@ -218,6 +226,9 @@ void add_bench_via_subcommand(CLI::App* bench) {
   c->add_option("--reps", o->repetitions, "repetitions, interleaved with the peers' (medians)")
       ->capture_default_str()
       ->check(integer_in(1, 1000));
+  c->add_flag("!--no-mix", o->mix,
+              "leave out the row of MyVIA's message-size mix (via_bw -M: per 50 messages, 41 of "
+              "128 B - 4 KiB, 4 over 8 KiB, 3 under 128 B, 2 of 4 - 8 KiB)");
   c->add_flag("--quick", o->quick, "one short repetition (a smoke test, not a measurement)");
   c->add_flag("--json", o->json, "machine-readable output");
   c->callback([o]() { run_via(*o); });

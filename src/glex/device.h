@@ -12,6 +12,10 @@
 #include "glex.h"
 #include "wire/mgmt.h"
 
+namespace galaxy::fabric {
+class Topology;
+}
+
 namespace galaxy::glex {
 // The simulated NIC's memory handles: index << 32 | key, the index being the ATT key's low bits.
 constexpr glex_mem_handle_t sim_handle(uint32_t key) {
@@ -63,6 +67,8 @@ struct glex_device {
     uint64_t p2p_level_ps = 0, p2p_child_ps = 0;
   };
   virtual CollTiming coll_timing() const;
+  // The chip id of the NIC a user names `name` in this device's fabric (glex_resolve_nic).
+  virtual glex_ret_t resolve_nic(const char* name, uint32_t* chip);
   // Whether [addr, addr + 16) lies in memory registered through this device (its NIC writes
   // the events there): glex_wait_event asks that device.
   bool holds(uint64_t addr) const {
@@ -88,5 +94,7 @@ glex_ret_t set_error(glex_ret_t ret, std::string message);
 // glex_wait_event uses the one through which the event word was registered (else the first),
 // or polls the memory when there is none.
 void add_event_waiter(glex_device* d);
+// resolve_nic over a fabric's chips: fabric::Topology::resolve, and the chip must be a NIC.
+glex_ret_t resolve_nic_in(const fabric::Topology& t, const char* name, uint32_t* chip);
 void remove_event_waiter(glex_device* d);
 }  // namespace galaxy::glex

@@ -18,6 +18,7 @@
 
 #include "base/env.h"
 #include "engine/live/segment.h"
+#include "fabric/topology.h"
 #include "glex.h"
 #include "glex/device.h"
 #include "glex/provider.h"
@@ -73,6 +74,25 @@ glex_ret_t glex_device::rdma_triggered(uint8_t, const glex_rdma_req&, uint16_t) 
 glex_device::CollTiming glex_device::coll_timing() const {
   return {2000000, 300000, 3000000, 600000};
 }
+glex_ret_t glex_device::resolve_nic(const char*, uint32_t*) {
+  GALAXY_UNSUPPORTED("naming NICs");
+}
+
+namespace galaxy::glex {
+
+glex_ret_t resolve_nic_in(const fabric::Topology& t, const char* name, uint32_t* chip) {
+  auto node = t.resolve(name);
+  if (!node.ok()) return set_error(GLEX_INVALID_PARAM, node.error().to_string());
+  if (!t.is_nic(*node))
+    return set_error(
+        GLEX_INVALID_PARAM,
+        fmt::format("E6162 glex_resolve_nic: '{}' is chip {} ({}), a router, not a NIC", name,
+                    *node, t.name(*node)));
+  *chip = *node;
+  return GLEX_SUCCESS;
+}
+
+}  // namespace galaxy::glex
 
 namespace galaxy::glex {
 namespace {
@@ -243,6 +263,18 @@ glex_ret_t glex_close_device(glex_device_handle_t dev) {
 
 uint32_t glex_device_node(glex_device_handle_t dev) {
   return dev ? dev->chip_id() : 0;
+}
+
+glex_ret_t glex_resolve_nic(glex_device_handle_t dev, const char* name, uint32_t* chip_id) {
+  if (!dev || !name || !chip_id) return null_arg("glex_resolve_nic", "dev, name and chip_id");
+  const size_t len = strnlen(name, GLEX_NAME_MAX + 1);
+  if (len == 0 || len > GLEX_NAME_MAX)
+    return set_error(GLEX_INVALID_PARAM,
+                     fmt::format("E6163 glex_resolve_nic: name of {} bytes (1 to {})",
+                                 len > GLEX_NAME_MAX ? "more than " + std::to_string(GLEX_NAME_MAX)
+                                                     : std::to_string(len),
+                                 GLEX_NAME_MAX));
+  return dev->resolve_nic(name, chip_id);
 }
 
 glex_ep_addr_t glex_ep_addr(glex_ep_handle_t ep) {

@@ -142,6 +142,15 @@ class SimClientDevice final : public glex_device {
     simwire::Response r;
     (void)call(q, &r);
   }
+  glex_ret_t resolve_nic(const char* name, uint32_t* chip) override {
+    simwire::Request q = request(Op::kResolveNic);
+    q.len = static_cast<uint32_t>(strnlen(name, sizeof q.data));  // glex_resolve_nic bounds it
+    std::memcpy(q.data, name, q.len);
+    simwire::Response r;
+    const glex_ret_t ret = call(q, &r);
+    if (ret == GLEX_SUCCESS) *chip = static_cast<uint32_t>(r.a[0]);
+    return ret;
+  }
   CollTiming coll_timing() const override {
     simwire::Request q = request(Op::kCollTiming);
     simwire::Response r;

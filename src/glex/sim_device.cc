@@ -89,6 +89,9 @@ class SimDevice final : public glex_device {
     return host_.rdma(vp, req, {}, cp_count);
   }
   void reset_coll(uint8_t vp) override { host_.reset_coll(vp); }
+  glex_ret_t resolve_nic(const char* name, uint32_t* chip) override {
+    return resolve_nic_in(f_.topology(), name, chip);
+  }
   CollTiming coll_timing() const override {
     if (links_ < 0) links_ = mean_links(f_.topology(), host_.node(), {});
     return glex::coll_timing(f_.timing(), links_);

@@ -38,8 +38,9 @@ enum class Op : uint32_t {
   kRdmaTriggered,  // as kRdma, with the CP count in timeout_ms
   kResetColl,      // vp
   kCollTiming,     // -> a[0..3]: glex_device::CollTiming in order
+  kResolveNic,     // data: a NIC's name (no NUL) -> a[0] its chip id
 };
-inline constexpr uint32_t kMaxOp = static_cast<uint32_t>(Op::kCollTiming);
+inline constexpr uint32_t kMaxOp = static_cast<uint32_t>(Op::kResolveNic);
 
 inline constexpr size_t kDataBytes = 256;
 

@@ -425,6 +425,19 @@ void SimServer::start(Client& c) {
     case Op::kResetColl:
       h.reset_coll(vp);
       break;
+    case Op::kResolveNic: {
+      const std::string name(reinterpret_cast<const char*>(q.data),
+                             std::min<size_t>(q.len, simwire::kDataBytes));
+      if (name.empty() || name.find('\0') != std::string::npos) {
+        ret = set_error(GLEX_INVALID_PARAM,
+                        fmt::format("E6211 a NIC's name of {} bytes, or with a NUL", name.size()));
+        break;
+      }
+      uint32_t chip = 0;
+      ret = resolve_nic_in(fabric_.topology(), name.c_str(), &chip);
+      r.a[0] = chip;
+      break;
+    }
     case Op::kCollTiming: {
       const glex_device::CollTiming t =
           coll_timing(fabric_.timing(), mean_links(fabric_.topology(), h.node(), {}));

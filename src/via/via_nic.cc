@@ -360,16 +360,15 @@ VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE nic, VIP_CHAR* name, VIP_NET_ADDRES
   if (!nic || !name || !address)
     return fail(VIP_INVALID_PARAMETER, "E6526 VipNSGetHostByName: a handle is NULL");
   std::lock_guard lock(nic->mu);
+  // The hosts file given to VipNSInit first, then the fabric's own names for its NICs: chip id,
+  // nic:<index>, name, NodeDescription or GUID (glex_resolve_nic).
   uint32_t chip = 0;
   if (auto it = nic->hosts.find(name); it != nic->hosts.end()) {
     chip = it->second;
-  } else {
-    char* end = nullptr;
-    const long v = std::strtol(name, &end, 0);
-    if (!*name || *end || v < 0 || v > 0xFFFF)
-      return fail(VIP_ERROR_NAMESERVICE,
-                  fmt::format("E6527 VipNSGetHostByName: no host named \"{}\"", name));
-    chip = static_cast<uint32_t>(v);
+  } else if (glex_resolve_nic(nic->dev, name, &chip) != GLEX_SUCCESS) {
+    return fail(VIP_ERROR_NAMESERVICE,
+                fmt::format("E6527 VipNSGetHostByName: no host named \"{}\": {}", name,
+                            glex_last_error()));
   }
   if (index != 0)
     return fail(

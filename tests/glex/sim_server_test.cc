@@ -93,6 +93,34 @@ TEST(SimServer, TwoHostsExchangeMpsAndAPutWithItsEvent) {
   glex_destroy_ep(ea);
 }
 
+// A client names NICs through the server, which holds the fabric's names; a name with a NUL in it
+// is refused.
+TEST(SimServer, NamesANicForItsClients) {
+  Served s;
+  auto dev = glex::open_sim_client("sim:test", static_cast<int32_t>(s.nic(0)));
+  ASSERT_TRUE(dev.ok()) << dev.error().to_string();
+  const fabric::Topology& t = s.fabric->topology();
+  uint32_t chip = 0;
+  ASSERT_EQ(glex_resolve_nic(dev->get(), t.name(s.nic(5)).c_str(), &chip), GLEX_SUCCESS)
+      << glex_last_error();
+  EXPECT_EQ(chip, s.nic(5));
+  EXPECT_EQ(glex_resolve_nic(dev->get(), "nic:9999", &chip), GLEX_INVALID_PARAM);
+  int fd = s.raw();
+  glex::simwire::Request q;
+  q.op = static_cast<uint32_t>(glex::simwire::Op::kHello);
+  q.a[0] = static_cast<uint64_t>(getpid());
+  q.a[1] = s.nic(3);
+  ASSERT_EQ(ask(fd, &q, sizeof q).ret, GLEX_SUCCESS);
+  q = {};
+  q.op = static_cast<uint32_t>(glex::simwire::Op::kResolveNic);
+  q.len = 3;
+  std::memcpy(q.data, "a\0b", 3);
+  auto r = ask(fd, &q, sizeof q);
+  EXPECT_EQ(r.ret, GLEX_INVALID_PARAM);
+  EXPECT_NE(std::string(r.error).find("E6211"), std::string::npos) << r.error;
+  close(fd);
+}
+
 TEST(SimServer, BadRequestsAreRefusedAndTheServerServesOn) {
   Served s;
   // Garbage, and a request before hello: answered with an error naming it.

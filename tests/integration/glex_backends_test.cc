@@ -213,6 +213,33 @@ TEST_P(GlexBackends, AnMpWithLocalCqCompletesIntoTheCq) {
   EXPECT_EQ(std::string(reinterpret_cast<char*>(mp.data), mp.len), "hi");
 }
 
+// A NIC as users name it, in the fabric the device belongs to; a router, an unknown name and an
+// empty one are refused with the reason.
+TEST_P(GlexBackends, ANicIsFoundByItsIdNameAndIndexAndNothingElse) {
+  Pair& p = *pair_;
+  const fabric::Topology& t =
+      GetParam() == "sim" ? p.fabric->topology() : live_->fabric().topology;
+  const uint32_t peer = glex_device_node(p.dev(1));
+  for (const std::string& name : {std::to_string(peer), t.name(peer),
+                                  fmt::format("nic:{}", t.nic_index(peer))}) {
+    uint32_t chip = UINT32_MAX;
+    ASSERT_EQ(glex_resolve_nic(p.dev(0), name.c_str(), &chip), GLEX_SUCCESS)
+        << name << ": " << glex_last_error();
+    EXPECT_EQ(chip, peer) << name;
+  }
+  uint32_t router = 0;
+  while (t.is_nic(router)) ++router;
+  uint32_t chip = 7777;
+  EXPECT_EQ(glex_resolve_nic(p.dev(0), t.name(router).c_str(), &chip), GLEX_INVALID_PARAM);
+  EXPECT_NE(std::string(glex_last_error()).find("E6162"), std::string::npos) << glex_last_error();
+  EXPECT_EQ(glex_resolve_nic(p.dev(0), "no-such-chip", &chip), GLEX_INVALID_PARAM);
+  EXPECT_NE(std::string(glex_last_error()).find("no-such-chip"), std::string::npos);
+  EXPECT_EQ(glex_resolve_nic(p.dev(0), "", &chip), GLEX_INVALID_PARAM);
+  EXPECT_NE(std::string(glex_last_error()).find("E6163"), std::string::npos) << glex_last_error();
+  EXPECT_EQ(glex_resolve_nic(p.dev(0), std::string(300, 'x').c_str(), &chip), GLEX_INVALID_PARAM);
+  EXPECT_EQ(chip, 7777u);  // untouched by a refusal
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, GlexBackends,
                          ::testing::Values("sim", "live_same_host", "live_cross_host"),
                          [](const auto& info) { return info.param; });

@@ -693,6 +693,23 @@ TEST_P(ViaBackends, BadArgumentsAreRefusedByName) {
             0);
   EXPECT_EQ(VipNSGetHostByName(s.nic, nobody, by_name, 0), VIP_ERROR_NAMESERVICE);
   EXPECT_EQ(VipNSGetHostByName(s.nic, server, by_name, 1), VIP_ERROR_NAMESERVICE);
+  // Without a hosts file, the fabric's own names: the NIC's name and its index; a router is not
+  // a host.
+  ASSERT_EQ(VipNSInit(s.nic, nullptr), VIP_SUCCESS);
+  const fabric::Topology& t = served_ ? served_->fabric->topology() : live_->fabric().topology;
+  for (std::string name : {t.name(chip(0)), fmt::format("nic:{}", t.nic_index(chip(0)))}) {
+    std::memset(buf, 0, sizeof buf);
+    ASSERT_EQ(VipNSGetHostByName(s.nic, name.data(), by_name, 0), VIP_SUCCESS)
+        << name << ": " << VipLastError();
+    EXPECT_EQ(
+        std::memcmp(by_name->HostAddress, by_number.get()->HostAddress, VIP_HOST_ADDRESS_LEN), 0)
+        << name;
+  }
+  uint32_t r = 0;
+  while (t.is_nic(r)) ++r;
+  std::string router = t.name(r);
+  EXPECT_EQ(VipNSGetHostByName(s.nic, router.data(), by_name, 0), VIP_ERROR_NAMESERVICE);
+  EXPECT_NE(std::string(VipLastError()).find("not a NIC"), std::string::npos) << VipLastError();
   { std::ofstream(hosts) << "server 12 extra\n"; }
   EXPECT_EQ(VipNSInit(s.nic, const_cast<char*>(hosts.c_str())), VIP_ERROR_NAMESERVICE);
   EXPECT_NE(std::string(VipLastError()).find("line 1"), std::string::npos);

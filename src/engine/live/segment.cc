@@ -95,6 +95,11 @@ Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) 
   off = align_region(off + sizeof(NicSlot) * num_local_nics);
   h.off_egress = off;
   off = align_region(off + sizeof(EgressRing));
+  h.off_names = off;
+  uint64_t text_bytes = 0;
+  for (uint32_t n = 0; n < t.num_nodes(); ++n)
+    text_bytes += t.name(n).size() + t.identity(n).description.size();
+  off = align_region(off + sizeof(ChipName) * t.num_nodes() + text_bytes);
   const uint64_t total = (off + 4095) & ~uint64_t{4095};
 
   const std::string name = shm_name(f.name, host_name);
@@ -172,6 +177,17 @@ Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) 
     }
   }
   s->egress().init();
+  auto* names = reinterpret_cast<ChipName*>(static_cast<uint8_t*>(base) + h.off_names);
+  uint64_t text = sizeof(ChipName) * t.num_nodes();
+  for (uint32_t n = 0; n < t.num_nodes(); ++n) {
+    const fabric::Identity& id = t.identity(n);
+    names[n] = {id.guid, text, static_cast<uint32_t>(t.name(n).size()),
+                static_cast<uint32_t>(id.description.size())};
+    char* at = reinterpret_cast<char*>(names) + text;
+    std::memcpy(at, t.name(n).data(), t.name(n).size());
+    std::memcpy(at + t.name(n).size(), id.description.data(), id.description.size());
+    text += t.name(n).size() + id.description.size();
+  }
   return s;
 }
 
@@ -204,6 +220,27 @@ Result<std::unique_ptr<Segment>> Segment::attach(const std::string& fabric,
                                   "segment",
                                   name, h.magic, h.version, h.total_size, kSegmentVersion));
   return s;
+}
+
+fabric::Topology Segment::chip_names() const {
+  fabric::Topology t;
+  const auto* names = at<ChipName>(header().off_names);
+  const char* blob = reinterpret_cast<const char*>(names);
+  const uint64_t room = size_ - header().off_names;  // the daemon wrote it; still, stay inside
+  for (uint32_t n = 0; n < num_chips(); ++n) {
+    const ChipName& c = names[n];
+    const bool fits = c.text <= room && c.name_len <= room - c.text &&
+                      c.description_len <= room - c.text - c.name_len;
+    const ChipInfo& info = chip(n);
+    const auto kind = info.type == static_cast<uint8_t>(wire::ChipType::kNic)
+                          ? fabric::NodeKind::kNic
+                          : fabric::NodeKind::kNrc;
+    (void)t.add_node(kind, std::max<uint32_t>(info.num_ports, 1),
+                     fits ? std::string(blob + c.text, c.name_len) : std::string());
+    if (fits && (c.guid || c.description_len))
+      t.set_identity(n, {c.guid, std::string(blob + c.text + c.name_len, c.description_len), {}});
+  }
+  return t;
 }
 
 bool Segment::cross_host_links_up() {

@@ -7,7 +7,8 @@
 //     management agent reads these very counters;
 //   * per NIC: the ATT (registered memory and its keys) and per VP the MPQ and the completion
 //     queue, lock-free rings that several processes produce into;
-//   * the egress ring to the daemon (management descriptors and traffic for other hosts).
+//   * the egress ring to the daemon (management descriptors and traffic for other hosts);
+//   * every chip's name, NodeDescription and GUID, so a process names the fabric's NICs as users do.
 // No pointers inside: processes map the segment at different addresses.
 #pragma once
 
@@ -26,7 +27,7 @@
 namespace galaxy::live {
 
 inline constexpr uint64_t kSegmentMagic = 0x4753594c4158414bull;
-inline constexpr uint32_t kSegmentVersion = 4;
+inline constexpr uint32_t kSegmentVersion = 5;
 inline constexpr uint32_t kMpqDepth = 1024;
 inline constexpr uint32_t kCqDepth = 1024;
 inline constexpr uint32_t kEgressDepth = 4096;
@@ -319,6 +320,15 @@ struct PeerInfo {
   std::atomic<uint8_t> vc_rule;  // the port's VC rule (chip/data_vc.h), as its NRC holds it
 };
 
+// A chip as users name it (fabric::Topology::resolve): its name, NodeDescription and GUID, the
+// text in the segment's name region after the per-chip entries.
+struct ChipName {
+  uint64_t guid;  // 0: none
+  uint64_t text;  // offset of the name, then the description, from the name region's start
+  uint32_t name_len;
+  uint32_t description_len;
+};
+
 struct SegHeader {
   uint64_t magic;
   uint32_t version;
@@ -333,7 +343,7 @@ struct SegHeader {
   uint32_t num_local;
   uint32_t num_local_nics;
   uint32_t reserved0;
-  uint64_t off_chips, off_peers, off_routes, off_counters, off_nics, off_egress;
+  uint64_t off_chips, off_peers, off_routes, off_counters, off_nics, off_egress, off_names;
   std::atomic<int32_t> daemon_pid;
   std::atomic<uint32_t> ready;
   // Own cache lines: senders read route_generation on every operation, the daemon writes
@@ -378,6 +388,9 @@ class Segment {
   }
   bool is_local(uint32_t node) const { return node < num_chips() && chip(node).local != kNoLocal; }
   EgressRing& egress() { return *at<EgressRing>(header().off_egress); }
+  // The fabric's chips as users name them: a topology of the chips alone (kind, ports, name,
+  // NodeDescription, GUID; no links), whose resolve() finds a chip by any of its names.
+  fabric::Topology chip_names() const;
   // Whether every link from this host's chips to another host has come up.
   bool cross_host_links_up();
   // The links from this host's chips to chips of the hosts `to_host` flags (by host index), and
