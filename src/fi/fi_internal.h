@@ -235,6 +235,8 @@ struct RdmaOp {
   // An RDMA write with remote CQ data: the MP that follows it.
   bool then_data = false;
   uint64_t remote_data = 0;
+  // An injected write's copy of the caller's bytes, which the NIC reads until it completes.
+  std::unique_ptr<char[]> inject_copy;
 };
 // A long send waiting for its receiver to read it.
 struct RtsSend {

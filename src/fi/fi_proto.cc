@@ -603,6 +603,12 @@ ssize_t post_rma(Endpoint* ep, bool write, void* buf, size_t len, void* desc, fi
     flush_out(ep);
     return 0;
   }
+  if (write && (flags & FI_INJECT)) {  // the caller may reuse buf at once: the NIC reads a copy
+    rd->inject_copy = std::make_unique<char[]>(len);
+    std::memcpy(rd->inject_copy.get(), buf, len);
+    buf = rd->inject_copy.get();
+    desc = nullptr;
+  }
   glex_ret_t r = local_registration(ep, desc, buf, len, GLEX_MEM_READ | GLEX_MEM_WRITE,
                                     &rd->local_mh, &rd->own_mh);
   if (r != GLEX_SUCCESS) return r == GLEX_NO_RESOURCE ? -FI_EAGAIN : -fi_error_of(r);

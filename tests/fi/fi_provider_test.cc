@@ -112,7 +112,7 @@ void fi_check(const Env& a, const Env& b, bool small = false) {
     const std::string text = slurp(dir + out);
     for (const char* check :
          {"ok sizes", "ok order", "ok tags truncate cancel peek claim", "ok msg",
-          "ok rma write read writedata wrong-key", "ok bad-input counters", "passed: 0 failures"})
+          "ok rma write read inject writedata wrong-key", "ok bad-input counters", "passed: 0 failures"})
       EXPECT_NE(text.find(check), std::string::npos) << check << " in\n" << text;
   }
   std::filesystem::remove_all(dir);
