@@ -4,6 +4,7 @@
 #ifndef GLEX_H
 #define GLEX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -106,6 +107,9 @@ uint32_t glex_device_node(glex_device_handle_t dev); /* the NIC's chip id */
    glex_last_error() saying which. */
 #define GLEX_NAME_MAX 255
 glex_ret_t glex_resolve_nic(glex_device_handle_t dev, const char* name, uint32_t* chip_id);
+/* The name of chip `chip_id` of this device's fabric, NUL-terminated into name[0, len).
+   GLEX_INVALID_PARAM for a chip outside the fabric or a name longer than len - 1. */
+glex_ret_t glex_node_name(glex_device_handle_t dev, uint32_t chip_id, char* name, size_t len);
 
 /* An endpoint address: NIC chip id << 8 | VP. Exchange it to talk to a peer. */
 typedef uint64_t glex_ep_addr_t;

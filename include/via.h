@@ -283,12 +283,18 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE* V
                      VIP_BOOLEAN* RecvQueue);
 
 /* ---- Name service --------------------------------------------------------------------------- */
-/* NSInitInfo: NULL, or the path of a hosts file of "<name> <NIC chip id>" lines (# comments). A
- * name is then looked up in that file, else read as a NIC chip id ("12"); the address is the
- * NIC's connection manager (VP 7), with Address's discriminator left as the caller set it. */
+/* NSInitInfo: NULL, or the path of a hosts file of "<name> <NIC chip id>" lines (# comments).
+ * VipNSGetHostByName looks a name up in that file, else among the fabric's names for its NICs
+ * (chip id, nic:<index>, the NIC's name, its NodeDescription or GUID: glex_resolve_nic); the
+ * address is the NIC's connection manager (VP 7), with DiscriminatorLen 0. VipNSGetHostByAddr is
+ * the reverse: the file's name for the address's NIC (the first in byte order), else the
+ * fabric's. *NameLen is Name's size in bytes, and comes back as the name's length with its NUL;
+ * a name that does not fit is VIP_INVALID_PARAMETER, with *NameLen set to what it needs. */
 VIP_RETURN VipNSInit(VIP_NIC_HANDLE NicHandle, VIP_PVOID NSInitInfo);
 VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE NicHandle, VIP_CHAR* Name, VIP_NET_ADDRESS* Address,
                               VIP_ULONG NameIndex);
+VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE NicHandle, VIP_NET_ADDRESS* Address, VIP_CHAR* Name,
+                              VIP_ULONG* NameLen);
 VIP_RETURN VipNSShutdown(VIP_NIC_HANDLE NicHandle);
 
 /* The text of a return code, and of the last error on this thread naming the call, the field

@@ -69,6 +69,8 @@ struct glex_device {
   virtual CollTiming coll_timing() const;
   // The chip id of the NIC a user names `name` in this device's fabric (glex_resolve_nic).
   virtual glex_ret_t resolve_nic(const char* name, uint32_t* chip);
+  // The name of chip `chip` of this device's fabric (glex_node_name).
+  virtual glex_ret_t node_name(uint32_t chip, std::string* name);
   // Whether [addr, addr + 16) lies in memory registered through this device (its NIC writes
   // the events there): glex_wait_event asks that device.
   bool holds(uint64_t addr) const {
@@ -96,5 +98,6 @@ glex_ret_t set_error(glex_ret_t ret, std::string message);
 void add_event_waiter(glex_device* d);
 // resolve_nic over a fabric's chips: fabric::Topology::resolve, and the chip must be a NIC.
 glex_ret_t resolve_nic_in(const fabric::Topology& t, const char* name, uint32_t* chip);
+glex_ret_t node_name_in(const fabric::Topology& t, uint32_t chip, std::string* name);
 void remove_event_waiter(glex_device* d);
 }  // namespace galaxy::glex

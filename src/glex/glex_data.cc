@@ -77,6 +77,9 @@ glex_device::CollTiming glex_device::coll_timing() const {
 glex_ret_t glex_device::resolve_nic(const char*, uint32_t*) {
   GALAXY_UNSUPPORTED("naming NICs");
 }
+glex_ret_t glex_device::node_name(uint32_t, std::string*) {
+  GALAXY_UNSUPPORTED("naming chips");
+}
 
 namespace galaxy::glex {
 
@@ -89,6 +92,15 @@ glex_ret_t resolve_nic_in(const fabric::Topology& t, const char* name, uint32_t*
         fmt::format("E6162 glex_resolve_nic: '{}' is chip {} ({}), a router, not a NIC", name,
                     *node, t.name(*node)));
   *chip = *node;
+  return GLEX_SUCCESS;
+}
+
+glex_ret_t node_name_in(const fabric::Topology& t, uint32_t chip, std::string* name) {
+  if (chip >= t.num_nodes())
+    return set_error(GLEX_INVALID_PARAM,
+                     fmt::format("E6164 glex_node_name: chip {} is not in the fabric ({} chips)",
+                                 chip, t.num_nodes()));
+  *name = t.name(chip);
   return GLEX_SUCCESS;
 }
 
@@ -275,6 +287,18 @@ glex_ret_t glex_resolve_nic(glex_device_handle_t dev, const char* name, uint32_t
                                                      : std::to_string(len),
                                  GLEX_NAME_MAX));
   return dev->resolve_nic(name, chip_id);
+}
+
+glex_ret_t glex_node_name(glex_device_handle_t dev, uint32_t chip_id, char* name, size_t len) {
+  if (!dev || !name) return null_arg("glex_node_name", "dev and name");
+  std::string n;
+  if (const glex_ret_t r = dev->node_name(chip_id, &n); r != GLEX_SUCCESS) return r;
+  if (n.size() + 1 > len)
+    return set_error(GLEX_INVALID_PARAM,
+                     fmt::format("E6165 glex_node_name: len = {}: the name of chip {} needs {}",
+                                 len, chip_id, n.size() + 1));
+  std::memcpy(name, n.c_str(), n.size() + 1);
+  return GLEX_SUCCESS;
 }
 
 glex_ep_addr_t glex_ep_addr(glex_ep_handle_t ep) {

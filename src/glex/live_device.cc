@@ -453,8 +453,10 @@ class LiveDevice final : public glex_device {
   uint32_t descriptor_key(glex_mem_handle_t mh) const override { return live::wire_key(mh); }
   glex_ret_t resolve_nic(const char* name, uint32_t* chip) override {
     // The names the daemon wrote into the segment, read once.
-    std::call_once(names_once_, [this] { names_ = seg_->chip_names(); });
-    return resolve_nic_in(names_, name, chip);
+    return resolve_nic_in(names(), name, chip);
+  }
+  glex_ret_t node_name(uint32_t chip, std::string* name) override {
+    return node_name_in(names(), chip, name);
   }
   glex_mem_handle_t handle_of_key(uint32_t key) const override {
     return live::handle_of_wire_key(key);
@@ -803,6 +805,11 @@ class LiveDevice final : public glex_device {
   uint64_t last_alive_check_ = 0;
   int32_t last_alive_pid_ = 0;
   std::vector<live::PathCounters> paths_back_;  // get responses, by target NIC
+  // The names the daemon wrote into the segment, read once.
+  const fabric::Topology& names() {
+    std::call_once(names_once_, [this] { names_ = seg_->chip_names(); });
+    return names_;
+  }
   std::once_flag names_once_;
   fabric::Topology names_;        // the fabric's chips as users name them (resolve_nic)
   wire::RdmaDescriptor scratch_;  // the same-host path's descriptor

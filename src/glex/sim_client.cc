@@ -151,6 +151,15 @@ class SimClientDevice final : public glex_device {
     if (ret == GLEX_SUCCESS) *chip = static_cast<uint32_t>(r.a[0]);
     return ret;
   }
+  glex_ret_t node_name(uint32_t chip, std::string* name) override {
+    simwire::Request q = request(Op::kNodeName);
+    q.a[0] = chip;
+    simwire::Response r;
+    const glex_ret_t ret = call(q, &r);
+    if (ret == GLEX_SUCCESS)
+      name->assign(reinterpret_cast<const char*>(r.data), std::min<size_t>(r.len, sizeof r.data));
+    return ret;
+  }
   CollTiming coll_timing() const override {
     simwire::Request q = request(Op::kCollTiming);
     simwire::Response r;

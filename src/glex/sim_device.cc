@@ -92,6 +92,9 @@ class SimDevice final : public glex_device {
   glex_ret_t resolve_nic(const char* name, uint32_t* chip) override {
     return resolve_nic_in(f_.topology(), name, chip);
   }
+  glex_ret_t node_name(uint32_t chip, std::string* name) override {
+    return node_name_in(f_.topology(), chip, name);
+  }
   CollTiming coll_timing() const override {
     if (links_ < 0) links_ = mean_links(f_.topology(), host_.node(), {});
     return glex::coll_timing(f_.timing(), links_);

@@ -39,8 +39,9 @@ enum class Op : uint32_t {
   kResetColl,      // vp
   kCollTiming,     // -> a[0..3]: glex_device::CollTiming in order
   kResolveNic,     // data: a NIC's name (no NUL) -> a[0] its chip id
+  kNodeName,       // a[0] chip id -> data: its name (no NUL)
 };
-inline constexpr uint32_t kMaxOp = static_cast<uint32_t>(Op::kResolveNic);
+inline constexpr uint32_t kMaxOp = static_cast<uint32_t>(Op::kNodeName);
 
 inline constexpr size_t kDataBytes = 256;
 

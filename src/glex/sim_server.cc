@@ -438,6 +438,20 @@ void SimServer::start(Client& c) {
       r.a[0] = chip;
       break;
     }
+    case Op::kNodeName: {
+      std::string name;
+      ret = node_name_in(fabric_.topology(),
+                         static_cast<uint32_t>(std::min<uint64_t>(q.a[0], UINT32_MAX)), &name);
+      if (ret == GLEX_SUCCESS && name.size() > simwire::kDataBytes)
+        ret = set_error(GLEX_INVALID_PARAM,
+                        fmt::format("E6212 the name of chip {} is {} bytes, over {}", q.a[0],
+                                    name.size(), simwire::kDataBytes));
+      if (ret == GLEX_SUCCESS) {
+        r.len = static_cast<uint32_t>(name.size());
+        std::memcpy(r.data, name.data(), name.size());
+      }
+      break;
+    }
     case Op::kCollTiming: {
       const glex_device::CollTiming t =
           coll_timing(fabric_.timing(), mean_links(fabric_.topology(), h.node(), {}));

@@ -82,17 +82,6 @@ void connect_to(via_vi* vi, glex_ep_addr_t peer, const VIP_VI_ATTRIBUTES& attrs,
 
 namespace {
 
-bool valid_address(const VIP_NET_ADDRESS* a) {
-  return a && a->HostAddressLen == VIP_HOST_ADDRESS_LEN &&
-         a->DiscriminatorLen <= VIP_MAX_DISCRIMINATOR_LEN;
-}
-
-glex_ep_addr_t host_of(const VIP_NET_ADDRESS* a) {
-  glex_ep_addr_t h;
-  std::memcpy(&h, a->HostAddress, sizeof h);
-  return h;
-}
-
 // An MP from `ep` that must go (the target's MPQ may be full for a moment).
 glex_ret_t send_within(Nic* nic, glex_ep_handle_t ep, glex_ep_addr_t to, const void* p, size_t n,
                        uint64_t limit_ms) {

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,17 @@ inline constexpr uint32_t kFragMax = 1024;
 inline constexpr uint32_t kBounceSlot = 16384;
 inline constexpr uint32_t kBounceSlots = 16;
 inline constexpr uint32_t kCreditBatch = 4;
+
+// A VIA address of this provider: 8 bytes of host address, the NIC's connection manager.
+inline bool valid_address(const VIP_NET_ADDRESS* a) {
+  return a && a->HostAddressLen == VIP_HOST_ADDRESS_LEN &&
+         a->DiscriminatorLen <= VIP_MAX_DISCRIMINATOR_LEN;
+}
+inline glex_ep_addr_t host_of(const VIP_NET_ADDRESS* a) {
+  glex_ep_addr_t h;
+  std::memcpy(&h, a->HostAddress, sizeof h);
+  return h;
+}
 struct WireSegment {  // a sender's piece of a kRts: the receiver reads it by RDMA get
   uint64_t addr;
   uint32_t len;

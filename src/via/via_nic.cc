@@ -366,9 +366,9 @@ VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE nic, VIP_CHAR* name, VIP_NET_ADDRES
   if (auto it = nic->hosts.find(name); it != nic->hosts.end()) {
     chip = it->second;
   } else if (glex_resolve_nic(nic->dev, name, &chip) != GLEX_SUCCESS) {
-    return fail(VIP_ERROR_NAMESERVICE,
-                fmt::format("E6527 VipNSGetHostByName: no host named \"{}\": {}", name,
-                            glex_last_error()));
+    return fail(
+        VIP_ERROR_NAMESERVICE,
+        fmt::format("E6527 VipNSGetHostByName: no host named \"{}\": {}", name, glex_last_error()));
   }
   if (index != 0)
     return fail(
@@ -378,6 +378,36 @@ VIP_RETURN VipNSGetHostByName(VIP_NIC_HANDLE nic, VIP_CHAR* name, VIP_NET_ADDRES
   address->HostAddressLen = VIP_HOST_ADDRESS_LEN;
   address->DiscriminatorLen = 0;
   std::memcpy(address->HostAddress, &a, sizeof a);
+  return VIP_SUCCESS;
+}
+
+VIP_RETURN VipNSGetHostByAddr(VIP_NIC_HANDLE nic, VIP_NET_ADDRESS* address, VIP_CHAR* name,
+                              VIP_ULONG* name_len) {
+  if (!nic || !address || !name || !name_len)
+    return fail(VIP_INVALID_PARAMETER, "E6536 VipNSGetHostByAddr: a handle is NULL");
+  if (!valid_address(address))
+    return fail(VIP_INVALID_PARAMETER,
+                fmt::format("E6537 VipNSGetHostByAddr: Address has HostAddressLen {} (want {})",
+                            address->HostAddressLen, VIP_HOST_ADDRESS_LEN));
+  std::lock_guard lock(nic->mu);
+  const uint32_t chip = GLEX_EP_ADDR_NODE(host_of(address));
+  std::string found;
+  for (const auto& [n, c] : nic->hosts)
+    if (c == chip && (found.empty() || n < found)) found = n;
+  if (found.empty()) {
+    char buf[GLEX_NAME_MAX + 1];
+    if (glex_node_name(nic->dev, chip, buf, sizeof buf) != GLEX_SUCCESS)
+      return fail(VIP_ERROR_NAMESERVICE,
+                  fmt::format("E6538 VipNSGetHostByAddr: NIC {}: {}", chip, glex_last_error()));
+    found = buf;
+  }
+  const VIP_ULONG room = *name_len;
+  *name_len = static_cast<VIP_ULONG>(found.size() + 1);
+  if (found.size() + 1 > room)
+    return fail(VIP_INVALID_PARAMETER,
+                fmt::format("E6539 VipNSGetHostByAddr: NameLen = {}: \"{}\" needs {} bytes", room,
+                            found, found.size() + 1));
+  std::memcpy(name, found.c_str(), found.size() + 1);
   return VIP_SUCCESS;
 }
 

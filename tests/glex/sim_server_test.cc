@@ -93,8 +93,8 @@ TEST(SimServer, TwoHostsExchangeMpsAndAPutWithItsEvent) {
   glex_destroy_ep(ea);
 }
 
-// A client names NICs through the server, which holds the fabric's names; a name with a NUL in it
-// is refused.
+// A client names NICs, and finds chips' names, through the server, which holds the fabric's
+// names; a name with a NUL in it is refused.
 TEST(SimServer, NamesANicForItsClients) {
   Served s;
   auto dev = glex::open_sim_client("sim:test", static_cast<int32_t>(s.nic(0)));
@@ -105,6 +105,11 @@ TEST(SimServer, NamesANicForItsClients) {
       << glex_last_error();
   EXPECT_EQ(chip, s.nic(5));
   EXPECT_EQ(glex_resolve_nic(dev->get(), "nic:9999", &chip), GLEX_INVALID_PARAM);
+  char name[64];
+  ASSERT_EQ(glex_node_name(dev->get(), s.nic(5), name, sizeof name), GLEX_SUCCESS)
+      << glex_last_error();
+  EXPECT_EQ(std::string(name), t.name(s.nic(5)));
+  EXPECT_EQ(glex_node_name(dev->get(), 1u << 31, name, sizeof name), GLEX_INVALID_PARAM);
   int fd = s.raw();
   glex::simwire::Request q;
   q.op = static_cast<uint32_t>(glex::simwire::Op::kHello);

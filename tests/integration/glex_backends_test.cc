@@ -215,13 +215,12 @@ TEST_P(GlexBackends, AnMpWithLocalCqCompletesIntoTheCq) {
 
 // A NIC as users name it, in the fabric the device belongs to; a router, an unknown name and an
 // empty one are refused with the reason.
-TEST_P(GlexBackends, ANicIsFoundByItsIdNameAndIndexAndNothingElse) {
+TEST_P(GlexBackends, ANicIsFoundByItsIdNameAndIndexAndNamedBack) {
   Pair& p = *pair_;
-  const fabric::Topology& t =
-      GetParam() == "sim" ? p.fabric->topology() : live_->fabric().topology;
+  const fabric::Topology& t = GetParam() == "sim" ? p.fabric->topology() : live_->fabric().topology;
   const uint32_t peer = glex_device_node(p.dev(1));
-  for (const std::string& name : {std::to_string(peer), t.name(peer),
-                                  fmt::format("nic:{}", t.nic_index(peer))}) {
+  for (const std::string& name :
+       {std::to_string(peer), t.name(peer), fmt::format("nic:{}", t.nic_index(peer))}) {
     uint32_t chip = UINT32_MAX;
     ASSERT_EQ(glex_resolve_nic(p.dev(0), name.c_str(), &chip), GLEX_SUCCESS)
         << name << ": " << glex_last_error();
@@ -238,6 +237,14 @@ TEST_P(GlexBackends, ANicIsFoundByItsIdNameAndIndexAndNothingElse) {
   EXPECT_NE(std::string(glex_last_error()).find("E6163"), std::string::npos) << glex_last_error();
   EXPECT_EQ(glex_resolve_nic(p.dev(0), std::string(300, 'x').c_str(), &chip), GLEX_INVALID_PARAM);
   EXPECT_EQ(chip, 7777u);  // untouched by a refusal
+  // And back: a chip's name, into a buffer that must hold it.
+  char buf[GLEX_NAME_MAX + 1];
+  ASSERT_EQ(glex_node_name(p.dev(0), peer, buf, sizeof buf), GLEX_SUCCESS) << glex_last_error();
+  EXPECT_EQ(std::string(buf), t.name(peer));
+  EXPECT_EQ(glex_node_name(p.dev(0), peer, buf, t.name(peer).size()), GLEX_INVALID_PARAM);
+  EXPECT_NE(std::string(glex_last_error()).find("E6165"), std::string::npos) << glex_last_error();
+  EXPECT_EQ(glex_node_name(p.dev(0), t.num_nodes(), buf, sizeof buf), GLEX_INVALID_PARAM);
+  EXPECT_NE(std::string(glex_last_error()).find("E6164"), std::string::npos) << glex_last_error();
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, GlexBackends,

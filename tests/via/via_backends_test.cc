@@ -701,10 +701,25 @@ TEST_P(ViaBackends, BadArgumentsAreRefusedByName) {
     std::memset(buf, 0, sizeof buf);
     ASSERT_EQ(VipNSGetHostByName(s.nic, name.data(), by_name, 0), VIP_SUCCESS)
         << name << ": " << VipLastError();
-    EXPECT_EQ(
-        std::memcmp(by_name->HostAddress, by_number.get()->HostAddress, VIP_HOST_ADDRESS_LEN), 0)
+    EXPECT_EQ(std::memcmp(by_name->HostAddress, by_number.get()->HostAddress, VIP_HOST_ADDRESS_LEN),
+              0)
         << name;
   }
+  // And back, an address to its name: the fabric's (no hosts file now), then the file's.
+  char name_got[64];
+  VIP_ULONG name_len = sizeof name_got;
+  ASSERT_EQ(VipNSGetHostByAddr(s.nic, by_number.get(), name_got, &name_len), VIP_SUCCESS)
+      << VipLastError();
+  EXPECT_EQ(std::string(name_got), t.name(chip(0)));
+  EXPECT_EQ(name_len, t.name(chip(0)).size() + 1);
+  name_len = 2;
+  EXPECT_EQ(VipNSGetHostByAddr(s.nic, by_number.get(), name_got, &name_len), VIP_INVALID_PARAMETER);
+  EXPECT_EQ(name_len, t.name(chip(0)).size() + 1);
+  ASSERT_EQ(VipNSInit(s.nic, const_cast<char*>(hosts.c_str())), VIP_SUCCESS) << VipLastError();
+  name_len = sizeof name_got;
+  ASSERT_EQ(VipNSGetHostByAddr(s.nic, by_number.get(), name_got, &name_len), VIP_SUCCESS);
+  EXPECT_STREQ(name_got, "server");
+  ASSERT_EQ(VipNSInit(s.nic, nullptr), VIP_SUCCESS);
   uint32_t r = 0;
   while (t.is_nic(r)) ++r;
   std::string router = t.name(r);
