@@ -55,3 +55,13 @@ out=$("$galaxy" bench via --quick --peers none --lat-sizes 8 4096 --bw-sizes 655
 [ "$(grep -c '"test": "bw_mix"' <<<"$out")" -eq 2 ] || fail "bench via: no mix row per placement: $out"
 grep -q '"error"' <<<"$out" && fail "bench via: a row failed: $out"
 echo "ok: bench via runs via_pingpong, via_bw and MyVIA's size mix on one host and across two"
+
+# `galaxy bench pingpong --cross-host`: the two processes' NICs on two hosts of a private fabric.
+out=$("$galaxy" bench pingpong --cross-host --quick --peers none --json 2>/dev/null) ||
+  fail "bench pingpong --cross-host: exit $?: $out"
+[ "$(grep -c '"ours": ' <<<"$out")" -eq 3 ] || fail "bench pingpong --cross-host: not 3 rows: $out"
+grep -q '"cross_host": true' <<<"$out" || fail "bench pingpong --cross-host: not cross-host: $out"
+hosts=$(tr -d ' \n' <<<"$out" | grep -o '"hosts":\["[^"]*","[^"]*"\]')
+[ -n "$hosts" ] && [ "$(cut -d'"' -f4 <<<"$hosts")" != "$(cut -d'"' -f6 <<<"$hosts")" ] ||
+  fail "bench pingpong --cross-host: the NICs are not on two hosts: $hosts"
+echo "ok: bench pingpong --cross-host measures between NICs of two hosts"

@@ -1,7 +1,9 @@
 // galaxy bench pingpong | bw | rdma — communication benchmarks (issue: live fabric and
 // libglex). Ours: two processes, each with its own NIC of a live fabric, through libglex only.
 // Theirs: the peers of cli/peers.h on the same machine, in the same run. Every row has ours, the
-// peer's (UCX, shared memory), their ratio ours/peer and the medians of all peers.
+// peer's (UCX, shared memory), their ratio ours/peer and the medians of all peers. With
+// --cross-host the two NICs are on two hosts of the fabric and the peers run over TCP on
+// loopback (UCX_TLS=tcp, libfabric's tcp provider), the path they would take between hosts.
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@ struct CommOptions {
   std::string peers = "ucx,libfabric,openmpi";
   int repetitions = 5;
   int iterations = 0;
+  bool cross_host = false;
   bool quick = false;
   bool json = false;
 };
@@ -44,16 +47,18 @@ const char* unit_of(const std::string& kind) {
 void run_comm(const std::string& what, const std::vector<CommRow>& rows, const CommOptions& o) {
   auto peers = parse_peer_list(o.peers);
   if (!peers.ok()) return report_error(peers.error(), o.json);
-  // A private fabric unless one was named: one host, two NICs on one NRC.
+  // A private fabric unless one was named: one host, two NICs on one NRC; with --cross-host two
+  // hosts on loopback.
   std::string spec = o.fabric;
   const bool private_fabric = spec.empty();
-  if (private_fabric)
+  nlohmann::json up;
+  if (private_fabric && o.cross_host) {
+    auto s = private_loopback_fabric("bench", 2, o.json);
+    if (!s.ok()) return report_error(s.error(), o.json);
+    spec = *s;
+  } else if (private_fabric) {
     spec = fmt::format("live:fattree:k=4,levels=2,name=bench{},hosts=local:127.0.0.1:{}", getpid(),
                        20000 + getpid() % 20000);
-  auto f = live::parse_live_fabric(spec);
-  if (!f.ok()) return report_error(f.error(), o.json);
-  nlohmann::json up;
-  if (private_fabric) {
     LiveUpRequest rq;
     rq.spec = spec;
     rq.json = o.json;
@@ -61,22 +66,41 @@ void run_comm(const std::string& what, const std::vector<CommRow>& rows, const C
     if (!r.ok()) return report_error(r.error(), o.json);
     up = *r;
   }
+  auto f = live::parse_live_fabric(spec);
+  if (!f.ok()) {
+    if (private_fabric) (void)live_fabric_down(spec);
+    return report_error(f.error(), o.json);
+  }
   OursOptions ours;
   ours.fabric = f->name;
   ours.host = f->hosts.front().name;
   ours.nic_a = f->topology.nic_node(0);
   ours.nic_b = f->topology.nic_node(1);
-  for (uint32_t i = 1; i < f->topology.num_nics(); ++i)  // the second NIC on the same host
-    if (f->host_of[f->topology.nic_node(i)] == f->host_of[ours.nic_a]) {
-      ours.nic_b = f->topology.nic_node(i);
-      break;
+  // The second NIC: on the same host, or with --cross-host on another.
+  bool found = false;
+  for (uint32_t i = 1; i < f->topology.num_nics() && !found; ++i) {
+    const uint32_t n = f->topology.nic_node(i);
+    if ((f->host_of[n] == f->host_of[ours.nic_a]) != o.cross_host) {
+      ours.nic_b = n;
+      ours.host_b = f->hosts[f->host_of[n]].name;
+      found = true;
     }
+  }
+  if (!found) {
+    if (private_fabric) (void)live_fabric_down(spec);
+    return report_error(
+        make_error(Code::kInvalidArgument, 9440,
+                   fmt::format("--fabric {}: no second NIC {} host {}'s first", spec,
+                               o.cross_host ? "on another host than" : "on the same", ours.host)),
+        o.json);
+  }
   ours.repetitions = o.quick ? 1 : o.repetitions;
   ours.iterations = o.quick && o.iterations == 0 ? 2000 : o.iterations;
   PeerOptions po;
   po.repetitions = ours.repetitions;
   po.iterations = ours.iterations;
   po.quick = o.quick;
+  po.tcp = o.cross_host;
   const bool want_ucx = peers->ucx;
   const bool want_fi = peers->libfabric;
   const bool want_mpi = peers->openmpi;
@@ -96,6 +120,10 @@ void run_comm(const std::string& what, const std::vector<CommRow>& rows, const C
     std::vector<PeerSample> samples;
     std::string error;
     for (int rep = 0; rep < ours.repetitions && error.empty(); ++rep) {
+      // Between hosts a message costs about 50 times what it does on one: a fiftieth of the
+      // iterations keeps a repetition near a second.
+      if (o.cross_host && one.iterations == 0)
+        one.iterations = std::max(100, default_iterations(r.kind, r.bytes) / 50);
       auto m = run_ours(r.kind, r.bytes, one);
       if (!m.ok()) {
         error = m.error().to_string();
@@ -123,9 +151,9 @@ void run_comm(const std::string& what, const std::vector<CommRow>& rows, const C
     row["peer"] = nullptr;
     row["ratio"] = nullptr;
     for (const PeerSample& p : samples) {
-      if (p.available && p.peer == "ucx" && p.median > 0) {
+      if (p.available && p.peer.rfind("ucx", 0) == 0 && p.median > 0) {  // ucx, ucx-tcp
         row["peer"] = p.median;
-        row["peer_name"] = "ucx";
+        row["peer_name"] = p.peer;
         row["ratio"] = row["ours"].get<double>() / p.median;
       }
       peers.push_back(peer_json(p));
@@ -146,6 +174,8 @@ void run_comm(const std::string& what, const std::vector<CommRow>& rows, const C
   if (failed) set_exit_code(1);
   nlohmann::json j{{"benchmark", what},
                    {"fabric", spec},
+                   {"cross_host", o.cross_host},
+                   {"hosts", {ours.host, ours.host_b.empty() ? ours.host : ours.host_b}},
                    {"nics", {ours.nic_a, ours.nic_b}},
                    {"repetitions", ours.repetitions},
                    {"rows", out},
@@ -155,8 +185,8 @@ void run_comm(const std::string& what, const std::vector<CommRow>& rows, const C
     std::printf("%s\n", json_text(j, 2).c_str());
     return;
   }
-  std::printf("%-18s %-7s %12s %12s %8s   %s\n", "test", "unit", "galaxy", "ucx", "ratio",
-              "others (median)");
+  std::printf("%-18s %-7s %12s %12s %8s   %s\n", "test", "unit", "galaxy",
+              o.cross_host ? "ucx-tcp" : "ucx", "ratio", "others (median)");
   for (const auto& row : out) {
     if (row.contains("error")) {
       std::printf("%-18s ERROR %s\n", row["test"].get<std::string>().c_str(),
@@ -165,7 +195,7 @@ void run_comm(const std::string& what, const std::vector<CommRow>& rows, const C
     }
     std::string others;
     for (const auto& p : row["peers"])
-      if (p["peer"] != "ucx")
+      if (p["peer"] != row.value("peer_name", std::string("ucx")))
         others += p["available"].get<bool>()
                       ? fmt::format("{} {:.4g}  ", p["peer"].get<std::string>(),
                                     p["median"].get<double>())
@@ -193,6 +223,9 @@ void add_one(CLI::App* bench, const char* name, const char* help, std::vector<Co
   c->add_option("--iters", o->iterations, "iterations per repetition (0: about a second each)")
       ->capture_default_str()
       ->check(integer_in(0, 100000000));
+  c->add_flag("--cross-host", o->cross_host,
+              "the two NICs on two hosts of the fabric (default: a private two-host fabric on "
+              "loopback), the peers over TCP on loopback");
   c->add_flag("--quick", o->quick, "one short repetition (a smoke test, not a measurement)");
   c->add_flag("--json", o->json, "machine-readable output");
   std::string what = name;

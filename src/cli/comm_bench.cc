@@ -226,7 +226,7 @@ Result<std::vector<double>> run_ours(const std::string& kind, size_t bytes, cons
       if (pids[r] == 0) {
         close(fds[0]);
         setenv("GLEX_FABRIC", o.fabric.c_str(), 1);
-        setenv("GLEX_HOST", o.host.c_str(), 1);
+        setenv("GLEX_HOST", (r == 1 && !o.host_b.empty() ? o.host_b : o.host).c_str(), 1);
         setenv("GLEX_NIC", std::to_string(r == 0 ? o.nic_a : o.nic_b).c_str(), 1);
         setenv("GLEX_RANK", std::to_string(r).c_str(), 1);
         setenv("GLEX_SIZE", "2", 1);

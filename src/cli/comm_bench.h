@@ -12,7 +12,8 @@ namespace galaxy::cli {
 
 struct OursOptions {
   std::string fabric;  // live fabric name (its daemons run)
-  std::string host;
+  std::string host;    // NIC a's host
+  std::string host_b;  // NIC b's host; empty: the same as a's
   uint32_t nic_a = 0;  // chip ids of the two NICs
   uint32_t nic_b = 0;
   int iterations = 0;  // 0: the per-test default of the peers (about a second)
