@@ -49,9 +49,13 @@ Status Nic::check_vp(uint8_t vp) const {
   return {};
 }
 
+bool Nic::has_room(uint8_t vp) const {
+  return vp < vps_.size() && vps_[vp].dq.size() < dq_depth(vp);
+}
+
 Status Nic::check_room(uint8_t vp, uint16_t error_id) const {
   const size_t depth = dq_depth(vp);
-  if (vps_[vp].dq.size() < depth) return {};
+  if (has_room(vp)) return {};
   return make_error(
       Code::kResourceExhausted, error_id,
       fmt::format("vp {} {} full ({} descriptors)", vp, is_pio_vp(vp) ? "HDQ" : "SDQ", depth));

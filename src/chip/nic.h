@@ -189,6 +189,8 @@ class Nic : public Chip {
   // Completion of a descriptor handed out by next_work (in order within its VP).
   void complete(uint8_t vp, bool ok, uint16_t error_id = 0);
   bool has_work() const;
+  // Whether `vp`'s descriptor queue (HDQ or SDQ) takes one more descriptor; false for no VP.
+  bool has_room(uint8_t vp) const;
 
   // A management packet arrived from the network on port 0.
   NicRx receive_mgmt(std::span<const uint8_t> packet);

@@ -62,16 +62,17 @@ std::string unit_of(const std::string& kind) {
   return is_latency(kind) ? "us" : is_bandwidth(kind) ? "MB/s" : "Mmsg/s";
 }
 
-// About a second per run on this host (ANCHORS: ~0.1-0.7 us one-way, 10-40 GB/s).
+// About a second per run on this host (ANCHORS: ~0.1-0.7 us one-way, 10-40 GB/s); over TCP on
+// loopback, where a message costs tens of times more, a fiftieth of that.
 long default_iterations(const std::string& kind, size_t bytes, const PeerOptions& opt) {
   if (opt.iterations > 0) return opt.iterations;
   double b = static_cast<double>(std::max<size_t>(bytes, 1));
-  if (is_latency(kind)) return opt.quick ? 2000 : 200000;
-  if (is_bandwidth(kind)) {
-    return opt.quick ? std::clamp(static_cast<long>(2e8 / b), 20L, 5000L)
-                     : std::clamp(static_cast<long>(2e10 / b), 200L, 1000000L);
-  }
-  return opt.quick ? 20000 : 2000000;
+  long n = opt.quick ? 20000 : 2000000;
+  if (is_latency(kind)) n = opt.quick ? 2000 : 200000;
+  if (is_bandwidth(kind))
+    n = opt.quick ? std::clamp(static_cast<long>(2e8 / b), 20L, 5000L)
+                  : std::clamp(static_cast<long>(2e10 / b), 200L, 1000000L);
+  return opt.tcp && !opt.quick ? std::max(100L, n / 50) : n;
 }
 
 // Last characters of a tool's output on one line, for a why_unavailable.

@@ -573,6 +573,7 @@ bool FabricDaemon::poll_once() {
   const uint64_t now = monotonic_ns();
   bool busy = drain_egress();
   if (!held_completions_.empty()) busy |= retry_completions();
+  if (!rdma_backlog_.empty()) busy |= retry_rdma_backlog();
   if (!mgmt_waiting_.empty()) busy |= retry_mgmt_to_host();
   for (size_t i = 0; i < links_.size(); ++i) busy |= process_held(i);
   busy |= pump_nics();
@@ -655,7 +656,17 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
     case EgressKind::kRdma: {
       EgressRdma d;
       std::memcpy(&d, cell.body, sizeof d);
-      start_rdma(d);
+      const uint64_t key = uint64_t{d.src_node} << 8 | d.src_vp;
+      auto b = rdma_backlog_.find(key);
+      if (b == rdma_backlog_.end() && rdma_has_room(d)) {
+        start_rdma(d);
+      } else if (b != rdma_backlog_.end() && b->second.size() >= kMaxRdmaBacklog) {
+        start_rdma(d);  // the NIC refuses it: it fails busy
+      } else {
+        if (b == rdma_backlog_.end()) b = rdma_backlog_.try_emplace(key).first;
+        b->second.push_back(d);
+        ++stats_.rdma_backlogged;
+      }
       return;
     }
     case EgressKind::kColl: {
@@ -1470,31 +1481,58 @@ void FabricDaemon::complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status
   if (!slot || vp >= kVps) return;
   VpSlot& v = slot->vps[vp];
   // Behind earlier held ones of the same VP, or into a full CQ: hold it.
-  bool behind = false;
-  for (const HeldCompletion& h : held_completions_) behind |= h.nic == nic && h.vp == vp;
-  if (!behind && push_completion(v, op, status, cookie, bytes, error_id, reason)) return;
+  const uint64_t key = uint64_t{nic} << 8 | vp;
+  auto held = held_completions_.find(key);
+  if (held == held_completions_.end() &&
+      push_completion(v, op, status, cookie, bytes, error_id, reason))
+    return;
   ++stats_.completions_held;
-  held_completions_.push_back(
-      {nic, vp, v.generation.load(), op, status, cookie, bytes, error_id, reason ? reason : ""});
+  if (held == held_completions_.end()) held = held_completions_.try_emplace(key).first;
+  held->second.push_back(
+      {v.generation.load(), op, status, cookie, bytes, error_id, reason ? reason : ""});
+}
+
+bool FabricDaemon::rdma_has_room(const EgressRdma& d) const {
+  // A descriptor that names no NIC of this host goes on at once: start_rdma refuses it.
+  if (d.src_node >= chips_.size() || !chips_[d.src_node] || !seg_->nic_of(d.src_node) ||
+      d.src_vp >= kVps)
+    return true;
+  return static_cast<const chip::Nic&>(*chips_[d.src_node]).has_room(d.src_vp);
+}
+
+bool FabricDaemon::retry_rdma_backlog() {
+  bool any = false;
+  for (auto it = rdma_backlog_.begin(); it != rdma_backlog_.end();) {
+    std::deque<EgressRdma>& q = it->second;
+    while (!q.empty() && rdma_has_room(q.front())) {
+      start_rdma(q.front());  // checks it again: a VP whose owner went fails it
+      q.pop_front();
+      any = true;
+    }
+    it = q.empty() ? rdma_backlog_.erase(it) : std::next(it);
+  }
+  return any;
 }
 
 bool FabricDaemon::retry_completions() {
   bool any = false;
   for (auto it = held_completions_.begin(); it != held_completions_.end();) {
-    VpSlot& v = seg_->nic_of(it->nic)->vps[it->vp];
-    bool earlier = false;  // keep the order of one VP's completions
-    for (auto e = held_completions_.begin(); e != it; ++e)
-      earlier |= e->nic == it->nic && e->vp == it->vp;
-    if (v.generation.load() != it->vp_generation || !v.open.load()) {
-      it = held_completions_.erase(it);  // the VP closed: no one to tell
+    VpSlot& v = seg_->nic_of(static_cast<uint32_t>(it->first >> 8))->vps[it->first & 0xFF];
+    std::deque<HeldCompletion>& q = it->second;
+    // In order: the first that finds the CQ full stops the VP's.
+    while (!q.empty()) {
+      const HeldCompletion& h = q.front();
+      if (v.generation.load() != h.vp_generation || !v.open.load()) {
+        q.pop_front();  // the VP closed: no one to tell
+      } else if (!push_completion(v, h.op, h.status, h.cookie, h.bytes, h.error_id,
+                                  h.reason.c_str())) {
+        break;
+      } else {
+        q.pop_front();
+      }
       any = true;
-    } else if (!earlier && push_completion(v, it->op, it->status, it->cookie, it->bytes,
-                                           it->error_id, it->reason.c_str())) {
-      it = held_completions_.erase(it);
-      any = true;
-    } else {
-      ++it;
     }
+    it = q.empty() ? held_completions_.erase(it) : std::next(it);
   }
   return any;
 }

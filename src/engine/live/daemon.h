@@ -66,6 +66,7 @@ struct DaemonStats {
   uint64_t dead_processes = 0;
   uint64_t dropped = 0;
   uint64_t completions_held = 0;  // CQ full when they came: delivered later
+  uint64_t rdma_backlogged = 0;   // RDMA descriptors that waited for room in the NIC's queue
 };
 
 // Writes a completion into a VP's CQ (also used by libglex for operations it executes itself).
@@ -285,9 +286,9 @@ class FabricDaemon {
   std::vector<uint32_t> local_nics_;
   std::unordered_map<uint64_t, NicOp> nic_ops_;  // by (NIC, VP, submission number)
   std::vector<uint8_t> packet_bytes_;
+  // Completions that found their VP's CQ full, in order, per VP (nic << 8 | vp): a VP's later
+  // completions wait behind its held ones; other VPs' do not.
   struct HeldCompletion {
-    uint32_t nic;
-    uint8_t vp;
     uint32_t vp_generation;
     OpCode op;
     OpStatus status;
@@ -295,7 +296,15 @@ class FabricDaemon {
     uint16_t error_id;
     std::string reason;
   };
-  std::deque<HeldCompletion> held_completions_;
+  std::map<uint64_t, std::deque<HeldCompletion>> held_completions_;
+  // RDMA descriptors from the egress ring that found their VP's descriptor queue in the NIC
+  // full, in order, per VP (nic << 8 | vp): they start as the queue drains, so a process that
+  // posts faster than the link carries waits instead of failing. Beyond kMaxRdmaBacklog a VP's
+  // next one fails busy.
+  static constexpr size_t kMaxRdmaBacklog = 65536;
+  std::map<uint64_t, std::deque<EgressRdma>> rdma_backlog_;
+  bool rdma_has_room(const EgressRdma& d) const;
+  bool retry_rdma_backlog();
   std::set<uint32_t> mgmt_waiting_;  // NICs whose management packets wait for MPQ room
   std::vector<uint8_t> scratch_;
   uint64_t next_liveness_ = 0;
