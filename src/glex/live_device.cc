@@ -452,7 +452,6 @@ class LiveDevice final : public glex_device {
 
   uint32_t descriptor_key(glex_mem_handle_t mh) const override { return live::wire_key(mh); }
   glex_ret_t resolve_nic(const char* name, uint32_t* chip) override {
-    // The names the daemon wrote into the segment, read once.
     return resolve_nic_in(names(), name, chip);
   }
   glex_ret_t node_name(uint32_t chip, std::string* name) override {

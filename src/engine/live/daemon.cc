@@ -656,15 +656,11 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
     case EgressKind::kRdma: {
       EgressRdma d;
       std::memcpy(&d, cell.body, sizeof d);
-      const uint64_t key = uint64_t{d.src_node} << 8 | d.src_vp;
-      auto b = rdma_backlog_.find(key);
-      if (b == rdma_backlog_.end() && rdma_has_room(d)) {
-        start_rdma(d);
-      } else if (b != rdma_backlog_.end() && b->second.size() >= kMaxRdmaBacklog) {
-        start_rdma(d);  // the NIC refuses it: it fails busy
+      const std::deque<EgressRdma>* waiting = rdma_backlog_.find(d.src_node, d.src_vp);
+      if (!waiting ? rdma_has_room(d) : waiting->size() >= kMaxRdmaBacklog) {
+        start_rdma(d);  // at its turn, or refused by the full NIC: it fails busy
       } else {
-        if (b == rdma_backlog_.end()) b = rdma_backlog_.try_emplace(key).first;
-        b->second.push_back(d);
+        rdma_backlog_.push(d.src_node, d.src_vp, d);
         ++stats_.rdma_backlogged;
       }
       return;
@@ -1481,15 +1477,12 @@ void FabricDaemon::complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status
   if (!slot || vp >= kVps) return;
   VpSlot& v = slot->vps[vp];
   // Behind earlier held ones of the same VP, or into a full CQ: hold it.
-  const uint64_t key = uint64_t{nic} << 8 | vp;
-  auto held = held_completions_.find(key);
-  if (held == held_completions_.end() &&
+  if (!held_completions_.find(nic, vp) &&
       push_completion(v, op, status, cookie, bytes, error_id, reason))
     return;
   ++stats_.completions_held;
-  if (held == held_completions_.end()) held = held_completions_.try_emplace(key).first;
-  held->second.push_back(
-      {v.generation.load(), op, status, cookie, bytes, error_id, reason ? reason : ""});
+  held_completions_.push(
+      nic, vp, {v.generation.load(), op, status, cookie, bytes, error_id, reason ? reason : ""});
 }
 
 bool FabricDaemon::rdma_has_room(const EgressRdma& d) const {
@@ -1501,40 +1494,19 @@ bool FabricDaemon::rdma_has_room(const EgressRdma& d) const {
 }
 
 bool FabricDaemon::retry_rdma_backlog() {
-  bool any = false;
-  for (auto it = rdma_backlog_.begin(); it != rdma_backlog_.end();) {
-    std::deque<EgressRdma>& q = it->second;
-    while (!q.empty() && rdma_has_room(q.front())) {
-      start_rdma(q.front());  // checks it again: a VP whose owner went fails it
-      q.pop_front();
-      any = true;
-    }
-    it = q.empty() ? rdma_backlog_.erase(it) : std::next(it);
-  }
-  return any;
+  return rdma_backlog_.drain([&](uint32_t, uint8_t, const EgressRdma& d) {
+    if (!rdma_has_room(d)) return false;
+    start_rdma(d);  // checks it again: a VP whose owner went fails it
+    return true;
+  });
 }
 
 bool FabricDaemon::retry_completions() {
-  bool any = false;
-  for (auto it = held_completions_.begin(); it != held_completions_.end();) {
-    VpSlot& v = seg_->nic_of(static_cast<uint32_t>(it->first >> 8))->vps[it->first & 0xFF];
-    std::deque<HeldCompletion>& q = it->second;
-    // In order: the first that finds the CQ full stops the VP's.
-    while (!q.empty()) {
-      const HeldCompletion& h = q.front();
-      if (v.generation.load() != h.vp_generation || !v.open.load()) {
-        q.pop_front();  // the VP closed: no one to tell
-      } else if (!push_completion(v, h.op, h.status, h.cookie, h.bytes, h.error_id,
-                                  h.reason.c_str())) {
-        break;
-      } else {
-        q.pop_front();
-      }
-      any = true;
-    }
-    it = q.empty() ? held_completions_.erase(it) : std::next(it);
-  }
-  return any;
+  return held_completions_.drain([&](uint32_t nic, uint8_t vp, const HeldCompletion& h) {
+    VpSlot& v = seg_->nic_of(nic)->vps[vp];
+    if (v.generation.load() != h.vp_generation || !v.open.load()) return true;  // no one to tell
+    return push_completion(v, h.op, h.status, h.cookie, h.bytes, h.error_id, h.reason.c_str());
+  });
 }
 
 // ---- links, timers ---------------------------------------------------------------

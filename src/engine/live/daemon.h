@@ -286,8 +286,41 @@ class FabricDaemon {
   std::vector<uint32_t> local_nics_;
   std::unordered_map<uint64_t, NicOp> nic_ops_;  // by (NIC, VP, submission number)
   std::vector<uint8_t> packet_bytes_;
-  // Completions that found their VP's CQ full, in order, per VP (nic << 8 | vp): a VP's later
-  // completions wait behind its held ones; other VPs' do not.
+  // Work that waits, in order, per VP: a VP's later work waits behind its waiting work; other
+  // VPs' does not.
+  template <class T>
+  class PerVpWaiting {
+   public:
+    bool empty() const { return by_vp_.empty(); }
+    // The VP's waiting work; nullptr when none waits.
+    std::deque<T>* find(uint32_t nic, uint8_t vp) {
+      auto it = by_vp_.find(key(nic, vp));
+      return it == by_vp_.end() ? nullptr : &it->second;
+    }
+    void push(uint32_t nic, uint8_t vp, T t) { by_vp_[key(nic, vp)].push_back(std::move(t)); }
+    // Offers each VP's first waiting work to take(nic, vp, work), in order, while it takes it
+    // (returns true); whether any was taken.
+    template <class Take>
+    bool drain(Take take) {
+      bool any = false;
+      for (auto it = by_vp_.begin(); it != by_vp_.end();) {
+        std::deque<T>& q = it->second;
+        const auto nic = static_cast<uint32_t>(it->first >> 8);
+        const auto vp = static_cast<uint8_t>(it->first & 0xFF);
+        while (!q.empty() && take(nic, vp, q.front())) {
+          q.pop_front();
+          any = true;
+        }
+        it = q.empty() ? by_vp_.erase(it) : std::next(it);
+      }
+      return any;
+    }
+
+   private:
+    static uint64_t key(uint32_t nic, uint8_t vp) { return uint64_t{nic} << 8 | vp; }
+    std::map<uint64_t, std::deque<T>> by_vp_;
+  };
+  // Completions that found their VP's CQ full.
   struct HeldCompletion {
     uint32_t vp_generation;
     OpCode op;
@@ -296,13 +329,12 @@ class FabricDaemon {
     uint16_t error_id;
     std::string reason;
   };
-  std::map<uint64_t, std::deque<HeldCompletion>> held_completions_;
+  PerVpWaiting<HeldCompletion> held_completions_;
   // RDMA descriptors from the egress ring that found their VP's descriptor queue in the NIC
-  // full, in order, per VP (nic << 8 | vp): they start as the queue drains, so a process that
-  // posts faster than the link carries waits instead of failing. Beyond kMaxRdmaBacklog a VP's
-  // next one fails busy.
+  // full: they start as the queue drains, so a process that posts faster than the link carries
+  // waits instead of failing. Beyond kMaxRdmaBacklog a VP's next one fails busy.
   static constexpr size_t kMaxRdmaBacklog = 65536;
-  std::map<uint64_t, std::deque<EgressRdma>> rdma_backlog_;
+  PerVpWaiting<EgressRdma> rdma_backlog_;
   bool rdma_has_room(const EgressRdma& d) const;
   bool retry_rdma_backlog();
   std::set<uint32_t> mgmt_waiting_;  // NICs whose management packets wait for MPQ room
