@@ -77,6 +77,7 @@ void connect_to(via_vi* vi, glex_ep_addr_t peer, const VIP_VI_ATTRIBUTES& attrs,
   vi->peer_bounce_mh = bounce ? glex_mem_handle_of_key(vi->nic->dev, bounce_key) : 0;
   vi->slots_used = vi->slots_freed = 0;
   vi->slots_emptied = vi->credit_sent = 0;
+  vi->peer_ended = false;
   vi->state = VIP_STATE_CONNECTED;
 }
 

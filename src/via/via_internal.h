@@ -236,7 +236,10 @@ struct via_vi {
   galaxy::via::WorkQueue sendq, recvq;
   std::deque<galaxy::via::OutMp> out;
   size_t ops_in_flight = 0;  // glex RDMA issued and not completed: a wait watches the CQ
-  size_t mps_unpolled = 0;   // MPs sent since the CQ was last read (a refused one lands there)
+  // The peer ended the connection while this side's RDMA was in flight: nothing more starts,
+  // and the error state waits for those completions, which say what reached the peer.
+  bool peer_ended = false;
+  size_t mps_unpolled = 0;  // MPs sent since the CQ was last read (a refused one lands there)
   uint64_t assembling = UINT64_MAX;  // the receive taking a kRts's further segments
   uint32_t skip_more = 0;            // further segments of a kRts that matched no receive
   // The bounce rings: this VI's (peers put into it), the peer's, and the slots' accounts.

@@ -162,13 +162,19 @@ bool try_send(via_vi* vi, const OutMp& m) {
   return true;
 }
 
+// Connected, and the peer has not ended the connection: work may start.
+bool open(const via_vi* vi) {
+  return vi->state == VIP_STATE_CONNECTED && !vi->peer_ended;
+}
+
 void send_now_or_queue(via_vi* vi, OutMp m) {
+  if (vi->peer_ended) return;  // nobody reads it: the send it would finish is flushed
   if (vi->out.empty() && try_send(vi, m)) return;
   if (vi->state == VIP_STATE_CONNECTED) vi->out.push_back(std::move(m));
 }
 
 void drain_out(via_vi* vi) {
-  while (!vi->out.empty() && vi->state == VIP_STATE_CONNECTED) {
+  while (!vi->out.empty() && open(vi)) {
     if (!try_send(vi, vi->out.front())) return;
     if (!vi->out.empty()) vi->out.pop_front();
   }
@@ -176,7 +182,7 @@ void drain_out(via_vi* vi) {
 
 // Starts RDMA pieces in order until the NIC's queue is full.
 void issue_ops(via_vi* vi, Work& w, bool recv) {
-  while (w.issued < w.ops.size() && vi->state == VIP_STATE_CONNECTED) {
+  while (w.issued < w.ops.size() && open(vi)) {
     const Work::Op& o = w.ops[w.issued];
     glex_rdma_req r{};
     r.target = vi->peer;
@@ -383,7 +389,7 @@ void start_send(via_vi* vi, Work& w) {
 
 void issue_sends(via_vi* vi) {
   WorkQueue& q = vi->sendq;
-  while (q.next < q.tail && vi->state == VIP_STATE_CONNECTED) {
+  while (q.next < q.tail && open(vi)) {
     Work& w = q.at(q.next);
     if (w.finished) {  // flushed
       ++q.next;
@@ -406,7 +412,7 @@ void issue_sends(via_vi* vi) {
 
 void issue_recv_ops(via_vi* vi) {
   WorkQueue& q = vi->recvq;
-  for (uint64_t i = q.published; i < q.next && vi->state == VIP_STATE_CONNECTED; ++i) {
+  for (uint64_t i = q.published; i < q.next && open(vi); ++i) {
     Work& w = q.at(i);
     if (!w.finished && w.issued < w.ops.size()) {
       issue_ops(vi, w, true);
@@ -671,6 +677,8 @@ void on_write_imm(via_vi* vi, const Header& h, const uint8_t* body, size_t len) 
   finish(*r, 0);
 }
 
+void on_peer_end(via_vi* vi);
+
 void handle_mp(via_vi* vi, const glex_mp& mp) {
   Header h;
   if (mp.len < sizeof h) {
@@ -722,14 +730,14 @@ void handle_mp(via_vi* vi, const glex_mp& mp) {
       // Only this connection's: a VP reused by a later connection between the same two VPs
       // may still meet the end of an earlier one.
       if (h.imm != vi->conn_id) return void(++vi->nic->dropped);
-      return enter_error(vi, VIP_ERROR_CONN_LOST, false);
+      return on_peer_end(vi);
     default:
       ++vi->nic->dropped;
       return;
   }
 }
 
-void handle_cqe(via_vi* vi, const glex_cq_entry& e) {
+void take_cqe(via_vi* vi, const glex_cq_entry& e) {
   if (e.op == GLEX_OP_MP) {  // an MP refused on its way: the peer is gone
     if (e.status == GLEX_SUCCESS) return;
     if (vi->state == VIP_STATE_CONNECT_PENDING)
@@ -766,6 +774,24 @@ void handle_cqe(via_vi* vi, const glex_cq_entry& e) {
       enter_error(vi, VIP_ERROR_CONN_LOST, true);
     }
   }
+}
+
+void handle_cqe(via_vi* vi, const glex_cq_entry& e) {
+  take_cqe(vi, e);
+  if (vi->peer_ended && !vi->ops_in_flight) enter_error(vi, VIP_ERROR_CONN_LOST, false);
+}
+
+// The peer disconnected or failed. A send's fenced MP reaches the peer before the completions of
+// its puts come back here, so the peer may have taken a message and left while this side still
+// waits for them: the connection is lost once they are in, and a send the peer took completes
+// as done rather than flushed.
+void on_peer_end(via_vi* vi) {
+  glex_cq_entry e;
+  while (vi->ops_in_flight && glex_poll_cq(vi->ep, &e) == GLEX_SUCCESS) take_cqe(vi, e);
+  if (vi->state != VIP_STATE_CONNECTED) return;
+  vi->peer_ended = true;
+  vi->out.clear();
+  if (!vi->ops_in_flight) enter_error(vi, VIP_ERROR_CONN_LOST, false);
 }
 
 }  // namespace

@@ -158,7 +158,8 @@ class ViaBackends : public ::testing::TestWithParam<std::string> {
     t.join();
   }
   // Connects `c`'s VI to `s`'s, discriminator `disc`.
-  void accept(Side& s, const std::string& disc, VIP_VI_ATTRIBUTES* theirs = nullptr) {
+  void accept(Side& s, const std::string& disc, VIP_VI_ATTRIBUTES* theirs = nullptr,
+              VIP_VI_HANDLE vi = nullptr) {
     Address local(s.nic, chip(0), disc);
     alignas(8) uint8_t rbuf[VIP_NET_ADDRESS_BYTES];
     auto* r = reinterpret_cast<VIP_NET_ADDRESS*>(rbuf);
@@ -167,14 +168,16 @@ class ViaBackends : public ::testing::TestWithParam<std::string> {
     ASSERT_EQ(VipConnectWait(s.nic, local.get(), kTimeout, r, &ra, &conn), VIP_SUCCESS)
         << VipLastError();
     EXPECT_EQ(r->HostAddressLen, VIP_HOST_ADDRESS_LEN);
-    ASSERT_EQ(VipConnectAccept(conn, s.vi), VIP_SUCCESS) << VipLastError();
+    ASSERT_EQ(VipConnectAccept(conn, vi ? vi : s.vi), VIP_SUCCESS) << VipLastError();
     if (theirs) *theirs = ra;
   }
-  void request(Side& c, const std::string& disc, VIP_VI_ATTRIBUTES* theirs = nullptr) {
+  void request(Side& c, const std::string& disc, VIP_VI_ATTRIBUTES* theirs = nullptr,
+               VIP_VI_HANDLE vi = nullptr) {
     Address local(c.nic, chip(1), "client");
     Address server(c.nic, chip(0), disc);
     VIP_VI_ATTRIBUTES ra{};
-    ASSERT_EQ(VipConnectRequest(c.vi, local.get(), server.get(), kTimeout, &ra), VIP_SUCCESS)
+    ASSERT_EQ(VipConnectRequest(vi ? vi : c.vi, local.get(), server.get(), kTimeout, &ra),
+              VIP_SUCCESS)
         << VipLastError();
     if (theirs) *theirs = ra;
   }
@@ -544,6 +547,64 @@ TEST_P(ViaBackends, APeerThatDisconnectsMidStream) {
         ASSERT_EQ(VipQueryVi(c.vi, &st, nullptr, nullptr, nullptr), VIP_SUCCESS);
         EXPECT_EQ(st, VIP_STATE_ERROR);
         EXPECT_EQ(c.last_error, VIP_ERROR_CONN_LOST);
+      });
+}
+
+// A send whose message the peer took, and the peer gone before this side looked: the send
+// completes as done, and only what follows finds the connection lost. (A bounced send's MP
+// reaches the peer before the completion of its put comes back to the sender.) A second
+// connection tells the server the client has left, so that it waits without looking at the first.
+TEST_P(ViaBackends, ASendThePeerTookCompletesThoughThePeerLeftFirst) {
+  both(
+      [&] {
+        Side s;
+        s.open(device(0), kRd);
+        VIP_VI_HANDLE news = nullptr;
+        ASSERT_EQ(VipCreateVi(s.nic, s.attrs(kRd, VIP_TRUE).get(), nullptr, nullptr, &news),
+                  VIP_SUCCESS);
+        ASSERT_EQ(VipPostRecv(s.vi, s.make(0, 0, {{0, 4096}}), s.mh), VIP_SUCCESS);
+        ASSERT_EQ(VipPostRecv(news, s.make(3, 0, {{16384, 64}}), s.mh), VIP_SUCCESS);
+        accept(s, "took");
+        accept(s, "news", nullptr, news);
+        VIP_DESCRIPTOR* d = nullptr;
+        ASSERT_EQ(VipRecvWait(s.vi, kTimeout, &d), VIP_SUCCESS) << VipLastError();
+        for (uint32_t i = 0; i < 4096; ++i) s.data(8192)[i] = static_cast<uint8_t>(i * 7);
+        ASSERT_EQ(VipPostSend(s.vi, s.make(1, 0, {{8192, 4096}}), s.mh), VIP_SUCCESS);
+        ASSERT_EQ(VipRecvWait(news, kTimeout, &d), VIP_SUCCESS) << VipLastError();  // gone
+        ASSERT_EQ(VipSendWait(s.vi, kTimeout, &d), VIP_SUCCESS) << VipLastError();
+        EXPECT_EQ(d, s.desc(1));
+        EXPECT_EQ(d->CS.Status & VIP_STATUS_ERROR_MASK, 0u);
+        // What comes after finds the connection lost.
+        ASSERT_EQ(VipPostSend(s.vi, s.make(2, 0, {{8192, 64}}), s.mh), VIP_SUCCESS);
+        ASSERT_EQ(VipSendWait(s.vi, kTimeout, &d), VIP_DESCRIPTOR_ERROR);
+        EXPECT_TRUE(d->CS.Status & VIP_STATUS_DESC_FLUSHED_ERROR);
+        VIP_VI_STATE st{};
+        ASSERT_EQ(VipQueryVi(s.vi, &st, nullptr, nullptr, nullptr), VIP_SUCCESS);
+        EXPECT_EQ(st, VIP_STATE_ERROR);
+        EXPECT_EQ(s.last_error, VIP_ERROR_CONN_LOST);
+        ASSERT_EQ(VipDisconnect(news), VIP_SUCCESS);
+        ASSERT_EQ(VipDestroyVi(news), VIP_SUCCESS);
+      },
+      [&] {
+        Side c;
+        c.open(device(1), kRd);
+        VIP_VI_HANDLE news = nullptr;
+        ASSERT_EQ(VipCreateVi(c.nic, c.attrs(kRd, VIP_TRUE).get(), nullptr, nullptr, &news),
+                  VIP_SUCCESS);
+        ASSERT_EQ(VipPostRecv(c.vi, c.make(0, 0, {{0, 4096}}), c.mh), VIP_SUCCESS);
+        request(c, "took");
+        request(c, "news", nullptr, news);
+        ASSERT_EQ(VipPostSend(c.vi, c.make(1, 0, {{0, 64}}), c.mh), VIP_SUCCESS);
+        VIP_DESCRIPTOR* d = nullptr;
+        ASSERT_EQ(VipRecvWait(c.vi, kTimeout, &d), VIP_SUCCESS) << VipLastError();
+        ASSERT_EQ(d->CS.Length, 4096u);
+        for (uint32_t i = 0; i < 4096; ++i)
+          ASSERT_EQ(c.data(0)[i], static_cast<uint8_t>(i * 7)) << i;
+        ASSERT_EQ(VipDisconnect(c.vi), VIP_SUCCESS);
+        ASSERT_EQ(VipPostSend(news, c.make(2, 0, {{8192, 8}}), c.mh), VIP_SUCCESS);
+        ASSERT_EQ(VipSendWait(news, kTimeout, &d), VIP_SUCCESS) << VipLastError();
+        ASSERT_EQ(VipDisconnect(news), VIP_SUCCESS);
+        ASSERT_EQ(VipDestroyVi(news), VIP_SUCCESS);
       });
 }
 
