@@ -275,9 +275,23 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS* LocalAddr,
                              VIP_VI_ATTRIBUTES* RemoteViAttributes);
 VIP_RETURN VipDisconnect(VIP_VI_HANDLE ViHandle);
 
+/* ---- Connections (peer to peer) -------------------------------------------------------------
+ * Each side asks for the other (its own address and discriminator, the peer's); the connection
+ * is made when the two requests meet, whichever came first. VipConnectPeerRequest returns at
+ * once; VipConnectPeerDone answers VIP_NOT_DONE until the connection is made, VipConnectPeerWait
+ * waits for it; both answer VIP_TIMEOUT once Timeout has passed since the request. VipDisconnect
+ * withdraws a request not yet met. */
+VIP_RETURN VipConnectPeerRequest(VIP_VI_HANDLE ViHandle, VIP_NET_ADDRESS* LocalAddr,
+                                 VIP_NET_ADDRESS* RemoteAddr, VIP_ULONG Timeout);
+VIP_RETURN VipConnectPeerDone(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES* RemoteViAttributes);
+VIP_RETURN VipConnectPeerWait(VIP_VI_HANDLE ViHandle, VIP_VI_ATTRIBUTES* RemoteViAttributes);
+
 /* ---- Completion queues ---------------------------------------------------------------------- */
 VIP_RETURN VipCreateCQ(VIP_NIC_HANDLE NicHandle, VIP_ULONG EntryCount, VIP_CQ_HANDLE* CQHandle);
 VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE CQHandle);
+/* A CQ never loses a completion: one that finds EntryCount reached waits its turn. Resizing
+ * below the entries queued is VIP_INVALID_PARAMETER. */
+VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE CQHandle, VIP_ULONG EntryCount);
 VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE* ViHandle, VIP_BOOLEAN* RecvQueue);
 VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE* ViHandle,
                      VIP_BOOLEAN* RecvQueue);

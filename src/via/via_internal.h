@@ -48,6 +48,8 @@ enum class Kind : uint8_t {
   kFragMore,         // the following bytes of a kFrag
   kBounce,           // a send put into a slot of the receiver's bounce ring (aux: the slot)
   kCredit,           // receiver -> sender: how many bounce slots it has emptied in all
+  kPeerRequest,      // a VI asking for a peer connection -> the other NIC's connection manager
+  kPeerAccept,       // a VI that matched its peer's request -> that VI: the connection is made
 };
 struct Header {
   uint8_t kind;
@@ -183,6 +185,17 @@ struct PendingConn {  // a connection request the connection manager holds
   uint32_t bounce_key = 0;
 };
 
+// A peer-to-peer connection asked for by a VI (VipConnectPeerRequest), until it is made.
+struct PeerAsk {
+  uint32_t id = 0;                  // this side's request (the VI's conn_id meanwhile)
+  std::vector<uint8_t> local_disc;  // this VI's discriminator
+  uint64_t remote_host = 0;         // the peer NIC's connection manager
+  std::vector<uint8_t> remote_disc;
+  std::vector<uint8_t> bytes;  // the kPeerRequest, sent again while nobody takes it
+  uint64_t start_ms = 0, timeout_ms = 0, sent_ms = 0;
+  bool sent = false;
+};
+
 struct Nic {
   std::recursive_mutex mu;
   glex_device_handle_t dev = nullptr;
@@ -193,7 +206,11 @@ struct Nic {
   std::vector<std::unique_ptr<via_cq>> cqs;
   std::vector<std::unique_ptr<via_vi>> vis;
   std::unordered_map<uint32_t, Region> regions;  // the user-level registration table
-  std::deque<PendingConn> pending;
+  std::deque<PendingConn> pending;               // client-server requests, for VipConnectWait
+  std::deque<PendingConn> peer_pending;          // peer requests, for a VI's VipConnectPeerRequest
+  // Peer requests answered by their VI's kPeerAccept before the request itself was read here
+  // (requester VI, request id): dropped when they come.
+  std::vector<std::pair<glex_ep_addr_t, uint32_t>> peer_taken;
   std::vector<std::unique_ptr<via_conn>> conns;
   std::unordered_map<std::string, uint32_t> hosts;  // the name service's table
   VIP_ERROR_HANDLER handler = nullptr;
@@ -233,6 +250,8 @@ struct via_vi {
   uint32_t peer_secret = 0;
   uint32_t conn_id = 0;
   bool accepted = false, rejected = false, unreachable = false;  // a request's outcome
+  uint16_t reject_code = 0;  // why a peer request was rejected (a VIP_RETURN; 0: refused)
+  std::optional<galaxy::via::PeerAsk> peer_ask;  // a peer connection asked for
   galaxy::via::WorkQueue sendq, recvq;
   std::deque<galaxy::via::OutMp> out;
   size_t ops_in_flight = 0;  // glex RDMA issued and not completed: a wait watches the CQ

@@ -687,7 +687,8 @@ void handle_mp(via_vi* vi, const glex_mp& mp) {
   }
   std::memcpy(&h, mp.data, sizeof h);
   const auto kind = static_cast<Kind>(h.kind);
-  if (kind == Kind::kConnAccept || kind == Kind::kConnReject) return handle_connection_mp(vi, mp);
+  if (kind == Kind::kConnAccept || kind == Kind::kConnReject || kind == Kind::kPeerAccept)
+    return handle_connection_mp(vi, mp);
   if (vi->state != VIP_STATE_CONNECTED || mp.src != vi->peer) {
     ++vi->nic->dropped;  // from no peer of this VI: an earlier connection's, or a stranger's
     return;

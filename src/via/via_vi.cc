@@ -162,6 +162,21 @@ VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE cq) {
   return VIP_SUCCESS;
 }
 
+VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE cq, VIP_ULONG count) {
+  if (!cq) return fail(VIP_INVALID_PARAMETER, "E6593 VipResizeCQ: CQHandle is NULL");
+  std::lock_guard lock(cq->nic->mu);
+  if (count == 0 || count > kMaxCqEntries)
+    return fail(VIP_INVALID_PARAMETER,
+                fmt::format("E6594 VipResizeCQ: EntryCount = {} (1..{})", count, kMaxCqEntries));
+  // Entries already queued stay: a size below them would lose completions.
+  if (count < cq->entries.size())
+    return fail(VIP_INVALID_PARAMETER,
+                fmt::format("E6595 VipResizeCQ: EntryCount = {} is below the {} entries queued",
+                            count, cq->entries.size()));
+  cq->capacity = static_cast<uint32_t>(count);
+  return VIP_SUCCESS;
+}
+
 VIP_RETURN VipCQDone(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
   if (!cq || !vi || !recv) return fail(VIP_INVALID_PARAMETER, "E6559 VipCQDone: a handle is NULL");
   std::lock_guard lock(cq->nic->mu);

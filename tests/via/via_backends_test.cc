@@ -608,6 +608,138 @@ TEST_P(ViaBackends, ASendThePeerTookCompletesThoughThePeerLeftFirst) {
       });
 }
 
+// Peer-to-peer connections (VipConnectPeerRequest/Done/Wait): two VI pairs asked for at once
+// in opposite orders on the two sides, as a program connecting to all its peers does; each VI
+// is connected to its own peer, with the peer's attributes, and a message of each size crosses
+// each pair both ways.
+TEST_P(ViaBackends, PeerConnectionsMeetWhicheverSideAsksFirst) {
+  // Each pair carries 8 B, 4 KiB and 100 KB each way; the bytes say which pair and side. Every
+  // receive is posted before the connection is asked for, as VIA requires.
+  const uint32_t sizes[] = {8, 4096, 100000};
+  auto recv_at = [](int pair, int k) { return static_cast<size_t>(pair * 3 + k) * 100000; };
+  auto side = [&](int me) {
+    Side s;
+    s.open(device(me), kRr);
+    VIP_VI_HANDLE vis[2] = {s.vi, nullptr};
+    ASSERT_EQ(VipCreateVi(s.nic, s.attrs(kRr, VIP_TRUE).get(), nullptr, nullptr, &vis[1]),
+              VIP_SUCCESS);
+    const int other = 1 - me;
+    for (int pair = 0; pair < 2; ++pair)
+      for (int k = 0; k < 3; ++k)
+        ASSERT_EQ(
+            VipPostRecv(vis[pair], s.make(pair * 3 + k, 0, {{recv_at(pair, k), sizes[k]}}), s.mh),
+            VIP_SUCCESS);
+    for (int k = 0; k < 2; ++k) {
+      const int pair = me == 0 ? k : 1 - k;  // side 1 asks in the other order
+      Address local(s.nic, chip(me), fmt::format("pair{}-side{}", pair, me));
+      Address remote(s.nic, chip(other), fmt::format("pair{}-side{}", pair, other));
+      ASSERT_EQ(VipConnectPeerRequest(vis[pair], local.get(), remote.get(), kTimeout), VIP_SUCCESS)
+          << VipLastError();
+      VIP_VI_STATE st{};
+      ASSERT_EQ(VipQueryVi(vis[pair], &st, nullptr, nullptr, nullptr), VIP_SUCCESS);
+      EXPECT_TRUE(st == VIP_STATE_CONNECT_PENDING || st == VIP_STATE_CONNECTED) << st;
+      // A second request on a VI that already asked is refused.
+      EXPECT_EQ(VipConnectPeerRequest(vis[pair], local.get(), remote.get(), kTimeout),
+                VIP_INVALID_STATE);
+    }
+    for (int pair = 0; pair < 2; ++pair) {
+      VIP_VI_ATTRIBUTES ra{};
+      ASSERT_EQ(VipConnectPeerWait(vis[pair], &ra), VIP_SUCCESS) << VipLastError();
+      EXPECT_EQ(ra.ReliabilityLevel, kRr);
+      EXPECT_EQ(ra.MaxTransferSize, 1u << 20);
+      EXPECT_EQ(VipConnectPeerDone(vis[pair], &ra), VIP_SUCCESS);  // made stays made
+    }
+    for (int pair = 0; pair < 2; ++pair) {
+      for (int k = 0; k < 3; ++k) {
+        const uint32_t n = sizes[k];
+        uint8_t* out = s.data(700000 + static_cast<size_t>(k) * 100000);
+        for (uint32_t i = 0; i < n; ++i) out[i] = static_cast<uint8_t>(i + pair * 31 + me * 7);
+        ASSERT_EQ(
+            VipPostSend(vis[pair], s.make(10 + pair * 3 + k, 0, {{700000 + k * 100000, n}}), s.mh),
+            VIP_SUCCESS);
+      }
+      for (int k = 0; k < 3; ++k) {
+        VIP_DESCRIPTOR* d = nullptr;
+        ASSERT_EQ(VipRecvWait(vis[pair], kTimeout, &d), VIP_SUCCESS) << VipLastError();
+        ASSERT_EQ(d, s.desc(pair * 3 + k));
+        ASSERT_EQ(d->CS.Length, sizes[k]);
+        const uint8_t* in = s.data(recv_at(pair, k));
+        for (uint32_t i = 0; i < sizes[k]; ++i)
+          ASSERT_EQ(in[i], static_cast<uint8_t>(i + pair * 31 + other * 7))
+              << "pair " << pair << " size " << sizes[k] << " byte " << i;
+        ASSERT_EQ(VipSendWait(vis[pair], kTimeout, &d), VIP_SUCCESS) << VipLastError();
+      }
+    }
+    // Side 0 leaves last: it waits for side 1's disconnect, which flushes its receive.
+    for (int pair = 0; pair < 2; ++pair) {
+      if (me == 0) {
+        VIP_DESCRIPTOR* d = nullptr;
+        ASSERT_EQ(VipPostRecv(vis[pair], s.make(20, 0, {{0, 64}}), s.mh), VIP_SUCCESS);
+        EXPECT_EQ(VipRecvWait(vis[pair], kTimeout, &d), VIP_DESCRIPTOR_ERROR);
+      }
+      VipDisconnect(vis[pair]);
+    }
+    ASSERT_EQ(VipDestroyVi(vis[1]), VIP_SUCCESS);
+  };
+  both([&] { side(0); }, [&] { side(1); });
+}
+
+// Peer requests that cannot meet: attributes that differ (both sides told, with the spec's
+// code), nobody asking back (VIP_TIMEOUT, the VI idle again), a request withdrawn by
+// VipDisconnect, and bad arguments named.
+TEST_P(ViaBackends, PeerRequestsThatDoNotMeet) {
+  // Side `me` asks with its own level: the mismatch is found when it asks (the peer's request
+  // was here first) or while it waits.
+  auto mismatch = [&](Side& s, int me, VIP_RELIABILITY_LEVEL level) {
+    s.open(device(me), level);
+    Address local(s.nic, chip(me), fmt::format("mismatch-{}", me));
+    Address remote(s.nic, chip(1 - me), fmt::format("mismatch-{}", 1 - me));
+    VIP_VI_ATTRIBUTES ra{};
+    VIP_RETURN r = VipConnectPeerRequest(s.vi, local.get(), remote.get(), kTimeout);
+    if (r == VIP_SUCCESS) r = VipConnectPeerWait(s.vi, &ra);
+    EXPECT_EQ(r, VIP_INVALID_RELIABILITY_LEVEL) << VipLastError();
+    EXPECT_NE(std::string(VipLastError()).find("ReliabilityLevel"), std::string::npos);
+  };
+  both(
+      [&] {
+        Side s;
+        mismatch(s, 0, kRd);
+        Address local(s.nic, chip(0), "mismatch-0"), remote(s.nic, chip(1), "mismatch-1");
+        VIP_VI_ATTRIBUTES ra{};
+        VIP_VI_STATE st{};
+        ASSERT_EQ(VipQueryVi(s.vi, &st, nullptr, nullptr, nullptr), VIP_SUCCESS);
+        EXPECT_EQ(st, VIP_STATE_IDLE);
+        EXPECT_EQ(VipConnectPeerDone(s.vi, &ra), VIP_INVALID_STATE);
+        // Nobody asks back.
+        Address alone(s.nic, chip(1), "nobody");
+        ASSERT_EQ(VipConnectPeerRequest(s.vi, local.get(), alone.get(), 300), VIP_SUCCESS);
+        EXPECT_EQ(VipConnectPeerWait(s.vi, &ra), VIP_TIMEOUT);
+        EXPECT_NE(std::string(VipLastError()).find("300 ms"), std::string::npos) << VipLastError();
+        ASSERT_EQ(VipQueryVi(s.vi, &st, nullptr, nullptr, nullptr), VIP_SUCCESS);
+        EXPECT_EQ(st, VIP_STATE_IDLE);
+        // Withdrawn.
+        ASSERT_EQ(VipConnectPeerRequest(s.vi, local.get(), alone.get(), kTimeout), VIP_SUCCESS);
+        EXPECT_EQ(VipConnectPeerDone(s.vi, &ra), VIP_NOT_DONE);
+        ASSERT_EQ(VipDisconnect(s.vi), VIP_SUCCESS);
+        ASSERT_EQ(VipQueryVi(s.vi, &st, nullptr, nullptr, nullptr), VIP_SUCCESS);
+        EXPECT_EQ(st, VIP_STATE_IDLE);
+        // Bad arguments.
+        EXPECT_EQ(VipConnectPeerRequest(nullptr, local.get(), remote.get(), kTimeout),
+                  VIP_INVALID_PARAMETER);
+        EXPECT_EQ(VipConnectPeerRequest(s.vi, local.get(), remote.get(), 0), VIP_INVALID_PARAMETER);
+        EXPECT_NE(std::string(VipLastError()).find("Timeout = 0"), std::string::npos);
+        remote.get()->HostAddressLen = 3;
+        EXPECT_EQ(VipConnectPeerRequest(s.vi, local.get(), remote.get(), kTimeout),
+                  VIP_INVALID_PARAMETER);
+        EXPECT_EQ(VipConnectPeerDone(nullptr, &ra), VIP_INVALID_PARAMETER);
+        EXPECT_EQ(VipConnectPeerWait(nullptr, &ra), VIP_INVALID_PARAMETER);
+      },
+      [&] {
+        Side c;
+        mismatch(c, 1, kRr);
+      });
+}
+
 // Connections refused: a server that rejects, attributes that do not match (the accept fails
 // and sends nothing; the server rejects after), nobody waiting for the discriminator.
 TEST_P(ViaBackends, ConnectionsRejectedMismatchedAndUnanswered) {
@@ -678,6 +810,22 @@ TEST_P(ViaBackends, CompletionQueuesAndPostingBeforeAConnection) {
         EXPECT_EQ(VipCQWait(s.cq, 20, &vi, &recv), VIP_TIMEOUT);
         EXPECT_EQ(VipRecvDone(s.vi, &d), VIP_NOT_DONE);
         EXPECT_EQ(VipDestroyCQ(s.cq), VIP_INVALID_STATE);
+        // Two completions queued: the CQ is not resized below them.
+        ASSERT_EQ(VipPostSend(s.vi, s.make(11, 0, {{0, 8}}), s.mh), VIP_SUCCESS);
+        ASSERT_EQ(VipPostSend(s.vi, s.make(12, 0, {{0, 8}}), s.mh), VIP_SUCCESS);
+        EXPECT_EQ(VipResizeCQ(s.cq, 1), VIP_INVALID_PARAMETER);
+        EXPECT_NE(std::string(VipLastError()).find("below the 2 entries"), std::string::npos)
+            << VipLastError();
+        EXPECT_EQ(VipResizeCQ(s.cq, 0), VIP_INVALID_PARAMETER);
+        EXPECT_EQ(VipResizeCQ(nullptr, 8), VIP_INVALID_PARAMETER);
+        ASSERT_EQ(VipResizeCQ(s.cq, 2), VIP_SUCCESS);
+        for (size_t i = 11; i <= 12; ++i) {
+          ASSERT_EQ(VipCQDone(s.cq, &vi, &recv), VIP_SUCCESS);
+          EXPECT_EQ(recv, VIP_FALSE);
+          EXPECT_EQ(VipSendDone(s.vi, &d), VIP_DESCRIPTOR_ERROR);
+          EXPECT_EQ(d, s.desc(i));
+        }
+        ASSERT_EQ(VipResizeCQ(s.cq, 1024), VIP_SUCCESS);
         accept(s, "cq");
         auto again = s.attrs(kRd, VIP_TRUE);
         EXPECT_EQ(VipSetViAttributes(s.vi, again.get()), VIP_INVALID_STATE);  // connected
