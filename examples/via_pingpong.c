@@ -13,6 +13,8 @@
  *   -D text        discriminator (default "via_pingpong")
  *   -r u|d|r       reliability: unreliable, reliable delivery (default), reliable reception
  *   -H file        name service hosts file (VipNSInit)
+ *   -P NIC         connect peer to peer (VipConnectPeerRequest/Wait) with that NIC, which names
+ *                  this one with its own -P; the client still sends first
  * Output, one line: via_pingpong bytes=<s> iterations=<n> one_way_us=<t> MBps=<s/t> */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -98,9 +100,10 @@ int main(int argc, char** argv) {
   const char* device = NULL;
   const char* disc = "via_pingpong";
   const char* hosts = NULL;
+  const char* peer = NULL; /* -P: a peer-to-peer connection with this NIC */
   VIP_RELIABILITY_LEVEL level = VIP_SERVICE_RELIABLE_DELIVERY;
   int opt;
-  while ((opt = getopt(argc, argv, "s:n:w:d:D:r:H:")) != -1) {
+  while ((opt = getopt(argc, argv, "s:n:w:d:D:r:H:P:")) != -1) {
     switch (opt) {
       case 's':
         bytes = (uint32_t)strtoul(optarg, NULL, 0);
@@ -120,6 +123,9 @@ int main(int argc, char** argv) {
       case 'H':
         hosts = optarg;
         break;
+      case 'P':
+        peer = optarg;
+        break;
       case 'r':
         level = optarg[0] == 'u'   ? VIP_SERVICE_UNRELIABLE
                 : optarg[0] == 'r' ? VIP_SERVICE_RELIABLE_RECEPTION
@@ -135,7 +141,9 @@ int main(int argc, char** argv) {
       strlen(disc) > VIP_MAX_DISCRIMINATOR_LEN) {
     fprintf(stderr,
             "usage: via_pingpong [-s bytes] [-n iterations] [-w warmup] [-d device] "
-            "[-D discriminator] [-r u|d|r] [-H hosts] server | client <server NIC>\n");
+            "[-D discriminator] [-r u|d|r] [-H hosts] [-P peer NIC] server | client <server NIC>\n"
+            "  -P: connect peer to peer (VipConnectPeerRequest) with that NIC, which names this "
+            "one\n");
     return 2;
   }
   VIP_NIC_HANDLE nic;
@@ -171,7 +179,17 @@ int main(int argc, char** argv) {
   memcpy(local->HostAddress, na.LocalNicAddress, na.NicAddressLen);
   local->DiscriminatorLen = (VIP_UINT16)strlen(disc);
   memcpy(local->HostAddress + local->HostAddressLen, disc, local->DiscriminatorLen);
-  if (client) {
+  if (peer) {
+    if ((r = VipNSGetHostByName(nic, (VIP_CHAR*)peer, remote, 0)) != VIP_SUCCESS)
+      return fail("VipNSGetHostByName", r);
+    remote->DiscriminatorLen = (VIP_UINT16)strlen(disc);
+    memcpy(remote->HostAddress + remote->HostAddressLen, disc, remote->DiscriminatorLen);
+    VIP_VI_ATTRIBUTES theirs;
+    if ((r = VipConnectPeerRequest(s.vi, local, remote, TIMEOUT_MS)) != VIP_SUCCESS)
+      return fail("VipConnectPeerRequest", r);
+    if ((r = VipConnectPeerWait(s.vi, &theirs)) != VIP_SUCCESS)
+      return fail("VipConnectPeerWait", r);
+  } else if (client) {
     if ((r = VipNSGetHostByName(nic, argv[optind + 1], remote, 0)) != VIP_SUCCESS)
       return fail("VipNSGetHostByName", r);
     remote->DiscriminatorLen = (VIP_UINT16)strlen(disc);

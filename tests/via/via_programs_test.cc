@@ -54,11 +54,17 @@ std::string slurp(const std::string& path) {
 
 // Server and client of `prog` with `args`; the client's line must match `line`, whose groups are
 // returned.
+// With `peer`, the two connect peer to peer, each naming the other's NIC (-P).
 std::vector<std::string> pair(const std::string& prog, const Where& server, const Where& client,
-                              const std::vector<std::string>& args, const std::string& line) {
+                              const std::vector<std::string>& args, const std::string& line,
+                              bool peer = false) {
   const std::string so = fmt::format("/tmp/galaxy-via-{}-{}-s", prog, getpid());
   const std::string co = fmt::format("/tmp/galaxy-via-{}-{}-c", prog, getpid());
   auto sargs = args, cargs = args;
+  if (peer) {
+    sargs.insert(sargs.end(), {"-P", std::to_string(client.nic)});
+    cargs.insert(cargs.end(), {"-P", std::to_string(server.nic)});
+  }
   sargs.push_back("server");
   cargs.push_back("client");
   cargs.push_back(std::to_string(server.nic));
@@ -130,11 +136,15 @@ TEST(ViaPrograms, RunOnOneLiveHostAndAcrossTwo) {
 #if !defined(GALAXY_TEST_SANITIZED) && !defined(__SANITIZE_ADDRESS__)
   both_programs(server, {f.name(), f.host_name(0), f.nic(0, 1)}, true);  // (release: one host too)
 #endif
+  const Where other_host{f.name(), f.host_name(1), f.nic(1, 0)};
 #if defined(GALAXY_TEST_SANITIZED) || defined(__SANITIZE_ADDRESS__)
-  both_programs(server, {f.name(), f.host_name(1), f.nic(1, 0)}, true);
+  both_programs(server, other_host, true);
 #else
-  both_programs(server, {f.name(), f.host_name(1), f.nic(1, 0)}, false);
+  both_programs(server, other_host, false);
 #endif
+  // Connected peer to peer instead of client to server.
+  pair("via_pingpong", server, other_host, {"-s", "4096", "-n", "30", "-w", "3"},
+       "via_pingpong bytes=4096 iterations=30 one_way_us=[0-9.]+ MBps=[0-9.]+", true);
 }
 
 }  // namespace
