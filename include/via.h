@@ -296,6 +296,19 @@ VIP_RETURN VipCQDone(VIP_CQ_HANDLE CQHandle, VIP_VI_HANDLE* ViHandle, VIP_BOOLEA
 VIP_RETURN VipCQWait(VIP_CQ_HANDLE CQHandle, VIP_ULONG Timeout, VIP_VI_HANDLE* ViHandle,
                      VIP_BOOLEAN* RecvQueue);
 
+/* ---- Notification ----------------------------------------------------------------------------
+ * Each call asks for one call of Handler, on a thread of the provider, once the queue (or the CQ)
+ * has a completion: the descriptor (or the CQ entry) is taken off as by VipSendDone, VipRecvDone
+ * or VipCQDone and handed to Handler. Several calls are answered in the order made. Destroying
+ * the VI or CQ, or closing the NIC, drops the calls not yet answered. */
+typedef void (*VIP_VI_NOTIFY_HANDLER)(VIP_PVOID Context, VIP_NIC_HANDLE NicHandle,
+                                      VIP_VI_HANDLE ViHandle, VIP_DESCRIPTOR* DescriptorPtr);
+typedef void (*VIP_CQ_NOTIFY_HANDLER)(VIP_PVOID Context, VIP_NIC_HANDLE NicHandle,
+                                      VIP_VI_HANDLE ViHandle, VIP_BOOLEAN RecvQueue);
+VIP_RETURN VipSendNotify(VIP_VI_HANDLE ViHandle, VIP_PVOID Context, VIP_VI_NOTIFY_HANDLER Handler);
+VIP_RETURN VipRecvNotify(VIP_VI_HANDLE ViHandle, VIP_PVOID Context, VIP_VI_NOTIFY_HANDLER Handler);
+VIP_RETURN VipCQNotify(VIP_CQ_HANDLE CQHandle, VIP_PVOID Context, VIP_CQ_NOTIFY_HANDLER Handler);
+
 /* ---- Name service --------------------------------------------------------------------------- */
 /* NSInitInfo: NULL, or the path of a hosts file of "<name> <NIC chip id>" lines (# comments).
  * VipNSGetHostByName looks a name up in that file, else among the fabric's names for its NICs

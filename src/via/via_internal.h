@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -196,6 +198,17 @@ struct PeerAsk {
   bool sent = false;
 };
 
+// A handler to call once its VI queue or CQ has a completion (VipSendNotify, VipRecvNotify,
+// VipCQNotify).
+struct Notify {
+  via_vi* vi = nullptr;  // a VI queue's ...
+  bool recv = false;
+  via_cq* cq = nullptr;  // ... or a CQ's
+  VIP_PVOID context = nullptr;
+  VIP_VI_NOTIFY_HANDLER on_descriptor = nullptr;
+  VIP_CQ_NOTIFY_HANDLER on_entry = nullptr;
+};
+
 struct Nic {
   std::recursive_mutex mu;
   glex_device_handle_t dev = nullptr;
@@ -213,6 +226,10 @@ struct Nic {
   std::vector<std::pair<glex_ep_addr_t, uint32_t>> peer_taken;
   std::vector<std::unique_ptr<via_conn>> conns;
   std::unordered_map<std::string, uint32_t> hosts;  // the name service's table
+  std::deque<Notify> notifies;                      // in the order asked
+  std::thread notifier;  // started by the first: answers them (via_notify.cc)
+  std::condition_variable_any notify_cv;
+  bool notifier_stop = false;
   VIP_ERROR_HANDLER handler = nullptr;
   VIP_PVOID handler_context = nullptr;
   uint64_t dropped = 0;  // MPs from no connected peer, sends to no posted receive (unreliable)
@@ -294,6 +311,11 @@ void flush(via_vi* vi);
 void to_idle(via_vi* vi);
 void handle_connection_mp(via_vi* vi, const glex_mp& mp);  // via_connect.cc
 void free_bounce(via_vi* vi);                              // via_vi.cc
+// The next completed descriptor of a VI queue, taken off (VIP_NOT_DONE: none yet).
+VIP_RETURN take_completed(via_vi* vi, VIP_DESCRIPTOR** out, bool recv);
+// Stops the NIC's notifier thread (not under the NIC's lock); drops notifications of a VI or CQ.
+void stop_notifier(Nic* nic);
+void drop_notifies(Nic* nic, const via_vi* vi, const via_cq* cq);
 // A NIC handle over a device the caller opened and closes (the tests' and the fuzz target's
 // in-process simulated devices); VipOpenNic opens its own.
 VIP_RETURN open_nic_on(glex_device_handle_t dev, VIP_NIC_HANDLE* out);

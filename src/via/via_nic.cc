@@ -171,6 +171,7 @@ extern "C" {
 
 VIP_RETURN VipCloseNic(VIP_NIC_HANDLE nic) {
   if (!nic) return fail(VIP_INVALID_PARAMETER, "E6505 VipCloseNic: NicHandle is NULL");
+  stop_notifier(nic);
   {
     std::lock_guard lock(nic->mu);
     // The peers learn the connections end; the descriptors are not touched (the program may

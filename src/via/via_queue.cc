@@ -860,6 +860,18 @@ bool wait_slice(via_vi* vi, int32_t slice_ms) {
   return true;
 }
 
+VIP_RETURN take_completed(via_vi* vi, VIP_DESCRIPTOR** out, bool recv) {
+  WorkQueue& q = recv ? vi->recvq : vi->sendq;
+  if (q.head == q.published) {
+    *out = nullptr;
+    return VIP_NOT_DONE;
+  }
+  *out = q.at(q.head).d;
+  ++q.head;
+  refill(q);
+  return ((*out)->CS.Status & VIP_STATUS_ERROR_MASK) ? VIP_DESCRIPTOR_ERROR : VIP_SUCCESS;
+}
+
 }  // namespace galaxy::via
 
 using namespace galaxy::via;
@@ -899,25 +911,13 @@ VIP_RETURN post(VIP_VI_HANDLE vi, VIP_DESCRIPTOR* d, VIP_MEM_HANDLE mh, bool rec
   return VIP_SUCCESS;
 }
 
-VIP_RETURN take(VIP_VI_HANDLE vi, VIP_DESCRIPTOR** out, bool recv) {
-  WorkQueue& q = recv ? vi->recvq : vi->sendq;
-  if (q.head == q.published) {
-    *out = nullptr;
-    return VIP_NOT_DONE;
-  }
-  *out = q.at(q.head).d;
-  ++q.head;
-  refill(q);
-  return ((*out)->CS.Status & VIP_STATUS_ERROR_MASK) ? VIP_DESCRIPTOR_ERROR : VIP_SUCCESS;
-}
-
 VIP_RETURN done(VIP_VI_HANDLE vi, VIP_DESCRIPTOR** d, bool recv) {
   if (!vi || !d)
     return fail(VIP_INVALID_PARAMETER,
                 fmt::format("E6534 {}: a handle is NULL", recv ? "VipRecvDone" : "VipSendDone"));
   std::lock_guard lock(vi->nic->mu);
   progress(vi);
-  return take(vi, d, recv);
+  return take_completed(vi, d, recv);
 }
 
 VIP_RETURN wait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIPTOR** d, bool recv) {
@@ -930,7 +930,7 @@ VIP_RETURN wait(VIP_VI_HANDLE vi, VIP_ULONG timeout, VIP_DESCRIPTOR** d, bool re
     *d = nullptr;
     return VIP_TIMEOUT;
   }
-  return take(vi, d, recv);
+  return take_completed(vi, d, recv);
 }
 
 }  // namespace

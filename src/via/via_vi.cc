@@ -100,6 +100,7 @@ VIP_RETURN VipDestroyVi(VIP_VI_HANDLE vi) {
                 fmt::format("E6550 VipDestroyVi: {} send and {} receive descriptors are still "
                             "queued",
                             vi->sendq.posted(), vi->recvq.posted()));
+  drop_notifies(nic, vi, nullptr);
   for (via_cq* cq : {vi->send_cq, vi->recv_cq}) {
     if (!cq) continue;
     std::erase(cq->vis, vi);
@@ -158,6 +159,7 @@ VIP_RETURN VipDestroyCQ(VIP_CQ_HANDLE cq) {
   if (!cq->vis.empty())
     return fail(VIP_INVALID_STATE,
                 fmt::format("E6558 VipDestroyCQ: {} VIs still complete into it", cq->vis.size()));
+  drop_notifies(nic, nullptr, cq);
   std::erase_if(nic->cqs, [&](const auto& p) { return p.get() == cq; });
   return VIP_SUCCESS;
 }

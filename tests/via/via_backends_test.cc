@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -848,6 +851,107 @@ TEST_P(ViaBackends, CompletionQueuesAndPostingBeforeAConnection) {
         VIP_DESCRIPTOR* d = nullptr;
         ASSERT_EQ(VipSendWait(c.vi, kTimeout, &d), VIP_SUCCESS);
         ASSERT_EQ(VipRecvWait(c.vi, kTimeout, &d), VIP_SUCCESS);
+      });
+}
+
+// What a notification handler was called with, and a wait for the next call.
+struct Seen {
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  VIP_NIC_HANDLE nic = nullptr;
+  VIP_VI_HANDLE vi = nullptr;
+  VIP_DESCRIPTOR* d = nullptr;
+  VIP_BOOLEAN recv = VIP_FALSE;
+  void record(VIP_NIC_HANDLE n, VIP_VI_HANDLE v, VIP_DESCRIPTOR* desc, VIP_BOOLEAN r) {
+    std::lock_guard lock(mu);
+    nic = n;
+    vi = v;
+    d = desc;
+    recv = r;
+    ++calls;
+    cv.notify_all();
+  }
+  static void on_descriptor(VIP_PVOID ctx, VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi,
+                            VIP_DESCRIPTOR* d) {
+    static_cast<Seen*>(ctx)->record(nic, vi, d, VIP_FALSE);
+  }
+  static void on_entry(VIP_PVOID ctx, VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_BOOLEAN recv) {
+    static_cast<Seen*>(ctx)->record(nic, vi, nullptr, recv);
+  }
+  bool wait_calls(int n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(60), [&] { return calls >= n; });
+  }
+};
+
+// VipCQNotify, VipRecvNotify and VipSendNotify: each handler is called once, on the provider's
+// thread, with the completion taken off its queue; a notification never answered is dropped
+// when the NIC closes.
+TEST_P(ViaBackends, NotificationsCallTheirHandlerOncePerCompletion) {
+  Seen never;
+  both(
+      [&] {
+        {
+          Side s;
+          s.open(device(0), kRd, true);
+          ASSERT_EQ(VipPostRecv(s.vi, s.make(0, 0, {{0, 64}}), s.mh), VIP_SUCCESS);
+          ASSERT_EQ(VipPostRecv(s.vi, s.make(1, 0, {{64, 64}}), s.mh), VIP_SUCCESS);
+          accept(s, "notify");
+          VIP_DESCRIPTOR* d = nullptr;
+          VIP_VI_HANDLE vi = nullptr;
+          VIP_BOOLEAN recv = VIP_FALSE;
+          // The CQ's entry of the first message.
+          Seen cq;
+          ASSERT_EQ(VipCQNotify(s.cq, &cq, &Seen::on_entry), VIP_SUCCESS);
+          ASSERT_TRUE(cq.wait_calls(1));
+          EXPECT_EQ(cq.nic, s.nic);
+          EXPECT_EQ(cq.vi, s.vi);
+          EXPECT_EQ(cq.recv, VIP_TRUE);
+          ASSERT_EQ(VipRecvDone(s.vi, &d), VIP_SUCCESS);
+          EXPECT_EQ(d, s.desc(0));
+          // The second receive itself, taken off the queue.
+          Seen rq;
+          ASSERT_EQ(VipRecvNotify(s.vi, &rq, &Seen::on_descriptor), VIP_SUCCESS);
+          ASSERT_TRUE(rq.wait_calls(1));
+          EXPECT_EQ(rq.vi, s.vi);
+          ASSERT_EQ(rq.d, s.desc(1));
+          EXPECT_EQ(rq.d->CS.Length, 64u);
+          EXPECT_EQ(s.data(64)[63], 63);
+          EXPECT_EQ(VipRecvDone(s.vi, &d), VIP_NOT_DONE);
+          ASSERT_EQ(VipCQDone(s.cq, &vi, &recv), VIP_SUCCESS);  // its CQ entry stays
+          // A send.
+          Seen sq;
+          ASSERT_EQ(VipPostSend(s.vi, s.make(5, 0, {{0, 8}}), s.mh), VIP_SUCCESS);
+          ASSERT_EQ(VipSendNotify(s.vi, &sq, &Seen::on_descriptor), VIP_SUCCESS);
+          ASSERT_TRUE(sq.wait_calls(1));
+          ASSERT_EQ(sq.d, s.desc(5));
+          EXPECT_EQ(sq.d->CS.Status & VIP_STATUS_ERROR_MASK, 0u);
+          EXPECT_EQ(VipSendDone(s.vi, &d), VIP_NOT_DONE);
+          // Bad arguments.
+          EXPECT_EQ(VipSendNotify(nullptr, &sq, &Seen::on_descriptor), VIP_INVALID_PARAMETER);
+          EXPECT_EQ(VipRecvNotify(s.vi, &sq, nullptr), VIP_INVALID_PARAMETER);
+          EXPECT_EQ(VipCQNotify(nullptr, &sq, &Seen::on_entry), VIP_INVALID_PARAMETER);
+          EXPECT_NE(std::string(VipLastError()).find("E6599"), std::string::npos);
+          // Never answered: no receive is posted, and the NIC closes.
+          ASSERT_EQ(VipRecvNotify(s.vi, &never, &Seen::on_descriptor), VIP_SUCCESS);
+          EXPECT_EQ(cq.calls + rq.calls + sq.calls, 3);
+        }
+        EXPECT_EQ(never.calls, 0);
+      },
+      [&] {
+        Side c;
+        c.open(device(1), kRd);
+        ASSERT_EQ(VipPostRecv(c.vi, c.make(0, 0, {{0, 64}}), c.mh), VIP_SUCCESS);
+        request(c, "notify");
+        for (uint32_t i = 0; i < 64; ++i) c.data(128)[i] = static_cast<uint8_t>(i);
+        VIP_DESCRIPTOR* d = nullptr;
+        for (size_t k = 1; k <= 2; ++k) {
+          ASSERT_EQ(VipPostSend(c.vi, c.make(k, 0, {{128, 64}}), c.mh), VIP_SUCCESS);
+          ASSERT_EQ(VipSendWait(c.vi, kTimeout, &d), VIP_SUCCESS) << VipLastError();
+        }
+        ASSERT_EQ(VipRecvWait(c.vi, kTimeout, &d), VIP_SUCCESS) << VipLastError();
+        EXPECT_EQ(d->CS.Length, 8u);
       });
 }
 
