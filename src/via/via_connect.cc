@@ -144,7 +144,12 @@ void on_manager_mp(Nic* nic, const glex_mp& mp) {
   p.remote_disc.assign(w.local_disc, w.local_disc + w.local_disc_len);
   p.bounce = w.bounce;
   p.bounce_key = w.bounce_key;
-  if (!peer) return nic->pending.push_back(std::move(p));
+  std::deque<PendingConn>& held = peer ? nic->peer_pending : nic->pending;
+  if (held.size() >= kMaxHeldRequests) {  // the oldest goes: its requester times out
+    held.pop_front();
+    ++nic->dropped;
+  }
+  if (!peer) return held.push_back(std::move(p));
   const auto taken =
       std::find(nic->peer_taken.begin(), nic->peer_taken.end(), std::pair{mp.src, w.id});
   if (taken != nic->peer_taken.end()) return void(nic->peer_taken.erase(taken));
@@ -164,6 +169,10 @@ void forget_peer_request(Nic* nic, glex_ep_addr_t from, uint32_t id) {
 }
 
 }  // namespace
+
+void deliver_to_manager(Nic* nic, const glex_mp& mp) {
+  on_manager_mp(nic, mp);
+}
 
 void handle_connection_mp(via_vi* vi, const glex_mp& mp) {
   Header h;

@@ -29,6 +29,7 @@ inline constexpr uint32_t kRingSlots = 256;         // a work queue's ring; more
 inline constexpr uint32_t kMaxQueued = 65536;       // a work queue's ring plus its overflow
 inline constexpr uint32_t kMaxTransfer = 1u << 30;  // a VI's MaxTransferSize at most
 inline constexpr uint32_t kMaxCqEntries = 65536;
+inline constexpr size_t kMaxHeldRequests = 4096;  // connection requests a manager holds, each kind
 inline constexpr uint32_t kMaxRegions =
     120;  // two ATT entries each (the user's and the provider's)
 
@@ -321,6 +322,7 @@ void drop_notifies(Nic* nic, const via_vi* vi, const via_cq* cq);
 VIP_RETURN open_nic_on(glex_device_handle_t dev, VIP_NIC_HANDLE* out);
 // An MP as if it had arrived on the VI's VP (the fuzz target), and a connection made by hand.
 void deliver(via_vi* vi, const glex_mp& mp);
+void deliver_to_manager(Nic* nic, const glex_mp& mp);  // as if it came to the NIC's manager
 void connect_to(via_vi* vi, glex_ep_addr_t peer, const VIP_VI_ATTRIBUTES& attrs, uint32_t secret,
                 uint32_t id, uint64_t bounce, uint32_t bounce_key);
 

@@ -1,6 +1,7 @@
 // libFuzzer target: the VIA provider's untrusted input, the MPs a peer VI sends (src/via,
 // docs/via.md): eager sends, MP trains, bounce-slot notices, read requests (kRts) and their
-// further segments, completions, credits, acknowledgements, errors. Whatever the bytes, a
+// further segments, completions, credits, acknowledgements, errors; and the requests a NIC's
+// connection manager holds (client-server and peer to peer). Whatever the bytes, a
 // connected VI takes them, completes its receives with a status or drops the MP, and never
 // crashes or writes outside its receives. The NIC is a simulated one in this process.
 // Input: a sequence of MPs, each a length byte (mod 121) followed by its bytes.
@@ -96,8 +97,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::memcpy(mp.data, data + at, mp.len);
       at += mp.len;
       via::deliver(vi, mp);
+      via::deliver_to_manager(w->nic, mp);  // the connection manager reads requests too
     }
     via::progress(vi);
+    w->nic->pending.clear();
+    w->nic->peer_pending.clear();
+    w->nic->peer_taken.clear();
   }
   VipDisconnect(vi);
   VIP_DESCRIPTOR* d = nullptr;
