@@ -39,6 +39,9 @@ std::optional<Answer> next_answer(Nic* nic) {
   return std::nullopt;
 }
 
+// Set on the notifier's own thread when a handler closes the NIC: the NIC is gone on return.
+thread_local bool closed_by_handler = false;
+
 void run_notifier(Nic* nic) {
   std::unique_lock lock(nic->mu);
   while (!nic->notifier_stop) {
@@ -49,6 +52,7 @@ void run_notifier(Nic* nic) {
                       a->recv ? VIP_TRUE : VIP_FALSE);
       else
         a->n.on_descriptor(a->n.context, static_cast<via_nic*>(nic), a->vi, a->d);
+      if (closed_by_handler) return void(lock.release());
       lock.lock();
       continue;
     }
@@ -101,10 +105,12 @@ void stop_notifier(Nic* nic) {
     nic->notify_cv.notify_all();
   }
   if (!nic->notifier.joinable()) return;
-  if (nic->notifier.get_id() == std::this_thread::get_id())
+  if (nic->notifier.get_id() == std::this_thread::get_id()) {
     nic->notifier.detach();  // closed from a handler: the thread ends when it returns
-  else
+    closed_by_handler = true;
+  } else {
     nic->notifier.join();
+  }
 }
 
 void drop_notifies(Nic* nic, const via_vi* vi, const via_cq* cq) {

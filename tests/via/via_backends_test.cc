@@ -955,6 +955,28 @@ TEST_P(ViaBackends, NotificationsCallTheirHandlerOncePerCompletion) {
       });
 }
 
+// A handler may close its own NIC (the notifier thread then ends without touching it).
+TEST_P(ViaBackends, ANotificationHandlerMayCloseItsNic) {
+  Side s;
+  s.open(device(0), kRd);
+  struct Closer {
+    Seen seen;
+    static void close(VIP_PVOID ctx, VIP_NIC_HANDLE nic, VIP_VI_HANDLE vi, VIP_DESCRIPTOR* d) {
+      EXPECT_EQ(VipCloseNic(nic), VIP_SUCCESS);
+      static_cast<Closer*>(ctx)->seen.record(nic, vi, d, VIP_FALSE);
+    }
+  } closer;
+  // A send on a VI not connected completes flushed at once.
+  ASSERT_EQ(VipPostSend(s.vi, s.make(0, 0, {{0, 8}}), s.mh), VIP_SUCCESS);
+  ASSERT_EQ(VipSendNotify(s.vi, &closer, &Closer::close), VIP_SUCCESS);
+  ASSERT_TRUE(closer.seen.wait_calls(1));
+  EXPECT_EQ(closer.seen.d, s.desc(0));
+  s.nic = nullptr;  // closed by the handler
+  std::free(s.mem);
+  s.mem = nullptr;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the notifier thread ends
+}
+
 // Calls refused with the error VIA names, and nothing changed.
 TEST_P(ViaBackends, BadArgumentsAreRefusedByName) {
   Side s;
