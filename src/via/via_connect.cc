@@ -114,6 +114,12 @@ std::vector<uint8_t> packet(Kind kind, const T& body) {
   return out;
 }
 
+// Takes request `id` of `vi` back from the connection manager at `manager`.
+void cancel_request(via_vi* vi, glex_ep_addr_t manager, uint32_t id) {
+  const auto cancel = packet(Kind::kConnCancel, id);
+  (void)glex_send_mp(vi->ep, manager, cancel.data(), static_cast<uint32_t>(cancel.size()), 0);
+}
+
 // What the connection manager received: a request to hold, or the cancellation of a held one.
 void on_manager_mp(Nic* nic, const glex_mp& mp) {
   Header h;
@@ -144,19 +150,20 @@ void on_manager_mp(Nic* nic, const glex_mp& mp) {
   p.remote_disc.assign(w.local_disc, w.local_disc + w.local_disc_len);
   p.bounce = w.bounce;
   p.bounce_key = w.bounce_key;
+  if (peer) {
+    const auto taken =
+        std::find(nic->peer_taken.begin(), nic->peer_taken.end(), std::pair{mp.src, w.id});
+    if (taken != nic->peer_taken.end()) return void(nic->peer_taken.erase(taken));
+    // A request sent again (its first may have arrived after all) is held once.
+    std::erase_if(nic->peer_pending,
+                  [&](const PendingConn& q) { return q.from == mp.src && q.id == w.id; });
+  }
   std::deque<PendingConn>& held = peer ? nic->peer_pending : nic->pending;
   if (held.size() >= kMaxHeldRequests) {  // the oldest goes: its requester times out
     held.pop_front();
     ++nic->dropped;
   }
-  if (!peer) return held.push_back(std::move(p));
-  const auto taken =
-      std::find(nic->peer_taken.begin(), nic->peer_taken.end(), std::pair{mp.src, w.id});
-  if (taken != nic->peer_taken.end()) return void(nic->peer_taken.erase(taken));
-  // A request sent again (its first may have arrived after all) is held once.
-  std::erase_if(nic->peer_pending,
-                [&](const PendingConn& q) { return q.from == mp.src && q.id == w.id; });
-  nic->peer_pending.push_back(std::move(p));
+  held.push_back(std::move(p));
 }
 
 // The peer request (requester VI, id) is answered: dropped here, or when it comes.
@@ -250,9 +257,7 @@ void give_up(via_vi* vi) {
 
 // Gives the request up and takes it back from the peer's connection manager.
 void withdraw(via_vi* vi) {
-  const auto cancel = packet(Kind::kConnCancel, vi->peer_ask->id);
-  (void)glex_send_mp(vi->ep, vi->peer_ask->remote_host, cancel.data(),
-                     static_cast<uint32_t>(cancel.size()), 0);
+  cancel_request(vi, vi->peer_ask->remote_host, vi->peer_ask->id);
   give_up(vi);
 }
 
@@ -398,8 +403,7 @@ VIP_RETURN VipConnectRequest(VIP_VI_HANDLE vi, VIP_NET_ADDRESS* local, VIP_NET_A
       vi->state = VIP_STATE_IDLE;
       if (vi->rejected) return fail(VIP_REJECT, "E6566 VipConnectRequest: the server rejected it");
       if (!vi->unreachable) {  // asked and unanswered: the request is withdrawn
-        const auto cancel = packet(Kind::kConnCancel, w.id);
-        (void)glex_send_mp(vi->ep, manager, cancel.data(), static_cast<uint32_t>(cancel.size()), 0);
+        cancel_request(vi, manager, w.id);
         break;
       }
       why = "no connection manager there";

@@ -312,6 +312,8 @@ void flush(via_vi* vi);
 void to_idle(via_vi* vi);
 void handle_connection_mp(via_vi* vi, const glex_mp& mp);  // via_connect.cc
 void free_bounce(via_vi* vi);                              // via_vi.cc
+// The CQ's oldest entry, taken off; with none, its VIs make progress first. False: still none.
+bool take_entry(via_cq* cq, via_vi** vi, bool* recv);
 // The next completed descriptor of a VI queue, taken off (VIP_NOT_DONE: none yet).
 VIP_RETURN take_completed(via_vi* vi, VIP_DESCRIPTOR** out, bool recv);
 // Stops the NIC's notifier thread (not under the NIC's lock); drops notifications of a VI or CQ.

@@ -22,11 +22,9 @@ std::optional<Answer> next_answer(Nic* nic) {
   for (auto it = nic->notifies.begin(); it != nic->notifies.end(); ++it) {
     const Notify n = *it;
     if (n.cq) {
-      if (n.cq->entries.empty())
-        for (via_vi* v : n.cq->vis) progress(v);
-      if (n.cq->entries.empty()) continue;
-      const auto [vi, recv] = n.cq->entries.front();
-      n.cq->entries.pop_front();
+      via_vi* vi = nullptr;
+      bool recv = false;
+      if (!take_entry(n.cq, &vi, &recv)) continue;
       nic->notifies.erase(it);
       return Answer{n, vi, nullptr, recv};
     }

@@ -9,6 +9,16 @@
 
 namespace galaxy::via {
 
+bool take_entry(via_cq* cq, via_vi** vi, bool* recv) {
+  if (cq->entries.empty())
+    for (via_vi* v : cq->vis) progress(v);
+  if (cq->entries.empty()) return false;
+  *vi = cq->entries.front().first;
+  *recv = cq->entries.front().second;
+  cq->entries.pop_front();
+  return true;
+}
+
 void free_bounce(via_vi* vi) {
   if (!vi->bounce) return;
   if (vi->bounce_mh) glex_deregister_mem(vi->nic->dev, vi->bounce_mh);
@@ -182,12 +192,9 @@ VIP_RETURN VipResizeCQ(VIP_CQ_HANDLE cq, VIP_ULONG count) {
 VIP_RETURN VipCQDone(VIP_CQ_HANDLE cq, VIP_VI_HANDLE* vi, VIP_BOOLEAN* recv) {
   if (!cq || !vi || !recv) return fail(VIP_INVALID_PARAMETER, "E6559 VipCQDone: a handle is NULL");
   std::lock_guard lock(cq->nic->mu);
-  if (cq->entries.empty())
-    for (via_vi* v : cq->vis) progress(v);
-  if (cq->entries.empty()) return VIP_NOT_DONE;
-  *vi = cq->entries.front().first;
-  *recv = cq->entries.front().second ? VIP_TRUE : VIP_FALSE;
-  cq->entries.pop_front();
+  bool r = false;
+  if (!take_entry(cq, vi, &r)) return VIP_NOT_DONE;
+  *recv = r ? VIP_TRUE : VIP_FALSE;
   return VIP_SUCCESS;
 }
 
@@ -213,9 +220,9 @@ VIP_RETURN VipCQWait(VIP_CQ_HANDLE cq, VIP_ULONG timeout, VIP_VI_HANDLE* vi, VIP
     for (via_vi* v : cq->vis) any = wait_slice(v, slice) || any;
     if (!any) waited += static_cast<uint64_t>(slice) * cq->vis.size();
   }
-  *vi = cq->entries.front().first;
-  *recv = cq->entries.front().second ? VIP_TRUE : VIP_FALSE;
-  cq->entries.pop_front();
+  bool r = false;
+  take_entry(cq, vi, &r);
+  *recv = r ? VIP_TRUE : VIP_FALSE;
   return VIP_SUCCESS;
 }
 

@@ -79,6 +79,13 @@ struct Side {
     a->EnableRdmaRead = rdma;
     return a;
   }
+  // A further VI of this NIC, of the tag open() made (no CQ); nullptr if refused.
+  VIP_VI_HANDLE another_vi(VIP_RELIABILITY_LEVEL level) {
+    VIP_VI_HANDLE v = nullptr;
+    EXPECT_EQ(VipCreateVi(nic, attrs(level, VIP_TRUE).get(), nullptr, nullptr, &v), VIP_SUCCESS)
+        << VipLastError();
+    return v;
+  }
   static void on_error(VIP_PVOID ctx, VIP_ERROR_DESCRIPTOR* e) {
     auto* s = static_cast<Side*>(ctx);
     if (s->errors++ == 0) s->first_error = e->ErrorCode;
@@ -562,9 +569,8 @@ TEST_P(ViaBackends, ASendThePeerTookCompletesThoughThePeerLeftFirst) {
       [&] {
         Side s;
         s.open(device(0), kRd);
-        VIP_VI_HANDLE news = nullptr;
-        ASSERT_EQ(VipCreateVi(s.nic, s.attrs(kRd, VIP_TRUE).get(), nullptr, nullptr, &news),
-                  VIP_SUCCESS);
+        VIP_VI_HANDLE news = s.another_vi(kRd);
+        ASSERT_NE(news, nullptr);
         ASSERT_EQ(VipPostRecv(s.vi, s.make(0, 0, {{0, 4096}}), s.mh), VIP_SUCCESS);
         ASSERT_EQ(VipPostRecv(news, s.make(3, 0, {{16384, 64}}), s.mh), VIP_SUCCESS);
         accept(s, "took");
@@ -591,9 +597,8 @@ TEST_P(ViaBackends, ASendThePeerTookCompletesThoughThePeerLeftFirst) {
       [&] {
         Side c;
         c.open(device(1), kRd);
-        VIP_VI_HANDLE news = nullptr;
-        ASSERT_EQ(VipCreateVi(c.nic, c.attrs(kRd, VIP_TRUE).get(), nullptr, nullptr, &news),
-                  VIP_SUCCESS);
+        VIP_VI_HANDLE news = c.another_vi(kRd);
+        ASSERT_NE(news, nullptr);
         ASSERT_EQ(VipPostRecv(c.vi, c.make(0, 0, {{0, 4096}}), c.mh), VIP_SUCCESS);
         request(c, "took");
         request(c, "news", nullptr, news);
@@ -623,9 +628,8 @@ TEST_P(ViaBackends, PeerConnectionsMeetWhicheverSideAsksFirst) {
   auto side = [&](int me) {
     Side s;
     s.open(device(me), kRr);
-    VIP_VI_HANDLE vis[2] = {s.vi, nullptr};
-    ASSERT_EQ(VipCreateVi(s.nic, s.attrs(kRr, VIP_TRUE).get(), nullptr, nullptr, &vis[1]),
-              VIP_SUCCESS);
+    VIP_VI_HANDLE vis[2] = {s.vi, s.another_vi(kRr)};
+    ASSERT_NE(vis[1], nullptr);
     const int other = 1 - me;
     for (int pair = 0; pair < 2; ++pair)
       for (int k = 0; k < 3; ++k)
