@@ -1,14 +1,15 @@
-// Galaxy management console (SYSTEM.md 2.6): topology, fault, device, traffic, log and
+// Galaxy management console (SYSTEM.md 2.6): topology, fault, device, traffic, history, log and
 // configuration views over the REST API of `galaxy nmd` (docs/api.md). Plain ES modules, no build.
 import { $$, tid, api, getToken, setToken, startEvents, bus } from './lib.js';
 import * as topology from './views/topology.js';
 import * as faults from './views/faults.js';
 import * as device from './views/device.js';
 import * as traffic from './views/traffic.js';
+import * as historyView from './views/history.js';
 import * as log from './views/log.js';
 import * as config from './views/config.js';
 
-const views = { topology, faults, device, traffic, log, config };
+const views = { topology, faults, device, traffic, history: historyView, log, config };
 let current = null;
 
 function setTab(name, arg) {
@@ -36,6 +37,7 @@ function fromHash() {
 const ctx = {
   setTab,
   openDevice: (chip) => setTab('device', String(chip)),
+  openHistory: (chip, port) => setTab('history', port === undefined ? String(chip) : `${chip}:${port}`),
 };
 
 async function refreshHeader() {
@@ -82,6 +84,7 @@ window.galaxyConsole = Object.freeze({
   get faults() { return frozen(faults.snapshot()); },
   get device() { return frozen(device.snapshot()); },
   get traffic() { return frozen(traffic.snapshot()); },
+  get history() { return frozen(historyView.snapshot()); },
 });
 
 init();

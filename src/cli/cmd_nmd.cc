@@ -30,6 +30,7 @@ struct NmdOptions {
   std::string web_dir;
   std::string ready_file;
   std::string retention = "none";
+  uint32_t history_mb = 64;
   nmd::HttpOptions http;  // limits only; address and tokens from the options above
   LogCliOptions log;
 };
@@ -54,6 +55,7 @@ void run_nmd(NmdOptions& o) {
   auto retention = nmd::parse_retention(o.retention);
   if (!retention.ok()) return report_error(retention.error(), json);
   o.daemon.retention_s = *retention;
+  o.daemon.history_bytes = uint64_t{o.history_mb} << 20;
   nmd::HttpOptions http = o.http;
   if (Status l = nmd::parse_listen(o.listen, http.host, http.port); !l.ok())
     return report_error(l.error(), json);
@@ -210,6 +212,16 @@ void add_nmd_command(CLI::App& app) {
                 "delete events older than this: 30d, 12h, 90m, 3600s (none or 0: keep every "
                 "event)")
       ->capture_default_str();
+  c->add_option("--history-points", o->daemon.history_points,
+                "the console's history: points kept per series (one per scan; also bounded by "
+                "--history-mb and --retention)")
+      ->capture_default_str()
+      ->check(integer_in(2, 1000000));
+  c->add_option("--history-mb", o->history_mb,
+                "the console's history: memory for the scans' points (MiB; a large fabric keeps "
+                "fewer points)")
+      ->capture_default_str()
+      ->check(integer_in(1, 65536));
   c->add_option("--region", o->daemon.region,
                 "manage only these chips (fault reports, scans, chip requests), e.g. "
                 "cabinet=0-71 or level=1; other daemons manage the rest");

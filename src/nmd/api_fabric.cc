@@ -110,6 +110,26 @@ Result<nlohmann::json> chips(Daemon& d, const ApiRequest& r) {
   return nlohmann::json{{"total", total}, {"offset", *offset}, {"chips", list}};
 }
 
+// The console's history plots: the fabric's series, a chip's (chip=) or a port's (chip= and
+// port=), points after since_us.
+Result<nlohmann::json> history(Daemon& d, const ApiRequest& r) {
+  auto v = d.view();
+  std::optional<uint32_t> chip, port;
+  if (auto it = r.query.find("chip"); it != r.query.end() && !it->second.empty()) {
+    auto node = resolve_in_view(*v, it->second);
+    if (!node.ok()) return node.error();
+    chip = *node;
+  }
+  if (r.query.contains("port")) {
+    auto p = query_int(r, "port", 0, 255, 0);
+    if (!p.ok()) return p.error();
+    port = static_cast<uint32_t>(*p);
+  }
+  auto since = query_int(r, "since_us", -1, INT64_MAX, -1);
+  if (!since.ok()) return since.error();
+  return d.history().query(*v, chip, port, *since);
+}
+
 Result<nlohmann::json> chip(Daemon& d, const ApiRequest& r) {
   auto v = d.view();
   auto node = resolve_in_view(*v, r.path.at("chip"));
@@ -200,6 +220,16 @@ void add_fabric_routes(std::vector<ApiRoute>& routes) {
        traffic});
   routes.back().reads = ApiReads::kSnapshots;
   routes.back().cached_by = kCachedByView;
+  routes.push_back(
+      {"GET",
+       "/api/history",
+       "Time series of the scans' rates (fabric, chip or port) and of the fault counts",
+       {{"chip", "query", "string", "chip id, name or nic:<index>; absent: the whole fabric"},
+        {"port", "query", "integer", "a port of that chip (on fabrics whose ports keep history)"},
+        {"since_us", "query", "integer", "only points after this time (daemon clock, us)"}},
+       false,
+       history});
+  routes.back().reads = ApiReads::kSnapshots;
   routes.push_back({"GET",
                     "/api/trace",
                     "Path trace between two NICs through the route tables (SYSTEM.md 2.5.4)",

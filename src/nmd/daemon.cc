@@ -1271,9 +1271,20 @@ void Daemon::publish_view_locked(std::shared_ptr<FabricView> v) {
   count_faults(*v);
   v->built_us = clock_us();
   update_port_metrics(*v);
+  if (v->scans != history_scan_ && v->scan_interval_s > 0) {
+    history_scan_ = v->scans;
+    history_.add_scan(*v, v->built_us);
+  }
+  note_fault_history(counters_.faults);
   std::lock_guard lock(view_mu_);
   view_ = std::move(v);
   view_generation_.fetch_add(1, std::memory_order_release);
+}
+
+void Daemon::note_fault_history(uint64_t faults_received) {
+  uint64_t open = 0;
+  for (int64_t n : events_->open_faults_by_severity()) open += static_cast<uint64_t>(n);
+  history_.add_faults(clock_us(), open, faults_received);
 }
 
 void Daemon::update_port_metrics(const FabricView& v) {
@@ -1339,6 +1350,7 @@ void Daemon::refresh_fault_counts() {
   if (MetricFamily* alarms = metrics_.find(kAlarmsActive))
     for (const auto& [sev, count] : open_fault_counts())
       (void)alarms->set({{"severity", sev}}, static_cast<double>(count));
+  note_fault_history(counters().faults);
   std::lock_guard lock(view_mu_);
   view_ = std::move(v);
   view_generation_.fetch_add(1, std::memory_order_release);

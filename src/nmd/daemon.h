@@ -26,6 +26,7 @@
 #include "nm/scan.h"
 #include "nmd/event_store.h"
 #include "nmd/fabric_view.h"
+#include "nmd/history.h"
 #include "nmd/ib_fabric.h"
 #include "nmd/metrics.h"
 #include "nmd/session.h"
@@ -68,6 +69,9 @@ struct DaemonOptions {
   // Events older than this are deleted (checked every minute, or every tenth of the retention
   // when shorter); 0 keeps every event. parse_retention reads the option's text.
   double retention_s = 0;
+  // The console's history (nmd/history.h); its retention is retention_s.
+  uint32_t history_points = 1440;
+  uint64_t history_bytes = uint64_t{64} << 20;
 };
 
 struct ConfigState {
@@ -140,6 +144,7 @@ class Daemon {
   uint64_t view_generation() const { return view_generation_.load(std::memory_order_acquire); }
   EventStore& events() { return *events_; }
   MetricRegistry& metrics() { return metrics_; }
+  const History& history() const { return history_; }
   const DaemonOptions& options() const { return options_; }
   ConfigState config() const;
   DaemonCounters counters() const;
@@ -200,7 +205,10 @@ class Daemon {
   Result<uint32_t> resolve_planned(const Session& s, const std::string& text) const;
 
  private:
-  explicit Daemon(DaemonOptions options) : options_(std::move(options)) {}
+  explicit Daemon(DaemonOptions options)
+      : options_(std::move(options)),
+        history_(HistoryOptions{options_.history_points, options_.history_bytes,
+                                options_.all_port_metrics_up_to_chips, options_.retention_s}) {}
   Status init();
   // init() on an InfiniBand subnet: the port opened, the first sweep.
   Status init_ib();
@@ -264,6 +272,8 @@ class Daemon {
   // The snapshot with the open fault counts, its port metrics, made the one view() returns.
   void publish_view_locked(std::shared_ptr<FabricView> v);
   void count_faults(FabricView& v) const;
+  // The fault counts' point of the history, when they changed.
+  void note_fault_history(uint64_t faults_received);
   // Copies config_, counters_ and the routing summary for the readers that must not wait for
   // the session (a TH-2 scan holds it for seconds).
   void publish_locked();
@@ -278,6 +288,8 @@ class Daemon {
   int64_t started_us_ = 0;
   std::unique_ptr<EventStore> events_;
   MetricRegistry metrics_;
+  History history_;
+  uint64_t history_scan_ = 0;  // session locked: the scan whose point the history holds last
 
   mutable std::mutex mu_;  // the session and everything below it
 

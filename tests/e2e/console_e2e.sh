@@ -2,7 +2,7 @@
 # Browser end-to-end test of the web console (issue: management console): a daemon on a small
 # simulated fat tree, then web/e2e/console.e2e.mjs in headless Debian Chromium (playwright-core):
 # the topology view renders, an injected link fault reaches the fault view within 2 s over the
-# event stream, a path trace is drawn. With --th2 the same daemon serves the full TH-2 fabric and
+# event stream, a path trace is drawn, a port's history plot has points and labelled axes. With --th2 the same daemon serves the full TH-2 fabric and
 # the test measures the topology view's load time (limit 3 s; the median of 3 loads is printed).
 # Screenshots: $GALAXY_E2E_SCREENSHOTS (default build/release/e2e-screenshots).
 # Exit 77 (ctest: skipped) when Node, Chromium or web/node_modules are missing.
@@ -26,8 +26,9 @@ pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 fabric=sim:fattree:k=4
-[ "$mode" = th2 ] && fabric=sim:th2
-GALAXY_NMD_TOKEN=$token "$bin" nmd --fabric "$fabric" --listen 127.0.0.1:0 --db "$work/events.db" \
+load=uniform  # the history check plots a port's utilisation under it
+[ "$mode" = th2 ] && fabric=sim:th2 && load=none
+GALAXY_NMD_TOKEN=$token "$bin" nmd --fabric "$fabric" --load "$load" --listen 127.0.0.1:0 --db "$work/events.db" \
   --ready-file "$work/ready.json" --scan-interval-s 5 >"$work/nmd.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 600); do

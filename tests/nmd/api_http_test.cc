@@ -553,6 +553,7 @@ const std::map<std::string, std::vector<std::string>>& coverage() {
        {"NmdApiTest.TrafficGroupsCellsAndRefusesBadGroups",
         "NmdApiTest.TrafficShowsUtilisationAfterTwoScans",
         "NmdApiTest.TrafficPerLinkHasOneCellPerLink"}},
+      {"GET /api/history", {"NmdHistoryTest.ScansUnderLoadBecomePointsOfEveryScope"}},
       {"GET /api/trace",
        {"NmdApiTest.TraceFollowsTheRouteTablesHopByHop", "NmdApiTest.TraceRefusesBadEndpoints"}},
       {"GET /api/routes", {"NmdApiTest.RoutesDescribeTheLoadedRouting"}},

@@ -4,7 +4,8 @@
 // env: GALAXY_E2E_SCREENSHOTS (directory, created), CHROMIUM (default /usr/bin/chromium),
 //      GALAXY_E2E_MODE=th2-load (same as --th2-load: only the top-level load time, 3 runs, median).
 // Checks: (a) topology renders; (b) an injected link-down shows up as a fault row within 2 s,
-// live over SSE; (c) a path trace nic:0 -> last NIC is drawn. Prints a JSON summary line;
+// live over SSE; (c) a path trace nic:0 -> last NIC is drawn; (d) after the load has run, a
+// port's history plot has points and labelled axes. Prints a JSON summary line;
 // exits non-zero with a clear message on the first failure.
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
@@ -188,6 +189,44 @@ async function main() {
     if (!t || !Array.isArray(t.points) || t.points.length < 2) throw new Error(`trace nic:0 -> ${dst}: ${t?.points?.length ?? 0} points drawn (< 2); reachable=${t?.reachable} ${t?.reason ?? ''}`);
     if (!t.reachable) console.warn(`warning: trace nic:0 -> ${dst} is unreachable: ${t.failure} ${t.reason}`);
     return { dst, hops, points: t.points.length, reachable: t.reachable, screenshot: file };
+  });
+
+  // (d) a port's history plot after the load has run: points, both axes labelled, values > 0
+  await check('history_plot', async () => {
+    // Rates need two scans; the history has a point from the second on.
+    for (let i = 0; i < 3; i++) await apiJson('POST', '/api/scans', {});
+    const nrc = listOf(await apiJson('GET', '/api/chips?kind=nrc&limit=1'), 'chips', 'items')[0];
+    const chipId = nrc.chip ?? nrc.id;
+    const detail = await apiJson('GET', `/api/chips/${encodeURIComponent(chipId)}`);
+    const port = listOf(detail, 'ports').find(p => p.link === 'up' && p.peer && p.peer.chip !== undefined);
+    if (!port) throw new Error(`chip ${chipId} has no linked port`);
+    const h = await apiJson('GET', `/api/history?chip=${encodeURIComponent(chipId)}&port=${port.port}`);
+    const util = h.series.find(s => s.name === 'utilisation');
+    if (!util || util.points.length < 2) throw new Error(`GET /api/history chip ${chipId} port ${port.port}: ${util?.points.length ?? 0} utilisation points after 3 scans (< 2)`);
+    if (!util.points.some(p => p[1] > 0)) throw new Error(`chip ${chipId} port ${port.port}: utilisation 0 at every point though the load runs`);
+    await page.goto(`${BASE}/#history/${encodeURIComponent(chipId)}:${port.port}`, { timeout: 20000 });
+    await waitFor(page, 'body[data-history-points] >= 2 (history plot drawn)', () => Number(document.body.dataset.historyPoints) >= 2, null, 15000);
+    const d = await page.evaluate(() => window.galaxyConsole.history);
+    const xl = await page.$eval('[data-testid="history-xlabel"]', e => e.textContent);
+    const yl = await page.$eval('[data-testid="history-ylabel"]', e => e.textContent);
+    const xt = await page.$$eval('[data-testid="history-xtick"]', l => l.map(e => e.textContent));
+    const yt = await page.$$eval('[data-testid="history-ytick"]', l => l.map(e => e.textContent));
+    const circles = await page.$$eval('[data-testid="history-point"]', l => l.length);
+    // Every point inside the plot's frame (an axis that does not hold the values draws them off it).
+    const outside = await page.$eval('[data-testid="history-plot"]', (svg) => {
+      const vb = svg.viewBox.baseVal;
+      return [...svg.querySelectorAll('[data-testid="history-point"]')].filter(c => {
+        const x = Number(c.getAttribute('cx')), y = Number(c.getAttribute('cy'));
+        return !(x >= 0 && x <= vb.width && y >= 0 && y <= vb.height);
+      }).length;
+    });
+    const file = await shot(page, 'history.png');
+    if (d.scope !== 'port' || d.series !== 'utilisation') throw new Error(`plot shows ${d.scope} ${d.series}, not the port's utilisation`);
+    if (circles < 2 || circles !== d.points) throw new Error(`${circles} points drawn, the view counted ${d.points}`);
+    if (outside) throw new Error(`${outside} of ${circles} points drawn outside the plot`);
+    if (!/time/.test(xl) || !/utilisation/.test(yl)) throw new Error(`axis labels '${xl}' / '${yl}'`);
+    if (xt.length < 1 || yt.length < 2 || yt.some(t => !/%$/.test(t))) throw new Error(`ticks x [${xt}] y [${yt}]`);
+    return { chip: chipId, port: port.port, points: circles, x_label: xl, y_label: yl, screenshot: file };
   });
 
   if (page.errors.length) await fail(`uncaught errors in the page: ${page.errors.slice(0, 3).join(' | ')}`);

@@ -44,7 +44,8 @@ async function open(chip) {
   try { c = await api('GET', `/api/chips/${chipRef(chip)}`); } catch { tid('device-title').textContent = ''; return; }
   if (st.chip !== chip) return;
   st.info = c;
-  tid('device-title').textContent = `${c.name ?? ''} · chip ${c.chip ?? chip} · ${c.kind ?? ''}`;
+  tid('device-title').replaceChildren(`${c.name ?? ''} · chip ${c.chip ?? chip} · ${c.kind ?? ''} · `,
+    el('a', { class: 'chip', 'data-testid': 'device-history', onclick: () => st.ctx.openHistory(c.chip ?? chip) }, 'history'));
   const { ports, faults, open_faults: openFaults, ...rest } = c;
   fillKv(tid('device-info'), { ...rest, ...(typeof faults === 'number' ? { faults } : {}) });
   const known = new Set(['port', 'peer', 'link', 'utilisation', 'retransmissions_per_s', 'scanned']);
@@ -55,7 +56,8 @@ async function open(chip) {
     const extra = Object.entries(p).filter(([k]) => !known.has(k)).map(([k, v]) =>
       (v && typeof v === 'object' ? Object.entries(v).map(([a, b]) => `${a}=${b}`).join(' ') : `${k}=${fmtNum(v)}`)).join(' ');
     return el('tr', { 'data-testid': 'port-row', dataset: { port: p.port, link: p.link ?? '' } },
-      el('td', {}, p.port), el('td', { class: `link-${p.link}` }, p.link ?? ''), el('td', {}, peer),
+      el('td', {}, el('a', { class: 'chip', title: 'this port over time', 'data-testid': 'port-history',
+        onclick: () => st.ctx.openHistory(c.chip ?? chip, p.port) }, p.port)), el('td', { class: `link-${p.link}` }, p.link ?? ''), el('td', {}, peer),
       el('td', {}, fmtPct(p.utilisation)), el('td', {}, fmtNum(p.retransmissions_per_s)), el('td', { class: 'wrap' }, extra));
   }));
   const fl = Array.isArray(faults) ? faults : Array.isArray(openFaults) ? openFaults : [];
