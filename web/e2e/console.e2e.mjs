@@ -5,7 +5,7 @@
 //      GALAXY_E2E_MODE=th2-load (same as --th2-load: only the top-level load time, 3 runs, median).
 // Checks: (a) topology renders; (b) an injected link-down shows up as a fault row within 2 s,
 // live over SSE; (c) a path trace nic:0 -> last NIC is drawn; (d) after the load has run, a
-// port's history plot has points and labelled axes. Prints a JSON summary line;
+// port's history plot has points and labelled axes; (e) BIST, EEPROM and discovery controls. Prints a JSON summary line;
 // exits non-zero with a clear message on the first failure.
 import { chromium } from 'playwright-core';
 import fs from 'node:fs';
@@ -227,6 +227,37 @@ async function main() {
     if (!/time/.test(xl) || !/utilisation/.test(yl)) throw new Error(`axis labels '${xl}' / '${yl}'`);
     if (xt.length < 1 || yt.length < 2 || yt.some(t => !/%$/.test(t))) throw new Error(`ticks x [${xt}] y [${yt}]`);
     return { chip: chipId, port: port.port, points: circles, x_label: xl, y_label: yl, screenshot: file };
+  });
+
+  // (e) the device view's controls: a BIST of one port, an EEPROM read; a discovery sweep
+  await check('device_controls', async () => {
+    await page.goto(`${BASE}/#device/0`, { timeout: 20000 });
+    await waitFor(page, 'body[data-device-ready] (device opened)', () => document.body.dataset.deviceReady === '0', null, 10000);
+    const port = await page.$eval('[data-testid="port-row"][data-link="up"]', r => r.dataset.port);
+    await page.fill('[data-testid="bist-port"]', port);
+    await page.click('[data-testid="bist-run"]');
+    await waitFor(page, 'body[data-bist-done] (BIST answered)', () => document.body.dataset.bistDone !== undefined, null, 10000);
+    const bist = await page.$$eval('[data-testid="bist-link"]', l => l.map(e => e.textContent));
+    if (bist.length !== 1 || !/pass/.test(bist[0])) throw new Error(`BIST of port ${port}: ${JSON.stringify(bist)}`);
+    await page.fill('[data-testid="eeprom-count"]', '8');
+    await page.click('[data-testid="eeprom-read"]');
+    await waitFor(page, 'body[data-eeprom-read] (EEPROM read)', () => document.body.dataset.eepromRead !== undefined, null, 10000);
+    const eeprom = await page.$eval('[data-testid="eeprom-result"]', e => e.textContent);
+    if (!/^8 bytes from 0x0000: ([0-9a-f]{2} ){7}[0-9a-f]{2}/.test(eeprom)) throw new Error(`EEPROM read shows '${eeprom}'`);
+    await page.click('[data-testid="tab-topology"]');
+    await page.click('[data-testid="topo-discover"]');
+    await waitFor(page, 'body[data-discovered] (discovery answered)', () => document.body.dataset.discovered !== undefined, null, 10000);
+    return { bist: bist[0], eeprom };
+  });
+
+  // (f) the traffic heat map with its legend's unit
+  await check('heatmap_units', async () => {
+    await page.click('[data-testid="tab-traffic"]');
+    await waitFor(page, 'body[data-traffic-ready] > 0 (heat map drawn)', () => Number(document.body.dataset.trafficReady) > 0, null, 10000);
+    await page.selectOption('[data-testid="traffic-metric"]', 'retransmissions_per_s');
+    const t = await page.evaluate(() => window.galaxyConsole.traffic);
+    if (t.metric !== 'retransmissions_per_s' || t.unit !== 'per second') throw new Error(`heat map legend: ${JSON.stringify(t)}`);
+    return { cells: t.cells, screenshot: await shot(page, 'traffic.png') };
   });
 
   if (page.errors.length) await fail(`uncaught errors in the page: ${page.errors.slice(0, 3).join(' | ')}`);

@@ -9,8 +9,57 @@ export function snapshot() {
   return { chip: st.chip, name: st.info?.name, ports: st.info?.ports?.length ?? 0, mode: st.mode, running: st.running, scans: st.scans, changes: st.changes };
 }
 
+// ---- EEPROM and built-in self-test -----------------------------------------------------------
+const hex2 = (b) => Number(b).toString(16).padStart(2, '0');
+async function eepromRead() {
+  if (!st.chip) { showMessage('open a chip first', 'error'); return; }
+  const q = `addr=${encodeURIComponent(tid('eeprom-addr').value.trim() || '0')}&count=${encodeURIComponent(tid('eeprom-count').value || '16')}`;
+  try {
+    const r = await api('GET', `/api/chips/${chipRef(st.chip)}/eeprom?${q}`);
+    const bytes = r.bytes || [];
+    tid('eeprom-result').textContent = `${bytes.length} bytes from ${r.addr ?? tid('eeprom-addr').value}: ${bytes.map(hex2).join(' ')}` +
+      (r.sim_time_us !== undefined ? `  (${fmtNum(r.sim_time_us)} us simulated)` : '');
+    document.body.dataset.eepromRead = String(bytes.length);
+  } catch (e) { tid('eeprom-result').textContent = e.message; }
+}
+async function eepromWrite() {
+  const raw = tid('eeprom-bytes').value.trim();
+  if (!st.chip || !raw) { showMessage('open a chip and give the bytes to write', 'error'); return; }
+  const bytes = raw.split(/[\s,]+/).map(Number);
+  if (bytes.some(b => !Number.isInteger(b) || b < 0 || b > 255)) { showMessage(`bytes = '${raw}': each must be 0-255 (decimal or 0x hex)`, 'error'); return; }
+  try {
+    const r = await api('PUT', `/api/chips/${chipRef(st.chip)}/eeprom`, { addr: tid('eeprom-addr').value.trim() || '0', bytes });
+    tid('eeprom-result').textContent = `written ${bytes.length} bytes at ${r?.addr ?? ''}` + (r?.sim_time_us !== undefined ? ` (${fmtNum(r.sim_time_us)} us simulated)` : '');
+  } catch (e) { tid('eeprom-result').textContent = e.message; }
+}
+async function eepromDefaults() {
+  if (!st.chip) { showMessage('open a chip first', 'error'); return; }
+  tid('eeprom-result').textContent = 'writing the boot image…';
+  try { tid('eeprom-result').textContent = JSON.stringify(await api('POST', `/api/chips/${chipRef(st.chip)}/eeprom/defaults`, {})); } catch (e) { tid('eeprom-result').textContent = e.message; }
+}
+async function bist() {
+  if (!st.chip) { showMessage('open a chip first', 'error'); return; }
+  const port = tid('bist-port').value.trim();
+  const body = { chip: String(st.chip), duration_us: Number(tid('bist-duration').value) || 100, intensity_percent: Number(tid('bist-intensity').value) };
+  if (port !== '') body.port = Number(port);
+  tid('bist-result').textContent = 'testing…';
+  try {
+    const r = await api('POST', '/api/bist', body);
+    const links = Array.isArray(r?.links) ? r.links : [];
+    tid('bist-result').replaceChildren(
+      `${r.passed ?? 0} of ${r.links_tested ?? links.length} links passed, ${r.duration_us} us at ${r.intensity_percent}%\n`,
+      ...links.map(l => el('div', { class: l.pass ? '' : 'sev-critical', 'data-testid': 'bist-link' },
+        `port ${l.port} -> ${l.peer}: ${l.pass ? 'pass' : 'FAIL'}, ${l.errors} errors in ${l.flits} flits, BER ${fmtNum(l.ber)} (95% upper ${fmtNum(l.ber_upper_95)})`)));
+    document.body.dataset.bistDone = String(links.length);
+  } catch (e) { tid('bist-result').textContent = e.message; }
+}
+
 export function init(ctx) {
   st.ctx = ctx;
+  tid('eeprom-form').addEventListener('submit', (e) => { e.preventDefault(); eepromRead(); });
+  tid('eeprom-write').addEventListener('click', eepromWrite);
+  tid('eeprom-defaults').addEventListener('click', eepromDefaults);
+  tid('bist-form').addEventListener('submit', (e) => { e.preventDefault(); bist(); });
   tid('device-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const c = tid('device-chip').value.trim();

@@ -1,6 +1,6 @@
 // Topology view: the fabric at one zoom level (GET /api/topology, already aggregated by the
 // daemon), drawn on a canvas; breadcrumb zoom; the path-trace overlay (GET /api/trace).
-import { tid, el, api, qs, bus, fillKv, fitCanvas, ramp, fmtPct, fmtNum, showApiError } from '../lib.js';
+import { tid, el, api, qs, bus, fillKv, fitCanvas, ramp, fmtPct, fmtNum, showApiError, showMessage } from '../lib.js';
 
 const COL = { ok: '#3fb07a', warn: '#f5a524', bad: '#e5484d', edge: '#4b5a6b', trace: '#ff4fd8', label: '#c3ccd8' };
 const st = {
@@ -33,6 +33,17 @@ export function init(c) {
   }
   tid('topo-edge-mode').addEventListener('change', (e) => { st.edgeMode = e.target.value; draw(); });
   tid('topo-refresh').addEventListener('click', () => load());
+  tid('topo-discover').addEventListener('click', async () => {
+    const b = tid('topo-discover');
+    b.disabled = true;
+    try {
+      const r = await api('POST', '/api/discover', {});
+      const n = (x) => (Array.isArray(x) ? x.length : Number(x) || 0);
+      showMessage(`discovery: ${r.changed ? 'the fabric changed' : 'no change'} (${n(r.chips_gone)} chips gone, ${n(r.chips_new)} new, links ${r.links_delta >= 0 ? '+' : ''}${r.links_delta ?? 0})`, 'ok');
+      document.body.dataset.discovered = String(n(r.chips_new) - n(r.chips_gone));
+      load();
+    } catch { /* shown by api() */ } finally { b.disabled = false; }
+  });
   tid('trace-form').addEventListener('submit', (e) => { e.preventDefault(); runTrace(); });
   tid('trace-clear').addEventListener('click', () => { st.trace = null; renderHops(); draw(); delete document.body.dataset.traceDrawn; });
   canvas.addEventListener('mousemove', onMove);

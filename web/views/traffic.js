@@ -2,9 +2,13 @@
 import { tid, api, qs, fitCanvas, ramp, fmtNum, fmtPct } from '../lib.js';
 
 const st = { cells: [], placed: [], cell: 0, max: 0, visible: false, timer: null, seq: 0, ctx: null };
-export function snapshot() { return { cells: st.cells.length, max: st.max, metric: metric() }; }
+export function snapshot() { return { cells: st.cells.length, max: st.max, metric: metric(), unit: UNITS[metric()] }; }
 const metric = () => tid('traffic-metric').value;
 const isRatio = (m) => m.startsWith('utilisation');
+const PLURAL = { switch: 'switches', chip: 'chips', link: 'links', chassis: 'chassis', cabinet: 'cabinets', level: 'levels' };
+// The legend's unit of each metric.
+const UNITS = { utilisation_max: '% of the link', utilisation_mean: '% of the link', retransmissions_per_s: 'per second',
+  crc_errors_per_s: 'per second', links_down: 'links' };
 
 export function init(ctx) {
   st.ctx = ctx;
@@ -60,14 +64,32 @@ function draw() {
   const m = metric();
   const cells = st.cells;
   const vals = cells.map(c => Number(c[m]) || 0);
-  st.max = isRatio(m) ? 1 : Math.max(1e-9, ...vals, 0);
-  const n = Math.max(1, cells.length), pad = 8, W = w - 2 * pad, H = h - 2 * pad;
+  st.max = isRatio(m) ? 1 : Math.max(...vals, 0) || 1;  // all zero: a scale of 0-1
+  // Axes: the cells run left to right, then down, in the order of their keys; the left axis names
+  // each row's first cell, the top axis counts the columns.
+  const L = 96, T = 30, pad = 8, n = Math.max(1, cells.length), W = w - L - pad, H = h - T - pad;
   let s = Math.sqrt((W * H) / n);
   while (s > 2 && Math.floor(W / s) * Math.floor(H / s) < n) s -= 0.5;
   s = Math.min(s, 120);
   const cols = Math.max(1, Math.floor(W / s));
   st.cell = s;
-  st.placed = cells.map((c, i) => ({ c, x: pad + (i % cols) * s, y: pad + Math.floor(i / cols) * s }));
+  st.placed = cells.map((c, i) => ({ c, x: L + (i % cols) * s, y: T + Math.floor(i / cols) * s }));
+  const rows = Math.ceil(cells.length / cols), group = tid('traffic-group').value;
+  g.font = '10px system-ui'; g.fillStyle = '#8592a3'; g.textBaseline = 'middle';
+  g.textAlign = 'right';
+  const rowStep = Math.max(1, Math.ceil(12 / s));
+  for (let r = 0; r < rows; r += rowStep) {
+    let t = String(cells[r * cols].label ?? cells[r * cols].key);
+    while (t.length > 3 && g.measureText(t).width > L - 24) t = `${t.slice(0, -2)}…`;
+    g.fillText(t, L - 4, T + r * s + s / 2);
+  }
+  g.textAlign = 'center';
+  const colStep = Math.max(1, Math.ceil(24 / s));
+  for (let c = 0; c < cols; c += colStep) g.fillText(String(c + 1), L + c * s + s / 2, T - 7);
+  g.fillStyle = '#c3ccd8'; g.textAlign = 'left';
+  g.fillText(`${PLURAL[group] ?? group} in order, ${cols} to a row: column`, L, 9);
+  g.save(); g.translate(10, T + Math.min(rows * s, H) / 2); g.rotate(-Math.PI / 2);
+  g.textAlign = 'center'; g.fillText(`first ${group} of the row`, 0, 0); g.restore();
   const gap = s > 8 ? 1 : 0;
   st.placed.forEach((p, i) => {
     g.fillStyle = ramp(vals[i] / st.max);
@@ -95,5 +117,5 @@ function legend(m) {
   g.fillStyle = '#8592a3'; g.font = '10px system-ui'; g.textBaseline = 'top';
   g.textAlign = 'left'; g.fillText('0', 30, 16);
   g.textAlign = 'right'; g.fillText(isRatio(m) ? '100%' : fmtNum(st.max), 190, 16);
-  g.textAlign = 'left'; g.fillText(m.replace(/_/g, ' ').replace('per s', '/s'), 198, 2);
+  g.textAlign = 'left'; g.fillText(`${m.replace(/_per_s$/, '').replace(/_/g, ' ')} (${UNITS[m] ?? ''})`, 198, 2);
 }
