@@ -165,3 +165,38 @@ for name in 1 nic:0 H-0000000000000002 0x2; do
   grep -q "E3009\|E9011" <<<"$out" && fail "trace does not take '$name': $out"
 done
 echo "ok: bad topology files refused with their error ids; identities and names kept"
+
+# A standalone trace routes a simulated fabric first (its chips start with empty tables) unless
+# told not to; a map saved by discover lets other commands skip discovery, and a map of another
+# fabric or another server NIC, or a file that is no map, is refused with its id.
+ft=sim:fattree:k=4
+out=$("$galaxy" trace --fabric $ft nic:0 nic:15 2>&1) || fail "trace: exit $?: $out"
+grep -q "routed first with fattree" <<<"$out" && grep -q "reached in 5 hops" <<<"$out" ||
+  fail "trace did not route first: $out"
+set +e
+out=$("$galaxy" trace --fabric $ft --engine none nic:0 nic:15 2>&1)
+rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "UNREACHABLE at hop 0" <<<"$out" || fail "trace --engine none: $rc $out"
+"$galaxy" discover --fabric $ft --save-map "$dir/k4.map" >/dev/null || fail "discover --save-map"
+out=$("$galaxy" reg read --fabric $ft --map "$dir/k4.map" --chip 20 --addr CHIP_ID 2>&1) ||
+  fail "reg read --map: $out"
+grep -q "read chip 20 (nic00010) 0x001 CHIP_ID = " <<<"$out" || fail "reg read --map: $out"
+out=$("$galaxy" trace --fabric $ft --map "$dir/k4.map" --json nic:0 nic:15 2>&1) ||
+  fail "trace --map: $out"
+python3 -c 'import json,sys; j=json.loads(sys.stdin.read()); assert j["reachable"] and j["routed"]["engine"]=="fattree"' <<<"$out" ||
+  fail "trace --map --json: $out"
+printf 'not a map\n{}' >"$dir/notmap"
+for c in "sim:fattree:k=6|$dir/k4.map|E5708" "$ft --server-nic 2|$dir/k4.map|E5709" \
+  "$ft|$dir/notmap|E5701" "$ft|$dir/empty|E5700" "$ft|/dev/zero|E3958" "$ft|$dir|E3957" \
+  "$ft|$dir/none|E3950"; do
+  IFS='|' read -r fab map want <<<"$c"
+  set +e
+  # shellcheck disable=SC2086
+  out=$(timeout 60 "$galaxy" reg read --fabric $fab --map "$map" --chip 20 --addr SCRATCH 2>&1)
+  rc=$?
+  set -e
+  [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] || fail "reg read --fabric $fab --map $map: exit $rc: $out"
+  grep -q -- "$want" <<<"$out" || fail "reg read --fabric $fab --map $map: '$want' not in: $out"
+done
+echo "ok: trace routes first; --map saved by discover and checked before use"

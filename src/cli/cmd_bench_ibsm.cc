@@ -23,6 +23,7 @@
 #include "cli/peers.h"
 #include "fabric/builders.h"
 #include "fabric/io_ibsim.h"
+#include "nm/routing.h"
 
 namespace galaxy::cli {
 namespace {
@@ -31,7 +32,7 @@ constexpr const char* kUmad2Sim = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2si
 
 struct IbsmBenchOptions {
   std::vector<std::string> fabrics{"fattree:k=48,levels=2", "fattree:k=32,levels=3"};
-  std::string galaxy_routing = "fattree";
+  std::string galaxy_routing = nm::kDefaultRoutingEngine;
   std::string opensm_routing = "ftree";
   int repetitions = 1;
   int timeout_s = 600;

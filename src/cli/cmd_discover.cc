@@ -1,7 +1,10 @@
 // galaxy discover — topology discovery from the server's NIC (SYSTEM.md 2.5.5), serial as the
 // paper measured it or pipelined; the result is checked against the fabric that was built.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 
 #include "base/json_text.h"
 #include "base/sysinfo.h"
@@ -9,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/json_out.h"
 #include "cli/session.h"
+#include "nm/map_io.h"
 
 namespace galaxy::cli {
 
@@ -18,6 +22,7 @@ struct DiscoverOptions {
   SessionOptions session;
   std::string mode = "pipelined";
   bool show_issues = false;
+  std::string save_map;
 };
 
 // Against daemons: what each one's discovery found (GET /api/status).
@@ -85,6 +90,17 @@ void run_discover(DiscoverOptions& o) {
                       {"detail", i.detail}});
     j["cabling"] = list;
   }
+  if (!o.save_map.empty()) {
+    std::ofstream out(o.save_map, std::ios::binary | std::ios::trunc);
+    out << nm::write_map(r.map);
+    out.close();
+    if (!out)
+      return report_error(make_error(Code::kIoError, 9021,
+                                     fmt::format("--save-map '{}': cannot write: {}", o.save_map,
+                                                 std::strerror(errno))),
+                          o.session.json);
+    j["map_file"] = o.save_map;
+  }
   if (o.session.json) {
     std::printf("%s\n", json_text(j, 2).c_str());
   } else {
@@ -94,6 +110,8 @@ void run_discover(DiscoverOptions& o) {
     std::printf("simulated time %.1f us (paper, serial: 472,822 us); wall %.0f ms; %s\n",
                 static_cast<double>(r.elapsed) / nm::kUs, wall_ms,
                 verified ? "matches the built fabric" : "DIFFERS from the built fabric");
+    if (!o.save_map.empty())
+      std::printf("map saved to %s (give it to other commands with --map)\n", o.save_map.c_str());
     for (const auto& p : r.problems) std::printf("  %s\n", p.c_str());
     for (const auto& i : issues)
       std::printf("  %s <-> %s: %s\n", i.a.c_str(), i.b.c_str(), i.detail.c_str());
@@ -107,6 +125,8 @@ void add_discover_command(CLI::App& app) {
   add_session_options(c, o->session);
   c->add_option("--mode", o->mode, "serial (the paper's) or pipelined")->capture_default_str();
   c->add_flag("--issues", o->show_issues, "list every cabling difference in the JSON");
+  c->add_option("--save-map", o->save_map,
+                "save the map found, for other commands' --map (they skip discovery)");
   c->callback([o]() { run_discover(*o); });
 }
 

@@ -1,9 +1,12 @@
 // galaxy trace — path trace between two NICs (SYSTEM.md 2.5.4): discovery (pipelined) finds the
 // chips, then the route-table entries and link states are read hop by hop on whatever tables
-// the chips hold (nmd/ops.h, the same code as the daemon's GET /api/trace). --load-minhop first
-// programs min-hop tables towards the destination (a debugging aid for a fabric whose tables
-// were never loaded). On an InfiniBand subnet (--fabric ib:) the same walk reads the switches'
-// linear forwarding tables by directed route (nm/ib_trace.h), as ibtracert does.
+// the chips hold (nmd/ops.h, the same code as the daemon's GET /api/trace). A simulated fabric
+// starts with empty tables, so it is first routed as the management daemon would route it
+// (--engine; none traces the tables as they are); a live fabric's tables are its management
+// server's and are traced as they are. --load-minhop instead programs min-hop tables towards
+// the destination only (a debugging aid). On an InfiniBand subnet (--fabric ib:) the same walk
+// reads the switches' linear forwarding tables by directed route (nm/ib_trace.h), as ibtracert
+// does.
 #include <cstdio>
 
 #include "base/json_text.h"
@@ -14,6 +17,8 @@
 #include "ib/umad_port.h"
 #include "nm/ib_discovery.h"
 #include "nm/ib_trace.h"
+#include "nm/route_load.h"
+#include "nm/routing.h"
 #include "nmd/ib_json.h"
 #include "nmd/ops.h"
 
@@ -26,7 +31,16 @@ struct TraceOptions {
   std::string src;
   std::string dst;
   bool load_minhop = false;
+  std::string engine = "auto";
 };
+
+// The engine a trace routes with first: auto is the daemon's default on a simulated fabric and
+// none on a live one.
+std::string engine_of(const TraceOptions& o, const Session& s) {
+  if (o.load_minhop) return "none";
+  if (o.engine == "auto") return s.fabric ? nm::kDefaultRoutingEngine : "none";
+  return o.engine;
+}
 
 Result<nlohmann::json> trace_here(const TraceOptions& o) {
   auto sess = open_discovered_session(o.session);
@@ -35,7 +49,35 @@ Result<nlohmann::json> trace_here(const TraceOptions& o) {
   if (!src.ok()) return src.error();
   auto dst = find_node(*sess, o.dst);
   if (!dst.ok()) return dst.error();
-  return nmd::trace_op(*sess, *src, *dst, o.load_minhop);
+  nlohmann::json routed = nullptr;
+  if (std::string engine = engine_of(o, *sess); engine != "none") {
+    // The routes are computed and loaded, not verified for every pair as the daemon does (on
+    // TH-2 that takes seconds): the trace shows the path it asks about. An engine that cannot
+    // route this topology hands over to the daemon's fallback, when the engine was not asked for.
+    const nm::FabricMap& map = sess->discovery.map;
+    if (!o.session.json)
+      std::fprintf(stderr,
+                   "galaxy trace: routing the fabric with %s first (--engine none: trace the "
+                   "tables as they are)\n",
+                   engine.c_str());
+    auto routes = nm::compute_routes(map, engine);
+    std::string fell_back_from;
+    if (!routes.ok() && o.engine == "auto") {
+      fell_back_from = engine;
+      routes = nm::compute_routes(map, nm::kFallbackRoutingEngine);
+    }
+    if (!routes.ok()) return routes.error();
+    auto load = nm::load_routes(*sess->requester, map, *routes);
+    if (!load.ok()) return load.error();
+    routed = {{"engine", routes->engine},
+              {"fell_back_from", fell_back_from},
+              {"range_writes", routes->num_writes()},
+              {"load_packets", load->packets},
+              {"load_failed", load->failed}};
+  }
+  auto j = nmd::trace_op(*sess, *src, *dst, o.load_minhop);
+  if (j.ok()) (*j)["routed"] = std::move(routed);
+  return j;
 }
 
 // The InfiniBand trace: the subnet discovered through the umad port, then nm::trace_ib.
@@ -94,6 +136,12 @@ void print_trace(const nlohmann::json& j) {
                 chosen >= 0 ? std::to_string(chosen).c_str() : "-",
                 alts.empty() ? "" : (" (also:" + alts + ")").c_str());
   }
+  if (j.contains("routed") && !j["routed"].is_null())
+    std::printf("(routed first with %s: %llu table writes in %llu packets, %llu failed)\n",
+                j["routed"]["engine"].get<std::string>().c_str(),
+                static_cast<unsigned long long>(j["routed"]["range_writes"].get<uint64_t>()),
+                static_cast<unsigned long long>(j["routed"]["load_packets"].get<uint64_t>()),
+                static_cast<unsigned long long>(j["routed"]["load_failed"].get<uint64_t>()));
   if (j["reachable"].get<bool>())
     std::printf("reached in %zu hops; %llu requests, %.1f us simulated\n", j["hops"].size(),
                 static_cast<unsigned long long>(j["requests"].get<uint64_t>()),
@@ -105,16 +153,17 @@ void print_trace(const nlohmann::json& j) {
 
 void run_trace(TraceOptions& o) {
   const bool json = o.session.json;
-  if (is_remote() && o.load_minhop)
-    return report_error(make_error(Code::kUnsupported, 9201,
-                                   "--load-minhop changes the tables; a daemon keeps its own "
-                                   "routing (PUT /api/config routing_engine)"),
-                        json);
+  if (is_remote() && (o.load_minhop || o.engine != "auto"))
+    return report_error(
+        make_error(Code::kUnsupported, 9201,
+                   "--load-minhop and --engine change the tables; a daemon keeps its own "
+                   "routing (PUT /api/config routing_engine)"),
+        json);
   const bool ib = ib::is_ib_fabric(o.session.fabric);
-  if (ib && (is_remote() || o.load_minhop))
+  if (ib && (is_remote() || o.load_minhop || o.engine != "auto"))
     return report_error(make_error(Code::kUnsupported, 7152,
                                    "--fabric ib: traces the subnet's own tables here, without "
-                                   "--server or --load-minhop"),
+                                   "--server, --engine or --load-minhop"),
                         json);
   auto j = ib            ? trace_ib_here(o)
            : is_remote() ? call_first("GET", fmt::format("/api/trace?src={}&dst={}",
@@ -142,8 +191,14 @@ void add_trace_command(CLI::App& app) {
                 "lid:<n>, a node or port GUID, S-/H-<guid> or a node description)")
       ->required();
   c->add_option("dst", o->dst, "destination NIC, named as the source")->required();
+  c->add_option("--engine", o->engine,
+                "route the fabric with this engine first, as the management daemon would (auto: "
+                "the daemon's default on a simulated fabric, whose chips start with empty "
+                "tables; none on a live one, whose server loaded them); none: trace the tables "
+                "as they are")
+      ->capture_default_str();
   c->add_flag("--load-minhop", o->load_minhop,
-              "debugging aid: first program min-hop tables towards the destination");
+              "debugging aid: program min-hop tables towards the destination only, then trace");
   c->callback([o]() { run_trace(*o); });
 }
 

@@ -11,7 +11,7 @@ namespace galaxy::cli {
 
 struct RouteOptions {
   SessionOptions session;
-  std::string engine = "fattree";
+  std::string engine = nm::kDefaultRoutingEngine;
   bool list = false;
   bool eeprom = false;
   uint32_t verify_per_nrc = 0;

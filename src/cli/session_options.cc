@@ -20,6 +20,11 @@ void add_session_options(CLI::App* cmd, SessionOptions& o) {
       ->check(any_uint64());
   cmd->add_flag("--json", o.json, "machine-readable output");
   cmd->add_flag("--serial", o.serial, "one request at a time (the paper's mode)");
+  // discover finds the map that the others may start from.
+  if (cmd->get_name() != "discover")
+    cmd->add_option("--map", o.map_file,
+                    "start from a map saved by `galaxy discover --save-map` instead of "
+                    "discovering the fabric (checked against the fabric first)");
 }
 
 }  // namespace galaxy::cli

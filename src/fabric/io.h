@@ -47,6 +47,12 @@ Result<Topology> parse_topology(std::string_view text, std::string_view source);
 // A directory, and a file larger than kMaxTopologyFileBytes, are errors.
 inline constexpr size_t kMaxTopologyFileBytes = size_t{256} << 20;
 Result<Topology> load_topology_file(const std::string& path);
+// The whole of a file that describes a fabric (`what` names it in errors: "topology file", "map
+// file"): a directory (E3957), a file that cannot be opened (E3950) or read (E3951), and one
+// larger than max_bytes (E3958; a device that never ends, /dev/zero, is read only that far) are
+// errors.
+Result<std::string> read_fabric_file(const std::string& path, std::string_view what,
+                                     size_t max_bytes = kMaxTopologyFileBytes);
 
 // Writes JSON; dot when the path ends in ".dot" or ".gv"; an ibsim net file (io_ibsim.h) when
 // it ends in ".net" or ".ibsim".

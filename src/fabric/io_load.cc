@@ -80,31 +80,37 @@ Result<Topology> parse_topology(std::string_view text, std::string_view source) 
   return read_ibnetdiscover(text, source);
 }
 
-Result<Topology> load_topology_file(const std::string& path) {
+Result<std::string> read_fabric_file(const std::string& path, std::string_view what,
+                                     size_t max_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return make_error(Code::kInvalidArgument, 3957,
-                      fmt::format("topology file '{}' is a directory; name a file in it", path));
+                      fmt::format("{} '{}' is a directory; name a file in it", what, path));
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    return make_error(
-        Code::kNotFound, 3950,
-        fmt::format("topology file '{}': cannot open: {}", path, std::strerror(errno)));
+    return make_error(Code::kNotFound, 3950,
+                      fmt::format("{} '{}': cannot open: {}", what, path, std::strerror(errno)));
   // Read in pieces up to the bound, so that a device or pipe that never ends (/dev/zero) is
   // refused instead of read until memory runs out.
   std::string text;
   char chunk[1 << 16];
   while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
     text.append(chunk, static_cast<size_t>(in.gcount()));
-    if (text.size() > kMaxTopologyFileBytes)
+    if (text.size() > max_bytes)
       return make_error(Code::kResourceExhausted, 3958,
-                        fmt::format("topology file '{}' is larger than {} MiB (the largest "
-                                    "fabrics' ibnetdiscover output is a few tens of MiB)",
-                                    path, kMaxTopologyFileBytes >> 20));
+                        fmt::format("{} '{}' is larger than {} MiB (the largest fabrics' "
+                                    "ibnetdiscover output is a few tens of MiB)",
+                                    what, path, max_bytes >> 20));
   }
   if (in.bad())
-    return make_error(Code::kIoError, 3951, fmt::format("topology file '{}': read failed", path));
-  return parse_topology(text, path);
+    return make_error(Code::kIoError, 3951, fmt::format("{} '{}': read failed", what, path));
+  return text;
+}
+
+Result<Topology> load_topology_file(const std::string& path) {
+  auto text = read_fabric_file(path, "topology file");
+  if (!text.ok()) return text.error();
+  return parse_topology(*text, path);
 }
 
 Status save_topology_file(const Topology& topology, const std::string& path) {

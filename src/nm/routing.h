@@ -124,6 +124,9 @@ struct CheckedRoutes {
   uint64_t connected_pairs = 0;
   double compute_ms = 0;  // wall time of the computations and verifications on this host
 };
+// The engine a management server routes with unless told otherwise (galaxy nmd, galaxy route,
+// galaxy trace), and the one it falls back to.
+inline constexpr const char* kDefaultRoutingEngine = "fattree";
 inline constexpr const char* kFallbackRoutingEngine = "updown";
 Result<CheckedRoutes> compute_checked_routes(const FabricMap& map, const std::string& engine,
                                              const std::string& fallback = kFallbackRoutingEngine);

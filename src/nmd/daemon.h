@@ -40,9 +40,9 @@ inline constexpr double kMaxIntervalS = 86400;
 struct DaemonOptions {
   SessionOptions session;
   std::string db_path = "galaxy-nmd.db";
-  std::string routing_engine = "fattree";  // "none": leave the tables as they are
-  double scan_interval_s = 60;             // 0: no scheduled scans
-  double sweep_interval_s = 300;           // 0: no sweeps
+  std::string routing_engine = nm::kDefaultRoutingEngine;  // "none": leave the tables
+  double scan_interval_s = 60;                             // 0: no scheduled scans
+  double sweep_interval_s = 300;                           // 0: no sweeps
   uint64_t fault_mask = 0;
   double tick_ms = 50;            // how often the loop collects fault reports
   double sim_us_per_tick = 1000;  // simulated fabrics: simulated time let pass per tick

@@ -7,7 +7,9 @@
 #include "engine/live/segment.h"
 #include "engine/sim/fabric_spec.h"
 #include "engine/sim/load.h"
+#include "fabric/io.h"
 #include "glex/live_device.h"
+#include "nm/map_io.h"
 
 namespace galaxy::nmd {
 
@@ -141,7 +143,31 @@ Result<Session> open_session(const SessionOptions& o) {
   return s;
 }
 
+namespace {
+
+Status use_saved_map(Session& s, const SessionOptions& o) {
+  auto text = fabric::read_fabric_file(o.map_file, "map file");
+  if (!text.ok()) return text.error();
+  auto m = nm::read_map(*text, o.map_file);
+  if (!m.ok()) return m.error();
+  GALAXY_TRY(nm::check_map_against(*m, s.plan()));
+  const uint16_t server = s.device->chip_id(), saved = m->chip_id[m->server_node];
+  if (server != saved)
+    return make_error(Code::kInvalidArgument, 5709,
+                      fmt::format("map file '{}' was saved from chip {}'s view, this server is "
+                                  "chip {}; give the --server-nic it was saved with",
+                                  o.map_file, saved, server));
+  s.discovery = nm::DiscoveryResult{};
+  s.discovery.map = std::move(*m);
+  s.discovered = true;
+  s.requester->set_options(requester_options(o.serial));
+  return {};
+}
+
+}  // namespace
+
 Status discover(Session& s, const SessionOptions& o) {
+  if (!o.map_file.empty()) return use_saved_map(s, o);
   nm::DiscoveryOptions d;
   d.pipelined = !o.serial;
   auto r = nm::discover(*s.requester, d);

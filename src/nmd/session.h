@@ -26,6 +26,9 @@ struct SessionOptions {
   bool json = false;
   bool serial = false;  // paper mode: one request at a time
   std::string timing;   // simulated fabrics: the calibration file ("" = the default, TH-2)
+  // A map saved by `galaxy discover --save-map` (nm/map_io.h): discover() takes it instead of
+  // discovering the fabric, once it is checked against the fabric.
+  std::string map_file;
   // Several servers on one simulated fabric in one thread (nmd/sm_campaign.h): the fabric is
   // this one, not built from `fabric`, and the server's waits let the others answer
   // (nm/cooperative_port.h).
@@ -51,7 +54,9 @@ struct Session {
 // Builds the fabric (sim:, file:) or attaches to a running one (live:) and opens the server
 // endpoint (no management traffic yet).
 Result<Session> open_session(const SessionOptions& o);
-// Runs discovery (pipelined unless o.serial) and keeps the map in the session.
+// Runs discovery (pipelined unless o.serial) and keeps the map in the session; with
+// o.map_file, reads that map instead: it must describe this fabric (E5708) as the server's NIC
+// sees it (E5709).
 Status discover(Session& s, const SessionOptions& o);
 // open_session + pipelined discovery, the requester then set to the session's mode (serial or
 // pipelined): what every command that acts on discovered chips starts with.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "nm/routing.h"
 
 namespace galaxy::nmd {
 
@@ -25,7 +26,7 @@ struct SmCampaignOptions {
   uint64_t seed = 1;
   double sm_poll_s = 2;
   unsigned sm_poll_retries = 4;
-  std::string routing_engine = "fattree";
+  std::string routing_engine = nm::kDefaultRoutingEngine;
   std::string db_path;         // the servers' shared event store (a new file)
   double change_limit_s = 60;  // simulated seconds a change may take to be re-routed
   // Destinations whose packets from every NIC are followed through the held tables after each
