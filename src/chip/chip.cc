@@ -209,8 +209,8 @@ RegAccess Chip::read_register(uint16_t addr) {
       case reg::port::kBistCtrl:
         return {NmpError::kNone, s.bist_ctrl};
       case reg::port::kBistStatus:
-        return {NmpError::kNone,
-                (s.bist_running ? 1u : 0u) | (s.bist_done ? 2u : 0u) | (s.bist_flits << 32)};
+        return {NmpError::kNone, (s.bist_running ? 1u : 0u) | (s.bist_done ? 2u : 0u) |
+                                     (s.bist_no_wire ? 4u : 0u) | (s.bist_flits << 32)};
       case reg::port::kBistErrors:
         return {NmpError::kNone, s.bist_errors};
       case reg::port::kLinkParams:
@@ -346,7 +346,7 @@ void Chip::write_register(uint16_t addr, uint64_t value) {
         s.bist_ctrl = value;
         if (value & 1) {
           s.bist_running = true;
-          s.bist_done = false;
+          s.bist_done = s.bist_no_wire = false;
           s.bist_flits = s.bist_errors = 0;
         } else if (value & 2) {
           s.bist_running = false;
@@ -450,10 +450,11 @@ void Chip::link_down(uint8_t p) {
   raise_fault(FaultCode::kLinkDown, p, s.handshakes);
 }
 
-void Chip::complete_bist(uint8_t p, uint64_t flits, uint64_t errors) {
+void Chip::complete_bist(uint8_t p, uint64_t flits, uint64_t errors, bool no_wire) {
   PortState& s = ports_[p];
   s.bist_running = false;
   s.bist_done = true;
+  s.bist_no_wire = no_wire;
   s.bist_flits = flits;
   s.bist_errors = errors;
   if (errors) raise_fault(FaultCode::kBistFailed, p, static_cast<uint32_t>(errors));

@@ -69,6 +69,7 @@ struct PortState {
   uint64_t bist_ctrl = 0;
   bool bist_running = false;
   bool bist_done = false;
+  bool bist_no_wire = false;  // done, with nothing to test: a link of a live fabric inside a host
   uint64_t bist_flits = 0;
   uint64_t bist_errors = 0;
   bool trained = false;  // the link has been up since power-on
@@ -142,7 +143,7 @@ class Chip {
     return p < ports_.size() && ports_[p].link == LinkState::kUp && (ports_[p].ctrl & 3) == 1;
   }
   // BIST started through BIST_CTRL is finished by the engine with the measured outcome.
-  void complete_bist(uint8_t port, uint64_t flits, uint64_t errors);
+  void complete_bist(uint8_t port, uint64_t flits, uint64_t errors, bool no_wire = false);
 
   void set_temperature_mc(int64_t milli_celsius) { temperature_mc_ = milli_celsius; }
   void count_dirty(uint8_t port);

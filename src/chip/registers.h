@@ -87,10 +87,11 @@ inline constexpr uint16_t kCreditStalls = 0x0F;     // RO packets that waited fo
 inline constexpr uint16_t kPortCtrl = 0x10;         // RW [0] enable, [1] force link down
 inline constexpr uint16_t kBistCtrl = 0x11;         // RW [0] start, [1] stop, [31:16] duration us,
                                                     //    [39:32] intensity percent
-inline constexpr uint16_t kBistStatus = 0x12;       // RO [0] running, [1] done, [63:32] flits
-inline constexpr uint16_t kBistErrors = 0x13;       // RO
-inline constexpr uint16_t kLinkParams = 0x14;       // RW physical-layer parameters (FFE taps)
-inline constexpr uint16_t kVcTxPackets = 0x15;      // RO 6 registers: packets sent on VC 0..5
+inline constexpr uint16_t kBistStatus =
+    0x12;  // RO [0] running, [1] done, [2] no wire, [63:32] flits
+inline constexpr uint16_t kBistErrors = 0x13;   // RO
+inline constexpr uint16_t kLinkParams = 0x14;   // RW physical-layer parameters (FFE taps)
+inline constexpr uint16_t kVcTxPackets = 0x15;  // RO 6 registers: packets sent on VC 0..5
 inline constexpr uint16_t kEnd = 0x1B;
 }  // namespace port
 

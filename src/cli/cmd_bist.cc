@@ -134,14 +134,19 @@ void run_bist(BistCliOptions& o) {
         std::printf(
             "%-16s port %-2u %-24s %s  flits %llu errors %llu ber %.3g%s\n",
             l["name"].get<std::string>().c_str(), l["port"].get<unsigned>(),
-            l.value("peer", std::string("-")).c_str(), l["pass"].get<bool>() ? "PASS" : "FAIL",
+            l.value("peer", std::string("-")).c_str(),
+            l["pass"].get<bool>()       ? "PASS"
+            : l.value("no_wire", false) ? "----"
+                                        : "FAIL",
             static_cast<unsigned long long>(l["flits"].get<uint64_t>()),
             static_cast<unsigned long long>(l["errors"].get<uint64_t>()), l["ber"].get<double>(),
             l.contains("problem") ? (" (" + l["problem"].get<std::string>() + ")").c_str() : "");
-    std::printf("%zu links: %u passed, %u failed; %llu requests, %.1f us simulated\n", tested,
-                j["passed"].get<unsigned>(), j["failed"].get<unsigned>(),
-                static_cast<unsigned long long>(j["requests"].get<uint64_t>()),
-                j["sim_time_us"].get<double>());
+    std::printf(
+        "%zu links: %u passed, %u failed, %u with no wire to test; %llu requests, %.1f us "
+        "simulated\n",
+        tested, j["passed"].get<unsigned>(), j["failed"].get<unsigned>(), j.value("untested", 0u),
+        static_cast<unsigned long long>(j["requests"].get<uint64_t>()),
+        j["sim_time_us"].get<double>());
   }
   if (j["failed"].get<unsigned>()) set_exit_code(1);
 }

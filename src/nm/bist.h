@@ -23,7 +23,10 @@ struct BistOptions {
   uint32_t duration_us = 100;       // 1-65535 (BIST_CTRL [31:16])
   uint32_t intensity_percent = 50;  // 0-100 (BIST_CTRL [39:32])
   Picoseconds margin = 20 * kUs;    // waited beyond the duration before reading results
-  double max_bit_error_ratio = 0;   // a link passes with a BER estimate at most this
+  // A test still running then is read again every `margin` up to this long before it is
+  // stopped (a live fabric's test ends when the far end's report has come back).
+  Picoseconds finish_wait = 100 * kMs;
+  double max_bit_error_ratio = 0;  // a link passes with a BER estimate at most this
 };
 
 struct BistLinkResult {
@@ -32,6 +35,7 @@ struct BistLinkResult {
   bool started = false;  // the BIST_CTRL write was accepted
   bool running = false;  // still running when read
   bool done = false;
+  bool no_wire = false;  // done with nothing to test (BIST_STATUS [2]): neither passed nor failed
   uint64_t flits = 0;
   uint64_t errors = 0;
   double bit_error_ratio = 0;  // errors / bits tested (a corrupted 198-bit flit counts as 1 bit)
@@ -44,6 +48,7 @@ struct BistResult {
   std::vector<BistLinkResult> links;  // in the order the ports were given
   unsigned passed = 0;
   unsigned failed = 0;
+  unsigned untested = 0;  // links with no wire to test (BistLinkResult::no_wire)
   uint64_t requests = 0;
   Picoseconds elapsed = 0;
 };

@@ -46,7 +46,6 @@ size_t reg_index(std::string_view name) {
   return 0;
 }
 
-constexpr double kLinkBitsPerSecond = 8 * 14e9;  // one direction of a link (SYSTEM.md 1.2)
 // Map nodes per batch of a status scan: on TH-2 (24,136 chips, a 12 s scan on this machine) a
 // batch holds the session for about 30 ms, and a trace or register read during the scan answers
 // in about 140 ms (galaxy bench daemon --fabric sim:th2, bench/RESULTS.md).
@@ -1257,7 +1256,8 @@ void Daemon::rebuild_view_locked() {
       if (ch.chip_id >= v->chips.size() || ch.port >= v->chips[ch.chip_id].ports) continue;
       PortView& pv = v->ports[v->chips[ch.chip_id].first_port + ch.port];
       if (ch.reg == kTxFlits)
-        pv.utilisation = static_cast<float>(ch.rate_per_s * wire::kFlitBits / kLinkBitsPerSecond);
+        pv.utilisation =
+            static_cast<float>(ch.rate_per_s * wire::kFlitBits / wire::kLinkBitsPerSecond);
       else if (ch.reg == kRetrans)
         pv.retransmissions_per_s = static_cast<float>(ch.rate_per_s);
       else if (ch.reg == kCrc)

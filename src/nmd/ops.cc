@@ -263,7 +263,8 @@ Result<nlohmann::json> bist_op(Session& s, const std::vector<nm::BistPort>& port
                      {"errors", l.errors},
                      {"ber", l.bit_error_ratio},
                      {"ber_upper_95", l.ber_upper_95},
-                     {"pass", l.pass}};
+                     {"pass", l.pass},
+                     {"no_wire", l.no_wire}};
     if (peer) e["peer"] = fmt::format("{}:{}", s.plan().name(m.chip_id[peer->node]), peer->port);
     if (!l.problem.empty()) e["problem"] = l.problem;
     links.push_back(e);
@@ -273,6 +274,7 @@ Result<nlohmann::json> bist_op(Session& s, const std::vector<nm::BistPort>& port
                         {"links_tested", r->links.size()},
                         {"passed", r->passed},
                         {"failed", r->failed},
+                        {"untested", r->untested},
                         {"requests", r->requests},
                         {"sim_time_us", static_cast<double>(r->elapsed) / nm::kUs},
                         {"links", links}};

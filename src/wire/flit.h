@@ -18,6 +18,8 @@ namespace galaxy::wire {
 
 inline constexpr unsigned kFlitBits = 198;
 inline constexpr unsigned kFlitBytes = 25;
+// One direction of a link: 8 lanes of 14 Gbit/s (SYSTEM.md 1.2).
+inline constexpr double kLinkBitsPerSecond = 8 * 14e9;
 inline constexpr unsigned kFlitPayloadBits = 192;
 inline constexpr unsigned kFlitPayloadBytes = 24;
 inline constexpr uint8_t kNumVcs = 6;

@@ -302,3 +302,34 @@ TEST(Time, UnitsAndMicrosecondConversion) {
 
 }  // namespace
 }  // namespace galaxy::sim
+
+namespace galaxy::sim {
+namespace {
+
+// The binomial draw a BIST's errors come from: its mean and variance are n p and n p (1 - p),
+// for rare and for frequent successes, and its edges are exact.
+TEST(RngBinomial, MeanAndVarianceAreTheBinomials) {
+  Rng r(7);
+  for (const auto& [n, p] : std::vector<std::pair<uint64_t, double>>{
+           {14'000, 1e-3}, {1'000, 0.3}, {1'000, 0.9}, {50, 0.5}}) {
+    const int draws = 4000;
+    double sum = 0, sq = 0;
+    for (int i = 0; i < draws; ++i) {
+      const auto k = static_cast<double>(r.binomial(n, p));
+      ASSERT_LE(k, static_cast<double>(n));
+      sum += k;
+      sq += k * k;
+    }
+    const double mean = sum / draws, var = sq / draws - mean * mean;
+    const double want = static_cast<double>(n) * p, want_var = want * (1 - p);
+    EXPECT_NEAR(mean, want, 5 * std::sqrt(want_var / draws)) << n << " " << p;
+    EXPECT_NEAR(var, want_var, 0.15 * want_var) << n << " " << p;
+  }
+  EXPECT_EQ(r.binomial(0, 0.5), 0u);
+  EXPECT_EQ(r.binomial(100, 0), 0u);
+  EXPECT_EQ(r.binomial(100, 1), 100u);
+  EXPECT_EQ(r.binomial(100, -1), 0u);
+}
+
+}  // namespace
+}  // namespace galaxy::sim

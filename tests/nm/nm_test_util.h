@@ -67,11 +67,13 @@ struct Backend {
   std::unique_ptr<GlexMgmtPort> port;
   uint32_t server_node = 0;
 
-  static std::unique_ptr<Backend> make(const std::string& kind, const std::string& spec) {
+  // live: `daemon` are the options of every host's daemon (an impaired link, say).
+  static std::unique_ptr<Backend> make(const std::string& kind, const std::string& spec,
+                                       const live::DaemonOptions& daemon = {}) {
     auto b = std::make_unique<Backend>();
     b->kind = kind;
     if (kind == "live") {
-      b->live = std::make_unique<live::testing::LiveFabricUnderTest>(2, spec);
+      b->live = std::make_unique<live::testing::LiveFabricUnderTest>(2, spec, daemon);
       if (!b->live->wait_up()) return nullptr;
       b->plan = b->live->fabric().topology;
       b->server_node = b->plan.nic_node(0);

@@ -49,7 +49,7 @@ async function bist() {
     tid('bist-result').replaceChildren(
       `${r.passed ?? 0} of ${r.links_tested ?? links.length} links passed, ${r.duration_us} us at ${r.intensity_percent}%\n`,
       ...links.map(l => el('div', { class: l.pass ? '' : 'sev-critical', 'data-testid': 'bist-link' },
-        `port ${l.port} -> ${l.peer}: ${l.pass ? 'pass' : 'FAIL'}, ${l.errors} errors in ${l.flits} flits, BER ${fmtNum(l.ber)} (95% upper ${fmtNum(l.ber_upper_95)})`)));
+        `port ${l.port} -> ${l.peer}: ${l.pass ? 'pass' : l.no_wire ? 'no wire to test' : 'FAIL'}, ${l.errors} errors in ${l.flits} flits, BER ${fmtNum(l.ber)} (95% upper ${fmtNum(l.ber_upper_95)})`)));
     document.body.dataset.bistDone = String(links.length);
   } catch (e) { tid('bist-result').textContent = e.message; }
 }

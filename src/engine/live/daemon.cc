@@ -38,6 +38,19 @@
 namespace galaxy::live {
 
 namespace {
+// The patterns go on the first data VC: management keeps its priority over them.
+constexpr uint8_t kBistVc = 0;
+constexpr uint64_t kBistPatternFlits =
+    (sizeof(BistPattern) + wire::kFlitBytes - 1) / wire::kFlitBytes;
+// Frames of the VC in flight or waiting at most while patterns are added: the test takes what
+// the link carries without flooding the far end's socket (a datagram the kernel drops there
+// would count as a link error), and other traffic on the VC waits behind no more than this.
+constexpr size_t kBistMaxFramesOut = 4;
+// How long a test that is over waits for the far end's report.
+constexpr uint64_t kBistReportWaitNs = 1'000'000'000;
+}  // namespace
+
+namespace {
 
 // "127.0.0.1:17471", for log lines.
 std::string endpoint_text(const sockaddr_in& a) {
@@ -554,6 +567,14 @@ void FabricDaemon::run(const std::atomic<bool>& stop) {
     uint64_t next = now + 10'000'000;
     for (const HostLink& l : links_)
       for (const Lane& lane : l.lanes) next = std::min(next, lane.link->next_deadline_ns());
+    for (const BistRun& b : bists_)
+      next = std::min(next, b.ended ? b.end_ns + kBistReportWaitNs : b.end_ns);
+    // epoll counts in milliseconds: a self-test that ends sooner is waited for here, so that
+    // its results are there when its duration is over.
+    if (!bists_.empty() && next < now + 1'000'000) {
+      cpu_relax();
+      continue;
+    }
     int timeout_ms = next <= now ? 0 : static_cast<int>((next - now + 999'999) / 1'000'000);
     SegHeader& h = seg_->header();
     h.daemon_sleeping.store(1, std::memory_order_seq_cst);
@@ -575,6 +596,7 @@ bool FabricDaemon::poll_once() {
   if (!held_completions_.empty()) busy |= retry_completions();
   if (!rdma_backlog_.empty()) busy |= retry_rdma_backlog();
   if (!mgmt_waiting_.empty()) busy |= retry_mgmt_to_host();
+  if (!bists_.empty()) busy |= pump_bists(now);
   for (size_t i = 0; i < links_.size(); ++i) busy |= process_held(i);
   busy |= pump_nics();
   busy |= flush_links(now);
@@ -1255,8 +1277,156 @@ void FabricDaemon::run_nma(uint32_t chip, std::span<const uint8_t> packet) {
   if (out->work.kind == chip::NmaWork::Kind::kRegWrite) {
     if (!fabric_.topology.is_nic(chip)) export_routes(chip);
     apply_link_controls(chip);
+    start_bists(chip);
   }
   drain_nma(chip);
+}
+
+// ---- link self-test -------------------------------------------------------------------------
+
+void FabricDaemon::start_bists(uint32_t chip) {
+  chip::Chip& c = *chips_[chip];
+  const uint64_t now = monotonic_ns();
+  for (uint8_t p = 0; p < c.num_ports(); ++p) {
+    const chip::PortState& ps = c.port(p);
+    if (!ps.bist_running) continue;
+    bool known = false;
+    for (const BistRun& b : bists_) known |= b.chip == chip && b.port == p;
+    if (known) continue;
+    BistRun b;
+    b.chip = chip;
+    b.port = p;
+    b.start_ns = now;
+    b.end_ns = now + ((ps.bist_ctrl >> 16) & 0xFFFF) * 1000;
+    b.intensity = static_cast<double>((ps.bist_ctrl >> 32) & 0xFF) / 100.0;
+    if (auto it = link_by_port_.find(uint64_t{chip} << 8 | p); it != link_by_port_.end())
+      b.link = it->second;
+    bists_.push_back(b);
+  }
+}
+
+bool FabricDaemon::pump_bists(uint64_t now) {
+  bool any = false;
+  for (size_t i = 0; i < bists_.size();) {
+    BistRun& b = bists_[i];
+    chip::Chip& c = *chips_[b.chip];
+    if (!c.port(b.port).bist_running) {  // stopped through BIST_CTRL
+      bists_.erase(bists_.begin() + static_cast<long>(i));
+      continue;
+    }
+    Lane* lane = b.link == SIZE_MAX ? nullptr : &links_[b.link].lanes[kBistVc];
+    const bool up = lane && links_[b.link].state() == LinkState::kUp;
+    // A link inside the host has no wire to test; nothing comes back over a cable that is down
+    // (every flit, and at least one, failed), nor from a far end that never reports.
+    const bool finish = now >= b.end_ns && (!lane || !up || now >= b.end_ns + kBistReportWaitNs);
+    if (finish) {
+      const uint64_t errors = lane ? std::max<uint64_t>(b.flits, 1) : 0;
+      c.complete_bist(b.port, b.flits, errors, lane == nullptr);
+      ++stats_.bists_completed;
+      log::line(log::Level::kInfo, 4844, "BIST of chip {} port {}: {}", b.chip, b.port,
+                !lane ? std::string("a link inside the host, no wire to test")
+                      : fmt::format("{} flits, no report from the far end ({})", b.flits,
+                                    up ? "it did not answer" : "the cable is down"));
+      const uint32_t chip = b.chip;
+      bists_.erase(bists_.begin() + static_cast<long>(i));
+      drain_nma(chip);  // a failed test raises a fault report
+      any = true;
+      continue;
+    }
+    ++i;
+    if (!up) continue;
+    if (now >= b.end_ns) {
+      if (!b.ended) {
+        // Behind the last pattern on the same VC, so the far end has seen them all.
+        const BistEnd e{b.sequence};
+        queue_item(b.link, ItemType::kBistEnd, b.chip, b.port, &e, sizeof e);
+        b.ended = true;
+        any = true;
+      }
+      continue;
+    }
+    // As many patterns as the intensity's share of the link allows since the start, while the
+    // link layer takes them.
+    const double allowed = static_cast<double>(now - b.start_ns) * 1e-9 * wire::kLinkBitsPerSecond /
+                           wire::kFlitBits * b.intensity;
+    while (static_cast<double>(b.flits + kBistPatternFlits) <= allowed &&
+           lane->link->in_flight() + lane->out_frames.size() < kBistMaxFramesOut) {
+      BistPattern pattern;
+      pattern.sequence = b.sequence++;
+      fill_bist_pattern(pattern.sequence, pattern.bytes);
+      queue_item(b.link, ItemType::kBist, b.chip, b.port, &pattern, sizeof pattern);
+      b.flits += kBistPatternFlits;
+      any = true;
+    }
+  }
+  return any;
+}
+
+void FabricDaemon::bist_pattern_arrived(size_t link, uint32_t chip, uint8_t in_port,
+                                        std::span<const uint8_t> body) {
+  BistPattern got;
+  if (body.size() != sizeof got) {
+    drop(4845, "a BIST pattern of {} bytes at chip {} port {}", body.size(), chip, in_port);
+    return;
+  }
+  std::memcpy(&got, body.data(), sizeof got);
+  // The first pattern of a test: what the link layer discards from now on is the test's.
+  auto [it, fresh] = bist_rx_.try_emplace(uint64_t{chip} << 8 | in_port);
+  if (fresh || got.sequence == 0) {
+    const LinkStats st = links_[link].lanes[kBistVc].link->stats();
+    it->second = BistRx{0, 0, st.crc_errors, st.malformed};
+  }
+  ++stats_.bist_patterns_received;
+  uint8_t want[kBistPatternBytes];
+  fill_bist_pattern(got.sequence, want);
+  // The link layer's CRC passed it: a pattern that differs was changed where no check sees it.
+  if (std::memcmp(want, got.bytes, sizeof want) != 0) {
+    ++it->second.mismatched;
+    drop(4846, "a BIST pattern (sequence {}) at chip {} port {} differs from the one sent",
+         got.sequence, chip, in_port);
+  } else {
+    ++it->second.patterns;
+  }
+}
+
+void FabricDaemon::bist_end_arrived(size_t link, uint32_t chip, uint8_t in_port) {
+  BistReport r{};
+  if (auto it = bist_rx_.find(uint64_t{chip} << 8 | in_port); it != bist_rx_.end()) {
+    const LinkStats st = links_[link].lanes[kBistVc].link->stats();
+    r = {it->second.patterns, it->second.mismatched, st.crc_errors - it->second.crc_at_start,
+         st.malformed - it->second.malformed_at_start};
+    bist_rx_.erase(it);
+  }
+  queue_item(link, ItemType::kBistReport, chip, in_port, &r, sizeof r);
+}
+
+void FabricDaemon::bist_report_arrived(uint32_t chip, uint8_t in_port,
+                                       std::span<const uint8_t> body) {
+  BistReport r;
+  if (body.size() != sizeof r) {
+    drop(4847, "a BIST report of {} bytes at chip {} port {}", body.size(), chip, in_port);
+    return;
+  }
+  std::memcpy(&r, body.data(), sizeof r);
+  for (size_t i = 0; i < bists_.size(); ++i) {
+    BistRun& b = bists_[i];
+    if (b.chip != chip || b.port != in_port || !b.ended) continue;
+    // Frames the far end discarded carried patterns that came again; a pattern lost outright
+    // or changed past the CRC counts as the flits it had.
+    const uint64_t lost =
+        b.sequence > r.patterns + r.mismatched ? b.sequence - r.patterns - r.mismatched : 0;
+    const uint64_t errors = r.crc_errors + r.malformed + (r.mismatched + lost) * kBistPatternFlits;
+    chips_[chip]->complete_bist(in_port, b.flits, errors);
+    ++stats_.bists_completed;
+    log::line(log::Level::kInfo, 4844,
+              "BIST of chip {} port {}: {} flits, {} errors (far end: {} patterns, {} changed, "
+              "{} CRC errors, {} malformed frames)",
+              chip, in_port, b.flits, errors, r.patterns, r.mismatched, r.crc_errors, r.malformed);
+    bists_.erase(bists_.begin() + static_cast<long>(i));
+    drain_nma(chip);
+    return;
+  }
+  drop(4848, "a BIST report at chip {} port {}, which runs no test", chip, in_port);
 }
 
 void FabricDaemon::drain_nma(uint32_t chip) {
@@ -1288,8 +1458,9 @@ void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, ui
                               size_t data_len) {
   // Management on VC3, a data packet on the VC its head flit names (chip::data_link_vc).
   const uint8_t vc =
-      type == ItemType::kMgmt
-          ? wire::kMgmtVc
+      type == ItemType::kMgmt ? wire::kMgmtVc
+      : type == ItemType::kBist
+          ? kBistVc
           : chip::data_link_vc(wire::flit_vc({static_cast<const uint8_t*>(body), body_len}));
   Lane& l = links_[link].lanes[vc];
   ItemHead h{static_cast<uint16_t>(sizeof(ItemHead) + body_len + data_len),
@@ -1354,7 +1525,6 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
          h.from_port);
     return true;
   }
-  (void)link;
   const uint32_t chip = entry.chip;
   const uint8_t in_port = entry.port;
   std::span<const uint8_t> body = item.subspan(sizeof h);
@@ -1365,6 +1535,15 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
       return true;
     case ItemType::kData:
       return arrive_data(chip, in_port, body);
+    case ItemType::kBist:
+      bist_pattern_arrived(link, chip, in_port, body);
+      return true;
+    case ItemType::kBistEnd:
+      bist_end_arrived(link, chip, in_port);
+      return true;
+    case ItemType::kBistReport:
+      bist_report_arrived(chip, in_port, body);
+      return true;
   }
   drop(4819, "an item of unknown type {} for chip {} port {}", static_cast<int>(h.type), chip,
        in_port);  // a malformed item: counted and discarded, the rest of the frame goes on

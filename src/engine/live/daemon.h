@@ -65,8 +65,10 @@ struct DaemonStats {
   uint64_t ops_timed_out = 0;
   uint64_t dead_processes = 0;
   uint64_t dropped = 0;
-  uint64_t completions_held = 0;  // CQ full when they came: delivered later
-  uint64_t rdma_backlogged = 0;   // RDMA descriptors that waited for room in the NIC's queue
+  uint64_t completions_held = 0;        // CQ full when they came: delivered later
+  uint64_t rdma_backlogged = 0;         // RDMA descriptors that waited for room in the NIC's queue
+  uint64_t bists_completed = 0;         // link self-tests of this host's ports that finished
+  uint64_t bist_patterns_received = 0;  // test patterns from the far end of a cable, checked
 };
 
 // Writes a completion into a VP's CQ (also used by libglex for operations it executes itself).
@@ -224,6 +226,16 @@ class FabricDaemon {
   void queue_item(size_t link, ItemType type, uint32_t from_chip, uint8_t from_port,
                   const void* body, size_t body_len, const void* data = nullptr,
                   size_t data_len = 0);
+  // Link self-tests (SYSTEM.md 2.5.6) that BIST_CTRL started at this host's ports: on a cable
+  // between hosts, test patterns through the link layer for the duration; what the link layer
+  // repaired meanwhile (retransmissions, CRC errors) are the errors. A link inside the host has
+  // no wire: it finishes with no flit tested.
+  void start_bists(uint32_t chip);
+  bool pump_bists(uint64_t now);
+  void bist_pattern_arrived(size_t link, uint32_t chip, uint8_t in_port,
+                            std::span<const uint8_t> body);
+  void bist_end_arrived(size_t link, uint32_t chip, uint8_t in_port);
+  void bist_report_arrived(uint32_t chip, uint8_t in_port, std::span<const uint8_t> body);
   bool process_item(size_t link, std::span<const uint8_t> item);  // false: retry later
   // The items delivered on the cable's VCs, management first; at most `budget` items of the
   // data VCs, so that management arriving meanwhile waits for no more than that.
@@ -337,7 +349,25 @@ class FabricDaemon {
   PerVpWaiting<EgressRdma> rdma_backlog_;
   bool rdma_has_room(const EgressRdma& d) const;
   bool retry_rdma_backlog();
-  std::set<uint32_t> mgmt_waiting_;  // NICs whose management packets wait for MPQ room
+  struct BistRun {
+    uint32_t chip = 0;
+    uint8_t port = 0;
+    size_t link = SIZE_MAX;  // the cable between hosts; SIZE_MAX: a link inside the host
+    uint64_t start_ns = 0, end_ns = 0;
+    double intensity = 0;  // share of the link's flit rate the patterns may take
+    uint64_t sequence = 0;
+    uint64_t flits = 0;  // pattern flits handed to the link layer
+    bool ended = false;  // the end sent, the far end's report awaited
+  };
+  std::vector<BistRun> bists_;
+  // The receiving end of a test: what arrived since its first pattern, and the link layer's
+  // discards on the test's VC then.
+  struct BistRx {
+    uint64_t patterns = 0, mismatched = 0;
+    uint64_t crc_at_start = 0, malformed_at_start = 0;
+  };
+  std::map<uint64_t, BistRx> bist_rx_;  // by chip << 8 | port (this host's end)
+  std::set<uint32_t> mgmt_waiting_;     // NICs whose management packets wait for MPQ room
   std::vector<uint8_t> scratch_;
   uint64_t next_liveness_ = 0;
   uint64_t next_impair_flush_ = 0;

@@ -123,9 +123,46 @@ struct EgressCollReset {
 };
 
 enum class ItemType : uint8_t {
-  kMgmt = 1,  // a management packet (100 bytes)
-  kData = 8,  // a data packet (MP, RDMA data, read request or response, ack): its encoded flits
+  kMgmt = 1,      // a management packet (100 bytes)
+  kData = 8,      // a data packet (MP, RDMA data, read request or response, ack): its encoded flits
+  kBist = 9,      // a link self-test pattern (BistPattern), checked and discarded by the far end
+  kBistEnd = 10,  // the test is over (BistEnd): the far end answers with what it saw
+  kBistReport = 11,  // what the far end saw of the test (BistReport)
 };
+
+// The test pattern of a link BIST (SYSTEM.md 2.5.6) on a cable between hosts: 40 flits of
+// pseudo-random bytes (as many flits as its size fills) that follow from the sequence number, so
+// the far end checks them without being told the pattern. It crosses the link layer like any item
+// (CRC, retransmission), so the test counts what the link layer had to repair while it ran.
+inline constexpr size_t kBistPatternBytes = 1000;  // 40 flits of 25 bytes
+struct BistPattern {
+  uint64_t sequence;
+  uint8_t bytes[kBistPatternBytes];
+};
+struct BistEnd {
+  uint64_t patterns;  // sent
+};
+// What the receiving end of a cable saw while the test ran: patterns that arrived intact and
+// that differed, and the frames of the test's VC its link layer discarded as corrupt (CRC) or
+// malformed (each such frame was sent again).
+struct BistReport {
+  uint64_t patterns;
+  uint64_t mismatched;
+  uint64_t crc_errors;
+  uint64_t malformed;
+};
+
+// The pattern of `sequence` (xorshift64*, seeded by the sequence number).
+inline void fill_bist_pattern(uint64_t sequence, uint8_t* out) {
+  uint64_t x = sequence * 0x9E3779B97F4A7C15ull + 0x2545F4914F6CDD1Dull;
+  for (size_t i = 0; i < kBistPatternBytes; i += 8) {
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    const uint64_t word = x * 0x2545F4914F6CDD1Dull;
+    std::memcpy(out + i, &word, 8);
+  }
+}
 
 struct ItemHead {
   uint16_t length;  // whole item, head included

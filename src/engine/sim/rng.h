@@ -51,6 +51,22 @@ class Rng {
 
   bool bernoulli(double p) { return uniform() < p; }
 
+  // How many of n independent trials of probability p succeed (a binomial draw), by skipping
+  // from one success to the next with geometric gaps: O(successes), for the rare events of a
+  // link's bit errors (for p > 1/2, the failures are counted instead).
+  uint64_t binomial(uint64_t n, double p) {
+    if (!(p > 0) || n == 0) return 0;
+    if (p >= 1) return n;
+    if (p > 0.5) return n - binomial(n, 1 - p);
+    const double log_q = std::log1p(-p);
+    uint64_t hits = 0;
+    for (double at = 0;;) {
+      at += std::floor(std::log(1.0 - uniform()) / log_q) + 1;  // the next success's trial
+      if (at > static_cast<double>(n)) return hits;
+      ++hits;
+    }
+  }
+
   // Exponentially distributed with the given mean (inverse transform; 1 - u is in (0, 1] so the
   // logarithm is finite). Integer draws are bit-identical everywhere; this one goes through
   // std::log, whose last bit may differ between C libraries.

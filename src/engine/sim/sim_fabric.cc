@@ -634,8 +634,8 @@ void SimFabric::run_nma(uint32_t slot, uint32_t node) {
 }
 
 // A BIST started through BIST_CTRL runs for its duration and then reports what it found
-// (SYSTEM.md 2.5.6): flits tested at the link rate scaled by the intensity, errors from the
-// link's flit error rate.
+// (SYSTEM.md 2.5.6): flits tested at the link rate scaled by the intensity, each corrupted with
+// the link's flit error rate (a draw from the simulation's random numbers per test).
 void SimFabric::schedule_bists(uint32_t node) {
   chip::Chip& c = *chips_[node];
   for (uint8_t p = 0; p < c.num_ports(); ++p) {
@@ -659,7 +659,7 @@ void SimFabric::finish_bist(uint32_t node, uint8_t port) {
   auto flits = static_cast<uint64_t>(duration_us / flit_time_us * intensity);
   uint64_t errors = 0;
   if (o.flit_error_rate > 0 && c.port_usable(port))
-    errors = static_cast<uint64_t>(static_cast<double>(flits) * o.flit_error_rate + 0.5);
+    errors = sim_.rng().binomial(flits, o.flit_error_rate);
   if (!c.port_usable(port)) errors = flits;  // nothing comes back over a dead link
   c.complete_bist(port, flits, errors);
   ++stats_.bists_completed;
