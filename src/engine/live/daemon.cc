@@ -1418,7 +1418,7 @@ void FabricDaemon::bist_report_arrived(uint32_t chip, uint8_t in_port,
     const uint64_t errors = r.crc_errors + r.malformed + (r.mismatched + lost) * kBistPatternFlits;
     chips_[chip]->complete_bist(in_port, b.flits, errors);
     ++stats_.bists_completed;
-    log::line(log::Level::kInfo, 4844,
+    log::line(log::Level::kInfo, 4849,
               "BIST of chip {} port {}: {} flits, {} errors (far end: {} patterns, {} changed, "
               "{} CRC errors, {} malformed frames)",
               chip, in_port, b.flits, errors, r.patterns, r.mismatched, r.crc_errors, r.malformed);
