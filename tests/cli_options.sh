@@ -6,6 +6,17 @@
 set -euo pipefail
 galaxy=$1
 fail() { echo "FAILED: $*" >&2; exit 1; }
+# galaxy "$@" must be refused (a non-zero exit that is no timeout) with `want` in its output.
+expect_refused() {
+  local want=$1 rc
+  shift
+  set +e
+  out=$(timeout 60 "$galaxy" "$@" 2>&1)
+  rc=$?
+  set -e
+  [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] || fail "galaxy $*: exit $rc, expected a refusal: $out"
+  grep -q -- "$want" <<<"$out" || fail "galaxy $*: '$want' not in: $out"
+}
 
 # command line | text the error must contain
 cases=(
@@ -106,13 +117,8 @@ cases=(
 for c in "${cases[@]}"; do
   args=${c%%|*}
   want=${c#*|}
-  set +e
   # shellcheck disable=SC2086  # the arguments are split on purpose
-  out=$(timeout 20 "$galaxy" $args 2>&1)
-  rc=$?
-  set -e
-  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "galaxy $args: exit $rc, expected a refusal: $out"
-  grep -q -- "$want" <<<"$out" || fail "galaxy $args: '$want' not in: $out"
+  expect_refused "$want" $args
 done
 echo "ok: ${#cases[@]} invalid numbers and peer lists refused, each naming the option"
 
@@ -142,14 +148,8 @@ for c in "empty|E3954" "comments|E3915" "adir|E3957" "nul|E3956" "long|E3912" "g
   f=${c%%|*}
   want=${c#*|}
   [[ $f == /* ]] || f=$dir/$f
-  for json in "" --json; do
-    set +e
-    out=$(timeout 60 "$galaxy" fabric --fabric "file:$f" --no-chips $json 2>&1)
-    rc=$?
-    set -e
-    [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] || fail "fabric file:$f $json: exit $rc: $out"
-    grep -q -- "$want" <<<"$out" || fail "fabric file:$f $json: '$want' not in: $out"
-  done
+  expect_refused "$want" fabric --fabric "file:$f" --no-chips
+  expect_refused "$want" fabric --fabric "file:$f" --no-chips --json
 done
 out=$("$galaxy" fabric --fabric "file:$dir/latin1" --no-chips --chips --json 2>/dev/null) ||
   fail "latin1 --json: exit $?: $out"
@@ -191,12 +191,7 @@ for c in "sim:fattree:k=6|$dir/k4.map|E5708" "$ft --server-nic 2|$dir/k4.map|E57
   "$ft|$dir/notmap|E5701" "$ft|$dir/empty|E5700" "$ft|/dev/zero|E3958" "$ft|$dir|E3957" \
   "$ft|$dir/none|E3950"; do
   IFS='|' read -r fab map want <<<"$c"
-  set +e
-  # shellcheck disable=SC2086
-  out=$(timeout 60 "$galaxy" reg read --fabric $fab --map "$map" --chip 20 --addr SCRATCH 2>&1)
-  rc=$?
-  set -e
-  [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] || fail "reg read --fabric $fab --map $map: exit $rc: $out"
-  grep -q -- "$want" <<<"$out" || fail "reg read --fabric $fab --map $map: '$want' not in: $out"
+  # shellcheck disable=SC2086  # --fabric and its extra options are split on purpose
+  expect_refused "$want" reg read --fabric $fab --map "$map" --chip 20 --addr SCRATCH
 done
 echo "ok: trace routes first; --map saved by discover and checked before use"
