@@ -31,27 +31,37 @@ Result<FabricMap> read_map(std::string_view text, std::string_view source) {
                "a map is a line of JSON followed by the topology (galaxy discover "
                "--save-map writes one)");
   const nlohmann::json head = nlohmann::json::parse(text.substr(0, eol), nullptr, false);
-  if (head.is_discarded() || !head.is_object() || head.value("format", "") != "galaxy-map")
+  // Every field read by find and its type checked: a field of another type is an error, never
+  // an exception.
+  auto field = [&head](const char* name) -> const nlohmann::json& {
+    static const nlohmann::json kAbsent;
+    const auto it = head.find(name);
+    return it == head.end() ? kAbsent : *it;
+  };
+  if (head.is_discarded() || !head.is_object() || field("format") != "galaxy-map")
     return bad(5701, "the first line is not {\"format\": \"galaxy-map\", ...}");
-  if (!head.contains("version") || head["version"] != kMapFormatVersion)
+  if (field("version") != kMapFormatVersion)
     return bad(5702, fmt::format("version = {}; this galaxy reads version {}",
-                                 excerpt(json_text(head.value("version", nlohmann::json()))),
-                                 kMapFormatVersion));
+                                 excerpt(json_text(field("version"))), kMapFormatVersion));
   auto topology = fabric::read_json(text.substr(eol + 1), source);
   if (!topology.ok()) return topology.error();
   FabricMap m;
   m.topology = std::move(*topology);
   const uint32_t n = m.topology.num_nodes();
-  const nlohmann::json& ids = head.value("chip_id", nlohmann::json());
+  const nlohmann::json& ids = field("chip_id");
   if (!ids.is_array() || ids.size() != n)
     return bad(5703, fmt::format("chip_id must list one chip id per node ({} nodes)", n));
-  const nlohmann::json& server = head.value("server_node", nlohmann::json());
+  const nlohmann::json& server = field("server_node");
   if (!server.is_number_unsigned() || server.get<uint64_t>() >= n ||
       !m.topology.is_nic(static_cast<uint32_t>(server.get<uint64_t>())))
     return bad(5704, fmt::format("server_node = {} is not a NIC of the map's {} nodes",
                                  excerpt(json_text(server)), n));
   m.server_node = static_cast<uint32_t>(server.get<uint64_t>());
-  m.exact_ranges = head.value("exact_ranges", false);
+  const nlohmann::json& exact = field("exact_ranges");
+  if (!exact.is_null() && !exact.is_boolean())
+    return bad(5707,
+               fmt::format("exact_ranges = {} is not true or false", excerpt(json_text(exact))));
+  m.exact_ranges = exact.is_boolean() && exact.get<bool>();
   m.chip_id.resize(n);
   m.target.resize(n);
   m.hops.assign(n, 0);

@@ -120,6 +120,8 @@ TEST(MapIo, MalformedFilesAreRefusedWithTheirIds) {
       {"", 5700},
       {"{\"format\":\"galaxy-map\"}", 5700},
       {"[1,2]" + topo, 5701},
+      {"{\"format\":0,\"version\":1}" + topo, 5701},
+      {"{\"format\":\"galaxy-map\",\"version\":\"1\"}" + topo, 5702},
       {"{\"format\":\"galaxy-topology\",\"version\":1}" + topo, 5701},
       {head(srv, list(ids, -1, ""), 2), 5702},
       {head(srv, "[0]"), 5703},
@@ -131,6 +133,7 @@ TEST(MapIo, MalformedFilesAreRefusedWithTheirIds) {
       {head(srv, list(ids, 1, "65535")), 5705},
       {head(srv, list(ids, 1, "\"1\"")), 5705},
       {head(srv, list(ids, 1, "0")), 5706},
+      {head(srv, list(ids, -1, "") + ",\"exact_ranges\":1"), 5707},
   };
   for (const Case& c : cases) {
     auto m = read_map(c.text, "f.map");
