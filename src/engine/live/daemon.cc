@@ -1389,14 +1389,23 @@ void FabricDaemon::bist_pattern_arrived(size_t link, uint32_t chip, uint8_t in_p
   }
 }
 
-void FabricDaemon::bist_end_arrived(size_t link, uint32_t chip, uint8_t in_port) {
+void FabricDaemon::bist_end_arrived(size_t link, uint32_t chip, uint8_t in_port,
+                                    std::span<const uint8_t> body) {
+  BistEnd end;
+  if (body.size() != sizeof end) {
+    drop(4850, "a BIST end of {} bytes at chip {} port {}", body.size(), chip, in_port);
+    return;
+  }
+  std::memcpy(&end, body.data(), sizeof end);
   BistReport r{};
   if (auto it = bist_rx_.find(uint64_t{chip} << 8 | in_port); it != bist_rx_.end()) {
     const LinkStats st = links_[link].lanes[kBistVc].link->stats();
-    r = {it->second.patterns, it->second.mismatched, st.crc_errors - it->second.crc_at_start,
+    r = {it->second.patterns, it->second.mismatched, 0, st.crc_errors - it->second.crc_at_start,
          st.malformed - it->second.malformed_at_start};
     bist_rx_.erase(it);
   }
+  // Patterns the sender counted that never came (the end comes behind them on the same VC).
+  if (end.patterns > r.patterns + r.mismatched) r.lost = end.patterns - r.patterns - r.mismatched;
   queue_item(link, ItemType::kBistReport, chip, in_port, &r, sizeof r);
 }
 
@@ -1413,9 +1422,8 @@ void FabricDaemon::bist_report_arrived(uint32_t chip, uint8_t in_port,
     if (b.chip != chip || b.port != in_port || !b.ended) continue;
     // Frames the far end discarded carried patterns that came again; a pattern lost outright
     // or changed past the CRC counts as the flits it had.
-    const uint64_t lost =
-        b.sequence > r.patterns + r.mismatched ? b.sequence - r.patterns - r.mismatched : 0;
-    const uint64_t errors = r.crc_errors + r.malformed + (r.mismatched + lost) * kBistPatternFlits;
+    const uint64_t errors =
+        r.crc_errors + r.malformed + (r.mismatched + r.lost) * kBistPatternFlits;
     chips_[chip]->complete_bist(in_port, b.flits, errors);
     ++stats_.bists_completed;
     log::line(log::Level::kInfo, 4849,
@@ -1456,12 +1464,13 @@ size_t FabricDaemon::link_at(uint32_t chip, uint8_t port) const {
 void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, uint8_t from_port,
                               const void* body, size_t body_len, const void* data,
                               size_t data_len) {
-  // Management on VC3, a data packet on the VC its head flit names (chip::data_link_vc).
+  // Management on VC3, a data packet on the VC its head flit names (chip::data_link_vc), a
+  // self-test's pattern, end marker and report on the test's VC (the end behind the patterns).
   const uint8_t vc =
       type == ItemType::kMgmt ? wire::kMgmtVc
-      : type == ItemType::kBist
-          ? kBistVc
-          : chip::data_link_vc(wire::flit_vc({static_cast<const uint8_t*>(body), body_len}));
+      : type == ItemType::kData
+          ? chip::data_link_vc(wire::flit_vc({static_cast<const uint8_t*>(body), body_len}))
+          : kBistVc;
   Lane& l = links_[link].lanes[vc];
   ItemHead h{static_cast<uint16_t>(sizeof(ItemHead) + body_len + data_len),
              static_cast<uint8_t>(type), from_port, from_chip};
@@ -1539,7 +1548,7 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
       bist_pattern_arrived(link, chip, in_port, body);
       return true;
     case ItemType::kBistEnd:
-      bist_end_arrived(link, chip, in_port);
+      bist_end_arrived(link, chip, in_port, body);
       return true;
     case ItemType::kBistReport:
       bist_report_arrived(chip, in_port, body);

@@ -234,7 +234,7 @@ class FabricDaemon {
   bool pump_bists(uint64_t now);
   void bist_pattern_arrived(size_t link, uint32_t chip, uint8_t in_port,
                             std::span<const uint8_t> body);
-  void bist_end_arrived(size_t link, uint32_t chip, uint8_t in_port);
+  void bist_end_arrived(size_t link, uint32_t chip, uint8_t in_port, std::span<const uint8_t> body);
   void bist_report_arrived(uint32_t chip, uint8_t in_port, std::span<const uint8_t> body);
   bool process_item(size_t link, std::span<const uint8_t> item);  // false: retry later
   // The items delivered on the cable's VCs, management first; at most `budget` items of the

@@ -142,12 +142,13 @@ struct BistPattern {
 struct BistEnd {
   uint64_t patterns;  // sent
 };
-// What the receiving end of a cable saw while the test ran: patterns that arrived intact and
-// that differed, and the frames of the test's VC its link layer discarded as corrupt (CRC) or
-// malformed (each such frame was sent again).
+// What the receiving end of a cable saw while the test ran: patterns that arrived intact, that
+// differed and that never came (of those the end counted), and the frames of the test's VC its
+// link layer discarded as corrupt (CRC) or malformed (each such frame was sent again).
 struct BistReport {
   uint64_t patterns;
   uint64_t mismatched;
+  uint64_t lost;
   uint64_t crc_errors;
   uint64_t malformed;
 };
