@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "base/json_text.h"
 #include "fabric/io.h"

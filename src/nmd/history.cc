@@ -44,17 +44,11 @@ uint32_t History::capacity(size_t chips, size_t ports) const {
   return static_cast<uint32_t>(std::min<uint64_t>(options_.max_points, by_bytes));
 }
 
-template <class Ring>
-void History::trim_locked(Ring& ring, size_t capacity, int64_t now_us) {
+template <class Ring, class TimeOf>
+void History::trim_locked(Ring& ring, size_t capacity, int64_t now_us, TimeOf time_of) {
   while (ring.size() > capacity) ring.pop_front();
   if (options_.retention_s <= 0) return;
   const auto oldest = now_us - static_cast<int64_t>(options_.retention_s * 1e6);
-  auto time_of = [](const auto& p) {
-    if constexpr (requires { p->time_us; })
-      return p->time_us;
-    else
-      return p.time_us;
-  };
   // The newest point stays whatever its age: a plot always has the present.
   while (ring.size() > 1 && time_of(ring.front()) < oldest) ring.pop_front();
 }
@@ -62,7 +56,6 @@ void History::trim_locked(Ring& ring, size_t capacity, int64_t now_us) {
 void History::add_scan(const FabricView& v, int64_t time_us) {
   auto p = std::make_shared<ScanPoint>();
   p->time_us = time_us;
-  p->scan = v.scans;
   p->chips.assign(v.chips.size(), Rates{});
   const bool with_ports = v.chips.size() <= options_.port_series_up_to_chips;
   if (with_ports) p->ports.assign(v.ports.size(), Rates{});
@@ -97,7 +90,7 @@ void History::add_scan(const FabricView& v, int64_t time_us) {
                           scans_.back()->ports.size() != p->ports.size()))
     scans_.clear();
   scans_.push_back(std::move(p));
-  trim_locked(scans_, cap, time_us);
+  trim_locked(scans_, cap, time_us, [](const auto& s) { return s->time_us; });
 }
 
 void History::add_faults(int64_t time_us, uint64_t open, uint64_t received) {
@@ -105,7 +98,7 @@ void History::add_faults(int64_t time_us, uint64_t open, uint64_t received) {
   if (!faults_.empty() && faults_.back().open == open && faults_.back().received == received)
     return;
   faults_.push_back({time_us, open, received});
-  trim_locked(faults_, options_.max_points, time_us);
+  trim_locked(faults_, options_.max_points, time_us, [](const FaultPoint& f) { return f.time_us; });
 }
 
 size_t History::scan_points() const {

@@ -82,7 +82,6 @@ class History {
  private:
   struct ScanPoint {
     int64_t time_us = 0;
-    uint64_t scan = 0;
     std::array<float, kFabricSeries.size()> fabric{};
     std::vector<std::array<float, kRateSeries.size()>> chips;  // by chip id
     std::vector<std::array<float, kRateSeries.size()>> ports;  // by port slot; may be empty
@@ -91,8 +90,9 @@ class History {
     int64_t time_us = 0;
     uint64_t open = 0, received = 0;
   };
-  template <class Ring>
-  void trim_locked(Ring& ring, size_t capacity, int64_t now_us);
+  // Drops the oldest points beyond `capacity` and those older than the retention.
+  template <class Ring, class TimeOf>
+  void trim_locked(Ring& ring, size_t capacity, int64_t now_us, TimeOf time_of);
 
   HistoryOptions options_;
   mutable std::mutex mu_;
