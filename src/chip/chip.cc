@@ -2,9 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/time_units.h"
 #include "chip/nma.h"
 #include "chip/route_table.h"
+#include "wire/flit.h"
 
 namespace galaxy::chip {
 
@@ -126,6 +129,12 @@ RegAccess Chip::read_register(uint16_t addr) {
       return {NmpError::kNone, mkey_lease_s_};
     case reg::kTemperature:
       return {NmpError::kNone, static_cast<uint64_t>(temperature_mc_)};
+    case reg::kTempLimit:
+      return {NmpError::kNone, static_cast<uint64_t>(temp_limit_mc_)};
+    case reg::kVoltage:
+      return {NmpError::kNone, voltage_mv_};
+    case reg::kPowerCycles:
+      return {NmpError::kNone, power_cycles_};
     case reg::kFaultEnable:
       return {NmpError::kNone, fault_enable_};
     case reg::kFaultMask:
@@ -250,11 +259,15 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
       return (value >> wire::kSourceRouteExtBits) == 0 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kMKeyLease:
       return (value >> 16) == 0 ? NmpError::kNone : NmpError::kBadValue;
+    case reg::kTempLimit:  // 0 .. 200 °C
+      return value <= 200'000 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kFaultDest:
       return (value >> 22) == 0 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kChipIdent:
     case reg::kMKeyViolations:
     case reg::kTemperature:
+    case reg::kVoltage:
+    case reg::kPowerCycles:
     case reg::kFaultsReported:
     case reg::kNmaDropped:
     case reg::kNmaErrors:
@@ -295,6 +308,10 @@ void Chip::write_register(uint16_t addr, uint64_t value) {
       return;
     case reg::kChipCtrl:
       ctrl_ = value;
+      return;
+    case reg::kTempLimit:
+      temp_limit_mc_ = static_cast<int64_t>(value);
+      over_temperature_ = false;  // compared with the new limit at the next step
       return;
     case reg::kMKey:
       mkey_ = value;
@@ -432,6 +449,87 @@ Status Chip::power_on() {
   return {};
 }
 
+void Chip::reset_volatile() {
+  ctrl_ = 0;
+  mkey_ = 0;
+  mkey_violations_ = 0;
+  mkey_lease_s_ = 0;
+  lease_ends_ps_.reset();
+  temp_limit_mc_ = thermal::kDefaultLimitMc;
+  over_temperature_ = false;
+  fault_enable_ = fault_mask_ = fault_route_lo_ = fault_route_hi_ = fault_route_ext_ = 0;
+  fault_dest_ = fault_status_ = faults_reported_ = 0;
+  nma_dropped_ = nma_errors_ = nma_requests_ = 0;
+  boot_status_ = dirty_discards_ = scratch_ = 0;
+  chip_id_ = 0;
+  id_valid_ = false;
+  for (PortState& s : ports_) {
+    // The link itself is the engine's: it follows port_forced_down and calls link_down/up.
+    const LinkState link = s.link;
+    const uint8_t lanes = s.lanes;
+    const PeerIdentity peer = s.peer;
+    s = PortState{};
+    s.link = link;
+    s.lanes = lanes;
+    s.peer = peer;
+  }
+  thermal_tx_flits_ = 0;
+  nma_ = std::make_unique<Nma>(*this);
+  reset_specific();
+}
+
+void Chip::switch_off(uint64_t now_ps) {
+  if (!powered_) return;
+  advance_thermal(now_ps);
+  powered_ = false;
+  voltage_mv_ = 0;
+  reset_volatile();
+  link_control_changes_ = PortSet::first(num_ports());
+}
+
+Status Chip::switch_on(uint64_t now_ps) {
+  if (powered_) return {};
+  advance_thermal(now_ps);  // cooled while off
+  powered_ = true;
+  ++power_cycles_;
+  link_control_changes_ = PortSet::first(num_ports());
+  // Links train again from scratch: their first training is no fault (link_up).
+  for (PortState& s : ports_) s.trained = false;
+  return power_on();
+}
+
+void Chip::advance_thermal(uint64_t now_ps) {
+  uint64_t flits = 0;
+  unsigned up = 0;
+  for (const PortState& s : ports_) {
+    flits += s.tx_flits;
+    up += s.link == LinkState::kUp ? 1 : 0;
+  }
+  if (!thermal_at_ps_ || now_ps <= *thermal_at_ps_ || flits < thermal_tx_flits_) {
+    // The first step, a clock that did not move, or counters that started again.
+    if (!thermal_at_ps_ || now_ps > *thermal_at_ps_) thermal_at_ps_ = now_ps;
+    thermal_tx_flits_ = flits;
+    return;
+  }
+  const double seconds = static_cast<double>(now_ps - *thermal_at_ps_) * 1e-12;
+  const double capacity = seconds * (wire::kLinkBitsPerSecond / wire::kFlitBits) * up;
+  const double load =
+      capacity > 0 ? std::min(1.0, static_cast<double>(flits - thermal_tx_flits_) / capacity) : 0;
+  thermal_at_ps_ = now_ps;
+  thermal_tx_flits_ = flits;
+  temperature_mc_ =
+      thermal::step_mc(temperature_mc_, thermal::settled_mc(powered_, load, ambient_mc_), seconds);
+  voltage_mv_ = thermal::core_mv(powered_, load);
+  if (!powered_) return;
+  if (!over_temperature_ && temperature_mc_ >= temp_limit_mc_) {
+    over_temperature_ = true;
+    raise_fault(FaultCode::kOverTemperature, 0, static_cast<uint32_t>(temperature_mc_ / 1000));
+  } else if (over_temperature_ &&
+             temperature_mc_ < temp_limit_mc_ - thermal::kOverTemperatureHysteresisMc) {
+    over_temperature_ = false;
+  }
+}
+
 void Chip::link_up(uint8_t p, const PeerIdentity& peer, uint8_t lanes) {
   PortState& s = ports_[p];
   if (s.link == LinkState::kUp) return;
@@ -468,6 +566,7 @@ void Chip::count_dirty(uint8_t p) {
 }
 
 bool Chip::raise_fault(FaultCode code, uint8_t p, uint32_t detail) {
+  if (!powered_) return false;  // a chip switched off reports nothing
   fault_status_ |= uint64_t{1} << static_cast<uint8_t>(code);
   if (!(fault_enable_ & 1) || (fault_mask_ >> static_cast<uint8_t>(code)) & 1) return false;
   if (!nma_->queue_fault_report(code, p, detail)) return false;

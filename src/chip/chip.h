@@ -15,6 +15,7 @@
 #include "chip/eeprom.h"
 #include "chip/port_set.h"
 #include "chip/registers.h"
+#include "chip/thermal.h"
 #include "wire/mgmt.h"
 
 namespace galaxy::chip {
@@ -135,17 +136,35 @@ class Chip {
   // the engine takes the ports whose bit changed after a management
   // write, takes the whole link down at both ends, and lets it train again once neither end
   // holds it down.
-  bool port_forced_down(uint8_t p) const { return p < ports_.size() && (ports_[p].ctrl & 2); }
+  // A chip switched off holds all its links down.
+  bool port_forced_down(uint8_t p) const {
+    return p < ports_.size() && (!powered_ || (ports_[p].ctrl & 2));
+  }
   PortSet take_link_control_changes() { return std::exchange(link_control_changes_, PortSet{}); }
   PortState& port(uint8_t p) { return ports_[p]; }
   const PortState& port(uint8_t p) const { return ports_[p]; }
   bool port_usable(uint8_t p) const {
-    return p < ports_.size() && ports_[p].link == LinkState::kUp && (ports_[p].ctrl & 3) == 1;
+    return powered_ && p < ports_.size() && ports_[p].link == LinkState::kUp &&
+           (ports_[p].ctrl & 3) == 1;
   }
   // BIST started through BIST_CTRL is finished by the engine with the measured outcome.
   void complete_bist(uint8_t port, uint64_t flits, uint64_t errors, bool no_wire = false);
 
-  void set_temperature_mc(int64_t milli_celsius) { temperature_mc_ = milli_celsius; }
+  // Power, as the monitor board's regulator and reset line drive it (chip/monitor_board.h). A
+  // chip switched off holds every link down (the engine takes the changed ports, as after a
+  // PORT_CTRL write), serves no management and loses its volatile state: switching it on, or
+  // a hard reset, starts it from its EEPROM as at power-on. `now_ps` is the engine's clock.
+  bool powered() const { return powered_; }
+  void switch_off(uint64_t now_ps);
+  Status switch_on(uint64_t now_ps);
+
+  // Temperature and core voltage (chip/thermal.h), brought to `now_ps` from the flits the ports
+  // sent since the last call; crossing TEMP_LIMIT raises kOverTemperature.
+  void advance_thermal(uint64_t now_ps);
+  int64_t temperature_mc() const { return temperature_mc_; }
+  uint64_t voltage_mv() const { return voltage_mv_; }
+  // The air the chip draws (a failed fan, a hot aisle): the model's ambient from now on.
+  void set_ambient_mc(int64_t milli_celsius) { ambient_mc_ = milli_celsius; }
   void count_dirty(uint8_t port);
 
   // Active fault reporting: latches FAULT_STATUS and, if enabled and unmasked, queues a report
@@ -162,6 +181,8 @@ class Chip {
   virtual void write_specific(uint16_t addr, uint64_t value);
   // Route records of a boot image; only the NRC has route tables.
   virtual Status apply_boot_route(const BootRoute& r);
+  // The chip-specific state a power cycle loses (route tables, VC rules).
+  virtual void reset_specific() {}
 
  private:
   friend class Nma;
@@ -174,7 +195,17 @@ class Chip {
   uint64_t mkey_violations_ = 0;
   uint64_t mkey_lease_s_ = 0;
   std::optional<uint64_t> lease_ends_ps_;  // the running lease, if a request was refused
-  int64_t temperature_mc_ = 45000;
+  // Everything a power cycle or a hard reset loses, back to its power-on value.
+  void reset_volatile();
+  bool powered_ = true;
+  uint64_t power_cycles_ = 0;
+  int64_t ambient_mc_ = thermal::kAmbientMc;
+  int64_t temperature_mc_ = thermal::kAmbientMc + thermal::kIdleRiseMc;
+  uint64_t voltage_mv_ = thermal::kNominalCoreMv;
+  int64_t temp_limit_mc_ = thermal::kDefaultLimitMc;
+  bool over_temperature_ = false;
+  std::optional<uint64_t> thermal_at_ps_;  // the model's last step
+  uint64_t thermal_tx_flits_ = 0;          // the ports' flits sent then
   uint64_t fault_enable_ = 0;
   uint64_t fault_mask_ = 0;
   uint64_t fault_route_lo_ = 0;

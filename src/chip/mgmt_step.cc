@@ -5,6 +5,8 @@
 namespace galaxy::chip {
 
 MgmtArrival accept_mgmt(Chip& c, uint8_t in_port, std::span<uint8_t> packet) {
+  // A chip switched off takes nothing (what was on its links when they went down is lost).
+  if (!c.powered()) return {MgmtArrival::Action::kDrop, 0};
   if (c.type() == wire::ChipType::kNrc) {
     MgmtRouting r = static_cast<Nrc&>(c).route_mgmt(in_port, packet);
     switch (r.action) {
@@ -25,6 +27,8 @@ MgmtArrival accept_mgmt(Chip& c, uint8_t in_port, std::span<uint8_t> packet) {
 }
 
 std::optional<NmaOutcome> serve_nma(Chip& c, std::span<const uint8_t> packet, uint64_t now_ps) {
+  if (!c.powered()) return std::nullopt;
+  c.advance_thermal(now_ps);  // TEMPERATURE and VOLTAGE read as of now
   auto outcome = c.nma().process(packet, now_ps);
   if (!outcome.ok()) {
     c.count_dirty(0);

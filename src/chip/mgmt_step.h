@@ -29,7 +29,7 @@ MgmtArrival accept_mgmt(Chip& c, uint8_t in_port, std::span<uint8_t> packet);
 
 // Serves a request absorbed by `c` at `now_ps` (the engine's clock). nullopt: nothing to answer
 // — not a management packet (a dirty packet, counted on port 0) or one the NMA drops (not for
-// this chip, no way back).
+// this chip, no way back) or a chip switched off.
 std::optional<NmaOutcome> serve_nma(Chip& c, std::span<const uint8_t> packet, uint64_t now_ps);
 
 // Hands the NMA's queued packets (responses before fault reports) to send(port, bytes).

@@ -199,6 +199,12 @@ void Nrc::write_specific(uint16_t addr, uint64_t value) {
   }
 }
 
+void Nrc::reset_specific() {
+  tables_.assign(num_ports(), std::make_shared<RouteTable>());
+  rt_select_ = rt_entries_written_ = rt_status_ = 0;
+  vc_rules_ = {};
+}
+
 Status Nrc::apply_boot_route(const BootRoute& r) {
   return set_routes(r.inputs, r.first, r.count, r.ports);
 }

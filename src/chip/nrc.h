@@ -66,6 +66,7 @@ class Nrc : public Chip {
   wire::NmpError check_specific(uint16_t addr, uint64_t value) const override;
   void write_specific(uint16_t addr, uint64_t value) override;
   Status apply_boot_route(const BootRoute& r) override;
+  void reset_specific() override;
 
  private:
   PortSet port_mask() const { return PortSet::first(num_ports()); }

@@ -33,7 +33,10 @@ inline constexpr uint16_t kDirtyDiscards = 0x011;   // RO packets discarded as d
 inline constexpr uint16_t kScratch = 0x012;         // RW free for software
 inline constexpr uint16_t kFaultRouteExt = 0x013;   // RW [59:0] the route's extension
 inline constexpr uint16_t kMKeyLease = 0x014;       // RW [15:0] M_Key lease period, seconds
-inline constexpr uint16_t kCommonEnd = 0x015;
+inline constexpr uint16_t kTempLimit = 0x015;       // RW milli-degrees: the over-temperature fault
+inline constexpr uint16_t kVoltage = 0x016;         // RO core voltage, millivolts (0 while off)
+inline constexpr uint16_t kPowerCycles = 0x017;     // RO times switched on or reset by the board
+inline constexpr uint16_t kCommonEnd = 0x018;
 // CHIP_CTRL bit 2 (NRCs): route data by the fixed choice among the allowed ports (the
 // destination's tie-break alone, as a static d-mod-k switch would) instead of the least-loaded
 // one; for comparing adaptive routing with a fixed choice (docs/registers.md).

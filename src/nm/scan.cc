@@ -42,10 +42,12 @@ namespace {
 // One request: `count` consecutive entries of the grade-ordered register list of a port.
 struct Read {
   uint32_t chip = 0;  // index into ScanResult::chips
-  uint8_t port = 0;
+  uint8_t port = 0;   // kEnvironment: the chip's TEMPERATURE and VOLTAGE
   uint8_t first = 0;  // position in the grade order
   uint8_t count = 0;
 };
+
+constexpr uint8_t kEnvironment = 0xFF;  // no port has this number (kMaxSwitchPorts <= 128)
 
 // Register indices ordered by grade (stable), the order a port's registers are read in.
 std::array<uint8_t, kStatusRegisters> grade_order() {
@@ -137,6 +139,8 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
   unsigned max_ports = 0;
   for (const auto& c : r.chips) max_ports = std::max<unsigned>(max_ports, c.ports.size());
   std::vector<Read> reads;
+  if (options.environment)
+    for (uint32_t ci = 0; ci < r.chips.size(); ++ci) reads.push_back({ci, kEnvironment, 0, 2});
   for (uint8_t grade = 1; grade <= 3; ++grade)
     for (unsigned p = 0; p < max_ports; ++p)
       for (uint8_t first = 0; first < kStatusRegisters; first += 2) {
@@ -157,6 +161,9 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
   std::vector<unsigned> in_chip(r.chips.size(), 0);
   std::vector<std::deque<Read>> deferred(r.chips.size());
   size_t next = 0, outstanding = 0;
+  auto port_absent = [&](const Read& rd) {
+    return rd.port != kEnvironment && r.chips[rd.chip].ports[rd.port].absent;
+  };
   std::function<void(const Read&)> send;
   std::function<void()> pump;
   send = [&](const Read& rd) {
@@ -166,15 +173,26 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
                                       static_cast<uint16_t>(kFirstStatusOffset + order[pos]));
     };
     const MgmtTarget& t = map_.target[c.node];
-    MgmtRequest q = rd.count == 2 ? MgmtRequest::read2(t, addr(rd.first), addr(rd.first + 1))
-                                  : MgmtRequest::read(t, addr(rd.first));
+    MgmtRequest q = rd.port == kEnvironment
+                        ? MgmtRequest::read2(t, chip::reg::kTemperature, chip::reg::kVoltage)
+                    : rd.count == 2 ? MgmtRequest::read2(t, addr(rd.first), addr(rd.first + 1))
+                                    : MgmtRequest::read(t, addr(rd.first));
     ++outstanding;
     ++in_chip[rd.chip];
     requester_.submit(q, [&, rd](const MgmtReply& reply) {
       --outstanding;
       --in_chip[rd.chip];
       ChipStatus& chip = r.chips[rd.chip];
-      if (reply.status.ok()) {
+      if (rd.port == kEnvironment) {
+        if (reply.status.ok()) {
+          chip.environment_read = true;
+          chip.temperature_mc = static_cast<int64_t>(reply.response.data.value[0]);
+          chip.voltage_mv = reply.response.data.value[1];
+        } else if (reply.response.nmp_type != wire::NmpType::kRegError && chip.responding) {
+          chip.responding = false;
+          r.non_responding.push_back(chip.node);
+        }
+      } else if (reply.status.ok()) {
         PortStatus& ps = chip.ports[rd.port];
         for (uint8_t i = 0; i < rd.count; ++i) {
           uint8_t reg = order[rd.first + i];
@@ -197,7 +215,7 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
         r.skipped += waiting.size();
         waiting.clear();
       } else {
-        while (!waiting.empty() && chip.ports[waiting.front().port].absent) {
+        while (!waiting.empty() && port_absent(waiting.front())) {
           ++r.skipped;
           waiting.pop_front();
         }
@@ -214,7 +232,7 @@ Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
     while (outstanding < limit && next < reads.size()) {
       const Read& rd = reads[next++];
       const ChipStatus& c = r.chips[rd.chip];
-      if (!c.responding || c.ports[rd.port].absent) {
+      if (!c.responding || port_absent(rd)) {
         ++r.skipped;
       } else if (in_chip[rd.chip] >= per_chip) {
         deferred[rd.chip].push_back(rd);

@@ -41,6 +41,9 @@ inline constexpr double kLinkBidirectionalGbps = 224;  // 14 Gbit/s x 8 lanes x 
 
 struct ScanOptions {
   bool include_nics = false;  // NICs other than the server's own (port 0 only)
+  // Each chip's TEMPERATURE and VOLTAGE too, in one request before its ports (grade 1). The
+  // paper's scan model counts port registers only: a comparison with it turns this off.
+  bool environment = true;
   // Only this FabricMap node (the device view's scan of one chip; NIC or NRC); kNoNode = all.
   uint32_t only_node = fabric::kNoNode;
   // Otherwise only the nodes this accepts, when set (a daemon's region of the fabric).
@@ -70,6 +73,10 @@ struct ChipStatus {
   uint16_t chip_id = 0;
   bool responding = true;
   std::vector<PortStatus> ports;
+  // TEMPERATURE and VOLTAGE, when ScanOptions::environment read them.
+  bool environment_read = false;
+  int64_t temperature_mc = 0;
+  uint64_t voltage_mv = 0;
 };
 
 struct ScanResult {

@@ -7,6 +7,7 @@
 #include "chip/register_names.h"
 #include "nmd/api.h"
 #include "nmd/daemon.h"
+#include "nmd/oob.h"
 #include "nmd/ops.h"
 
 namespace galaxy::nmd {
@@ -95,6 +96,27 @@ Result<nlohmann::json> eeprom_defaults(Daemon& d, const ApiRequest& r) {
   return out;
 }
 
+// The out-of-band path: no discovery, no M_Key; the board reaches a chip that is switched off.
+Result<nlohmann::json> oob_post(Daemon& d, const ApiRequest& r) {
+  auto operation = body_string(r, "operation", true);
+  if (!operation.ok()) return operation.error();
+  auto reg = body_string(r, "register", false);
+  if (!reg.ok()) return reg.error();
+  auto value = body_string(r, "value", false);
+  if (!value.ok()) return value.error();
+  GALAXY_TRY(d.require_galaxy("the out-of-band path"));
+  auto out = d.with_session([&](Session& s) {
+    return oob_op(s, r.path.at("chip"), *operation, reg->empty() ? nullptr : &*reg,
+                  value->empty() ? nullptr : &*value);
+  });
+  auto cmd = find_oob_command(*operation);
+  if (out.ok() && cmd.ok() && (*cmd)->op != wire::OobOp::kStatus &&
+      (*cmd)->op != wire::OobOp::kReadTemperature && (*cmd)->op != wire::OobOp::kReadVoltage &&
+      (*cmd)->op != wire::OobOp::kReadRegister)
+    note_write(d, *out, fmt::format("out-of-band {}", *operation), r.by);
+  return out;
+}
+
 Result<nlohmann::json> status_get(Daemon& d, const ApiRequest& r) {
   return d.chip_status(r.path.at("chip"));
 }
@@ -145,6 +167,20 @@ void add_chip_io_routes(std::vector<ApiRoute>& routes) {
                     {chip},
                     true,
                     eeprom_defaults});
+  routes.push_back(
+      {"POST",
+       "/api/chips/{chip}/oob",
+       "One request through the chip's chassis monitor board (out-of-band, I2C): power-on, "
+       "power-off, reset, temperature, voltage, read, write, status",
+       {chip,
+        {"operation", "body", "string",
+         "power-on, power-off, reset, temperature, voltage, read, "
+         "write or status",
+         true},
+        {"register", "body", "string", "read/write: address or name"},
+        {"value", "body", "string", "write: 64-bit value"}},
+       true,
+       oob_post});
   routes.push_back({"GET",
                     "/api/chips/{chip}/status",
                     "Read the ten status registers of every port now, with the changes since "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <optional>
 #include <set>
@@ -1214,6 +1215,10 @@ void Daemon::rebuild_view_locked() {
       if (cs.chip_id >= v->chips.size()) continue;
       ChipView& c = v->chips[cs.chip_id];
       c.responding = !silent.count(cs.chip_id);
+      if (cs.environment_read) {
+        c.temperature_c = static_cast<float>(static_cast<double>(cs.temperature_mc) / 1000.0);
+        c.voltage_mv = static_cast<float>(cs.voltage_mv);
+      }
       for (size_t p = 0; p < cs.ports.size() && p < c.ports; ++p) {
         const nm::PortStatus& ps = cs.ports[p];
         if (!ps.read_mask) continue;
@@ -1301,8 +1306,17 @@ void Daemon::update_port_metrics(const FabricView& v) {
   const bool all = v.chips.size() <= options_.all_port_metrics_up_to_chips;
   MetricFamily* link_up = metrics_.find(kPortLinkUp);
   MetricFamily* util = metrics_.find(kPortUtilisationRatio);
+  MetricFamily* temperature = metrics_.find(kChipTemperatureCelsius);
+  MetricFamily* voltage = metrics_.find(kChipVoltageVolts);
   for (uint32_t n = 0; n < v.chips.size(); ++n) {
     const ChipView& c = v.chips[n];
+    if (std::isfinite(c.temperature_c) && temperature && voltage) {
+      const std::vector<Label> labels{{"chip", std::to_string(n)},
+                                      {"chip_name", c.name},
+                                      {"location", location_text(c.location)}};
+      (void)temperature->set(labels, c.temperature_c);
+      (void)voltage->set(labels, c.voltage_mv / 1000.0);
+    }
     for (uint8_t p = 0; p < c.ports; ++p) {
       const PortView& pv = v.port(n, p);
       if (pv.peer == fabric::kNoNode) continue;

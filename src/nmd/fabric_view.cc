@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "base/spec.h"
@@ -456,6 +457,10 @@ nlohmann::json chip_json(const FabricView& v, uint32_t node, bool with_ports) {
                    {"responding", c.responding},
                    {"in_region", c.in_region},
                    {"faults", c.faults}};
+  if (std::isfinite(c.temperature_c)) {
+    j["temperature_c"] = std::round(static_cast<double>(c.temperature_c) * 100) / 100;
+    j["voltage_mv"] = c.voltage_mv;
+  }
   if (v.plan) fabric::add_identity_json(j, v.plan->identity(node));
   if (!with_ports) return j;
   nlohmann::json ports = nlohmann::json::array();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -47,6 +48,9 @@ struct ChipView {
   bool responding = true;
   bool in_region = true;  // managed by this daemon (--region)
   uint32_t faults = 0;    // unacknowledged faults and alarms
+  // TEMPERATURE and VOLTAGE as the last scan read them; NaN before a scan read them.
+  float temperature_c = std::numeric_limits<float>::quiet_NaN();
+  float voltage_mv = std::numeric_limits<float>::quiet_NaN();
 };
 
 struct FabricView {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 namespace galaxy::nmd {
 
@@ -39,7 +40,8 @@ nlohmann::json series_json(const std::array<HistorySeries, N>& table) {
 uint32_t History::capacity(size_t chips, size_t ports) const {
   const uint64_t bytes =
       sizeof(ScanPoint) +
-      (chips + (chips <= options_.port_series_up_to_chips ? ports : 0)) * sizeof(Rates);
+      (chips + (chips <= options_.port_series_up_to_chips ? ports : 0)) * sizeof(Rates) +
+      chips * sizeof(float);
   const uint64_t by_bytes = std::max<uint64_t>(2, options_.max_bytes / bytes);
   return static_cast<uint32_t>(std::min<uint64_t>(options_.max_points, by_bytes));
 }
@@ -57,6 +59,8 @@ void History::add_scan(const FabricView& v, int64_t time_us) {
   auto p = std::make_shared<ScanPoint>();
   p->time_us = time_us;
   p->chips.assign(v.chips.size(), Rates{});
+  p->temperature.resize(v.chips.size());
+  float hottest = std::numeric_limits<float>::quiet_NaN();
   const bool with_ports = v.chips.size() <= options_.port_series_up_to_chips;
   if (with_ports) p->ports.assign(v.ports.size(), Rates{});
   double util_sum = 0;
@@ -65,6 +69,8 @@ void History::add_scan(const FabricView& v, int64_t time_us) {
   for (uint32_t n = 0; n < v.chips.size(); ++n) {
     const ChipView& c = v.chips[n];
     Rates& chip = p->chips[n];
+    p->temperature[n] = c.temperature_c;
+    if (std::isfinite(c.temperature_c) && !(c.temperature_c <= hottest)) hottest = c.temperature_c;
     for (uint8_t port = 0; port < c.ports; ++port) {
       const PortView& pv = v.port(n, port);
       if (pv.peer == fabric::kNoNode) continue;
@@ -80,8 +86,12 @@ void History::add_scan(const FabricView& v, int64_t time_us) {
     retrans += chip[1];
     crc += chip[2];
   }
-  p->fabric = {linked ? static_cast<float>(util_sum / static_cast<double>(linked)) : 0.0f, util_max,
-               retrans, crc, static_cast<float>(v.links_down())};
+  p->fabric = {linked ? static_cast<float>(util_sum / static_cast<double>(linked)) : 0.0f,
+               util_max,
+               retrans,
+               crc,
+               static_cast<float>(v.links_down()),
+               hottest};
   const uint32_t cap = capacity(v.chips.size(), v.ports.size());
   std::lock_guard lock(mu_);
   // A fabric that changed size (an InfiniBand sweep found more switches) starts a new history:
@@ -163,9 +173,12 @@ Result<nlohmann::json> History::query(const FabricView& v, std::optional<uint32_
   if (!port) {
     j["scope"] = "chip";
     series[0]["help"] = "the highest utilisation of the chip's ports";
-    for (const auto& p : scans)
+    series.push_back(series_json(std::array{kTemperatureSeries})[0]);
+    for (const auto& p : scans) {
       for (size_t s = 0; s < kRateSeries.size(); ++s)
         series[s]["points"].push_back({p->time_us, number(p->chips[*chip][s])});
+      series[kRateSeries.size()]["points"].push_back({p->time_us, number(p->temperature[*chip])});
+    }
   } else {
     j["scope"] = "port";
     j["port"] = *port;

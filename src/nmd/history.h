@@ -45,13 +45,17 @@ inline constexpr std::array<HistorySeries, 3> kRateSeries{{
     {"retransmissions_per_s", "1/s", "link-layer retransmissions per second"},
     {"crc_errors_per_s", "1/s", "frames received with a CRC error per second"},
 }};
+// A chip's environment at each scan (chips only: ports have none).
+inline constexpr HistorySeries kTemperatureSeries{"temperature_c", "°C",
+                                                  "TEMPERATURE as the scan read it"};
 // The whole fabric at each scan.
-inline constexpr std::array<HistorySeries, 5> kFabricSeries{{
+inline constexpr std::array<HistorySeries, 6> kFabricSeries{{
     {"utilisation_mean", "ratio", "mean utilisation of the linked ports"},
     {"utilisation_max", "ratio", "highest utilisation of a port"},
     {"retransmissions_per_s", "1/s", "retransmissions per second, every port"},
     {"crc_errors_per_s", "1/s", "CRC errors per second, every port"},
     {"links_down", "links", "links of the described fabric down or not found"},
+    {"temperature_max_c", "°C", "the hottest chip's TEMPERATURE"},
 }};
 // The fault counts, a point at each change.
 inline constexpr std::array<HistorySeries, 2> kFaultSeries{{
@@ -85,6 +89,7 @@ class History {
     std::array<float, kFabricSeries.size()> fabric{};
     std::vector<std::array<float, kRateSeries.size()>> chips;  // by chip id
     std::vector<std::array<float, kRateSeries.size()>> ports;  // by port slot; may be empty
+    std::vector<float> temperature;                            // by chip id; NaN: not read
   };
   struct FaultPoint {
     int64_t time_us = 0;

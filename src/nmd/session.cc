@@ -58,6 +58,8 @@ Result<Session> open_live_session(const SessionOptions& o) {
   if (!dev.ok()) return dev.error();
   Session s;
   s.live_plan = std::make_unique<fabric::Topology>(std::move(f->topology));
+  s.live_hosts = f->hosts;
+  s.live_host_of = f->host_of;
   s.device = std::move(*dev);
   auto port = nm::GlexMgmtPort::open(s.device.get());
   if (!port.ok()) return port.error();

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/live/live_spec.h"
 #include "engine/sim/sim_fabric.h"
 #include "glex/sim_device.h"
 #include "nm/cooperative_port.h"
@@ -42,6 +43,8 @@ struct SessionOptions {
 struct Session {
   std::shared_ptr<sim::SimFabric> fabric;       // null on a live fabric
   std::unique_ptr<fabric::Topology> live_plan;  // a live fabric's described topology
+  std::vector<live::LiveHost> live_hosts;       // its hosts, and each node's host (monitor boards)
+  std::vector<uint16_t> live_host_of;
   const fabric::Topology& plan() const { return fabric ? fabric->topology() : *live_plan; }
   std::unique_ptr<glex_device> device;
   std::unique_ptr<nm::GlexMgmtPort> port;

@@ -367,23 +367,3 @@ TEST(SimFabricTest, PipelinedRequestsOverlapAndNmasSerialise) {
 
 }  // namespace
 }  // namespace galaxy::sim
-
-#include "engine/sim/oob.h"
-
-namespace galaxy::sim {
-namespace {
-
-TEST(OutOfBandTest, RegisterReadReproducesThePaperAndIsHundredsOfTimesSlower) {
-  Timing t = default_timing().value();
-  OutOfBand oob{t};
-  EXPECT_EQ(I2cTransfer::mux_select() + I2cTransfer::read(8), 131u);
-  EXPECT_NEAR(to_us(oob.register_read()), 4816.66, 0.01);  // SYSTEM.md 2.8
-  double ratio = to_us(oob.register_read()) / 6.73;
-  EXPECT_GT(ratio, 700);
-  EXPECT_LT(ratio, 730);
-  EXPECT_LT(oob.register_write(), oob.register_read());  // no repeated start / read address
-  EXPECT_GT(oob.eeprom_write(2) - oob.eeprom_write(1), t.eeprom_write_per_byte);
-}
-
-}  // namespace
-}  // namespace galaxy::sim

@@ -16,11 +16,12 @@ using testing::SimServer;
 constexpr uint8_t kPeerIdent = 0, kLinkState = 1, kRetransmissions = 3, kRetransRate = 4,
                   kCrcErrors = 5;
 
+// Ten status registers a port, two a request, and each chip's TEMPERATURE and VOLTAGE in one.
 uint64_t expected_requests(const FabricMap& map, bool nics) {
   uint64_t n = 0;
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
     if (v != map.server_node && (nics || !map.topology.is_nic(v)))
-      n += (10 * map.topology.num_ports(v) + 1) / 2;
+      n += (10 * map.topology.num_ports(v) + 1) / 2 + 1;
   return n;
 }
 
@@ -39,6 +40,10 @@ TEST_P(ScanBackends, PipelinedScanReadsEveryPortOfEveryNrc) {
   EXPECT_EQ(r->responses, r->requests);
   EXPECT_TRUE(r->non_responding.empty());
   for (const auto& c : r->chips) {
+    EXPECT_TRUE(c.environment_read) << c.node;
+    EXPECT_GT(c.temperature_mc, 25'000) << "above the machine room's air: it is powered";
+    EXPECT_LT(c.temperature_mc, 85'000);
+    EXPECT_GT(c.voltage_mv, 800u);
     ASSERT_EQ(c.ports.size(), map.topology.num_ports(c.node));
     for (size_t p = 0; p < c.ports.size(); ++p) {
       EXPECT_EQ(c.ports[p].read_mask, 0x3FF) << c.node << ":" << p;
@@ -73,7 +78,7 @@ TEST(ScanTest, SerialScanMatchesThePaperModel) {
   auto map = s.oracle();
   Requester req(*s.port, {});
   Scanner scanner(req, map);
-  auto r = scanner.scan_once({});
+  auto r = scanner.scan_once({.environment = false});  // the paper's scan: port registers only
   ASSERT_TRUE(r.ok());
   // The paper's model (SYSTEM.md 2.8) charges a two-register request like a one-register one;
   // the calibrated NMA charges the second read too ("more than 1, less than 2 single reads").

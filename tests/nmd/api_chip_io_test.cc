@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "fabric/builders.h"
 #include "nmd_fixture.h"
 
 namespace galaxy::nmd::api_test {
@@ -316,6 +317,51 @@ TEST_F(NmdApiTest, EepromDefaultsAreWrittenAndVerified) {
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0]["cause"], "EEPROM defaults written");
   EXPECT_EQ(log[0]["chip"], 3);
+}
+
+}  // namespace galaxy::nmd::api_test
+
+namespace galaxy::nmd::api_test {
+
+// POST /api/chips/{chip}/oob: a top switch switched off through its monitor board is gone from
+// the next discovery sweep and back after power-on; temperature reads over I2C; the power
+// changes are logged; a bad operation or no token changes nothing.
+TEST_F(NmdApiTest, OutOfBandPowerOffRemovesAChipFromDiscoveryAndPowerOnBringsItBack) {
+  const fabric::Topology t = fabric::build_topology("fattree:k=4").value();
+  uint32_t spine = fabric::kNoNode;
+  for (uint32_t v = 0; v < t.num_nodes() && spine == fabric::kNoNode; ++v)
+    if (!t.is_nic(v) && t.location(v).role.find("core") != std::string::npos) spine = v;
+  ASSERT_NE(spine, fabric::kNoNode);
+  const std::string at = fmt::format("/api/chips/{}/oob", spine);
+  Reply no_token = post(at, {{"operation", "power-off"}}, "");
+  EXPECT_EQ(no_token.status, 401) << no_token.describe();
+  Reply bad = post(at, {{"operation", "boil"}});
+  EXPECT_EQ(bad.status, 400) << bad.describe();
+  EXPECT_NE(bad.body.find("E5724"), std::string::npos) << bad.body;
+
+  Reply temp = post(at, {{"operation", "temperature"}});
+  ASSERT_EQ(temp.status, 200) << temp.describe();
+  EXPECT_GT(temp.json["temperature_c"].get<double>(), 25.0);
+  EXPECT_TRUE(temp.json["powered"].get<bool>());
+
+  Reply off = post(at, {{"operation", "power-off"}});
+  ASSERT_EQ(off.status, 200) << off.describe();
+  EXPECT_FALSE(off.json["powered"].get<bool>());
+  Reply gone = post("/api/discover");
+  ASSERT_EQ(gone.status, 200) << gone.describe();
+  EXPECT_EQ(gone.json["chips"], 35) << "the chip switched off answers nothing in band";
+  Reply read_off = post(at, {{"operation", "read"}, {"register", "SCRATCH"}});
+  EXPECT_NE(read_off.status, 200);
+  EXPECT_NE(read_off.body.find("E2202"), std::string::npos) << read_off.body;
+
+  Reply on = post(at, {{"operation", "power-on"}});
+  ASSERT_EQ(on.status, 200) << on.describe();
+  Reply back = post("/api/discover");
+  ASSERT_EQ(back.status, 200) << back.describe();
+  EXPECT_EQ(back.json["chips"], 36);
+  Json log = get("/api/log?kind=config_change").json["events"];
+  ASSERT_EQ(log.size(), 2u) << "power-off and power-on, not the reads";
+  EXPECT_EQ(log[0]["chip"], spine);
 }
 
 }  // namespace galaxy::nmd::api_test

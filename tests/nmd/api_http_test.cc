@@ -598,6 +598,8 @@ const std::map<std::string, std::vector<std::string>>& coverage() {
       {"POST /api/discover", {"NmdApiTest.DiscoverSweepFindsALinkThatCameBack"}},
       {"POST /api/chips/{chip}/eeprom/defaults",
        {"NmdApiTest.EepromDefaultsAreWrittenAndVerified"}},
+      {"POST /api/chips/{chip}/oob",
+       {"NmdApiTest.OutOfBandPowerOffRemovesAChipFromDiscoveryAndPowerOnBringsItBack"}},
       {"POST /api/inject", {"NmdApiTest.InjectedLinkDownIsReportedAndRoutedAround"}},
       {"POST /api/bist", {"NmdApiTest.BistOnAPortPasses", "NmdApiTest.BistRefusesBadParameters"}},
       {"GET /api/events",

@@ -244,10 +244,16 @@ async function main() {
     await waitFor(page, 'body[data-eeprom-read] (EEPROM read)', () => document.body.dataset.eepromRead !== undefined, null, 10000);
     const eeprom = await page.$eval('[data-testid="eeprom-result"]', e => e.textContent);
     if (!/^8 bytes from 0x0000: ([0-9a-f]{2} ){7}[0-9a-f]{2}/.test(eeprom)) throw new Error(`EEPROM read shows '${eeprom}'`);
+    // The out-of-band path: the chip's temperature from its monitor board, over I2C.
+    await page.click('[data-testid="oob-temperature"]');
+    await waitFor(page, 'body[data-oob-done] (monitor board answered)', () => document.body.dataset.oobDone === 'temperature', null, 10000);
+    const oob = await page.$eval('[data-testid="oob-result"]', e => e.textContent);
+    const celsius = Number((/temperature: ([0-9.]+) °C/.exec(oob) || [])[1]);
+    if (!(celsius > 25 && celsius < 85) || !/I2C bus [0-9.]+ us/.test(oob)) throw new Error(`out-of-band temperature shows '${oob}'`);
     await page.click('[data-testid="tab-topology"]');
     await page.click('[data-testid="topo-discover"]');
     await waitFor(page, 'body[data-discovered] (discovery answered)', () => document.body.dataset.discovered !== undefined, null, 10000);
-    return { bist: bist[0], eeprom };
+    return { bist: bist[0], eeprom, oob };
   });
 
   // (f) the traffic heat map with its legend's unit

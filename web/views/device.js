@@ -54,8 +54,23 @@ async function bist() {
   } catch (e) { tid('bist-result').textContent = e.message; }
 }
 
+// The out-of-band path: the chip's chassis monitor board over I2C (POST /api/chips/{chip}/oob).
+async function oob(op) {
+  if (!st.chip) { showMessage('open a chip first', 'error'); return; }
+  if ((op === 'power-off' || op === 'reset') && !confirm(`${op} chip ${st.chip}?`)) return;
+  tid('oob-result').textContent = `${op}…`;
+  try {
+    const r = await api('POST', `/api/chips/${chipRef(st.chip)}/oob`, { operation: op });
+    const what = r.temperature_c !== undefined ? `${fmtNum(r.temperature_c)} °C`
+      : r.voltage_mv !== undefined ? `${r.voltage_mv} mV` : 'done';
+    tid('oob-result').textContent = `${op}: ${what}; powered ${r.powered ? 'yes' : 'no'}; I2C bus ${fmtNum(r.bus_us)} us, round trip ${fmtNum(r.elapsed_us)} us`;
+    document.body.dataset.oobDone = op;
+  } catch (e) { tid('oob-result').textContent = e.message; }
+}
+
 export function init(ctx) {
   st.ctx = ctx;
+  for (const b of document.querySelectorAll('[data-testid="oob-controls"] button')) b.addEventListener('click', () => oob(b.dataset.op));
   tid('eeprom-form').addEventListener('submit', (e) => { e.preventDefault(); eepromRead(); });
   tid('eeprom-write').addEventListener('click', eepromWrite);
   tid('eeprom-defaults').addEventListener('click', eepromDefaults);

@@ -462,8 +462,45 @@ Status FabricDaemon::init() {
   epoll_ctl(epfd_, EPOLL_CTL_ADD, efd_, &ev);
   ev.data.fd = sock_;
   epoll_ctl(epfd_, EPOLL_CTL_ADD, sock_, &ev);
+  open_board();
   seg_->header().ready.store(1, std::memory_order_release);
   return {};
+}
+
+// Without its board the fabric still runs: the failure is logged and out-of-band requests to
+// this host find nobody listening.
+void FabricDaemon::open_board() {
+  board_ = std::make_unique<chip::MonitorBoard>();
+  for (uint32_t n = 0; n < chips_.size(); ++n) {
+    if (!chips_[n]) continue;
+    if (Status st = board_->add_chip(n, chips_[n].get()); !st.ok()) {
+      log::line(log::Level::kWarn, st.error().id, "{}", st.error().message);
+      break;
+    }
+  }
+  const LiveHost& me = fabric_.hosts[static_cast<size_t>(host_)];
+  auto server = BoardServer::open(me.ip, me.port, epfd_);
+  if (!server.ok()) {
+    log::line(log::Level::kWarn, server.error().id, "{}", server.error().message);
+    return;
+  }
+  board_server_ = std::move(*server);
+}
+
+wire::OobResponse FabricDaemon::execute_oob(const wire::OobRequest& r) {
+  if (r.chip < chips_.size() && chips_[r.chip]) sync_counters(r.chip);
+  auto out = board_->execute(r, monotonic_ns() * units::kNanosecond,
+                             [&](uint32_t chip) { chip_changed(chip); });
+  log::info("monitor board: {} chip {}: {}", wire::oob_op_name(r.op), r.chip,
+            out.response.error_id ? fmt::format("E{}", out.response.error_id) : "done");
+  return out.response;
+}
+
+void FabricDaemon::chip_changed(uint32_t chip) {
+  if (!fabric_.topology.is_nic(chip)) export_routes(chip);
+  apply_link_controls(chip);
+  start_bists(chip);
+  drain_nma(chip);
 }
 
 Status FabricDaemon::open_socket() {
@@ -571,7 +608,9 @@ void FabricDaemon::run(const std::atomic<bool>& stop) {
       next = std::min(next, b.ended ? b.end_ns + kBistReportWaitNs : b.end_ns);
     // epoll counts in milliseconds: a self-test that ends sooner is waited for here, so that
     // its results are there when its duration is over.
-    if (!bists_.empty() && next < now + 1'000'000) {
+    // The same for a monitor board's answer waiting out its I2C bus time.
+    if (board_server_) next = std::min(next, board_server_->next_deadline_ns());
+    if ((!bists_.empty() || board_server_) && next < now + 1'000'000) {
       cpu_relax();
       continue;
     }
@@ -601,6 +640,8 @@ bool FabricDaemon::poll_once() {
   busy |= pump_nics();
   busy |= flush_links(now);
   busy |= receive_udp(now);
+  if (board_server_)
+    busy |= board_server_->poll(now, [&](const wire::OobRequest& r) { return execute_oob(r); });
   timers(now);
   update_link_states();
   return busy;
@@ -1274,12 +1315,10 @@ void FabricDaemon::run_nma(uint32_t chip, std::span<const uint8_t> packet) {
     return;
   }
   c.nma().push_response(out->response);
-  if (out->work.kind == chip::NmaWork::Kind::kRegWrite) {
-    if (!fabric_.topology.is_nic(chip)) export_routes(chip);
-    apply_link_controls(chip);
-    start_bists(chip);
-  }
-  drain_nma(chip);
+  if (out->work.kind == chip::NmaWork::Kind::kRegWrite)
+    chip_changed(chip);
+  else
+    drain_nma(chip);
 }
 
 // ---- link self-test -------------------------------------------------------------------------

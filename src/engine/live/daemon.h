@@ -24,8 +24,10 @@
 #include "base/status.h"
 #include "chip/chip.h"
 #include "chip/coll.h"
+#include "chip/monitor_board.h"
 #include "chip/mpq.h"
 #include "chip/nic.h"
+#include "engine/live/board_server.h"
 #include "engine/live/forward.h"
 #include "engine/live/items.h"
 #include "engine/live/link.h"
@@ -218,6 +220,12 @@ class FabricDaemon {
   void arrive_mgmt(uint32_t chip, uint8_t in_port, std::span<const uint8_t> packet);
   void run_nma(uint32_t chip, std::span<const uint8_t> packet);
   void drain_nma(uint32_t chip);
+  // The host's monitor board (chip/monitor_board.h) served on TCP (engine/live/board_server.h).
+  void open_board();
+  wire::OobResponse execute_oob(const wire::OobRequest& r);
+  // After a management or out-of-band write, or a power change: what the chip now holds down,
+  // routes or tests, and the reports it queued.
+  void chip_changed(uint32_t chip);
   void sync_counters(uint32_t chip);
   void export_routes(uint32_t chip);
 
@@ -294,6 +302,8 @@ class FabricDaemon {
   int sock_ = -1;
   int efd_ = -1;  // the doorbell (a datagram socket in the abstract namespace)
   int epfd_ = -1;
+  std::unique_ptr<chip::MonitorBoard> board_;  // after chips_: destroyed before them
+  std::unique_ptr<BoardServer> board_server_;
   std::vector<NicPort> nic_ports_;  // per node; empty for chips that are not this host's NICs
   std::vector<uint32_t> local_nics_;
   std::unordered_map<uint64_t, NicOp> nic_ops_;  // by (NIC, VP, submission number)

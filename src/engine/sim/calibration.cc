@@ -104,7 +104,6 @@ Result<Timing> load_timing(const std::string& path) {
   t.host_send = ns("host_send_ns");
   t.host_receive = ns("host_receive_ns");
   t.host_wakeup = ns("host_wakeup_ns");
-  t.i2c_kbps = num("i2c_kbps");
   t.oob_board_overhead = ns("oob_board_overhead_ns");
   t.pcie_gbytes_per_s = num("pcie_gbytes_per_s");
   t.pio_write = ns("pio_write_ns");

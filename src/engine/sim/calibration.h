@@ -31,7 +31,8 @@ struct Timing {
   Time host_send = 0;
   Time host_receive = 0;
   Time host_wakeup = 0;
-  double i2c_kbps = 0;
+  // The monitor board's round trip without its I2C bus: the management network's TCP exchange
+  // and the board's software (chip/monitor_board.h adds the bus).
   Time oob_board_overhead = 0;
   double pcie_gbytes_per_s = 0;  // one direction of the NIC's PCIe link, after encoding
   Time pio_write = 0;            // one PIO write as the NIC sees it (uncached or a WC burst)

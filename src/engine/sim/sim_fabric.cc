@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cassert>
 
+#include "base/time_units.h"
 #include "chip/forwarding.h"
 #include "chip/mgmt_step.h"
 #include "chip/nma.h"
 #include "chip/refusal.h"
+#include "fabric/chassis.h"
 
 namespace galaxy::sim {
 
@@ -791,6 +793,36 @@ void SimFabric::update_link(PortRef end) {
     }
     drain_nma(e.node);
   }
+}
+
+Result<wire::OobResponse> SimFabric::oob(const wire::OobRequest& r) {
+  if (r.chip >= topo_.num_nodes())
+    return make_error(Code::kNotFound, 2206,
+                      fmt::format("out-of-band request for chip {}: the fabric has {} chips",
+                                  r.chip, topo_.num_nodes()));
+  if (boards_.empty()) {
+    board_of_.assign(topo_.num_nodes(), 0);
+    chip::MonitorBoardOptions bo;
+    bo.register_fetch_ns = static_cast<uint64_t>(timing_.nma_register_read / units::kNanosecond);
+    for (const auto& chips : fabric::monitor_boards(topo_, chip::kMonitorBoardChannels)) {
+      auto board = std::make_unique<chip::MonitorBoard>(bo);
+      for (uint32_t v : chips) {
+        GALAXY_TRY(board->add_chip(v, chips_[v].get()));
+        board_of_[v] = static_cast<uint32_t>(boards_.size());
+      }
+      boards_.push_back(std::move(board));
+    }
+  }
+  const Time half = timing_.oob_board_overhead / 2;
+  sim_.run(sim_.now() + half);
+  account_background(r.chip);
+  auto out = boards_[board_of_[r.chip]]->execute(r, sim_.now(), [&](uint32_t node) {
+    apply_link_controls(node);
+    schedule_bists(node);
+  });
+  sim_.run(sim_.now() + static_cast<Time>(out.response.bus_ns) * units::kNanosecond +
+           (timing_.oob_board_overhead - half));
+  return out.response;
 }
 
 void SimFabric::set_utilisation(std::vector<float> per_output) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/fifo.h"
+#include "chip/monitor_board.h"
 #include "chip/nic.h"
 #include "chip/nrc.h"
 #include "engine/sim/calibration.h"
@@ -106,6 +107,13 @@ class SimFabric final : private EventHandler {
   void set_flit_error_rate(fabric::PortRef out, double rate) {
     outputs_[output_index(out)].flit_error_rate = rate;
   }
+
+  // The out-of-band path (chip/monitor_board.h): the monitor board of the chassis holding
+  // r.chip (fabric/chassis.h) executes the request. The request reaches the board after half
+  // the board's round trip (Timing::oob_board_overhead), its I2C bus takes the time the board
+  // reports, and the answer comes back after the other half; the fabric runs meanwhile. Errors
+  // of the board are answers (error_id); E2206 a chip the fabric does not have.
+  Result<wire::OobResponse> oob(const wire::OobRequest& r);
 
   // Flow-level background load (engine/sim/load.h): utilisation of every directed output.
   void set_utilisation(std::vector<float> per_output);
@@ -218,6 +226,8 @@ class SimFabric final : private EventHandler {
   void drain_nma(uint32_t node);
   void schedule_bists(uint32_t node);
   void apply_link_controls(uint32_t node);
+  std::vector<std::unique_ptr<chip::MonitorBoard>> boards_;  // built at the first oob()
+  std::vector<uint32_t> board_of_;
   void update_link(fabric::PortRef end);
   void finish_bist(uint32_t node, uint8_t port);
   void kick_nic(uint32_t node);
