@@ -1,7 +1,7 @@
-// galaxy scan — status scan of the fabric (SYSTEM.md 2.5.2) in the three client modes: single,
+// galaxy scan — status scan of the fabric (docs/system.md 2.5.2) in the three client modes: single,
 // loop (repeat at an interval) and compare (differences between consecutive scans). Discovery
 // (pipelined) comes first and is not part of the scan's simulated time; the scan itself is
-// serial with --serial (the paper's mode, compared with its model in SYSTEM.md 2.8) or
+// serial with --serial (the paper's mode, compared with its model in docs/system.md 2.8) or
 // pipelined. On an InfiniBand subnet (--fabric ib:) the scan reads every port's PortCounters
 // from its performance management agent (nm/ib_scan.h), as perfquery does one port at a time.
 #include <algorithm>
@@ -20,12 +20,13 @@
 #include "nm/ib_scan.h"
 #include "nm/scan.h"
 #include "nmd/ib_json.h"
+#include "nmd/scan_json.h"
 
 namespace galaxy::cli {
 
 namespace {
 
-constexpr double kPaperScanUs = 9.38e6;  // SYSTEM.md 2.8
+constexpr double kPaperScanUs = 9.38e6;  // docs/system.md 2.8
 constexpr const char* kShareDefinition =
     "management bits (requests + responses, 4 flits x 198 bits each) / scan time, as a share of "
     "one link's 224 Gbit/s bidirectional bandwidth (the server NIC's link carries all of it)";
@@ -42,11 +43,6 @@ struct ScanCmdOptions {
 };
 
 using Clock = std::chrono::steady_clock;
-std::string chip_name(const Session& s, uint16_t chip) {
-  const auto& plan = s.plan();
-  return chip < plan.num_nodes() ? plan.name(chip) : fmt::format("chip{}", chip);
-}
-
 // A simulation aid for compare mode: flits on the uplinks of the K NRCs nearest the server are
 // corrupted at `rate`, so RETRANSMISSIONS / CRC_ERRORS move with the scans' own traffic. These
 // links carry the most management packets.
@@ -64,64 +60,6 @@ void make_links_noisy(Session& s, unsigned k, double rate) {
     s.fabric->set_flit_error_rate(up, rate);
     if (auto peer = plan.peer(up)) s.fabric->set_flit_error_rate(*peer, rate);
   }
-}
-
-nlohmann::json summary(const Session& s, const nm::ScanResult& r, unsigned top) {
-  unsigned nrc = 0, nic = 0;
-  for (const auto& c : r.chips) (s.discovery.map.topology.is_nic(c.node) ? nic : nrc) += 1;
-  nlohmann::json dead = nlohmann::json::array();
-  for (size_t i = 0; i < r.non_responding.size() && dead.size() < top; ++i) {
-    uint16_t id = s.discovery.map.chip_id[r.non_responding[i]];
-    dead.push_back({{"chip", id}, {"name", chip_name(s, id)}, {"reached_by_discovery", true}});
-  }
-  for (size_t i = 0; i < r.unreached.size() && dead.size() < top; ++i)
-    dead.push_back({{"chip", r.unreached[i]},
-                    {"name", chip_name(s, r.unreached[i])},
-                    {"reached_by_discovery", false}});
-  return {{"started_us", static_cast<double>(r.started) / nm::kUs},
-          {"nrc_scanned", nrc},
-          {"nic_scanned", nic},
-          {"requests", r.requests},
-          {"responses", r.responses},
-          {"error_responses", r.error_responses},
-          {"non_responding", r.not_responding()},
-          {"unreached", r.unreached.size()},
-          {"non_responding_chips", dead},
-          {"skipped_reads", r.skipped},
-          {"absent_ports", r.absent_ports},
-          {"sim_time_us", static_cast<double>(r.elapsed) / nm::kUs},
-          {"paper_model_us", r.paper_model_us},
-          {"management_bits", r.management_bits()},
-          {"management_gbps", r.management_gbps()},
-          {"link_share_percent", r.link_share_percent()}};
-}
-
-nlohmann::json diff_json(const Session& s, const nm::ScanDiff& d, unsigned top, bool changes) {
-  const auto& info = nm::status_registers();
-  nlohmann::json totals = nlohmann::json::object();
-  for (unsigned i = 0; i < nm::kStatusRegisters; ++i)
-    if (info[i].counter) totals[std::string(info[i].name)] = d.total_delta[i];
-  nlohmann::json j{{"interval_s", d.interval_s},
-                   {"counter_deltas", totals},
-                   {"changed_registers", d.changes.size()},
-                   {"stopped_answering", d.stopped_answering.size()},
-                   {"answering_again", d.answering_again.size()}};
-  if (changes) {
-    nlohmann::json list = nlohmann::json::array();
-    for (size_t i = 0; i < d.changes.size() && i < top; ++i) {
-      const nm::RegisterChange& c = d.changes[i];
-      nlohmann::json e{{"chip", c.chip_id},  {"name", chip_name(s, c.chip_id)},
-                       {"port", c.port},     {"register", info[c.reg].name},
-                       {"old", c.old_value}, {"new", c.new_value}};
-      if (info[c.reg].counter) {
-        e["delta"] = c.delta;
-        e["rate_per_s"] = c.rate_per_s;
-      }
-      list.push_back(e);
-    }
-    j["changes"] = list;
-  }
-  return j;
 }
 
 void print_summary(const nlohmann::json& j) {
@@ -298,7 +236,7 @@ void run_scan(ScanCmdOptions& o) {
   if (o.mode == "single") {
     auto r = scanner.scan_once(so);
     if (!r.ok()) return report_error(r.error(), json);
-    j.update(summary(*s, *r, o.top));
+    j.update(nmd::scan_summary_json(*s, *r, o.top));
     j["wall_ms"] = ms_since(t0);
   } else {
     nlohmann::json scans = nlohmann::json::array(), intervals = nlohmann::json::array();
@@ -306,12 +244,12 @@ void run_scan(ScanCmdOptions& o) {
     Status st = scanner.scan_loop(
         so, static_cast<nm::Picoseconds>(o.interval_ms * nm::kMs), o.count,
         [&](const nm::ScanResult* prev, const nm::ScanResult& cur) -> Status {
-          nlohmann::json sj = summary(*s, cur, o.top);
+          nlohmann::json sj = nmd::scan_summary_json(*s, cur, o.top);
           sj["wall_ms"] = ms_since(t0);
           if (!json) print_summary(sj);
           scans.push_back(sj);
           if (prev) {
-            nlohmann::json dj = diff_json(*s, nm::diff(*prev, cur), o.top, changes);
+            nlohmann::json dj = nmd::scan_diff_json(*s, nm::diff(*prev, cur), o.top, changes);
             if (!json) {
               std::printf("  over %.3f s: %zu registers changed;", dj["interval_s"].get<double>(),
                           dj["changed_registers"].get<size_t>());

@@ -191,13 +191,20 @@ Result<nlohmann::json> inject(Daemon& d, const ApiRequest& r) {
   if (!action.ok()) return action.error();
   auto chip = body_string(r, "chip", true);
   if (!chip.ok()) return chip.error();
-  if (!r.body.contains("port") || !r.body["port"].is_number_integer())
-    return make_error(Code::kInvalidArgument, 8258, "the body needs 'port': an integer");
-  const int64_t port = r.body["port"].get<int64_t>();
-  if (port < 0 || port > 255)
-    return make_error(Code::kOutOfRange, 8259, fmt::format("port = {} is out of range", port));
-  GALAXY_TRY(d.inject_link(*action, *chip, static_cast<int>(port), r.by));
-  return nlohmann::json{{"injected", *action}, {"chip", *chip}, {"port", port}};
+  int64_t port = -1;
+  if (*action != "chip-down") {
+    if (!r.body.contains("port") || !r.body["port"].is_number_integer())
+      return make_error(Code::kInvalidArgument, 8258, "the body needs 'port': an integer");
+    port = r.body["port"].get<int64_t>();
+    if (port < 0 || port > 255)
+      return make_error(Code::kOutOfRange, 8259, fmt::format("port = {} is out of range", port));
+  }
+  auto code = body_string(r, "code", *action == "fault");
+  if (!code.ok()) return code.error();
+  auto out = d.inject(*action, *chip, static_cast<int>(port), *code, r.by);
+  if (!out.ok()) return out.error();
+  (*out)["injected"] = *action;
+  return out;
 }
 
 Result<nlohmann::json> bist(Daemon& d, const ApiRequest& r) {
@@ -317,10 +324,12 @@ void add_event_routes(std::vector<ApiRoute>& routes) {
                     discover_post});
   routes.push_back({"POST",
                     "/api/inject",
-                    "Simulated fabrics: take a link down or up",
-                    {{"action", "body", "string", "link-down or link-up", true},
+                    "Simulated fabrics: take a link down or up, a chip's links down, or make a "
+                    "chip raise a fault code (the same operation as `galaxy inject`)",
+                    {{"action", "body", "string", "link-down, link-up, chip-down or fault", true},
                      {"chip", "body", "string", "chip id, name or nic:<index>", true},
-                     {"port", "body", "integer", "port of the chip", true}},
+                     {"port", "body", "integer", "port of the chip (not for chip-down)"},
+                     {"code", "body", "string", "fault: a fault name or number 0-7"}},
                     true,
                     inject});
   routes.push_back({"POST",

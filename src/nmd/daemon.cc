@@ -18,7 +18,9 @@
 #include "ib/umad_port.h"
 #include "nm/reroute.h"
 #include "nm/route_load.h"
+#include "nmd/inject.h"
 #include "nmd/ops.h"
+#include "nmd/scan_json.h"
 #include "wire/flit.h"
 
 namespace galaxy::nmd {
@@ -798,18 +800,11 @@ nlohmann::json Daemon::finish_scan_locked(nm::ScanResult result, double wall_s) 
   auto scan = std::make_unique<nm::ScanResult>(std::move(result));
   std::unique_ptr<nm::ScanDiff> d;
   if (last_scan_) d = std::make_unique<nm::ScanDiff>(nm::diff(*last_scan_, *scan));
-  nlohmann::json summary{{"chips", scan->chips.size()},
-                         {"non_responding", scan->non_responding.size()},
-                         {"requests", scan->requests},
-                         {"responses", scan->responses},
-                         {"error_responses", scan->error_responses},
-                         {"wall_s", wall_s},
-                         {"sim_time_us", static_cast<double>(scan->elapsed) / nm::kUs},
-                         {"link_share_percent", scan->link_share_percent()}};
+  nlohmann::json summary = scan_summary_json(session_, *scan, 10);
+  summary["chips"] = scan->chips.size();
+  summary["wall_s"] = wall_s;
   if (d) {
-    summary["interval_s"] = d->interval_s;
-    summary["changes"] = d->changes.size();
-    summary["stopped_answering"] = d->stopped_answering.size();
+    summary.update(scan_diff_json(session_, *d, 0, false));
     for (uint32_t node : d->stopped_answering) {
       uint16_t chip = session_.discovery.map.chip_id[node];
       note({.kind = EventKind::kAlarm,
@@ -1614,35 +1609,31 @@ Result<nlohmann::json> Daemon::scan_now() {
   return r;
 }
 
-Status Daemon::inject_link(const std::string& action, const std::string& chip, int port,
-                           const std::string& by) {
-  if (action != "link-down" && action != "link-up")
-    return make_error(Code::kInvalidArgument, 8218,
-                      fmt::format("action = '{}' is not link-down or link-up", action));
+Result<nlohmann::json> Daemon::inject(const std::string& action, const std::string& chip, int port,
+                                      const std::string& code, const std::string& by) {
   GALAXY_TRY(require_galaxy("inject"));
   auto lock = lock_session();
   GALAXY_TRY(require_simulated(session_, "inject"));
-  // Either end of the link may be named, reachable or not (resolve_planned).
   auto named = resolve_planned(session_, chip);
   if (!named.ok()) return named.error();
   const uint32_t plan_node = *named;
   const fabric::Topology& plan = session_.plan();
-  if (port < 0 || static_cast<uint32_t>(port) >= plan.num_ports(plan_node))
-    return make_error(Code::kOutOfRange, 8219,
-                      fmt::format("port = {} is not a port of {} (0-{})", port,
-                                  plan.name(plan_node), plan.num_ports(plan_node) - 1));
-  const auto peer = plan.peer({plan_node, static_cast<uint8_t>(port)});
-  if (!peer)
-    return make_error(Code::kInvalidArgument, 8220,
-                      fmt::format("port = {} of {} has no link", port, plan.name(plan_node)));
   // A link belongs to the region of either end (a region's NRCs reach their NICs' links).
-  if (!in_region(plan_node) && !in_region(peer->node))
+  std::optional<fabric::PortRef> peer;
+  if (port >= 0 && static_cast<uint32_t>(port) < plan.num_ports(plan_node))
+    peer = plan.peer({plan_node, static_cast<uint8_t>(port)});
+  if (!in_region(plan_node) && !(peer && in_region(peer->node)))
     return make_error(Code::kNotFound, 8291,
-                      fmt::format("chip = '{}' port {} (chip {} to chip {}) is outside this "
-                                  "daemon's region ({})",
-                                  chip, port, plan_node, peer->node, region_.text));
-  GALAXY_TRY(
-      session_.fabric->set_link({plan_node, static_cast<uint8_t>(port)}, action == "link-up"));
+                      fmt::format("chip = '{}' (chip {}) is outside this daemon's region ({})",
+                                  chip, plan_node, region_.text));
+  InjectRequest r;
+  r.action = action;
+  r.chip = plan_node;
+  r.port = port;
+  r.code = code;
+  r.window_us = 0;  // the daemon's loop takes the reports
+  auto out = inject_op(session_, r);
+  if (!out.ok()) return out.error();
   note({.kind = EventKind::kLog,
         .severity = EventSeverity::kMinor,
         .location = location_of(plan_node, port),
@@ -1650,7 +1641,7 @@ Status Daemon::inject_link(const std::string& action, const std::string& chip, i
         .port = port,
         .cause = "injected " + action,
         .detail = fmt::format("by {}", by)});
-  return {};
+  return out;
 }
 
 Result<nlohmann::json> Daemon::chip_status(const std::string& chip) {

@@ -1,5 +1,5 @@
-// The management daemon (`galaxy nmd`, docs/api.md): the management server of SYSTEM.md 2.5 run
-// continuously over one fabric (simulated or live). At start: discovery, routing, fault
+// The management daemon (`galaxy nmd`, docs/api.md): the management server of docs/system.md 2.5
+// run continuously over one fabric (simulated or live). At start: discovery, routing, fault
 // reporting; then a background loop that collects fault reports as they arrive (a link-down
 // re-discovers its region and re-routes), scans the status registers on a schedule and sweeps
 // the fabric (a full discovery compared with the map) to notice chips and links that came or
@@ -163,9 +163,10 @@ class Daemon {
   Result<nlohmann::json> scan_now();
   // A discovery sweep now: the map compared with what is found, replaced when it changed.
   Result<nlohmann::json> sweep_now();
-  // Simulated fabrics: a link goes down or up (the test aid of `galaxy inject`).
-  Status inject_link(const std::string& action, const std::string& chip, int port,
-                     const std::string& by);
+  // Simulated fabrics: the test aid of `galaxy inject` (nmd/inject.h), on the daemon's session;
+  // the chip (or, for a link, either end) may be unreachable but must be in the region.
+  Result<nlohmann::json> inject(const std::string& action, const std::string& chip, int port,
+                                const std::string& code, const std::string& by);
   // One chip's ten status registers of every port, read now, with the changes since the
   // previous read of the same chip (the device view's single / loop / compare).
   Result<nlohmann::json> chip_status(const std::string& chip);

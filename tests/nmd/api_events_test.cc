@@ -537,12 +537,12 @@ TEST_F(NmdApiTest, ScanNowAddsASummary) {
   Reply s2 = post("/api/scans");
   ASSERT_EQ(s2.status, 200) << s2.describe();
   EXPECT_GT(s2.json["interval_s"].get<double>(), 0.0);
-  EXPECT_GT(s2.json["changes"].get<int>(), 0) << "the first scan's own traffic counts";
+  EXPECT_GT(s2.json["changed_registers"].get<int>(), 0) << "the first scan's own traffic counts";
   EXPECT_EQ(s2.json["stopped_answering"], 0);
   Reply list2 = get("/api/scans");
   ASSERT_EQ(list2.json["scans"].size(), 2u);
   EXPECT_GT(list2.json["scans"][0]["id"], list2.json["scans"][1]["id"]) << "newest first";
-  EXPECT_EQ(list2.json["scans"][0]["changes"], s2.json["changes"]);
+  EXPECT_EQ(list2.json["scans"][0]["changed_registers"], s2.json["changed_registers"]);
   EXPECT_EQ(get("/api/scans?limit=1").json["scans"].size(), 1u);
   EXPECT_EQ(get("/api/scans?limit=0").status, 400);
   EXPECT_EQ(get("/api/status").json["scan"]["count"], 2);

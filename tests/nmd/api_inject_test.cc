@@ -132,3 +132,27 @@ TEST_F(NmdApiTest, ConfigPutRefusesIntervalsBeyondADouble) {
 
 }  // namespace
 }  // namespace galaxy::nmd::api_test
+
+namespace galaxy::nmd::api_test {
+
+// POST /api/inject runs `galaxy inject`'s operation (nmd/inject.h): a chip's links all cut, and a
+// fault code raised and latched in FAULT_STATUS; a bad code is refused by name.
+TEST_F(NmdApiTest, InjectTakesAChipDownAndRaisesAFaultCodeAsTheCliDoes) {
+  Reply bad =
+      post("/api/inject", {{"action", "fault"}, {"chip", "3"}, {"port", 1}, {"code", "boil"}});
+  EXPECT_EQ(bad.status, 400) << bad.describe();
+  EXPECT_EQ(bad.error_id(), "E9234") << bad.describe();
+  Reply fault =
+      post("/api/inject",
+           {{"action", "fault"}, {"chip", "3"}, {"port", 1}, {"code", "crc_error_burst"}});
+  ASSERT_EQ(fault.status, 200) << fault.describe();
+  EXPECT_EQ(fault.json["fault"], "crc_error_burst");
+  EXPECT_TRUE(fault.json["links_changed"].empty());
+  EXPECT_EQ(fault.json["fault_status"], "0x04") << "bit 2 latched, read back in band";
+  Reply down = post("/api/inject", {{"action", "chip-down"}, {"chip", "0"}});
+  ASSERT_EQ(down.status, 200) << down.describe();
+  EXPECT_EQ(down.json["links_changed"].size(), 4u) << down.body;
+  for (const Json& l : down.json["links_changed"]) EXPECT_EQ(l["after"], "down") << l.dump();
+}
+
+}  // namespace galaxy::nmd::api_test
