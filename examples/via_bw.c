@@ -39,7 +39,7 @@ static int fail(const char* what, VIP_RETURN r) {
   return 1;
 }
 
-/* MyVIA's traffic model (SYSTEM.md 4; the MyVIA paper, after Gusella): bimodal, over 80% of the
+/* MyVIA's traffic model (docs/system.md 4; the MyVIA paper, after Gusella): bimodal, over 80% of the
  * messages 128 B - 4 KiB, about 8% over 8 KiB. Every block of 50 messages holds 41 (82%) in
  * [128 B, 4 KiB], 4 (8%) in (8 KiB, 64 KiB], 3 (6%) in [8 B, 128 B) and 2 (4%) in
  * (4 KiB, 8 KiB], in an order that changes from block to block; each size is log-uniform within

@@ -1,4 +1,4 @@
-/* libglex — the Galaxy user-level communication library (SYSTEM.md 1.1, 2.3; docs/glex.md):
+/* libglex — the Galaxy user-level communication library (docs/system.md 1.1, 2.3; docs/glex.md):
  * devices and endpoints (VPs), registered memory, mini-packets, connectionless RDMA, completion
  * events and queues, bootstrap, and the management request interface of the management server. */
 #ifndef GLEX_H
@@ -45,7 +45,7 @@ struct glex_route {
                                        0..31 only; docs/protocol.md) */
 };
 
-/* Every field of a management request and of its response (SYSTEM.md 2.2). */
+/* Every field of a management request and of its response (docs/system.md 2.2). */
 struct glex_mgmt_info {
   uint16_t dest_id;  /* 0xFFFF: a chip whose id is not configured yet */
   uint8_t dest_type; /* GLEX_CHIP_NIC or GLEX_CHIP_NRC */
@@ -136,7 +136,8 @@ uint64_t glex_time_ps(glex_device_handle_t dev);
 /* Reads a register of this process's own NIC (no packet leaves it). */
 glex_ret_t glex_read_local_reg(glex_device_handle_t dev, uint16_t addr, uint64_t* value);
 
-/* ---- Registered memory (the ATT, SYSTEM.md 1.1) ------------------------------------------- */
+/* ---- Registered memory (the ATT, docs/system.md 1.1) -------------------------------------------
+ */
 #define GLEX_MEM_READ 0x1  /* peers may RDMA-get from it */
 #define GLEX_MEM_WRITE 0x2 /* peers may RDMA-put into it (and write events) */
 /* A registration: ATT index << 32 | key. Give it to the peers that access the memory. */
@@ -154,7 +155,8 @@ glex_mem_handle_t glex_mem_handle_of_key(glex_device_handle_t dev, uint32_t key)
 glex_ret_t glex_alloc_mem(glex_device_handle_t dev, uint64_t len, void** addr);
 glex_ret_t glex_free_mem(glex_device_handle_t dev, void* addr);
 
-/* ---- Mini-packets (SYSTEM.md 1.1: 128 bytes, 120 of payload) ------------------------------- */
+/* ---- Mini-packets (docs/system.md 1.1: 128 bytes, 120 of payload) -------------------------------
+ */
 #define GLEX_MP_PAYLOAD 120
 #define GLEX_FLAG_FENCE 0x1      /* start after every earlier descriptor of the VP completed */
 #define GLEX_FLAG_INTERRUPT 0x2  /* ask for the receiver's MPQ-not-empty interrupt */
@@ -218,7 +220,8 @@ glex_ret_t glex_fence(glex_ep_handle_t ep, int32_t timeout_ms);
 glex_ret_t glex_wait_event(volatile struct glex_event* evt, int32_t timeout_ms,
                            struct glex_event* out);
 
-/* ---- Collectives (SYSTEM.md 1.1 "Offloaded collectives"; docs/glex.md "Collectives") -------- */
+/* ---- Collectives (docs/system.md 1.1 "Offloaded collectives"; docs/glex.md "Collectives")
+ * -------- */
 /* A group of endpoints, one per member. By default its collectives are offloaded: each member
  * posts its part of a tree as CP-triggered descriptors and the NICs run it with no host thread.
  * GLEX_COLL_P2P runs the same trees host-driven (MPs and RDMA), for comparison. The endpoint

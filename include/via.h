@@ -1,7 +1,7 @@
 /* The VI Architecture user API (VIPL) on Galaxy: the names, types, descriptor layout and return
  * codes of the VIA 1.0 specification (Compaq, Intel, Microsoft, 1997), as MyVIA implemented them
- * (SYSTEM.md 4), over libglex (docs/via.md). A VI is one VP of the NIC; sends and receives travel
- * as mini-packets, large ones by RDMA, RDMA write and read as the NIC's RDMA.
+ * (docs/system.md 4), over libglex (docs/via.md). A VI is one VP of the NIC; sends and receives
+ * travel as mini-packets, large ones by RDMA, RDMA write and read as the NIC's RDMA.
  *
  * Link: cc prog.c -Iinclude -Lbuild/release/lib -lvipl -lglex */
 #ifndef VIA_H

@@ -1,4 +1,4 @@
-// Galaxy management console (SYSTEM.md 2.6): topology, fault, device, traffic, history, log and
+// Galaxy management console (docs/system.md 2.6): topology, fault, device, traffic, history, log and
 // configuration views over the REST API of `galaxy nmd` (docs/api.md). Plain ES modules, no build.
 import { $$, tid, api, getToken, setToken, startEvents, bus } from './lib.js';
 import * as topology from './views/topology.js';

@@ -1,4 +1,4 @@
-// The clock unit every layer counts in (ARCHITECTURE.md "Simulated"): picoseconds in an
+// The clock unit every layer counts in (docs/simulation.md): picoseconds in an
 // unsigned 64-bit integer, simulated time and the live engines' monotonic clock alike. The
 // simulator (sim::Time), the management server (nm::Picoseconds) and the chips' timers (the
 // M_Key lease) all count in it.

@@ -1,4 +1,4 @@
-// The address translation table (SYSTEM.md 1.1): registration pins a region's pages and writes
+// The address translation table (docs/system.md 1.1): registration pins a region's pages and writes
 // their physical page addresses, in virtual order, into the NIC's table; the NIC nearest the
 // memory translates every access, checking the key, the bounds and the access rights. There
 // are no translation misses: an address outside every registration is refused, never fetched.
@@ -15,7 +15,7 @@
 namespace galaxy::chip {
 
 inline constexpr uint64_t kAttPageBytes = 4096;
-// TH-1A: 256 MB of ATT DRAM, 32 M page entries (SYSTEM.md 1.1).
+// TH-1A: 256 MB of ATT DRAM, 32 M page entries (docs/system.md 1.1).
 inline constexpr uint64_t kAttMaxPages = 32u << 20;
 // Access rights a region grants to peers (the owner's own descriptors need only the key).
 inline constexpr uint32_t kAccessNone = 0;

@@ -1,5 +1,5 @@
 // State shared by both chips: identity, the common register block, per-port link-layer state,
-// the EEPROM, M_Key protection and the NMA (SYSTEM.md 1.3, 1.4, 2.1). No clock, no threads:
+// the EEPROM, M_Key protection and the NMA (docs/system.md 1.3, 1.4, 2.1). No clock, no threads:
 // the engines drive these objects and add time.
 #pragma once
 
@@ -24,7 +24,7 @@ class Nma;
 
 enum class LinkState : uint8_t { kDown = 0, kTraining = 1, kUp = 2 };
 
-// Fault events an NMA can report actively (SYSTEM.md 2.5.3); bit i of FAULT_MASK masks code i.
+// Fault events an NMA can report actively (docs/system.md 2.5.3); bit i of FAULT_MASK masks code i.
 enum class FaultCode : uint8_t {
   kLinkDown = 0,
   kLinkUp = 1,
@@ -55,7 +55,7 @@ struct PeerIdentity {
 struct PortState {
   LinkState link = LinkState::kDown;
   uint8_t lanes = 0;
-  PeerIdentity peer;         // learnt when the link comes up (SYSTEM.md 1.4)
+  PeerIdentity peer;         // learnt when the link comes up (docs/system.md 1.4)
   uint64_t ctrl = 1;         // PORT_CTRL: [0] enable, [1] force down
   uint64_t output_load = 0;  // flits waiting for this output; the adaptive choice reads it
   uint64_t tx_flits = 0;
@@ -99,7 +99,7 @@ class Chip {
   uint16_t num_ports() const { return static_cast<uint16_t>(ports_.size()); }
   uint32_t address_space() const { return address_space_; }
 
-  // Identity: an unconfigured chip answers only DestID all-ones (SYSTEM.md 2.2).
+  // Identity: an unconfigured chip answers only DestID all-ones (docs/system.md 2.2).
   bool configured() const { return id_valid_; }
   uint16_t chip_id() const { return id_valid_ ? chip_id_ : wire::kUnconfiguredId; }
   void set_chip_id(uint16_t id) {
@@ -113,7 +113,7 @@ class Chip {
   wire::NmpError check_write(uint16_t addr, uint64_t value) const;
   void write_register(uint16_t addr, uint64_t value);
 
-  // M_Key protection (SYSTEM.md 3 "Protection"): level 0 none, 1 writes need the key,
+  // M_Key protection (docs/system.md 3 "Protection"): level 0 none, 1 writes need the key,
   // 2 reads and writes need it. Returns false and counts a violation when refused. `now_ps` is
   // the engine's clock in picoseconds: the lease (MKEY_LEASE seconds, 0 none) starts at the
   // first refusal, stops at the next request with the key, and when it runs out the protection

@@ -1,4 +1,4 @@
-// Offloaded collectives in the NIC (SYSTEM.md 1.1, "Offloaded collectives"): control packets
+// Offloaded collectives in the NIC (docs/system.md 1.1, "Offloaded collectives"): control packets
 // (CPs, special MPs) and CP-triggered descriptors. Every VP has a CP counter; each arriving CP
 // adds its increment and makes the NIC look at the VP's descriptor queue again: a descriptor at
 // its head that carries a trigger count waits until the counter reaches it, then starts (and
@@ -66,8 +66,8 @@ inline constexpr uint8_t kMaxCollData = 2;
 
 // A descriptor of the NIC's collective engine, posted into a VP's queue like any other
 // (Nic::post_coll). kCp sends a CP; kMp sends an ordinary MP into the target's MPQ (so a CP's
-// data may replace the data of a queued MP descriptor, SYSTEM.md 1.1); kLocal sends nothing: the
-// NIC writes its data (if any) into the VP owner's registered memory and, with notify, a
+// data may replace the data of a queued MP descriptor, docs/system.md 1.1); kLocal sends nothing:
+// the NIC writes its data (if any) into the VP owner's registered memory and, with notify, a
 // completion event — the end of a collective as its host sees it.
 struct CollDescriptor {
   enum class Kind : uint8_t { kCp = 0, kLocal = 1, kMp = 2 };

@@ -1,5 +1,5 @@
-// Virtual channels, DAMQ input buffers and credits (SYSTEM.md 1.2, 1.3), written once and used by
-// both ends of every link: the receiver holds its input buffer's occupancy, the sender a mirror
+// Virtual channels, DAMQ input buffers and credits (docs/system.md 1.2, 1.3), written once and used
+// by both ends of every link: the receiver holds its input buffer's occupancy, the sender a mirror
 // of it (its credits). Header-only and allocation-free, as the engines' per-packet paths need.
 //
 // The buffer: every input port has one buffer of kDamqFlits flits shared by its six VCs
@@ -99,8 +99,8 @@ constexpr uint8_t data_link_vc(uint8_t head_flit_vc) {
   return head_flit_vc < kNumVcs && head_flit_vc != kMgmtVc ? head_flit_vc : 0;
 }
 
-// Which VC an output serves next (SYSTEM.md 1.2): management (VC3) whenever it may go, then the
-// data VCs in turn from the one after `last`. `ready(v)`: VC v has something to send that the
+// Which VC an output serves next (docs/system.md 1.2): management (VC3) whenever it may go, then
+// the data VCs in turn from the one after `last`. `ready(v)`: VC v has something to send that the
 // peer has room for. Returns the VC, or -1 when none may go. The simulator's outputs serve
 // packets by it (VcState::arbitrate), the live links their per-VC frames.
 template <class Ready>

@@ -1,5 +1,5 @@
-// The virtual channel of each kind of data packet (SYSTEM.md 1.1, 1.2), and the rule by which an
-// NRC moves a packet between the two classes of data VCs, defined once.
+// The virtual channel of each kind of data packet (docs/system.md 1.1, 1.2), and the rule by which
+// an NRC moves a packet between the two classes of data VCs, defined once.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@ constexpr bool is_answer(wire::PacketKind k) {
 }
 
 // Which virtual channel a data packet of class `vc_class` takes: write data and read responses
-// never share one (SYSTEM.md 1.1), and acks have their own in class 0 so that a target can
+// never share one (docs/system.md 1.1), and acks have their own in class 0 so that a target can
 // always answer.
 constexpr uint8_t data_vc(wire::PacketKind k, uint8_t vc_class = 0) {
   if (vc_class != 0) return is_answer(k) ? 5 : 4;

@@ -1,4 +1,4 @@
-// The 64 KiB EEPROM of every chip (SYSTEM.md 1.4): 16-bit byte addresses, behind I2C (the
+// The 64 KiB EEPROM of every chip (docs/system.md 1.4): 16-bit byte addresses, behind I2C (the
 // engine charges I2C time; this model is timeless). Pages are allocated on first write so a
 // TH-2 model with 24,000 chips holds only what was written (a blank byte reads 0xFF).
 //

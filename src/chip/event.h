@@ -1,4 +1,4 @@
-// The 16-byte completion event (SYSTEM.md 1.1: "when the RDMA has completed those 16 bytes are
+// The 16-byte completion event (docs/system.md 1.1: "when the RDMA has completed those 16 bytes are
 // written there, and the receiver polls that address"), written once for every engine and
 // path. The transfer's data are written before it; then word 0; then, after a release fence,
 // word 1. A receiver polls word 1 with acquire (glex_wait_event): once it sees word 1 it sees

@@ -1,4 +1,4 @@
-// The NRC's choice of output for a table-routed data packet (SYSTEM.md 1.2), written once and
+// The NRC's choice of output for a table-routed data packet (docs/system.md 1.2), written once and
 // called by both engines: `Nrc::route_data` over the chip model's port state (the simulator),
 // and the live engine's sender-executed forwarding over the shared segment's copies of the
 // tables and link states. Header-only and allocation-free: the live path runs it per packet.
@@ -61,7 +61,7 @@ inline int choose_data_output(PortSet allowed, uint32_t dest, Usable&& usable, L
 }
 
 // The output for a data packet an NRC sends itself (a refusal, chip/refusal.h). A port whose
-// link leads straight to `dest` goes first (ports learn their peer's identity, SYSTEM.md 1.4),
+// link leads straight to `dest` goes first (ports learn their peer's identity, docs/system.md 1.4),
 // so that a sender next to the NRC hears even where no table is loaded. Otherwise the tables:
 // the packet entered on no port, and the table of the port it answers through may not lead back
 // (a fat tree's table for a port from above routes only downwards), so they are tried in port
@@ -83,9 +83,9 @@ inline int choose_own_output(unsigned num_ports, uint8_t first, uint32_t dest, A
   return out;
 }
 
-// What an NRC routes a data packet by: its head flit alone (SYSTEM.md 1.2). A packet whose first
-// flit is not a head that decodes cannot be routed: the NRC discards it and counts it dirty on
-// the input port (DIRTY_DISCARDS). Both engines ask this; the live engine has the flit as the
+// What an NRC routes a data packet by: its head flit alone (docs/system.md 1.2). A packet whose
+// first flit is not a head that decodes cannot be routed: the NRC discards it and counts it dirty
+// on the input port (DIRTY_DISCARDS). Both engines ask this; the live engine has the flit as the
 // bytes that crossed the link.
 inline std::optional<wire::DataHead> routable_head(const wire::Flit& first) {
   auto h = wire::decode_data_head(first);

@@ -1,6 +1,6 @@
-// The NIC's port to host memory (SYSTEM.md 1.1): DMA reads and writes at the physical addresses
-// the ATT gives. The engine supplies it: the simulator a modelled host memory (its DMA and PCIe
-// timing are the engine's), the live engine the process's memory.
+// The NIC's port to host memory (docs/system.md 1.1): DMA reads and writes at the physical
+// addresses the ATT gives. The engine supplies it: the simulator a modelled host memory (its DMA
+// and PCIe timing are the engine's), the live engine the process's memory.
 #pragma once
 
 #include <cstdint>

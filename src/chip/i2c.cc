@@ -43,13 +43,20 @@ void I2cBus::stop(I2cTransfer& t, I2cTarget* target) {
   if (target != nullptr) target->stop();
 }
 
-I2cTransfer I2cBus::write(uint8_t address, std::span<const uint8_t> bytes) {
-  I2cTransfer t;
-  I2cTarget* target = targets_[address & 0x7F];
+// START, address+W and `bytes` while each is acknowledged.
+bool I2cBus::start_write(I2cTransfer& t, I2cTarget* target, uint8_t address,
+                         std::span<const uint8_t> bytes) {
   t.events.push_back({Kind::kStart});
   t.bits += 1;
   bool ack = send_address(t, target, address, false);
   for (size_t i = 0; ack && i < bytes.size(); ++i) ack = send_byte(t, target, bytes[i]);
+  return ack;
+}
+
+I2cTransfer I2cBus::write(uint8_t address, std::span<const uint8_t> bytes) {
+  I2cTransfer t;
+  I2cTarget* target = targets_[address & 0x7F];
+  const bool ack = start_write(t, target, address, bytes);
   stop(t, target);
   t.acked = ack;
   return t;
@@ -59,10 +66,7 @@ I2cTransfer I2cBus::write_read(uint8_t address, std::span<const uint8_t> out,
                                std::span<uint8_t> in) {
   I2cTransfer t;
   I2cTarget* target = targets_[address & 0x7F];
-  t.events.push_back({Kind::kStart});
-  t.bits += 1;
-  bool ack = send_address(t, target, address, false);
-  for (size_t i = 0; ack && i < out.size(); ++i) ack = send_byte(t, target, out[i]);
+  bool ack = start_write(t, target, address, out);
   if (ack) {
     t.events.push_back({Kind::kRepeatedStart});
     t.bits += 1;

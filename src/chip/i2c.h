@@ -71,6 +71,8 @@ class I2cBus {
   I2cTransfer write_read(uint8_t address, std::span<const uint8_t> out, std::span<uint8_t> in);
 
  private:
+  bool start_write(I2cTransfer& t, I2cTarget* target, uint8_t address,
+                   std::span<const uint8_t> bytes);
   bool send_address(I2cTransfer& t, I2cTarget* target, uint8_t address, bool read);
   bool send_byte(I2cTransfer& t, I2cTarget* target, uint8_t byte);
   void stop(I2cTransfer& t, I2cTarget* target);

@@ -1,7 +1,7 @@
-// The management step of a chip (SYSTEM.md 2.4), written once and called by both engines: where
-// a management packet that arrived on a port goes, the NMA serving a request the chip absorbed,
-// and the NMA's packets leaving by the ports their routes name. The simulator charges time
-// between serving and releasing a response (NmaWork says what the request cost); the live
+// The management step of a chip (docs/system.md 2.4), written once and called by both engines:
+// where a management packet that arrived on a port goes, the NMA serving a request the chip
+// absorbed, and the NMA's packets leaving by the ports their routes name. The simulator charges
+// time between serving and releasing a response (NmaWork says what the request cost); the live
 // engine releases it at once.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Whether an MP may be written into a VP's MPQ (SYSTEM.md 1.1), decided once for both engines
+// Whether an MP may be written into a VP's MPQ (docs/system.md 1.1), decided once for both engines
 // and every path: the simulated NIC (Nic::receive_mp / receive_mgmt), a live sender writing a
 // same-host peer's MPQ itself, and the live daemon delivering what came over a link or from an
 // NMA.

@@ -70,7 +70,7 @@ void Nic::queue(uint8_t vp, QueuedDescriptor q) {
 
 Status Nic::post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor) {
   GALAXY_TRY(check_vp(vp));
-  // Management always goes through SDQs, never the scarce HDQs (SYSTEM.md 2.2).
+  // Management always goes through SDQs, never the scarce HDQs (docs/system.md 2.2).
   if (is_pio_vp(vp))
     return make_error(Code::kInvalidArgument, 2041,
                       fmt::format("vp = {} is a PIO VP: management descriptors go only to SDQs "
@@ -167,7 +167,7 @@ std::optional<NicWork> Nic::next_work() {
     w.sequence = d.sequence;
     bool notify = false;
     if (d.kind == QueuedDescriptor::Kind::kMgmt) {
-      // The SDQ descriptor is fetched and checked here (SYSTEM.md 2.4 flow 1).
+      // The SDQ descriptor is fetched and checked here (docs/system.md 2.4 flow 1).
       auto desc = wire::decode_mgmt_descriptor(d.bytes);
       if (desc.ok() && desc->fen && (!v.in_flight.empty() || v.rdma_in_flight != 0))
         continue;  // fenced: wait

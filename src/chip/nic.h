@@ -1,4 +1,4 @@
-// The network interface chip (SYSTEM.md 1.1, 2.4): 40 virtual ports — VPs 0-7 PIO type with
+// The network interface chip (docs/system.md 1.1, 2.4): 40 virtual ports — VPs 0-7 PIO type with
 // on-chip hardware descriptor queues (HDQ), VPs 8-39 DMA type with software descriptor queues
 // (SDQ) in host memory — each with an MP receive queue (MPQ) and an event queue (EQ).
 // Descriptors of one VP execute in order (a fenced one waits for its predecessors to
@@ -50,7 +50,7 @@ inline size_t dq_depth(uint8_t vp) {
   return is_pio_vp(vp) ? kHdqDepth : kDefaultSdqDepth;
 }
 
-// CPs whose data wait for the descriptor they replace (SYSTEM.md 1.1), per VP; one more is
+// CPs whose data wait for the descriptor they replace (docs/system.md 1.1), per VP; one more is
 // discarded (counted, and its collective times out at its hosts).
 inline constexpr size_t kCpLatchDepth = 64;
 
@@ -58,11 +58,11 @@ inline constexpr size_t kCpLatchDepth = 64;
 inline constexpr uint16_t kMaxTransfers = 4096;
 // Transfers a NIC tracks as a target at once (packets of a transfer may arrive in any order).
 inline constexpr size_t kMaxRxTransfers = 65536;
-// Host memory is read in 1 KiB requests into an 8 KiB receive FIFO (SYSTEM.md 1.1).
+// Host memory is read in 1 KiB requests into an 8 KiB receive FIFO (docs/system.md 1.1).
 inline constexpr uint64_t kHostReadChunk = 1024;
 inline constexpr uint64_t kHostReadFifo = 8192;
 
-// The three DMA engines (SYSTEM.md 1.1).
+// The three DMA engines (docs/system.md 1.1).
 enum class DmaEngine : uint8_t {
   kLocalRead = 0,   // reads host memory for puts (and issues gets' requests)
   kRemoteRead = 1,  // reads host memory answering remote gets
@@ -80,7 +80,7 @@ struct NicPacket {
 };
 
 // One 128-byte MP in an MPQ: 8-byte header fields + 120 bytes of data. A management response
-// arrives as an MP whose data is the 100-byte management packet (SYSTEM.md 2.4 flow 4).
+// arrives as an MP whose data is the 100-byte management packet (docs/system.md 2.4 flow 4).
 struct MpqEntry {
   wire::PacketKind kind = wire::PacketKind::kMp;
   bool management = false;
@@ -210,7 +210,7 @@ class Nic : public Chip {
   // The receive-side checks alone (decode, destination, VP); a dirty packet is discarded into
   // the error buffer and counted. For an engine that writes MPs into an MPQ it keeps itself.
   std::optional<wire::DataPacket> check_packet(std::span<const wire::Flit> flits);
-  // A data packet arrived from the network, as flits: checked (SYSTEM.md 1.1: a dirty packet
+  // A data packet arrived from the network, as flits: checked (docs/system.md 1.1: a dirty packet
   // is discarded into the error buffer before anything reaches host memory), then delivered.
   NicRx receive_packet(std::span<const wire::Flit> flits);
   // What receive_packet does with a packet check_packet passed.
@@ -245,7 +245,7 @@ class Nic : public Chip {
   // Payload bytes of RDMA writes, immediates and read responses this NIC wrote into host memory
   // (events and MPs not included).
   uint64_t rdma_bytes_written() const { return rdma_bytes_written_; }
-  // The error buffer: the last dirty packet and why (SYSTEM.md 1.1).
+  // The error buffer: the last dirty packet and why (docs/system.md 1.1).
   struct ErrorBuffer {
     bool valid = false;
     uint8_t reason = 0;  // wire error code of the rejected packet
@@ -254,7 +254,7 @@ class Nic : public Chip {
     std::array<uint8_t, 8 * reg::kErrBufWords> bytes{};
   };
   const ErrorBuffer& error_buffer() const { return error_buffer_; }
-  // Dirty data packets discarded, by kind (SYSTEM.md 1.1).
+  // Dirty data packets discarded, by kind (docs/system.md 1.1).
   uint64_t dirty_packets(wire::DataDefect d) const { return dirty_[static_cast<size_t>(d)]; }
 
  protected:

@@ -1,4 +1,4 @@
-// The NIC's collective engine (chip/coll.h; SYSTEM.md 1.1, "Offloaded collectives"): CP
+// The NIC's collective engine (chip/coll.h; docs/system.md 1.1, "Offloaded collectives"): CP
 // counters, CP-triggered descriptors, CPs written into the MPQ, data replaced and combined.
 #include <fmt/format.h>
 
@@ -125,7 +125,7 @@ std::optional<NicWork> Nic::start_coll(uint8_t vp, VpState& v, QueuedDescriptor&
     v.in_flight.push_back({q.sequence, d.notify, w.op});
     return w;
   }
-  // A CP: a special MP (SYSTEM.md 1.1) whose head carries the increment and flags and whose
+  // A CP: a special MP (docs/system.md 1.1) whose head carries the increment and flags and whose
   // extension carries the combining operation. An MP: an ordinary one, its data perhaps a CP's.
   w.kind = NicWork::Kind::kMp;
   w.op = DescriptorOp::kCp;

@@ -1,4 +1,4 @@
-// The NIC's RDMA engine (SYSTEM.md 1.1): connectionless put, get and immediate RDMA, any byte
+// The NIC's RDMA engine (docs/system.md 1.1): connectionless put, get and immediate RDMA, any byte
 // alignment, data cut at the destination's 128-byte boundaries, the three DMA engines, the ATT
 // checked at the NIC nearest the memory, completions by event, trailing MP or trailing
 // immediate at the target and into the local CQ. Timeless: the engine pulls packets and
@@ -490,7 +490,7 @@ NicRx Nic::rx_write(const DataPacket& p, std::span<const wire::Flit> flits) {
                          ((h.flags & wire::kDataFlagNotified) ? 1 : 0);
   if (t.total == 0) {
     t.total = total;
-    // The whole transfer is checked before any of it is written (SYSTEM.md 1.1).
+    // The whole transfer is checked before any of it is written (docs/system.md 1.1).
     Status st =
         check_rdma_target(*att_table_, RdmaOp::kWrite, p.ext.key, p.ext.address, p.ext.length);
     if (!st.ok()) t.error_id = st.error().id;

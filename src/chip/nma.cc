@@ -59,7 +59,7 @@ Result<NmaOutcome> Nma::process(std::span<const uint8_t> packet, uint64_t now_ps
   if (resp.nmp_type == NmpType::kRegError || resp.nmp_type == NmpType::kEepromError)
     ++chip_.nma_errors_;
 
-  // The response takes backward hop 0 out of this NRC (SYSTEM.md 2.4 "generate").
+  // The response takes backward hop 0 out of this NRC (docs/system.md 2.4 "generate").
   resp.hop_count = is_nrc ? 1 : 0;
   out.response.port = is_nrc ? req.backward_route.hops[0] : 0;
   auto bytes = wire::encode_mgmt_packet(resp);

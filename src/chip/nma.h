@@ -1,4 +1,4 @@
-// The network management agent, one implementation for NIC and NRC (SYSTEM.md 2.1, 2.4):
+// The network management agent, one implementation for NIC and NRC (docs/system.md 2.1, 2.4):
 //   nmp_unpacker -> nmp_distributor (a table indexed by NMPType, one handler per type)
 //   -> reg_access (1-2 registers; writes acknowledged at once) / eep_access (1-6 bytes)
 //   -> nmp_collector (responses before fault reports, whole packets) -> output.

@@ -1,4 +1,4 @@
-// The network routing chip (SYSTEM.md 1.2, 2.4): 24 ports, 6 VCs, management packets source
+// The network routing chip (docs/system.md 1.2, 2.4): 24 ports, 6 VCs, management packets source
 // routed on VC3 (forward / absorb / generate), data packets table routed per input port with an
 // adaptive choice among the allowed outputs by output load.
 #pragma once

@@ -1,4 +1,4 @@
-// A set of output ports of one switch (a route table entry, SYSTEM.md 1.2): bit p = port p,
+// A set of output ports of one switch (a route table entry, docs/system.md 1.2): bit p = port p,
 // for ports 0 .. kMaxSwitchPorts - 1. Two 64-bit words, so an entry of a 24- or 36-port switch
 // costs the same single compare as before and a 128-port switch is no special case.
 #pragma once

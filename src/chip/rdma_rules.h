@@ -1,4 +1,4 @@
-// The rules of an RDMA transfer (SYSTEM.md 1.1), written once: what a NIC checks when a
+// The rules of an RDMA transfer (docs/system.md 1.1), written once: what a NIC checks when a
 // descriptor starts, what the target's NIC checks before any byte moves, how the completion
 // event is written (which completions reach the CQ is chip::completes_locally, chip/nic.h, the
 // rule of every descriptor). chip::Nic applies them to

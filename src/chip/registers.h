@@ -1,5 +1,5 @@
 // Register map of the NIC (12-bit addresses) and the NRC (15-bit addresses); every register is
-// 64 bits (SYSTEM.md 1.4). docs/registers.md is the reference with grades and bit fields.
+// 64 bits (docs/system.md 1.4). docs/registers.md is the reference with grades and bit fields.
 #pragma once
 
 #include <cstdint>
@@ -129,7 +129,7 @@ constexpr uint16_t vp_register(unsigned v, uint16_t offset) {
   return static_cast<uint16_t>(kVpBase + v * kVpStride + offset);
 }
 
-// NIC error buffer: the last dirty packet (SYSTEM.md 1.1).
+// NIC error buffer: the last dirty packet (docs/system.md 1.1).
 inline constexpr uint16_t kErrBufStatus =
     0x800;  // RO [0] valid, [15:8] code, [31:16] error id, [39:32] data defect
 inline constexpr uint16_t kErrBufData = 0x801;  // RO 13 registers: first 104 bytes

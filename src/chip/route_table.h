@@ -1,4 +1,4 @@
-// A route table of one NRC input port (SYSTEM.md 1.2): for each destination node, the set of
+// A route table of one NRC input port (docs/system.md 1.2): for each destination node, the set of
 // allowed output ports. Stored compactly because TH-2 has 5,832 NRCs x 24 input ports x 18,304
 // destinations, and because the simulator reads one entry per packet per hop:
 // * as runs (the first destination of each run of equal entries, and its set), while a table

@@ -1,4 +1,4 @@
-// galaxy bench mgmt — every row of SYSTEM.md 2.8 reproduced on the simulated TH-2 fabric: the
+// galaxy bench mgmt — every row of docs/system.md 2.8 reproduced on the simulated TH-2 fabric: the
 // paper's value, ours, their ratio; plus what we add (pipelined discovery).
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -333,7 +333,7 @@ void add_bench_command(CLI::App& app) {
       app.add_subcommand("bench", "Benchmarks: ours beside the paper's figures or the peers'");
   b->require_subcommand(1);
   auto o = std::make_shared<BenchOptions>();
-  auto* m = b->add_subcommand("mgmt", "SYSTEM.md 2.8 rows on the simulated fabric");
+  auto* m = b->add_subcommand("mgmt", "docs/system.md 2.8 rows on the simulated fabric");
   m->add_option("--fabric", o->fabric, "sim:<topology>")->capture_default_str();
   m->add_option("--count", o->count, "requests per register row (paper: N = 1000)")
       ->capture_default_str()

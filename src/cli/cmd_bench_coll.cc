@@ -1,5 +1,5 @@
 // galaxy bench coll — barrier and broadcast latency on a simulated fabric, offloaded to the NICs
-// (SYSTEM.md 1.1, "Offloaded collectives") beside the same trees driven by the hosts with MPs,
+// (docs/system.md 1.1, "Offloaded collectives") beside the same trees driven by the hosts with MPs,
 // at 2 to 4,096 members, with the TH-1A paper's 4x at 4,096 nodes beside our ratio. The figures
 // come out of the chip models and the timing file (glex/coll_bench.h); an SVG plots them.
 #include <cstdio>
@@ -17,7 +17,8 @@ namespace galaxy::cli {
 
 namespace {
 
-// The paper's figure (SYSTEM.md 1.1): barrier and broadcast 4x faster offloaded at 4,096 nodes.
+// The paper's figure (docs/system.md 1.1): barrier and broadcast 4x faster offloaded at 4,096
+// nodes.
 constexpr double kPaperRatio = 4.0;
 constexpr uint32_t kPaperMembers = 4096;
 

@@ -1,5 +1,5 @@
-// galaxy bench nic — the TH-1A NIC paper's figures (SYSTEM.md 1.1) beside ours, measured on the
-// simulated fabric with the TH-1A timing file (config/th1a-timing.json) between the two nearest
+// galaxy bench nic — the TH-1A NIC paper's figures (docs/system.md 1.1) beside ours, measured on
+// the simulated fabric with the TH-1A timing file (config/th1a-timing.json) between the two nearest
 // NICs: PIO- and DMA-submitted RDMA latency, immediate RDMA latency, peak bandwidth. The rows
 // whose figure a parameter of the timing file was fitted to say so.
 #include <cstdio>
@@ -80,7 +80,7 @@ void run_bench_nic(NicBenchCliOptions& o) {
     std::printf("%s\n", json_text(out, 2).c_str());
     return;
   }
-  std::printf("TH-1A NIC (SYSTEM.md 1.1) on %s, NICs %u and %u (one NRC between), timing %s\n",
+  std::printf("TH-1A NIC (docs/system.md 1.1) on %s, NICs %u and %u (one NRC between), timing %s\n",
               so.fabric.c_str(), pair->first, pair->second, so.timing.c_str());
   std::printf("%-56s %8s %8s %7s  %s\n", "figure", "paper", "ours", "ratio", "how");
   for (const NicRow& r : rows) {

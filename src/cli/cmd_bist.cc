@@ -1,5 +1,5 @@
-// galaxy bist — link test (SYSTEM.md 2.5.6) of one port, every link of a chip, or every link of
-// the fabric: BIST_CTRL start with duration and intensity, wait, read results, stop. On a
+// galaxy bist — link test (docs/system.md 2.5.6) of one port, every link of a chip, or every link
+// of the fabric: BIST_CTRL start with duration and intensity, wait, read results, stop. On a
 // simulated fabric --noisy-link makes a link corrupt flits so that the test has something to
 // find.
 #include <cstdio>

@@ -1,4 +1,4 @@
-// galaxy config — configuration (SYSTEM.md 2.5.1):
+// galaxy config — configuration (docs/system.md 2.5.1):
 //   config apply FILE             bulk register writes from a JSON file, pipelined across chips
 //                                  (nm/config.h); every refused entry reported with its chip,
 //                                  address and the NMA's reason, the rest still applied.

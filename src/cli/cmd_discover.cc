@@ -1,4 +1,4 @@
-// galaxy discover — topology discovery from the server's NIC (SYSTEM.md 2.5.5), serial as the
+// galaxy discover — topology discovery from the server's NIC (docs/system.md 2.5.5), serial as the
 // paper measured it or pipelined; the result is checked against the fabric that was built.
 #include <cerrno>
 #include <chrono>

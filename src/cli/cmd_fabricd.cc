@@ -1,4 +1,4 @@
-// galaxy fabricd — the per-host fabric daemon of a live fabric (ARCHITECTURE.md "Live";
+// galaxy fabricd — the per-host fabric daemon of a live fabric (docs/live.md;
 // engine/live/daemon.h). Usually started by `galaxy fabric up`; runs until SIGTERM/SIGINT.
 #include <signal.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-// galaxy reg / galaxy eeprom — one in-band register or EEPROM access to a chip (SYSTEM.md 2.2,
+// galaxy reg / galaxy eeprom — one in-band register or EEPROM access to a chip (docs/system.md 2.2,
 // 2.8): discovery (pipelined) finds the route, then the request goes through the Requester
 // (nmd/ops.h, the same code as the daemon's /api/chips/{chip}/registers and /eeprom); the
 // simulated latency is reported, and an NMA's refusal with its reason.

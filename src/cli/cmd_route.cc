@@ -1,5 +1,5 @@
 // galaxy route — compute route tables with a routing engine on the discovered map, verify them
-// (reachability, loops, deadlock freedom) and load them into every NRC (SYSTEM.md 2.5.1).
+// (reachability, loops, deadlock freedom) and load them into every NRC (docs/system.md 2.5.1).
 // galaxy bringup — the whole bring-up: pipelined discovery, fat-tree routing, loading, then
 // table-routed MPs between random NIC pairs as an end-to-end check.
 #include <chrono>
@@ -313,7 +313,8 @@ void run_bringup(RouteOptions& o) {
 
 void add_route_command(CLI::App& app) {
   auto o = std::make_shared<RouteOptions>();
-  auto* c = app.add_subcommand("route", "Compute, verify and load route tables (SYSTEM.md 2.5.1)");
+  auto* c =
+      app.add_subcommand("route", "Compute, verify and load route tables (docs/system.md 2.5.1)");
   add_session_options(c, o->session);
   c->add_option("--engine", o->engine, "routing engine spec, e.g. fattree, updown:root=12 (--list)")
       ->capture_default_str();

@@ -109,16 +109,17 @@ void run_regread(const RegreadOptions& o) {
       std::printf("%-4u %-8u %12.4f %12.4f %8.4f\n", h, node, r->mean_us, model,
                   r->mean_us / model);
   }
-  nlohmann::json j{{"fabric", o.fabric},
-                   {"op", o.op},
-                   {"load", o.load},
-                   {"model",
-                    {{"processing_us", processing_us},
-                     {"per_hop_round_trip_us", per_hop_us},
-                     {"source", "SYSTEM.md 2.8: latency = processing + (hops + 1) x per-hop"}}},
-                   {"rows", rows},
-                   {"mgmt_waits_behind_data", fab.stats().mgmt_waits_behind_data},
-                   {"sim_events", fab.sim().events_processed()}};
+  nlohmann::json j{
+      {"fabric", o.fabric},
+      {"op", o.op},
+      {"load", o.load},
+      {"model",
+       {{"processing_us", processing_us},
+        {"per_hop_round_trip_us", per_hop_us},
+        {"source", "docs/system.md 2.8: latency = processing + (hops + 1) x per-hop"}}},
+      {"rows", rows},
+      {"mgmt_waits_behind_data", fab.stats().mgmt_waits_behind_data},
+      {"sim_events", fab.sim().events_processed()}};
   if (o.json) std::printf("%s\n", json_text(j, 2).c_str());
 }
 }  // namespace

@@ -1,4 +1,4 @@
-// galaxy sm — Galaxy as the subnet manager of an InfiniBand subnet (SYSTEM.md 3; nm/ib_sm.h):
+// galaxy sm — Galaxy as the subnet manager of an InfiniBand subnet (docs/system.md 3; nm/ib_sm.h):
 // discovery, LIDs, routing with a Galaxy engine, LFTs, ports ACTIVE, once or every sweep
 // interval until stopped. Reaches the subnet through libibumad: a real adapter's port, or ibsim
 // when run under LD_PRELOAD=libumad2sim.so (docs/management.md "Galaxy as an InfiniBand SM").

@@ -1,5 +1,5 @@
-// galaxy trace — path trace between two NICs (SYSTEM.md 2.5.4): discovery (pipelined) finds the
-// chips, then the route-table entries and link states are read hop by hop on whatever tables
+// galaxy trace — path trace between two NICs (docs/system.md 2.5.4): discovery (pipelined) finds
+// the chips, then the route-table entries and link states are read hop by hop on whatever tables
 // the chips hold (nmd/ops.h, the same code as the daemon's GET /api/trace). A simulated fabric
 // starts with empty tables, so it is first routed as the management daemon would route it
 // (--engine; none traces the tables as they are); a live fabric's tables are its management

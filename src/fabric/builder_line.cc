@@ -1,6 +1,6 @@
 // A chain of NRCs with one NIC each, for hop-count tests: the NIC on NRC0 reaches NRC i with
 // i NRCs between (h = i). n <= 32 keeps the far end within the 31 hops of a source route
-// (SYSTEM.md 2.2; beyond 20 the long variant, docs/protocol.md).
+// (docs/system.md 2.2; beyond 20 the long variant, docs/protocol.md).
 #include <fmt/format.h>
 
 #include "fabric/builder_util.h"

@@ -1,4 +1,4 @@
-// The TH-2 fabric, SYSTEM.md 2.7. The paper gives the external port counts of each switch but
+// The TH-2 fabric, docs/system.md 2.7. The paper gives the external port counts of each switch but
 // not the wiring inside a 6-NRC switch; the choice made here and its reasoning are in
 // docs/topologies.md ("th2").
 #include <fmt/format.h>
@@ -10,7 +10,7 @@ namespace galaxy::fabric {
 
 namespace {
 
-constexpr uint32_t kNrcPorts = 24;  // TH-2 NRC, SYSTEM.md 1.2
+constexpr uint32_t kNrcPorts = 24;  // TH-2 NRC, docs/system.md 1.2
 constexpr uint32_t kMaxCabinets = 143;
 constexpr uint32_t kChassisPerCabinet = 4;
 constexpr uint32_t kNicsPerEdge = 8;

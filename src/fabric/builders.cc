@@ -8,7 +8,8 @@ Registry<BuilderFn> make_registry() {
   Registry<BuilderFn> r("topology builder");
   r.add(
       {"th2",
-       "TH-2 three-level fat tree of 6-NRC bottom/root switches and 1-NRC leaves (SYSTEM.md 2.7)",
+       "TH-2 three-level fat tree of 6-NRC bottom/root switches and 1-NRC leaves (docs/system.md "
+       "2.7)",
        {{"cabinets", "int", "143", "compute cabinets, 1..143 (4 bottom switches, 128 NICs each)"}},
        {},
        build_th2});

@@ -1,6 +1,6 @@
 // The fabric graph: chips (NICs and NRCs) joined by full-duplex port-to-port links.
 //
-// Sized for the full TH-2 model (SYSTEM.md 2.7: ~24,000 chips, ~75,000 links): per-node data
+// Sized for the full TH-2 model (docs/system.md 2.7: ~24,000 chips, ~75,000 links): per-node data
 // lives in flat vectors and every port has one slot in a flat peer array, so peer() is O(1)
 // and the whole TH-2 graph takes a few MiB.
 #pragma once
@@ -102,7 +102,7 @@ class Topology {
   std::optional<PortRef> peer(PortRef p) const;
 
   // Dense NIC numbering 0..num_nics()-1: the destination id of table-routed data packets
-  // (SYSTEM.md 1.2). nic_index() of an NRC is kNoNode.
+  // (docs/system.md 1.2). nic_index() of an NRC is kNoNode.
   uint32_t nic_index(uint32_t node) const { return nic_index_[node]; }
   uint32_t nic_node(uint32_t index) const { return nic_nodes_[index]; }
 
@@ -148,7 +148,8 @@ struct FabricStats {
   uint32_t max_hops = 0;
   bool connected = true;  // every NIC reaches every other NIC
   // From the server NIC: hop_histogram[h] = number of NRCs with h NRCs strictly between the
-  // server and them (the server's own NRC is h = 0). Feeds the status-scan model, SYSTEM.md 2.8.
+  // server and them (the server's own NRC is h = 0). Feeds the status-scan model,
+  // docs/system.md 2.8.
   std::vector<uint64_t> hop_histogram;
   uint32_t unreachable_nrcs = 0;  // NRCs the server cannot reach (not in the histogram)
 };

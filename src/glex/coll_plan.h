@@ -1,7 +1,7 @@
 // The collective algorithms of libglex (docs/glex.md, "Collectives"), written once: each
 // member's part of a barrier, broadcast or allreduce over a k-ary tree, in two forms.
 //
-// * Offloaded (SYSTEM.md 1.1, "Offloaded collectives"): the descriptors a member posts on its
+// * Offloaded (docs/system.md 1.1, "Offloaded collectives"): the descriptors a member posts on its
 //   group VP — CPs, CP-triggered CPs and RDMA puts, and a local descriptor whose completion
 //   ends the collective (chip/coll.h). Once posted the NICs run the tree with no host.
 // * Point-to-point: the steps a host performs itself (receive MPs, combine, send MPs, put), the
@@ -25,7 +25,7 @@ const char* kind_name(Kind k);
 
 // A k-ary tree over `size` ranks rooted at rank 0. Every collective of a group uses the same
 // tree, so the CPs a member receives from each neighbour come in the order of the collectives
-// (the NIC's CP counter does not tell collectives apart: SYSTEM.md 1.1). A broadcast from
+// (the NIC's CP counter does not tell collectives apart: docs/system.md 1.1). A broadcast from
 // another root first sends its data to rank 0.
 struct Tree {
   uint32_t size = 1;

@@ -1,4 +1,4 @@
-// Copy engines of the live NIC: the NIC has several DMA engines (SYSTEM.md 1.1), and a large
+// Copy engines of the live NIC: the NIC has several DMA engines (docs/system.md 1.1), and a large
 // same-host RDMA into shared registered memory is split between the calling thread and one
 // helper thread, each copying half. The helper is started on the first large copy, polls for
 // work for a short while after each, then sleeps on a futex; a caller never waits for it to

@@ -1,4 +1,4 @@
-// The data half of include/glex.h (SYSTEM.md 1.1): devices, registered memory, MPs, RDMA,
+// The data half of include/glex.h (docs/system.md 1.1): devices, registered memory, MPs, RDMA,
 // completions and bootstrap. Parameters are checked here, once for every engine; the engine
 // (glex/device.h) does the work.
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// libglex on the live engine: the NIC inside the application process (ARCHITECTURE.md "Live").
+// libglex on the live engine: the NIC inside the application process (docs/live.md).
 // Operations whose path stays on this host run here, in the caller's thread: the route tables
 // and port counters of the shared segment, the target's MPQ written directly, RDMA as one copy
 // (a memcpy into shared registered memory, else cross-memory attach). Operations that leave the

@@ -1,4 +1,4 @@
-// The TH-1A NIC paper's measurements (SYSTEM.md 1.1), taken on the simulated engine through
+// The TH-1A NIC paper's measurements (docs/system.md 1.1), taken on the simulated engine through
 // libglex's device interface: ping-pong latency of the smallest RDMA, submitted by PIO or by
 // DMA, as an immediate or a put; and the unidirectional bandwidth of pipelined puts. Nothing
 // here knows the paper's numbers: the figures come out of the chip models and the timing file.

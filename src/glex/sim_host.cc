@@ -109,8 +109,9 @@ double mean_links(const fabric::Topology& topo, uint32_t node, std::span<const u
 }
 
 uint64_t SimHost::coll_descriptor_bytes(const chip::CollDescriptor& d) {
-  // A CP is a special MP (SYSTEM.md 1.1): its descriptor is an MP's with one word more (trigger
-  // count, increment, flags, combining operation); a local descriptor's adds the address word.
+  // A CP is a special MP (docs/system.md 1.1): its descriptor is an MP's with one word more
+  // (trigger count, increment, flags, combining operation); a local descriptor's adds the address
+  // word.
   const uint64_t extra = d.kind == chip::CollDescriptor::Kind::kLocal ? 16 : 8;
   return mp_descriptor_bytes(d.length) + extra;
 }

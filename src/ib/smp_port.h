@@ -1,4 +1,4 @@
-// Where a subnet manager's SMPs go (SYSTEM.md 3): a port of an InfiniBand channel adapter or
+// Where a subnet manager's SMPs go (docs/system.md 3): a port of an InfiniBand channel adapter or
 // switch that sends subnet management packets and receives their answers. The subnet manager
 // (nm/ib_sm.h) sees only this; UmadPort (umad_port.h) is the one over the kernel's user MAD
 // interface, which also reaches ibsim through libumad2sim.

@@ -1,5 +1,5 @@
-// Link test (SYSTEM.md 2.5.6): the link layer's built-in self-test, started, timed and read back
-// through the per-port BIST registers (docs/registers.md): BIST_CTRL start with duration and
+// Link test (docs/system.md 2.5.6): the link layer's built-in self-test, started, timed and read
+// back through the per-port BIST registers (docs/registers.md): BIST_CTRL start with duration and
 // intensity, wait, read BIST_STATUS (running, done, flits tested) and BIST_ERRORS in one
 // two-register request per port, and BIST_CTRL stop for a test still running.
 #pragma once

@@ -1,4 +1,4 @@
-// Configuration (SYSTEM.md 2.5.1): bulk register writes to many chips, and EEPROM defaults.
+// Configuration (docs/system.md 2.5.1): bulk register writes to many chips, and EEPROM defaults.
 //   apply_writes — a list of (chip, address, value) in file order. Consecutive writes to one chip
 //     share a two-register write packet; each chip's packets go one after another (its order
 //     is kept), different chips' in parallel. A two-register write is all or nothing

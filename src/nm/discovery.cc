@@ -87,7 +87,7 @@ class Bfs {
   }
 
   // A chip found at `port` of chip `from` whose route from the server NIC, or back, would need
-  // more hops than a management packet's source route holds (SYSTEM.md 2.2): it is not reached
+  // more hops than a management packet's source route holds (docs/system.md 2.2): it is not reached
   // by a truncated route (which would lead elsewhere) but reported, once.
   void beyond_reach(uint16_t chip, uint16_t from, uint8_t port) {
     beyond_.emplace(chip, fmt::format("E5031 chip {} (at port {} of chip {}) is not managed: its "

@@ -1,4 +1,4 @@
-// Topology discovery (SYSTEM.md 2.5.5): breadth-first search from the server's NIC. Reach the
+// Topology discovery (docs/system.md 2.5.5): breadth-first search from the server's NIC. Reach the
 // NRC attached to it, read the peer identity of every port (PEER_SUMMARY, two ports per
 // register, two registers per packet), record NIC peers as adjacencies, queue new NRCs with a
 // source route, skip known ones, until the queue is empty.
@@ -31,7 +31,7 @@ struct DiscoveryResult {
 
 Result<DiscoveryResult> discover(Requester& requester, const DiscoveryOptions& options);
 
-// Cabling check against a planned topology (SYSTEM.md 2.5.5): links missing from the fabric,
+// Cabling check against a planned topology (docs/system.md 2.5.5): links missing from the fabric,
 // extra links, and miswired ones (same chip and port, other peer), each with both ends named.
 struct CablingIssue {
   enum class Kind { kMissing, kExtra, kMiswired } kind;

@@ -1,4 +1,4 @@
-// What the management server knows of its fabric after discovery (SYSTEM.md 2.5.5): every chip
+// What the management server knows of its fabric after discovery (docs/system.md 2.5.5): every chip
 // with its id and a source route to it, every port-to-port adjacency, as a fabric::Topology so
 // that routing engines, path trace and cabling checks run on it.
 #pragma once
@@ -40,7 +40,7 @@ Result<FabricMap> map_from_topology(const fabric::Topology& topology, uint32_t s
 
 // Rebuilds `map.target`/`map.hops` from `map.topology` by BFS from the server (chip ids kept);
 // a chip the server cannot reach, or reaches only by a route longer than a management packet's
-// source route holds (SYSTEM.md 2.2), gets hops = UINT8_MAX and empty routes.
+// source route holds (docs/system.md 2.2), gets hops = UINT8_MAX and empty routes.
 void recompute_routes(FabricMap& map);
 
 // Source routes to `to` along the BFS tree `parent`/`parent_port` (see map_from_topology);

@@ -1,5 +1,5 @@
 // What the server knows of every link from the fault reports, and what it infers where reports
-// were lost (SYSTEM.md 2.5.3). A report can be lost on the way: it travels the chip's fault
+// were lost (docs/system.md 2.5.3). A report can be lost on the way: it travels the chip's fault
 // route, which may cross the very link that just failed, or another one down at that moment.
 // Nothing in the fabric resends it, so the server accounts for every report instead:
 //

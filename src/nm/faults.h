@@ -1,4 +1,4 @@
-// Active fault reports (SYSTEM.md 2.5.3): the server tells every chip where to send reports
+// Active fault reports (docs/system.md 2.5.3): the server tells every chip where to send reports
 // (FAULT_ROUTE = the chip's backward route, FAULT_DEST = the server's NIC and VP), which faults
 // to report (FAULT_MASK) and enables them; reports arriving are decoded and stored with time,
 // location, cause and severity. A link-down report makes the server re-discover the region

@@ -1,5 +1,5 @@
 // MgmtPort over a libglex endpoint: the management server's requests go through the same
-// library an application uses (SYSTEM.md 2.3), whatever engine is behind the device, through
+// library an application uses (docs/system.md 2.3), whatever engine is behind the device, through
 // include/glex.h alone.
 #pragma once
 

@@ -1,5 +1,5 @@
-// Directed-route discovery of an InfiniBand subnet (SYSTEM.md 3, IBA 14.2.2): from the SM's own
-// node, NodeInfo at every path; new switches are read whole (NodeDescription, SwitchInfo,
+// Directed-route discovery of an InfiniBand subnet (docs/system.md 3, IBA 14.2.2): from the SM's
+// own node, NodeInfo at every path; new switches are read whole (NodeDescription, SwitchInfo,
 // PortInfo of every port) and every linked port's far side probed; a CA is entered through each
 // of its linked ports. Requests are pipelined through IbRequester's window.
 #pragma once

@@ -1,5 +1,5 @@
-// LIDs and linear forwarding tables for an InfiniBand subnet (SYSTEM.md 3, IBA 18.2.4.3): LMC 0,
-// one LID per switch (its port 0) and per linked CA port; the routes come from Galaxy's routing
+// LIDs and linear forwarding tables for an InfiniBand subnet (docs/system.md 3, IBA 18.2.4.3): LMC
+// 0, one LID per switch (its port 0) and per linked CA port; the routes come from Galaxy's routing
 // engines (nm/routing.h), run on the subnet as a fabric::Topology whose NICs are the CA ports,
 // then flattened into one output port per (switch, LID), balanced over the ports an engine
 // allows; switch LIDs get minimum-hop routes. The tables are checked: every switch reaches every

@@ -1,4 +1,4 @@
-// Subnet administration on the master SM (SYSTEM.md 3; IBA 15): the subnet's users ask the SA
+// Subnet administration on the master SM (docs/system.md 3; IBA 15): the subnet's users ask the SA
 // (class 0x03 at the SM's LID, QP1) for paths and records instead of reading the subnet
 // themselves; infiniband-diags' saquery is one such user. The SA answers from the subnet and
 // the forwarding tables the master's last sweep programmed (publish), so a PathRecord is the

@@ -1,4 +1,4 @@
-// Counters scan of an InfiniBand subnet (SYSTEM.md 2.5.2 on IBA's performance management, what
+// Counters scan of an InfiniBand subnet (docs/system.md 2.5.2 on IBA's performance management, what
 // perfquery reads one port at a time): the PortCounters of every linked switch port and every
 // CA port with a LID, LID-routed to the node's performance management agent through the SM's
 // window, with each port's state as discovery read it. A port whose agent does not answer is

@@ -1,4 +1,4 @@
-// Galaxy as the subnet manager of an InfiniBand subnet (SYSTEM.md 3): one sweep discovers the
+// Galaxy as the subnet manager of an InfiniBand subnet (docs/system.md 3): one sweep discovers the
 // subnet by directed routes, assigns LIDs (LMC 0), routes it with a Galaxy routing engine,
 // programs every switch's SwitchInfo and linear forwarding table, gives every port its LID and
 // the SM's LID, and brings the links INIT -> ARMED -> ACTIVE: then the subnet is up.

@@ -1,4 +1,4 @@
-// What the InfiniBand subnet manager knows of its subnet (SYSTEM.md 3): every node found by
+// What the InfiniBand subnet manager knows of its subnet (docs/system.md 3): every node found by
 // directed-route discovery with its NodeInfo, description and the directed route that reaches
 // it, every port's PortInfo and far end, and the LIDs it assigns. Node and port numbers are
 // IBA's: ports[0] is a switch's management port, CA ports count from 1.

@@ -1,4 +1,4 @@
-// Path trace on an InfiniBand subnet (SYSTEM.md 2.5.4 on IBA's tables; what infiniband-diags'
+// Path trace on an InfiniBand subnet (docs/system.md 2.5.4 on IBA's tables; what infiniband-diags'
 // ibtracert does): from the switch the source port is cabled to, read at every hop the
 // LinearForwardingTable block that holds the destination LID and the PortInfo of the port it
 // names, by directed route (so the trace does not depend on the tables it reads), and follow the

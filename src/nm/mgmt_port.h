@@ -1,6 +1,7 @@
-// The management server's view of the fabric (ARCHITECTURE.md "nm/ never knows which engine it
-// runs on"): send a request, receive the next response or fault report, read the clock.
-// Implementations: GlexMgmtPort (libglex, on the simulated engine now and the live one later).
+// The management server's view of the fabric (docs/architecture.md: nm/ never
+// knows which engine it runs on): send a request, receive the next response or fault report, read
+// the clock. Implementations: GlexMgmtPort (libglex, on the simulated engine now and the live one
+// later).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ inline constexpr Picoseconds kUs = units::kMicrosecond;
 inline constexpr Picoseconds kMs = units::kMillisecond;
 inline constexpr Picoseconds kSec = units::kSecond;
 
-// Where a request goes: the chip and the two source routes (SYSTEM.md 2.2).
+// Where a request goes: the chip and the two source routes (docs/system.md 2.2).
 struct MgmtTarget {
   uint16_t chip_id = wire::kUnconfiguredId;
   wire::ChipType type = wire::ChipType::kNrc;

@@ -1,4 +1,4 @@
-// Management keys on a Galaxy fabric (SYSTEM.md 3 "Protection"; IBA 14.2.4): the server places
+// Management keys on a Galaxy fabric (docs/system.md 3 "Protection"; IBA 14.2.4): the server places
 // a key in every chip it manages (M_KEY), the protection level (CHIP_CTRL [1:0]: 1 writes need
 // the key, 2 reads too) and the lease (MKEY_LEASE, seconds): a request without the key is refused
 // and counted by the chip, and a chip whose key holder says nothing for a lease after a refusal

@@ -1,4 +1,4 @@
-// Many management requests in flight (ARCHITECTURE.md "nm/"): a window per target chip and a
+// Many management requests in flight (docs/management.md): a window per target chip and a
 // global window, a timeout per request, retries, 16-bit transaction ids reused only when free
 // (correct across wrap-around), fault reports handed to a handler as they arrive.
 // Serial operation (the paper's) is windows of 1.
@@ -25,7 +25,7 @@ using ReplyFn = std::function<void(const MgmtReply&)>;
 struct RequesterOptions {
   unsigned global_window = 1;
   unsigned per_chip_window = 1;
-  Picoseconds timeout = kSec;  // glex's usual 1 s (SYSTEM.md 2.3)
+  Picoseconds timeout = kSec;  // glex's usual 1 s (docs/system.md 2.3)
   unsigned retries = 2;
 };
 

@@ -1,4 +1,4 @@
-// Re-routing around a failure (SYSTEM.md 2.5.3): after a link-down report the region is
+// Re-routing around a failure (docs/system.md 2.5.3): after a link-down report the region is
 // re-discovered (faults.h), then the routing engine recomputes the tables on the updated map
 // (falling back to up*/down* when it leaves connected pairs unjoined), they are verified, and
 // only the NRCs whose range writes changed are reloaded.

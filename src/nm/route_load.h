@@ -1,4 +1,4 @@
-// Loading route tables into the NRCs through in-band management (SYSTEM.md 2.5.1
+// Loading route tables into the NRCs through in-band management (docs/system.md 2.5.1
 // "Configuration"): one two-register write packet (RT_SELECT, RT_DATA) per range write (on
 // switches wider than TH-2's, one per input group and output half: chip::rt_writes), through
 // the Requester, whose windows the caller sets (1 = serial, the paper's mode; larger =

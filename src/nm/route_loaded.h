@@ -1,4 +1,4 @@
-// Route verification of what the chips hold (SYSTEM.md 2.5.1 "Configuration"): after loading,
+// Route verification of what the chips hold (docs/system.md 2.5.1 "Configuration"): after loading,
 // the tables as the NRCs hold them are read through the chip models and compared, entry by entry
 // at every NIC destination and every linked input port, with the tables the writes were meant
 // to produce. verify_routes checked the computed tables (reachability, loops, deadlock freedom);

@@ -1,4 +1,4 @@
-// Routing engines (SYSTEM.md 2.5.1, 1.2): from the discovered FabricMap, compute for every NRC
+// Routing engines (docs/system.md 2.5.1, 1.2): from the discovered FabricMap, compute for every NRC
 // the per-input-port route tables of allowed output-port sets (adaptive routing), expressed as
 // the range writes that the RT_SELECT / RT_DATA registers take (docs/registers.md "Route
 // tables"), and verify them: every NIC reaches every NIC whatever allowed port the chips pick,

@@ -1,10 +1,10 @@
-// Status scan (SYSTEM.md 2.5.2): read the ten per-port status registers (docs/registers.md,
+// Status scan (docs/system.md 2.5.2): read the ten per-port status registers (docs/registers.md,
 // offsets 0x01-0x0A) of every NRC, and optionally of every NIC, two registers per request.
 // Reads go in order of grade, then port, then chip: the link-health registers (grade 1) of the
 // whole fabric come in before any traffic counter (grade 2), and consecutive requests go to
 // different chips, so a pipelined scan keeps many NMAs busy at once. A chip whose request is
 // given up after the Requester's retries is reported as non-responding and its remaining reads
-// are skipped; the scan goes on. The cost is compared with the paper's model (SYSTEM.md 2.8).
+// are skipped; the scan goes on. The cost is compared with the paper's model (docs/system.md 2.8).
 #pragma once
 
 #include <array>
@@ -34,7 +34,7 @@ inline uint64_t scan_requests_for(unsigned ports) {
   return (kStatusRegisters * ports + 1) / 2;
 }
 
-// The paper's scan model (SYSTEM.md 2.8).
+// The paper's scan model (docs/system.md 2.8).
 inline constexpr double kPaperDpUs = 7.40;
 inline constexpr double kPaperDtUs = 0.88;
 inline constexpr double kLinkBidirectionalGbps = 224;  // 14 Gbit/s x 8 lanes x 2 directions
@@ -95,7 +95,7 @@ struct ScanResult {
   Picoseconds elapsed = 0;
   double paper_model_us = 0;  // sum over chips of its requests x (DP + (h+1) x DT)
 
-  // Management traffic: every request and response is 4 flits of 198 bits (SYSTEM.md 2.8).
+  // Management traffic: every request and response is 4 flits of 198 bits (docs/system.md 2.8).
   double management_bits() const {
     return static_cast<double>(requests + responses) * wire::kMgmtPacketFlits * wire::kFlitBits;
   }

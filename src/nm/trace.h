@@ -1,4 +1,4 @@
-// Path trace (SYSTEM.md 2.5.4): traceroute for a table-routed fabric. From the NRC the source
+// Path trace (docs/system.md 2.5.4): traceroute for a table-routed fabric. From the NRC the source
 // NIC is attached to, read at every hop the route-table entry (input port, destination NIC's
 // chip id) through RT_SELECT/RT_DATA and the LINK_STATE of the ports involved, follow the
 // lowest usable output port, and stop at the destination NIC or at the hop where the packet

@@ -232,7 +232,7 @@ void add_fabric_routes(std::vector<ApiRoute>& routes) {
   routes.back().reads = ApiReads::kSnapshots;
   routes.push_back({"GET",
                     "/api/trace",
-                    "Path trace between two NICs through the route tables (SYSTEM.md 2.5.4)",
+                    "Path trace between two NICs through the route tables (docs/system.md 2.5.4)",
                     {{"src", "query", "string", "source NIC", true},
                      {"dst", "query", "string", "destination NIC", true}},
                     false,

@@ -1,4 +1,4 @@
-// The management daemon's event store (issue "Management console", item 3; SYSTEM.md 2.5 fault
+// The management daemon's event store (issue "Management console", item 3; docs/system.md 2.5 fault
 // management: event collection): faults, alarms, configuration changes and scan summaries kept
 // in SQLite so they survive a restart of the daemon, and queried by time, location and severity.
 //

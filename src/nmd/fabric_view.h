@@ -4,7 +4,7 @@
 // with its link state and the rates of the last two scans. Readers (topology, traffic, metrics)
 // take the snapshot without the session's lock.
 //
-// The topology answer is aggregated (SYSTEM.md 2.6: the operators zoom from the whole machine
+// The topology answer is aggregated (docs/system.md 2.6: the operators zoom from the whole machine
 // to one chip): at any zoom level the nodes are the groups one level below the path — cabinets,
 // chassis, switches or network levels, then chips — and the links between two groups are one
 // edge with counts, so a TH-2 answer has at most a few hundred nodes, never 70,000 edges.

@@ -1,4 +1,4 @@
-// The daemon's InfiniBand subnet (`galaxy nmd --fabric ib:[<adapter>[:<port>]]`, SYSTEM.md 3):
+// The daemon's InfiniBand subnet (`galaxy nmd --fabric ib:[<adapter>[:<port>]]`, docs/system.md 3):
 // Galaxy is the subnet's SM (nm/ib_sm.h) and the daemon serves the subnet on the console and
 // the API as it serves Galaxy's fabrics: heavy sweeps on the sweep schedule (discovery, LIDs,
 // routes, forwarding tables, ports ACTIVE), PortCounters scans on the scan schedule, path traces

@@ -151,7 +151,7 @@ Result<nlohmann::json> eeprom_op(Session& s, uint32_t node, uint64_t addr, size_
     return make_error(
         Code::kOutOfRange, 9168,
         fmt::format("{} bytes at 0x{:04x}: 1-256 bytes within the 64 KiB EEPROM", n, addr));
-  // At most six bytes per packet (SYSTEM.md 2.2); packets one after another.
+  // At most six bytes per packet (docs/system.md 2.2); packets one after another.
   const nm::MgmtTarget& t = s.discovery.map.target[node];
   std::vector<uint8_t> got;
   nlohmann::json latencies = nlohmann::json::array();

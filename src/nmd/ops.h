@@ -13,7 +13,7 @@
 
 namespace galaxy::nmd {
 
-// Path trace between two NICs (SYSTEM.md 2.5.4), hop by hop; `locate` adds each hop's physical
+// Path trace between two NICs (docs/system.md 2.5.4), hop by hop; `locate` adds each hop's physical
 // location and level from the described fabric. Unreachable is an answer (reachable = false).
 Result<nlohmann::json> trace_op(Session& s, uint32_t src_node, uint32_t dst_node, bool load_minhop);
 
@@ -22,7 +22,7 @@ Result<nlohmann::json> trace_op(Session& s, uint32_t src_node, uint32_t dst_node
 Result<nlohmann::json> register_op(Session& s, uint32_t node, const std::string& addr,
                                    const std::string* value);
 
-// EEPROM read of `count` bytes at `addr`, or write of `bytes` (SYSTEM.md 2.2: six per packet).
+// EEPROM read of `count` bytes at `addr`, or write of `bytes` (docs/system.md 2.2: six per packet).
 Result<nlohmann::json> eeprom_op(Session& s, uint32_t node, uint64_t addr, size_t count,
                                  const std::vector<uint8_t>* bytes);
 

@@ -1,6 +1,6 @@
-// Collective control packet (SYSTEM.md 1.1, "Offloaded collectives"): a special MP (MpKind::kCp)
-// whose arrival increments the target VP's CP counter; it may also be written to the MPQ and
-// its data may replace the data of the queued MP descriptor it triggers. Layout in
+// Collective control packet (docs/system.md 1.1, "Offloaded collectives"): a special MP
+// (MpKind::kCp) whose arrival increments the target VP's CP counter; it may also be written to the
+// MPQ and its data may replace the data of the queued MP descriptor it triggers. Layout in
 // docs/protocol.md: the MP header with CP flags and the counter increment in place of the tag.
 #pragma once
 

@@ -1,4 +1,4 @@
-// CRC-16 of the link layer and of the management packet tail (SYSTEM.md 1.3, 2.2).
+// CRC-16 of the link layer and of the management packet tail (docs/system.md 1.3, 2.2).
 // CRC-16/CCITT-FALSE: polynomial 0x1021, initial value 0xFFFF, no reflection, no final XOR.
 // Check value: crc16("123456789") == 0x29B1.
 #pragma once

@@ -1,4 +1,4 @@
-// Table-routed data packets (SYSTEM.md 1.1, 1.2; docs/protocol.md).
+// Table-routed data packets (docs/system.md 1.1, 1.2; docs/protocol.md).
 #include "wire/data_packet.h"
 
 #include <fmt/format.h>

@@ -1,6 +1,6 @@
-// Table-routed data packets (SYSTEM.md 1.1, 1.2; layout in docs/protocol.md). The source writes
-// only the destination node id into the head; every NRC looks it up in the route table of the
-// input port. A data packet is a head flit, an extension flit (addresses and lengths of the
+// Table-routed data packets (docs/system.md 1.1, 1.2; layout in docs/protocol.md). The source
+// writes only the destination node id into the head; every NRC looks it up in the route table of
+// the input port. A data packet is a head flit, an extension flit (addresses and lengths of the
 // RDMA it belongs to) and ceil(bytes / 24) payload flits, the last of which is the tail; the
 // head's CRC-16 covers the head fields, the extension and the payload, so that a receiving NIC
 // can discard a dirty packet (missing head or tail, too long, data error) before anything
@@ -70,7 +70,7 @@ struct DataExt {
 };
 
 // A data packet carries at most 128 bytes, and the NIC cuts a transfer at the 128-byte
-// boundaries of the destination address (SYSTEM.md 1.1), so every packet but the first and the
+// boundaries of the destination address (docs/system.md 1.1), so every packet but the first and the
 // last of a transfer is full.
 inline constexpr uint64_t kDataPacketBytes = 128;
 inline constexpr unsigned kDataHeaderFlits = 2;  // head + extension
@@ -130,11 +130,11 @@ constexpr Traffic transfer_traffic(uint64_t dest_addr, uint64_t length) {
 // The flits of a packet; head.length_flits and head.crc are computed. Rejects out-of-range
 // fields naming them.
 Result<std::vector<Flit>> encode_data_packet(const DataPacket& p);
-// Checks what a receiving NIC checks (SYSTEM.md 1.1): a head first, a tail last and nowhere
+// Checks what a receiving NIC checks (docs/system.md 1.1): a head first, a tail last and nowhere
 // else, the length the head announces, one VC, the CRC. The error id tells which defect.
 Result<DataPacket> decode_data_packet(std::span<const Flit> flits);
 
-// The dirty-packet kinds of SYSTEM.md 1.1 (misrouted is the NIC's check: wrong dest_node).
+// The dirty-packet kinds of docs/system.md 1.1 (misrouted is the NIC's check: wrong dest_node).
 enum class DataDefect : uint8_t {
   kNone,
   kMissingHead,

@@ -1,4 +1,4 @@
-// The 198-bit flit of the TH-2 link layer (SYSTEM.md 1.3, 2.2; layout in docs/protocol.md).
+// The 198-bit flit of the TH-2 link layer (docs/system.md 1.3, 2.2; layout in docs/protocol.md).
 //
 // A flit is stored in 25 bytes (200 bits; bits 198 and 199 are always zero):
 //   bits 0-1  kind: 0 body, 1 head, 2 tail, 3 head+tail (single-flit packet)
@@ -18,7 +18,7 @@ namespace galaxy::wire {
 
 inline constexpr unsigned kFlitBits = 198;
 inline constexpr unsigned kFlitBytes = 25;
-// One direction of a link: 8 lanes of 14 Gbit/s (SYSTEM.md 1.2).
+// One direction of a link: 8 lanes of 14 Gbit/s (docs/system.md 1.2).
 inline constexpr double kLinkBitsPerSecond = 8 * 14e9;
 inline constexpr unsigned kFlitPayloadBits = 192;
 inline constexpr unsigned kFlitPayloadBytes = 24;

@@ -1,4 +1,4 @@
-// InfiniBand management datagram, 256 bytes in network (big-endian) byte order (SYSTEM.md 3;
+// InfiniBand management datagram, 256 bytes in network (big-endian) byte order (docs/system.md 3;
 // layout in docs/protocol.md).
 #pragma once
 

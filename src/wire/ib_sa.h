@@ -1,4 +1,4 @@
-// InfiniBand subnet administration (SYSTEM.md 3; IBA 15.2): the MAD of class 0x03 (version 2),
+// InfiniBand subnet administration (docs/system.md 3; IBA 15.2): the MAD of class 0x03 (version 2),
 // whose data holds an RMPP header, the SA header (SM_Key, AttributeOffset, ComponentMask) and
 // 200 bytes of records; and the records a subnet's users ask the SA for: ClassPortInfo,
 // NodeRecord, PortInfoRecord, PathRecord, LinkRecord, ServiceRecord. Layout in

@@ -1,4 +1,4 @@
-// InfiniBand subnet management packets (SYSTEM.md 3; IBA 14.2.1): a MAD of class 0x01
+// InfiniBand subnet management packets (docs/system.md 3; IBA 14.2.1): a MAD of class 0x01
 // (LID-routed) or 0x81 (directed-route), whose 232 data bytes hold the M_Key, the directed-route
 // LIDs, 64 bytes of attribute data and, for directed routes, the initial and return paths. And
 // the attributes a subnet manager reads and writes (IBA 14.2.5): NodeDescription, NodeInfo,

@@ -1,4 +1,4 @@
-// Management packets and management descriptors (SYSTEM.md 2.2-2.4; bit layouts in
+// Management packets and management descriptors (docs/system.md 2.2-2.4; bit layouts in
 // docs/protocol.md).
 #pragma once
 
@@ -17,10 +17,10 @@ namespace galaxy::wire {
 enum class ChipType : uint8_t { kNic = 0, kNrc = 1 };
 std::string_view chip_type_name(ChipType t);
 
-// DestID all ones addresses a chip whose id has not been configured yet (SYSTEM.md 2.2).
+// DestID all ones addresses a chip whose id has not been configured yet (docs/system.md 2.2).
 inline constexpr uint16_t kUnconfiguredId = 0xFFFF;
 
-// The 11 NMP types of SYSTEM.md 2.2 and SMInfo. Bit 4 marks EEPROM access; 0x20 is the fault
+// The 11 NMP types of docs/system.md 2.2 and SMInfo. Bit 4 marks EEPROM access; 0x20 is the fault
 // report.
 enum class NmpType : uint8_t {
   kRegReadRequest = 0x01,
@@ -153,7 +153,7 @@ Result<MgmtPacketBytes> encode_mgmt_packet(const MgmtPacket& p);
 // Decodes and validates: flit kinds, VC 3, length 4, CRC, NMPType, counts, routes.
 Result<MgmtPacket> decode_mgmt_packet(std::span<const uint8_t> bytes);
 
-// What a switch needs to forward without a full decode (SYSTEM.md 2.4).
+// What a switch needs to forward without a full decode (docs/system.md 2.4).
 struct MgmtHead {
   uint8_t hop_count = 0;
   NmpType nmp_type = NmpType::kRegReadRequest;
@@ -168,7 +168,7 @@ Result<MgmtHead> peek_mgmt_head(std::span<const uint8_t> bytes);
 // shorter than a packet are left alone.
 void set_mgmt_hop_count(std::span<uint8_t> bytes, uint8_t hop_count);
 
-// The 512-bit management descriptor submitted to an SDQ (SYSTEM.md 2.2); 1024 bits, the wide
+// The 512-bit management descriptor submitted to an SDQ (docs/system.md 2.2); 1024 bits, the wide
 // variant, when a route names a port above 31.
 struct MgmtDescriptor {
   uint16_t dest_id = kUnconfiguredId;

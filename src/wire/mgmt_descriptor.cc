@@ -1,5 +1,5 @@
 // The 512-bit management descriptor submitted to an SDQ, and its 1024-bit wide variant
-// (SYSTEM.md 2.2; docs/protocol.md).
+// (docs/system.md 2.2; docs/protocol.md).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The 4-flit management packet and its extended variant (wide or long routes) (SYSTEM.md 2.2, 2.4;
-// layout in docs/protocol.md).
+// The 4-flit management packet and its extended variant (wide or long routes)
+// (docs/system.md 2.2, 2.4; layout in docs/protocol.md).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The 128-byte mini-packet written into the target VP's MPQ (SYSTEM.md 1.1; layout in
+// The 128-byte mini-packet written into the target VP's MPQ (docs/system.md 1.1; layout in
 // docs/protocol.md): an 8-byte header and 120 bytes of user data.
 #pragma once
 
@@ -17,7 +17,7 @@ inline constexpr unsigned kMpPayloadBytes = 120;
 enum class MpKind : uint8_t {
   kUser = 0,  // user data sent by an MP descriptor (or a trailing MP)
   kCp = 1,    // collective control packet written to the MPQ (wire/cp.h)
-  kMgmt = 2,  // management response or fault report delivered to the server VP (SYSTEM.md 2.4)
+  kMgmt = 2,  // management response or fault report delivered to the server VP (docs/system.md 2.4)
 };
 inline constexpr uint8_t kMaxMpKind = 2;
 

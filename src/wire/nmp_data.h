@@ -1,5 +1,5 @@
 // The 168-bit NMPData block shared by the management packet and the management descriptor
-// (SYSTEM.md 2.2; layout in docs/protocol.md). Internal to wire/.
+// (docs/system.md 2.2; layout in docs/protocol.md). Internal to wire/.
 #pragma once
 
 #include <span>
@@ -11,7 +11,8 @@
 namespace galaxy::wire {
 
 inline constexpr unsigned kNmpDataBits = 168;
-inline constexpr uint16_t kMaxRegisterAddress = 0x7FFF;  // 15-bit register space (SYSTEM.md 1.4)
+inline constexpr uint16_t kMaxRegisterAddress =
+    0x7FFF;  // 15-bit register space (docs/system.md 1.4)
 
 // `format` prefixes error messages ("mgmt packet", "mgmt descriptor").
 Status encode_nmp_data(std::string_view format, NmpType t, const NmpData& d, std::span<uint8_t> buf,

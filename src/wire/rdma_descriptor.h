@@ -1,4 +1,4 @@
-// Connectionless RDMA descriptor (SYSTEM.md 1.1; layout in docs/protocol.md): a fixed 64-byte
+// Connectionless RDMA descriptor (docs/system.md 1.1; layout in docs/protocol.md): a fixed 64-byte
 // descriptor, followed for an immediate RDMA by its 1-128 data bytes padded to 64-byte blocks,
 // so an immediate descriptor takes 64 + ceil(n/64)*64 bytes.
 #pragma once

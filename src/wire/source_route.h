@@ -1,4 +1,4 @@
-// Source-route field of management packets (SYSTEM.md 2.2): <HopNum, Hop0, ..., Hop19>,
+// Source-route field of management packets (docs/system.md 2.2): <HopNum, Hop0, ..., Hop19>,
 // 5 bits each, 105 bits. Hop i is the output port taken at the i-th NRC on the way.
 // A 60-bit extension carries what the field cannot (docs/protocol.md), one of two ways, told
 // apart by the route's own hop_num:

@@ -575,7 +575,7 @@ TEST_F(RdmaTest, MalformedOrUnsupportedDescriptorsCompleteWithAnError) {
   EXPECT_EQ(ids, (std::vector<uint16_t>{2056, 2057}));
 }
 
-// SYSTEM.md 1.1: every dirty packet is discarded before anything reaches host memory, kept in
+// docs/system.md 1.1: every dirty packet is discarded before anything reaches host memory, kept in
 // the error buffer and counted by kind.
 TEST_F(RdmaTest, DirtyPacketsAreDiscardedIntoTheErrorBuffer) {
   const uint32_t lk = a.reg(0x1000, kAttPageBytes, kAccessNone);

@@ -18,7 +18,8 @@ using testing::make;
 
 TEST(CalibrationTest, ComponentsReproduceThePapersFigures) {
   auto t = default_timing().value();
-  // SYSTEM.md 2.8: per-hop round trip 0.8762 us, register processing 5.9597 us, EEPROM 157.826.
+  // docs/system.md 2.8: per-hop round trip 0.8762 us, register processing 5.9597 us, EEPROM
+  // 157.826.
   EXPECT_NEAR(to_us(2 * t.mgmt_hop()), 0.8762, 1e-6);
   EXPECT_NEAR(to_us(t.register_read_processing()), 5.9597, 1e-6);
   EXPECT_NEAR(to_us(t.eeprom_read_processing(1)), 157.826, 1e-6);

@@ -50,8 +50,8 @@ TEST(Th2, FullScaleCountsAndHops) {
 
   FabricStats s = analyze(t, 0);
   EXPECT_TRUE(s.connected);
-  EXPECT_EQ(s.max_hops, 9u);  // SYSTEM.md 2.7: data paths are at most 9 hops
-  // SYSTEM.md 2.7: "the server reaches any NRC in at most 8".
+  EXPECT_EQ(s.max_hops, 9u);  // docs/system.md 2.7: data paths are at most 9 hops
+  // docs/system.md 2.7: "the server reaches any NRC in at most 8".
   ASSERT_EQ(s.hop_histogram.size(), 9u);
   EXPECT_EQ(s.hop_histogram[0], 1u);
   uint64_t total = 0;

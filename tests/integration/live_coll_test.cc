@@ -1,4 +1,4 @@
-// The NIC's collective engine on the live engine (SYSTEM.md 1.1, "Offloaded collectives";
+// The NIC's collective engine on the live engine (docs/system.md 1.1, "Offloaded collectives";
 // chip/coll.h): descriptors posted through the device interface (glex_device::post_coll,
 // rdma_triggered, reset_coll) run in the daemons' models of the NICs, with no thread of the
 // posting process running. Four members, two NICs on each of two hosts, so CPs travel inside a

@@ -1,4 +1,4 @@
-// Dirty packets on a live link (SYSTEM.md 1.1): a fabric daemon runs in this process for one
+// Dirty packets on a live link (docs/system.md 1.1): a fabric daemon runs in this process for one
 // host of a two-host fabric, and packets are handed to it as the link layer delivers them.
 // A packet that is missing its tail, too long, misrouted or carries a data error reaches the
 // target NIC, which discards it into its error buffer (readable through registers) and counts

@@ -1,4 +1,4 @@
-// Management has priority over data on a live link (SYSTEM.md 1.2, 2.8 "priority"): each VC
+// Management has priority over data on a live link (docs/system.md 1.2, 2.8 "priority"): each VC
 // crosses a link between hosts with its credits of its own, and management (VC3) is sent first,
 // so register reads of a chip beyond the link stay fast while a stream of puts saturates the
 // same link in the same direction.

@@ -1,4 +1,4 @@
-// The UDP link layer (SYSTEM.md 1.3): frame codec, impairment, and two Links over an in-memory
+// The UDP link layer (docs/system.md 1.3): frame codec, impairment, and two Links over an in-memory
 // channel with simulated time.
 #include "engine/live/link.h"
 

@@ -9,7 +9,7 @@ namespace {
 
 using testing::SimServer;
 
-// SYSTEM.md 2.8: a whole request including software, descriptor to response, is DP = 7.40 us
+// docs/system.md 2.8: a whole request including software, descriptor to response, is DP = 7.40 us
 // plus (h + 1) x 0.8762 us; the Requester, glex and the chip models together give exactly that.
 TEST(RequesterTest, SerialRequestsCostDpPlusHops) {
   auto s = SimServer::make("line:n=6");

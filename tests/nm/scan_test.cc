@@ -80,7 +80,7 @@ TEST(ScanTest, SerialScanMatchesThePaperModel) {
   Scanner scanner(req, map);
   auto r = scanner.scan_once({.environment = false});  // the paper's scan: port registers only
   ASSERT_TRUE(r.ok());
-  // The paper's model (SYSTEM.md 2.8) charges a two-register request like a one-register one;
+  // The paper's model (docs/system.md 2.8) charges a two-register request like a one-register one;
   // the calibrated NMA charges the second read too ("more than 1, less than 2 single reads").
   const double second_read_us =
       static_cast<double>(sim::default_timing().value().nma_register_read) / kUs;

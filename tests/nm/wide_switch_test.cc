@@ -1,4 +1,4 @@
-// Fat trees of switches wider than TH-2's 24 ports (SYSTEM.md 6, "Any radix and size"), up to
+// Fat trees of switches wider than TH-2's 24 ports (docs/system.md 6, "Any radix and size"), up to
 // 128 ports: the whole bring-up works — discovery, routing, loading through management, the check
 // of what the chips hold, and table-routed MPs between random NIC pairs, through ports above 23.
 // Ports above 31, which the TH-2 management packet's 5-bit fields cannot name, are reached by its

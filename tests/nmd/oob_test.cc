@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "../integration/live_fixture.h"
 #include "chip/registers.h"
 #include "nmd/ops.h"
@@ -14,21 +16,33 @@ namespace {
 
 constexpr const char* kTopology = "fattree:k=4,levels=2";
 
+// A fabric of the back end and a discovered session on it (null, with the reason, if either
+// did not come up).
 struct OobFabric {
   std::unique_ptr<live::testing::LiveFabricUnderTest> live;
   SessionOptions options;
+  std::optional<Session> session;
+  std::string why;
 };
 
 OobFabric make_fabric(const std::string& kind) {
   OobFabric f;
   if (kind == "live") {
     f.live = std::make_unique<live::testing::LiveFabricUnderTest>(2, kTopology);
-    if (!f.live->wait_up()) return f;
+    if (!f.live->wait_up()) {
+      f.why = "the live fabric did not come up";
+      return f;
+    }
     f.options.fabric = f.live->spec();
     f.options.host = "h1";
   } else {
     f.options.fabric = std::string("sim:") + kTopology;
   }
+  auto s = open_discovered_session(f.options);
+  if (s.ok())
+    f.session = std::move(*s);
+  else
+    f.why = s.error().to_string();
   return f;
 }
 
@@ -57,11 +71,8 @@ class OobTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(OobTest, AChipSwitchedOffVanishesFromDiscoveryAndComesBackWhenSwitchedOn) {
   OobFabric f = make_fabric(GetParam());
-  if (f.live) {
-    ASSERT_TRUE(f.live->wait_up());
-  }
-  auto s = open_discovered_session(f.options);
-  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  ASSERT_TRUE(f.session) << f.why;
+  auto& s = f.session;
   const uint32_t spine = a_spine(s->plan());
   ASSERT_NE(spine, fabric::kNoNode);
   const size_t chips = s->discovery.map.num_nodes();
@@ -107,11 +118,8 @@ TEST_P(OobTest, AChipSwitchedOffVanishesFromDiscoveryAndComesBackWhenSwitchedOn)
 
 TEST_P(OobTest, AResetLosesWhatWasWrittenInBandAndTheBoardNamesWhatItRefuses) {
   OobFabric f = make_fabric(GetParam());
-  if (f.live) {
-    ASSERT_TRUE(f.live->wait_up());
-  }
-  auto s = open_discovered_session(f.options);
-  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  ASSERT_TRUE(f.session) << f.why;
+  auto& s = f.session;
   const uint32_t spine = a_spine(s->plan());
   auto node = find_node(*s, std::to_string(spine));
   ASSERT_TRUE(node.ok());

@@ -114,7 +114,7 @@ TEST(DataPacket, EncodeRejectsOutOfRangeFields) {
   EXPECT_TRUE(FailsWith(encode_data_packet(p), "flags = 0x10"));
 }
 
-// Each dirty-packet kind of SYSTEM.md 1.1 the decoder can see is named by its error.
+// Each dirty-packet kind of docs/system.md 1.1 the decoder can see is named by its error.
 TEST(DataPacket, DecodeClassifiesDirtyPackets) {
   const std::vector<Flit> good = *encode_data_packet(sample());
   ASSERT_TRUE(decode_data_packet(good).ok());

@@ -1,4 +1,4 @@
-// Device view (SYSTEM.md 2.5.2, 2.6): one chip's ports, peers and link state
+// Device view (docs/system.md 2.5.2, 2.6): one chip's ports, peers and link state
 // (GET /api/chips/{chip}); status scans in the single / loop / compare modes
 // (GET /api/chips/{chip}/status); register read and write.
 import { tid, el, api, fmtPct, fmtNum, fmtTime, chipRef, showMessage, fillKv } from '../lib.js';

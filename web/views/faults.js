@@ -1,4 +1,4 @@
-// Fault view (SYSTEM.md 2.6): time, location, cause, severity of each fault and alarm
+// Fault view (docs/system.md 2.6): time, location, cause, severity of each fault and alarm
 // (GET /api/faults), acknowledgement (POST /api/faults/{id}/ack), live arrivals over SSE.
 import { tid, el, api, qs, bus, fmtTime, sevRank, showMessage } from '../lib.js';
 

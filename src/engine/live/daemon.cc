@@ -702,7 +702,7 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
                  "an MP of a kind other than user data");
         return;
       }
-      // The MP as the wire carries it (SYSTEM.md 1.1): a data packet of kind MP.
+      // The MP as the wire carries it (docs/system.md 1.1): a data packet of kind MP.
       wire::DataPacket p;
       p.head.kind = wire::PacketKind::kMp;
       p.head.vc = chip::data_vc(p.head.kind);

@@ -1,4 +1,4 @@
-// The per-host fabric daemon (`galaxy fabricd`, ARCHITECTURE.md "Live"): owns the host's shared
+// The per-host fabric daemon (`galaxy fabricd`, docs/live.md): owns the host's shared
 // segment, runs the chip models of the host's chips for management (the NMA answers from the
 // real port counters of the segment), owns the UDP links to the other hosts with the chip link
 // layer, and executes the traffic that leaves the host: management packets hop by hop, MPs and
@@ -78,7 +78,7 @@ struct DaemonStats {
 bool push_completion(VpSlot& vp, OpCode op, OpStatus status, uint64_t cookie, uint64_t bytes,
                      uint16_t error_id, const char* reason);
 
-// Checks a remote access against a NIC's ATT (SYSTEM.md 1.1: the target translates and
+// Checks a remote access against a NIC's ATT (docs/system.md 1.1: the target translates and
 // checks). On success *entry holds a copy of the entry.
 OpStatus check_att(NicSlot& nic, uint64_t mh, uint64_t addr, uint64_t length, uint32_t access,
                    AttEntry* entry, const char** reason);
@@ -149,7 +149,7 @@ class FabricDaemon {
 
  private:
   // One VC of a cable between hosts: a Link of its own (sequence numbers, window, credits), so
-  // that a VC whose receiver cannot take more holds only its own frames (SYSTEM.md 1.3).
+  // that a VC whose receiver cannot take more holds only its own frames (docs/system.md 1.3).
   struct Lane {
     std::unique_ptr<Link> link;
     std::vector<uint8_t> batch;                   // items waiting for the next frame
@@ -234,7 +234,7 @@ class FabricDaemon {
   void queue_item(size_t link, ItemType type, uint32_t from_chip, uint8_t from_port,
                   const void* body, size_t body_len, const void* data = nullptr,
                   size_t data_len = 0);
-  // Link self-tests (SYSTEM.md 2.5.6) that BIST_CTRL started at this host's ports: on a cable
+  // Link self-tests (docs/system.md 2.5.6) that BIST_CTRL started at this host's ports: on a cable
   // between hosts, test patterns through the link layer for the duration; what the link layer
   // repaired meanwhile (retransmissions, CRC errors) are the errors. A link inside the host has
   // no wire: it finishes with no flit tested.

@@ -1,4 +1,4 @@
-// Table routing executed by whoever holds the packet (ARCHITECTURE.md "Live": forwarding on one
+// Table routing executed by whoever holds the packet (docs/live.md: forwarding on one
 // host may be executed by the sender): the NRC route tables and link states of the shared
 // segment, the port counters incremented on every port a packet passes.
 #pragma once

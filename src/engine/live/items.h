@@ -57,7 +57,7 @@ inline constexpr uint8_t kFlagFence = 0x1;
 inline constexpr uint8_t kFlagLocalCq = 0x4;
 inline constexpr uint8_t kFlagRemoteEvent = 0x8;
 
-// An RDMA descriptor the daemon executes (SYSTEM.md 1.1): the daemon's DMA engine reads the
+// An RDMA descriptor the daemon executes (docs/system.md 1.1): the daemon's DMA engine reads the
 // initiator's memory by cross-memory attach.
 struct EgressRdma {
   uint8_t op;  // GLEX_OP_PUT / GET / IMM
@@ -130,7 +130,7 @@ enum class ItemType : uint8_t {
   kBistReport = 11,  // what the far end saw of the test (BistReport)
 };
 
-// The test pattern of a link BIST (SYSTEM.md 2.5.6) on a cable between hosts: 40 flits of
+// The test pattern of a link BIST (docs/system.md 2.5.6) on a cable between hosts: 40 flits of
 // pseudo-random bytes (as many flits as its size fills) that follow from the sequence number, so
 // the far end checks them without being told the pattern. It crosses the link layer like any item
 // (CRC, retransmission), so the test counts what the link layer had to repair while it ran.

@@ -1,4 +1,4 @@
-// The chip link layer carried over UDP between hosts (SYSTEM.md 1.3; ARCHITECTURE.md "Live"):
+// The chip link layer carried over UDP between hosts (docs/system.md 1.3; docs/live.md):
 // 16-bit CRC, 32-bit sequence numbers, selective-repeat sliding-window retransmission and
 // credit-based flow control, so loss on the wire never loses a payload the link accepted.
 //
@@ -55,7 +55,7 @@
 //   arrives, so both ends of the cable agree within one frame, and training resumes as soon as
 //   the disabling end is enabled again. Frames are kept as for any Down.
 // * One credit pool per Link: the daemon runs one Link per VC on every cable (per-VC credits,
-//   SYSTEM.md 1.3), each with a link id of its own (docs/live.md).
+//   docs/system.md 1.3), each with a link id of its own (docs/live.md).
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// A live fabric description (ARCHITECTURE.md "Live"): a topology from a builder spec or a file,
+// A live fabric description (docs/live.md): a topology from a builder spec or a file,
 // the hosts that run it, and which host owns each chip. Every process of the fabric parses the
 // same description, so every one derives the same assignment.
 //

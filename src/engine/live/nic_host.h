@@ -1,4 +1,4 @@
-// What a NIC of the live engine reaches its host through (SYSTEM.md 1.1; chip/host_memory.h):
+// What a NIC of the live engine reaches its host through (docs/system.md 1.1; chip/host_memory.h):
 // the daemon runs chip::Nic for the transfers that cross hosts, and the NIC translates and
 // checks every access against the registrations the processes wrote into the shared segment,
 // then reads and writes the registering process's memory by cross-memory attach.
@@ -88,8 +88,8 @@ class SegmentAtt final : public chip::AttTable {
 };
 
 // The NIC's port to the processes' memory. Cross-memory attach costs a system call, so, as the
-// NIC's own DMA engines do (SYSTEM.md 1.1: 1 KiB read requests into an 8 KiB FIFO), reads fetch
-// ahead into a FIFO-sized buffer, and writes are posted: contiguous writes to one process are
+// NIC's own DMA engines do (docs/system.md 1.1: 1 KiB read requests into an 8 KiB FIFO), reads
+// fetch ahead into a FIFO-sized buffer, and writes are posted: contiguous writes to one process are
 // gathered and completed at flush (chip::HostMemory::flush, which the NIC calls before anything
 // tells of them). The read-ahead holds only within one round of the daemon's loop
 // (begin_round), so a buffer its owner changed after a completion is read anew.

@@ -1,4 +1,4 @@
-// The shared host segment of a live fabric (ARCHITECTURE.md "Live"; docs/live.md): one POSIX
+// The shared host segment of a live fabric (docs/live.md; docs/live.md): one POSIX
 // shared-memory object per host, created by that host's fabric daemon and mapped by every
 // process of the host. It holds what peers must reach without a daemon on the data path:
 //   * the wiring of the whole fabric (chip kinds, owners, peers, link state);
@@ -8,7 +8,8 @@
 //   * per NIC: the ATT (registered memory and its keys) and per VP the MPQ and the completion
 //     queue, lock-free rings that several processes produce into;
 //   * the egress ring to the daemon (management descriptors and traffic for other hosts);
-//   * every chip's name, NodeDescription and GUID, so a process names the fabric's NICs as users do.
+//   * every chip's name, NodeDescription and GUID, so a process names the fabric's NICs as users
+//   do.
 // No pointers inside: processes map the segment at different addresses.
 #pragma once
 
@@ -213,7 +214,7 @@ struct CellTurn<MpqCell, Depth> {
 };
 static_assert(sizeof(MpqCell) == 128);
 
-// Local completion (the CQ of SYSTEM.md 1.1): success or the error of one descriptor.
+// Local completion (the CQ of docs/system.md 1.1): success or the error of one descriptor.
 struct CqCell {
   std::atomic<uint16_t> seq;
   uint8_t op;      // glex op code (glex.h GLEX_OP_*)
@@ -245,7 +246,7 @@ using EgressRing = MpscRing<EgressCell, kEgressDepth>;
 inline constexpr uint32_t kAccessRead = 1;
 inline constexpr uint32_t kAccessWrite = 2;
 
-// An ATT entry: a registered range of one process's memory (SYSTEM.md 1.1). `memfd` >= 0 when
+// An ATT entry: a registered range of one process's memory (docs/system.md 1.1). `memfd` >= 0 when
 // the range lies in memory allocated by glex_alloc_mem: peers on the host map it and copy
 // directly; otherwise they use cross-memory attach on `pid`.
 struct AttEntry {

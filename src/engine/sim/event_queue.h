@@ -1,5 +1,5 @@
-// The simulator's future-event list: a 4-ary min-heap on a flat array (ARCHITECTURE.md
-// "Simulated"), ordered by (time, sequence number). The sequence number is taken from a counter at
+// The simulator's future-event list: a 4-ary min-heap on a flat array (docs/simulation.md),
+// ordered by (time, sequence number). The sequence number is taken from a counter at
 // push, so events at the same time fire in the order they were scheduled and a run is a pure
 // function of its inputs.
 //

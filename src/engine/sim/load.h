@@ -1,4 +1,4 @@
-// Flow-level background loads (ARCHITECTURE.md "Simulated"): a load gives every directed link
+// Flow-level background loads (docs/simulation.md): a load gives every directed link
 // a utilisation; a management packet meeting a busy link waits for the residual of the data
 // packet on the wire (SimFabric::start_transmission). Loads live in a self-describing registry.
 #pragma once

@@ -1,5 +1,5 @@
 // A serial management request loop through the simulated fabric, as the paper measured
-// (SYSTEM.md 2.8: N requests, one outstanding, mean latency): descriptor posted to an SDQ,
+// (docs/system.md 2.8: N requests, one outstanding, mean latency): descriptor posted to an SDQ,
 // packet through the chip models, response polled from the MPQ.
 #pragma once
 

@@ -70,7 +70,7 @@ Status SimFabric::power_on(const SimOptions& options) {
     GALAXY_TRY(chips_[v]->power_on());
     (void)chips_[v]->take_link_control_changes();  // the links train below
   }
-  // Links train and each port learns who is at the other end (SYSTEM.md 1.4), unless a boot
+  // Links train and each port learns who is at the other end (docs/system.md 1.4), unless a boot
   // image holds either end down.
   for (uint32_t v = 0; v < topo_.num_nodes(); ++v) {
     for (uint8_t p = 0; p < topo_.num_ports(v); ++p) {
@@ -452,7 +452,7 @@ void SimFabric::start_transmission(uint32_t node, uint8_t port, Waiting w) {
   Time end = start + timing_.serialisation(flits);
   const bool linked = o.peer_node != fabric::kNoNode;
   if (o.flit_error_rate > 0 && linked) {
-    // Sliding-window retransmission (SYSTEM.md 1.3): every corrupted transmission is caught by
+    // Sliding-window retransmission (docs/system.md 1.3): every corrupted transmission is caught by
     // the receiver's CRC and resent after the NACK's round trip; the link loses nothing.
     chip::PortState& rx = chips_[o.peer_node]->port(o.peer_port);
     chip::PortState& tx = chips_[node]->port(port);
@@ -636,8 +636,8 @@ void SimFabric::run_nma(uint32_t slot, uint32_t node) {
 }
 
 // A BIST started through BIST_CTRL runs for its duration and then reports what it found
-// (SYSTEM.md 2.5.6): flits tested at the link rate scaled by the intensity, each corrupted with
-// the link's flit error rate (a draw from the simulation's random numbers per test).
+// (docs/system.md 2.5.6): flits tested at the link rate scaled by the intensity, each corrupted
+// with the link's flit error rate (a draw from the simulation's random numbers per test).
 void SimFabric::schedule_bists(uint32_t node) {
   chip::Chip& c = *chips_[node];
   for (uint8_t p = 0; p < c.num_ports(); ++p) {

@@ -1,5 +1,5 @@
 // The simulated engine: the chip models of chip/ instantiated for every node of a topology,
-// driven in simulated time (ARCHITECTURE.md "Simulated"). Links serialise flits at
+// driven in simulated time (docs/simulation.md). Links serialise flits at
 // lanes x lane rate, add link latency and the receiving chip's input pipeline. Every packet
 // holds room in the input buffer it entered (chip::Damq) until it leaves that chip, and starts
 // on a link only while the sender's credits say it fits whole in the peer's buffer (virtual

@@ -1,5 +1,5 @@
 // The discrete-event simulator: simulated time, the event queue and the run's random numbers
-// (ARCHITECTURE.md "Simulated"). Single-threaded and deterministic: the same seed and the same
+// (docs/simulation.md). Single-threaded and deterministic: the same seed and the same
 // schedule calls give the same trace, bit for bit.
 //
 // The future-event list is a template parameter: LadderQueue by default (Simulator), the 4-ary

@@ -1,4 +1,4 @@
-// Simulated time: picoseconds in an unsigned 64-bit integer (ARCHITECTURE.md "Simulated"), which
+// Simulated time: picoseconds in an unsigned 64-bit integer (docs/simulation.md), which
 // spans about 213 days, far beyond any run, and keeps event ordering exact (no float ties).
 #pragma once
 
