@@ -22,6 +22,12 @@ expect_refused() {
 cases=(
   "bogus|E9508 galaxy: 'bogus' is not a command; the commands are: bench,"
   "bench bogus|E9508 galaxy bench: 'bogus' is not a command; the commands are: mgmt,"
+  "oob boil --chip 0 --fabric sim:fattree:k=4|E5724 .*'boil' is unknown; known: status, power-on"
+  "oob read --chip 0 --fabric sim:fattree:k=4|E5726 .*needs a register"
+  "oob write --chip 0 --register SCRATCH --fabric sim:fattree:k=4|E5731 .*needs a value"
+  "oob write --chip 0 --register CHIP_IDENT --value 1 --fabric sim:fattree:k=4|E2204 .*refused the value"
+  "oob read --chip 0 --register 0x7fff --fabric sim:fattree:k=4|E2203"
+  "oob temperature --chip 9999 --fabric sim:fattree:k=4|E3007"
   "sim regread --seed -1|--seed: E9703 .*-1 is outside \[0, 18446744073709551615\]"
   "sim regread --seed 18446744073709551616|--seed: E9703"
   "sim regread --count 0|--count: E9703 .*0 is outside \[1, 1000000\]"

@@ -39,8 +39,11 @@ Code code_from_name(const std::string& name) {
 
 }  // namespace
 
-Result<nlohmann::json> call_server(const std::string& server, const std::string& method,
+Result<nlohmann::json> call_server(const std::string& given, const std::string& method,
                                    const std::string& target, const nlohmann::json* body) {
+  // The URL as users paste it (the daemon's ready file writes one with a trailing '/').
+  std::string server = given;
+  while (server.size() > 1 && server.back() == '/') server.pop_back();
   httplib::Client cli(server);
   if (!cli.is_valid())
     return make_error(Code::kInvalidArgument, 9502,
@@ -61,7 +64,8 @@ Result<nlohmann::json> call_server(const std::string& server, const std::string&
                                           : cli.Post(target, headers, payload, "application/json");
   if (!res)
     return make_error(Code::kIoError, 9503,
-                      fmt::format("{}{}: {}", server, target, httplib::to_string(res.error())));
+                      fmt::format("{}{}: {} (is `galaxy nmd` listening there?)", server, target,
+                                  httplib::to_string(res.error())));
   nlohmann::json j = nlohmann::json::parse(res->body, nullptr, false);
   if (j.is_discarded())
     return make_error(
