@@ -221,7 +221,9 @@ void run_bench(const BenchOptions& o) {
   // I2C model) and a live board on loopback, measured.
   wire::OobRequest oob_read{wire::OobOp::kReadRegister, adj, 1, chip::reg::kScratch, 0};
   const sim::Time oob_t0 = fab.sim().now();
-  auto oob = fab.oob(oob_read);
+  auto frame = fab.oob(wire::encode_oob_request(oob_read));
+  if (!frame.ok()) return report_error(frame.error(), o.json);
+  auto oob = wire::decode_oob_response(*frame);
   if (!oob.ok()) return report_error(oob.error(), o.json);
   const double oob_us = sim::to_us(fab.sim().now() - oob_t0);
   const double overhead_us = sim::to_us(timing->oob_board_overhead);

@@ -142,9 +142,10 @@ Result<const OobCommand*> find_oob_command(std::string_view name) {
 Result<wire::OobResponse> oob_call(Session& s, const wire::OobRequest& r, uint64_t* elapsed_ns) {
   if (s.fabric) {
     const sim::Time t0 = s.fabric->sim().now();
-    auto out = s.fabric->oob(r);
+    auto out = s.fabric->oob(wire::encode_oob_request(r));
     *elapsed_ns = (s.fabric->sim().now() - t0) / units::kNanosecond;
-    return out;
+    if (!out.ok()) return out.error();
+    return wire::decode_oob_response(*out);
   }
   if (r.chip >= s.live_host_of.size())
     return make_error(Code::kNotFound, 5727,

@@ -4,12 +4,16 @@
 
 #include <cmath>
 
+#include "base/time_units.h"
+#include "chip/i2c.h"
+#include "chip/registers.h"
 #include "engine/sim/calibration.h"
 #include "engine/sim/load.h"
 #include "engine/sim/mgmt_probe.h"
 #include "fabric/builders.h"
 #include "fabric/io.h"
 #include "sim_test_util.h"
+#include "wire/oob.h"
 
 namespace galaxy::sim {
 namespace {
@@ -364,6 +368,40 @@ TEST(SimFabricTest, PipelinedRequestsOverlapAndNmasSerialise) {
   EXPECT_LT(last, one_far + n * t.nic_descriptor_interval + t.nma_register_read +
                       t.nma_unpack_dispatch + t.nma_collect_pack);
   EXPECT_GT(last, one_far / 2);
+}
+
+// The out-of-band path on the simulator's clock: the board's frames in and out, the time of a
+// register read the board's stated overhead plus what its bus did (131 bit times and the chip's
+// register fetch), the fabric's clock moved by that much; a frame that does not decode is refused
+// with the decoder's id and moves nothing.
+TEST(SimFabricTest, OutOfBandReadTakesTheBoardsOverheadAndItsBusOnTheSimulatorsClock) {
+  auto f = make("line:n=3");
+  const Timing& t = f->timing();
+  const uint32_t nrc = f->topology().nic_node(0) == 0 ? 1 : 0;
+  f->chip(nrc).write_register(chip::reg::kScratch, 0xABCD);
+  const Time t0 = f->sim().now();
+  auto frame = f->oob(
+      wire::encode_oob_request({wire::OobOp::kReadRegister, nrc, 7, chip::reg::kScratch, 0}));
+  ASSERT_TRUE(frame.ok()) << frame.error().to_string();
+  auto r = wire::decode_oob_response(*frame);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->error_id, 0);
+  EXPECT_EQ(r->tag, 7u);
+  EXPECT_EQ(r->value, 0xABCDu);
+  const uint64_t fetch_ns = t.nma_register_read / units::kNanosecond;
+  EXPECT_EQ(r->bus_ns, 131 * chip::kI2cBitNs + fetch_ns);
+  EXPECT_EQ(f->sim().now() - t0,
+            t.oob_board_overhead + static_cast<Time>(r->bus_ns) * units::kNanosecond);
+  auto bad = wire::encode_oob_request({wire::OobOp::kStatus, nrc, 8, 0, 0});
+  bad[0] ^= 0xFF;
+  const Time t1 = f->sim().now();
+  auto refused = f->oob(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().id, 1951);
+  EXPECT_EQ(f->sim().now(), t1);
+  auto none = f->oob(wire::encode_oob_request({wire::OobOp::kStatus, 99, 9, 0, 0}));
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.error().id, 2206);
 }
 
 }  // namespace

@@ -795,7 +795,11 @@ void SimFabric::update_link(PortRef end) {
   }
 }
 
-Result<wire::OobResponse> SimFabric::oob(const wire::OobRequest& r) {
+Result<std::array<uint8_t, wire::kOobResponseBytes>> SimFabric::oob(
+    std::span<const uint8_t> request) {
+  auto decoded = wire::decode_oob_request(request);
+  if (!decoded.ok()) return decoded.error();
+  const wire::OobRequest& r = *decoded;
   if (r.chip >= topo_.num_nodes())
     return make_error(Code::kNotFound, 2206,
                       fmt::format("out-of-band request for chip {}: the fabric has {} chips",
@@ -822,7 +826,7 @@ Result<wire::OobResponse> SimFabric::oob(const wire::OobRequest& r) {
   });
   sim_.run(sim_.now() + static_cast<Time>(out.response.bus_ns) * units::kNanosecond +
            (timing_.oob_board_overhead - half));
-  return out.response;
+  return wire::encode_oob_response(out.response);
 }
 
 void SimFabric::set_utilisation(std::vector<float> per_output) {

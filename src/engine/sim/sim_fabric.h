@@ -113,7 +113,10 @@ class SimFabric final : private EventHandler {
   // the board's round trip (Timing::oob_board_overhead), its I2C bus takes the time the board
   // reports, and the answer comes back after the other half; the fabric runs meanwhile. Errors
   // of the board are answers (error_id); E2206 a chip the fabric does not have.
-  Result<wire::OobResponse> oob(const wire::OobRequest& r);
+  // The request and the answer cross the management network as the board protocol's frames
+  // (wire/oob.h), as on a live fabric: a frame the board cannot decode is refused with the
+  // decoder's id.
+  Result<std::array<uint8_t, wire::kOobResponseBytes>> oob(std::span<const uint8_t> request);
 
   // Flow-level background load (engine/sim/load.h): utilisation of every directed output.
   void set_utilisation(std::vector<float> per_output);
