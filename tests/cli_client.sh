@@ -7,7 +7,7 @@
 # answer is named in the error. Argument: the galaxy binary.
 set -euo pipefail
 galaxy=$1
-fail() { echo "FAILED: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_common.sh"
 work=$(mktemp -d)
 token=cli-$$-$RANDOM
 pid=
@@ -24,18 +24,6 @@ done
 [ -s "$work/ready.json" ] || fail "the daemon was not ready in 60 s"
 url=$(sed -E 's/.*"url":"([^"]+)".*/\1/' "$work/ready.json")
 g() { timeout 60 "$galaxy" --server "$url" "$@"; }
-# galaxy "$@" must fail (not time out) with `want` in its output.
-refused() {
-  local want=$1 rc out
-  shift
-  set +e
-  out=$(timeout 60 "$galaxy" "$@" 2>&1)
-  rc=$?
-  set -e
-  [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ] || fail "galaxy $*: exit $rc, expected a refusal: $out"
-  grep -q -- "$want" <<<"$out" || fail "galaxy $*: '$want' not in: $out"
-}
-
 out=$(g reg read --chip 3 --addr CHIP_ID --json) || fail "reg read: $out"
 grep -q '"value": 65539' <<<"$out" || fail "reg read of CHIP_ID: $out"
 out=$(g trace nic:0 nic:15 --json) || fail "trace: $out"
@@ -44,7 +32,7 @@ out=$(GALAXY_NMD_TOKEN=$token g scan --json) || fail "scan: $out"
 grep -q '"requests"' <<<"$out" || fail "scan summary: $out"
 out=$(GALAXY_NMD_TOKEN=$token g oob temperature --chip 3 --json) || fail "oob: $out"
 grep -Eq '"temperature_c": (2[6-9]|[3-7][0-9])' <<<"$out" || fail "oob temperature: $out"
-refused "401\|token" --server "$url" --token wrong inject link-down 0:2
+expect_refused "401\|token" --server "$url" --token wrong inject link-down 0:2
 GALAXY_NMD_TOKEN=$token g inject link-down 0:2 >/dev/null || fail "inject link-down"
 for _ in $(seq 1 50); do
   out=$(g faults --json) || fail "faults: $out"
@@ -52,6 +40,6 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 grep -q 'link' <<<"$out" || fail "the injected link-down never reached the fault list: $out"
-refused "E9507 \`galaxy bringup\` does not run against a daemon" --server "$url" bringup --fabric sim:line:n=3
-refused "127.0.0.1:1" --server http://127.0.0.1:1 reg read --chip 3 --addr SCRATCH
+expect_refused "E9507 \`galaxy bringup\` does not run against a daemon" --server "$url" bringup --fabric sim:line:n=3
+expect_refused "127.0.0.1:1" --server http://127.0.0.1:1 reg read --chip 3 --addr SCRATCH
 echo "ok: the CLI as a client: reads, trace, scan, out-of-band, injection, refusals"
