@@ -753,6 +753,7 @@ Status Daemon::route_locked(const std::string& engine) {
 
 Result<nlohmann::json> Daemon::scan_batched() {
   if (ib_) return scan_ib();
+  std::lock_guard one_scan(scan_mu_);
   auto lock = lock_session();
   const auto t0 = std::chrono::steady_clock::now();
   last_scan_started_us_ = clock_us();
