@@ -298,6 +298,7 @@ class Daemon {
   // One status scan at a time: a scan asked for while another runs starts when it ends, so that
   // the requests between two batches wait behind one scan, not behind two interleaved.
   std::mutex scan_mu_;
+  uint64_t environment_metrics_scans_ = UINT64_MAX;  // the scan the chip gauges were set from
   uint64_t map_generation_ = 0;  // session locked: a sweep replaced session_.discovery
   Session session_;
   std::unique_ptr<IbFabric> ib_;      // an InfiniBand subnet instead of session_'s fabric
