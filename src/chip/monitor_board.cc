@@ -18,6 +18,21 @@ enum BoardError : uint16_t {
 
 }  // namespace
 
+Code monitor_board_error_code(uint16_t id) {
+  switch (id) {
+    case kNoChip:
+      return Code::kNotFound;
+    case kChipOff:
+      return Code::kIoError;
+    case kNoRegister:
+      return Code::kOutOfRange;
+    case kRefused:
+      return Code::kInvalidArgument;
+    default:
+      return Code::kMalformed;
+  }
+}
+
 std::string_view monitor_board_error(uint16_t id) {
   switch (id) {
     case kNoChip:
@@ -140,10 +155,9 @@ struct MonitorBoard::Channel {
       if (bytes.size() == 10) {
         value = 0;
         for (size_t i = 2; i < 10; ++i) value = value << 8 | bytes[i];
-        if (ch.chip->check_write(address, value) != wire::NmpError::kNone) {
-          ch.error = ch.chip->check_write(address, value) == wire::NmpError::kAddressOutOfRange
-                         ? kNoRegister
-                         : kRefused;
+        if (const wire::NmpError e = ch.chip->check_write(address, value);
+            e != wire::NmpError::kNone) {
+          ch.error = e == wire::NmpError::kAddressOutOfRange ? kNoRegister : kRefused;
           return false;
         }
         return true;

@@ -48,6 +48,8 @@ struct MonitorBoardOptions {
 
 // What a board's error id means ("" for an id that is not the board's).
 std::string_view monitor_board_error(uint16_t id);
+// The status code a caller reports a board's error id with.
+Code monitor_board_error_code(uint16_t id);
 
 class MonitorBoard {
  public:

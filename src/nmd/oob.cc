@@ -52,22 +52,6 @@ class FdCloser {
   int fd_;
 };
 
-// The status code of a board's error id (chip/monitor_board.h).
-Code board_error_code(uint16_t id) {
-  switch (id) {
-    case 2201:
-      return Code::kNotFound;
-    case 2202:
-      return Code::kIoError;
-    case 2203:
-      return Code::kOutOfRange;
-    case 2204:
-      return Code::kInvalidArgument;
-    default:
-      return Code::kMalformed;
-  }
-}
-
 }  // namespace
 
 Result<wire::OobResponse> oob_tcp_call(const live::LiveHost& h, const wire::OobRequest& r) {
@@ -192,7 +176,7 @@ Result<nlohmann::json> oob_op(Session& s, const std::string& chip, std::string_v
   if (!resp.ok()) return resp.error();
   if (resp->error_id != 0)
     return make_error(
-        board_error_code(resp->error_id), resp->error_id,
+        chip::monitor_board_error_code(resp->error_id), resp->error_id,
         fmt::format("monitor board: {} on chip {} ({}): {}", command, r.chip, s.plan().name(r.chip),
                     chip::monitor_board_error(resp->error_id)));
   nlohmann::json j;
