@@ -94,9 +94,36 @@ Shortfall shortfall(const FabricMap& map, const fabric::Topology& plan) {
   return out;
 }
 
+namespace {
+// The map nodes a scan with `o` may read: its batch's range.
+std::pair<uint32_t, uint32_t> node_range(const FabricMap& map, const ScanOptions& o) {
+  const uint32_t end = std::min(o.end_node, map.num_nodes());
+  return {std::min(o.first_node, end), end};
+}
+}  // namespace
+
+uint32_t scan_chip_count(const FabricMap& map, const ScanOptions& options) {
+  const auto [first, end] = node_range(map, options);
+  uint32_t n = 0;
+  for (uint32_t v = first; v < end; ++v) n += scanned(map, v, options);
+  return n;
+}
+
+uint32_t scan_batch_end(const FabricMap& map, const ScanOptions& options, uint32_t first,
+                        uint32_t chips) {
+  ScanOptions rest = options;
+  rest.first_node = first;
+  rest.end_node = UINT32_MAX;
+  uint32_t v = first;
+  for (uint32_t taken = 0; v < map.num_nodes() && taken < chips; ++v)
+    if (scanned(map, v, rest)) ++taken;
+  return v;
+}
+
 double paper_model_us(const FabricMap& map, const ScanOptions& options) {
   double us = 0;
-  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+  const auto [first, end] = node_range(map, options);
+  for (uint32_t v = first; v < end; ++v)
     if (scanned(map, v, options))
       us += static_cast<double>(scan_requests_for(map.topology.num_ports(v))) *
             (kPaperDpUs + (map.hops[v] + 1) * kPaperDtUs);
@@ -119,7 +146,8 @@ void merge_scan(ScanResult& into, ScanResult&& batch) {
 
 Result<ScanResult> Scanner::scan_once(const ScanOptions& options) {
   ScanResult r;
-  for (uint32_t v = 0; v < map_.num_nodes(); ++v) {
+  const auto [first, end] = node_range(map_, options);
+  for (uint32_t v = first; v < end; ++v) {
     if (!scanned(map_, v, options)) continue;
     ChipStatus c;
     c.node = v;

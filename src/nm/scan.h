@@ -108,6 +108,14 @@ struct ScanResult {
   size_t not_responding() const { return non_responding.size() + unreached.size(); }
 };
 
+// How many chips a scan with `options` reads (its batch's, when it is one).
+uint32_t scan_chip_count(const FabricMap& map, const ScanOptions& options);
+
+// Where a batch of a scan that starts at map node `first` and takes `chips` chips ends: the
+// node after its last chip (ScanOptions::end_node), the map's end when fewer remain.
+uint32_t scan_batch_end(const FabricMap& map, const ScanOptions& options, uint32_t first,
+                        uint32_t chips);
+
 // Adds a later batch of the same scan (ScanOptions::first_node) to `into`: its chips after
 // those of `into`, its counts added, the elapsed time running to the batch's end.
 void merge_scan(ScanResult& into, ScanResult&& batch);

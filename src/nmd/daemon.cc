@@ -49,10 +49,27 @@ size_t reg_index(std::string_view name) {
   return 0;
 }
 
-// Map nodes per batch of a status scan: on TH-2 (24,136 chips, a 12 s scan on this machine) a
-// batch holds the session for about 30 ms, and a trace or register read during the scan answers
-// in about 140 ms (galaxy bench daemon --fabric sim:th2, bench/RESULTS.md).
-constexpr uint32_t kScanBatchChips = 64;
+// Work that reads the whole fabric (a status scan, the fault audit) holds the session in slices
+// of about kSessionSliceS of wall time and lets the requests that wait for it (a trace, a
+// register read) in between: such a request waits about one slice, whatever the fabric's size
+// and the machine's speed.
+constexpr double kSessionSliceS = 0.04;
+
+// How many items (chips scanned, chips audited) the next slice takes: as many as the last
+// slice's time per item says fit in kSessionSliceS, within [1, most].
+class SliceSize {
+ public:
+  SliceSize(uint32_t first, uint32_t most) : size_(first), most_(most) {}
+  uint32_t get() const { return size_; }
+  void took(uint32_t items, double seconds) {
+    if (items == 0) return;
+    const double per_item = std::max(seconds, 1e-9) / items;
+    size_ = static_cast<uint32_t>(std::clamp(kSessionSliceS / per_item, 1.0, double(most_)));
+  }
+
+ private:
+  uint32_t size_, most_;
+};
 
 }  // namespace
 
@@ -344,6 +361,13 @@ void Daemon::step() {
     scan_due = config_.scan_interval_s > 0 && clock_us() >= next_scan_us_ &&
                (ib_ || sm_->state() == wire::SmState::kMaster);
   }
+  bool audit_due = false;
+  {
+    std::lock_guard lock(mu_);
+    audit_due = !ib_ && options_.fault_audit_s > 0 && clock_us() >= next_audit_us_ &&
+                sm_->state() == wire::SmState::kMaster;
+  }
+  if (audit_due && !halted_) audit_faults();
   if (scan_due && !halted_) {
     (void)scan_batched();
     std::lock_guard lock(mu_);
@@ -398,10 +422,6 @@ void Daemon::tick_locked() {
   }
   if (!pending_faults_.empty()) handle_faults_locked();
   const int64_t now = clock_us();
-  if (options_.fault_audit_s > 0 && now >= next_audit_us_) {
-    audit_faults_locked();
-    next_audit_us_ = clock_us() + static_cast<int64_t>(options_.fault_audit_s * 1e6);
-  }
   if (reroute_pending_ && now >= next_reroute_us_) reroute_locked();
   if ((config_.sweep_interval_s > 0 && now >= next_sweep_us_) || sweep_due_) {
     sweep_due_ = false;
@@ -572,30 +592,55 @@ void Daemon::check_chips_locked(std::vector<std::pair<uint32_t, uint8_t>>& downs
   }
 }
 
-void Daemon::audit_faults_locked() {
+void Daemon::audit_faults() {
+  auto lock = lock_session();
   const nm::FabricMap& map = session_.discovery.map;
+  const uint64_t generation = map_generation_;
   std::vector<uint32_t> nodes;
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
     if (v != map.server_node && map.hops[v] != UINT8_MAX && (!region_nodes_ || region_nodes_(v)))
       nodes.push_back(v);
   ++counters_.audits;
-  // One quick try per chip: a chip that does not answer brings a sweep, which finds why.
+  // One quick try per chip: a chip that does not answer brings a sweep, which finds why. The
+  // requests let in between slices keep the usual options.
   const nm::RequesterOptions usual = session_.requester->options();
   nm::RequesterOptions quick = usual;
   quick.retries = 0;
   quick.timeout = std::min<nm::Picoseconds>(usual.timeout, 200 * nm::kMs);
-  session_.requester->set_options(quick);
-  const auto counts = nm::read_fault_audit(*session_.requester, map, nodes);
-  session_.requester->set_options(usual);
-  // A chip whose reports go to another server (two servers that took a fresh fabric at once,
-  // or writes lost): this master writes its reporting again, so that no report goes astray.
   const uint64_t mine = nm::fault_dest_of(*session_.port);
   std::set<uint32_t> astray;
-  for (const nm::FaultAuditRead& a : counts) {
-    if (ledger_->missing_reports(map.chip_id[a.node], a.reported))
-      to_check_.insert(map.chip_id[a.node]);
-    if (a.fault_dest != mine) astray.insert(a.node);
+  size_t answered = 0;
+  SliceSize slice(256, 4096);
+  for (size_t first = 0; first < nodes.size();) {
+    if (first > 0) {
+      let_waiters_in(lock);
+      // A sweep replaced the map, or this server is master no more: the next audit reads anew.
+      if (map_generation_ != generation || sm_->state() != wire::SmState::kMaster) break;
+    }
+    const size_t end = std::min(nodes.size(), first + slice.get());
+    const std::vector<uint32_t> part(nodes.begin() + static_cast<ptrdiff_t>(first),
+                                     nodes.begin() + static_cast<ptrdiff_t>(end));
+    const auto t0 = std::chrono::steady_clock::now();
+    session_.requester->set_options(quick);
+    const auto counts = nm::read_fault_audit(*session_.requester, map, part);
+    session_.requester->set_options(usual);
+    slice.took(static_cast<uint32_t>(part.size()), seconds_since(t0));
+    answered += counts.size();
+    // A chip whose reports go to another server (two servers that took a fresh fabric at once,
+    // or writes lost): this master writes its reporting again, so that no report goes astray.
+    for (const nm::FaultAuditRead& a : counts) {
+      if (ledger_->missing_reports(map.chip_id[a.node], a.reported))
+        to_check_.insert(map.chip_id[a.node]);
+      if (a.fault_dest != mine) astray.insert(a.node);
+    }
+    first = end;
+    if (first == nodes.size() && answered < nodes.size())
+      // A chip that no longer answers on its route: a link on the route is down, and the
+      // chip's report of it may be what was lost. Discovery finds which.
+      sweep_due_ = true;
   }
+  next_audit_us_ = clock_us() + static_cast<int64_t>(options_.fault_audit_s * 1e6);
+  if (map_generation_ != generation) return;
   if (!astray.empty()) {
     auto setup = nm::enable_fault_reporting(*session_.requester, map, config_.fault_mask,
                                             [&](uint32_t v) { return astray.count(v) > 0; });
@@ -607,12 +652,19 @@ void Daemon::audit_faults_locked() {
                                              astray.size(), setup->chips, setup->failed)
                                : setup.error().to_string()});
   }
-  // A chip that no longer answers on its route: a link on the route is down, and the chip's
-  // report of it may be what was lost. Discovery finds which.
-  if (counts.size() < nodes.size()) sweep_due_ = true;
   // Reports that arrived meanwhile go first: they may account for what is missing.
-  if (to_check_.empty() && pending_faults_.empty()) return;
-  handle_faults_locked();
+  if (!to_check_.empty() || !pending_faults_.empty()) handle_faults_locked();
+  publish_locked();
+}
+
+void Daemon::let_waiters_in(std::unique_lock<std::mutex>& lock) {
+  lock.unlock();
+  // Whoever waits for the session goes now, for at most 200 ms, then the next slice.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  while (session_waiters_.load(std::memory_order_acquire) > 0 &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  lock.lock();
 }
 
 void Daemon::after_link_changes_locked(const std::vector<std::pair<uint32_t, uint8_t>>& downs,
@@ -761,37 +813,54 @@ Result<nlohmann::json> Daemon::scan_batched() {
   const uint32_t nodes = map->num_nodes();
   const uint64_t generation = map_generation_;
   std::optional<nm::ScanResult> total;
-  for (uint32_t first = 0; first < nodes; first += kScanBatchChips) {
+  // A sweep replaced the map meanwhile: the nodes scanned so far are of the old one.
+  auto map_replaced = [] {
+    return make_error(Code::kUnsupported, 8320,
+                      "the status scan stopped: a sweep replaced the fabric map meanwhile (the "
+                      "next scan reads the new one)");
+  };
+  nm::ScanOptions so;
+  so.include = region_nodes_;
+  // Chips of the fabric that discovery no longer reaches (a host gone) count as not responding.
+  so.plan = &session_.plan();
+  // Progress on the status page while the scan runs (the lock is held whenever it ends).
+  counters_.scan_running = true;
+  counters_.scan_chips_done = 0;
+  counters_.scan_chips_total = nm::scan_chip_count(*map, so);
+  struct Done {
+    Daemon& d;
+    ~Done() {
+      d.counters_.scan_running = false;
+      d.publish_locked();
+    }
+  } done{*this};
+  publish_locked();
+  SliceSize slice(16, 1024);
+  for (uint32_t first = 0; first < nodes;) {
     if (first > 0) {
-      // Whoever waits for the session goes now (for at most 200 ms), then the next batch.
-      lock.unlock();
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-      while (session_waiters_.load(std::memory_order_acquire) > 0 &&
-             std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      lock.lock();
-      // A sweep replaced the map meanwhile: the nodes scanned so far are of the old one.
-      if (map_generation_ != generation)
-        return make_error(Code::kUnsupported, 8320,
-                          "the status scan stopped: a sweep replaced the fabric map meanwhile "
-                          "(the next scan reads the new one)");
+      let_waiters_in(lock);
+      if (map_generation_ != generation) return map_replaced();
       if (!pending_faults_.empty()) handle_faults_locked();
     }
     nm::Scanner scanner(*session_.requester, *map);
-    nm::ScanOptions so;
-    so.include = region_nodes_;
-    // Chips of the fabric that discovery no longer reaches (a host gone) count as not responding.
-    so.plan = &session_.plan();
     so.first_node = first;
-    so.end_node = first + kScanBatchChips;
+    so.end_node = nm::scan_batch_end(*map, so, first, slice.get());
+    first = so.end_node;
+    const auto tb = std::chrono::steady_clock::now();
     auto r = scanner.scan_once(so);
-    if (!r.ok() && r.error().id == 5300) continue;  // a batch of NICs alone: nothing to read
+    if (!r.ok() && r.error().id == 5300) continue;  // nothing left to read
     if (!r.ok()) return r.error();
+    slice.took(static_cast<uint32_t>(r->chips.size()), seconds_since(tb));
+    counters_.scan_chips_done += r->chips.size();
+    publish_locked();
     if (!total)
       total = std::move(*r);
     else
       nm::merge_scan(*total, std::move(*r));
   }
+  // The scan's summary, the ledger's comparison and the view take a slice of their own.
+  let_waiters_in(lock);
+  if (map_generation_ != generation) return map_replaced();
   if (!total)
     return make_error(Code::kNotFound, 8321, "the status scan found no chip to read in the map");
   return finish_scan_locked(std::move(*total), seconds_since(t0));

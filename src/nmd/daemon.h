@@ -85,6 +85,10 @@ struct DaemonCounters {
   uint64_t scans = 0;
   double last_scan_s = 0;  // wall seconds of the last fabric scan
   int64_t last_scan_us = 0;
+  // The scan running now, if any: chips read so far of those it reads (status "scan").
+  bool scan_running = false;
+  uint64_t scan_chips_done = 0;
+  uint64_t scan_chips_total = 0;
   uint64_t sweeps = 0;
   double last_sweep_s = 0;
   int64_t last_sweep_us = 0;
@@ -238,16 +242,19 @@ class Daemon {
   void alarm_link_down_locked(uint32_t chip, uint8_t port, std::string detail);
   // Reads the ports of the chips in to_check_ and records what the reads prove happened.
   void check_chips_locked(std::vector<std::pair<uint32_t, uint8_t>>& downs, bool& any_up);
-  // Compares every managed chip's FAULTS_REPORTED with what arrived (fault_audit_s).
-  void audit_faults_locked();
+  // Compares every managed chip's FAULTS_REPORTED with what arrived (fault_audit_s), in slices
+  // that let the session's waiters in. Takes the lock itself.
+  void audit_faults();
+  // Between two slices of a long read of the fabric: the requests waiting for the session go.
+  void let_waiters_in(std::unique_lock<std::mutex>& lock);
   // Re-discovers around the links found down and re-routes; a failed re-route is retried.
   void after_link_changes_locked(const std::vector<std::pair<uint32_t, uint8_t>>& downs,
                                  bool any_up);
   void reroute_locked();
   Status route_locked(const std::string& engine);
-  // The status scan in batches of chips (kScanBatchChips), the session released between
-  // batches so a trace or a register request waits at most one batch; reports that arrived are
-  // taken between batches. Takes the lock itself.
+  // The status scan in batches of chips (a slice each, kSessionSliceS), the session released
+  // between batches so a trace or a register request waits about one batch; reports that
+  // arrived are taken between batches. Takes the lock itself.
   Result<nlohmann::json> scan_batched();
   // What a whole scan leads to: the summary event, alarms for chips that stopped answering, the
   // ledger's comparison, the view.

@@ -4,9 +4,11 @@
 // GET/POST /api/scans, POST /api/bist; the event store across a restart of the daemon.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <string>
+#include <thread>
 
 #include "nmd_fixture.h"
 
@@ -551,6 +553,49 @@ TEST_F(NmdApiTest, ScanNowAddsASummary) {
   Reply chip = get("/api/chips/0");
   EXPECT_EQ(chip.json["ports"][0]["scanned"], true);
   EXPECT_TRUE(chip.json["ports"][0]["registers"].contains("TX_FLITS"));
+}
+
+// A scan holds the session in slices of about 40 ms of wall time: a register read or a trace
+// asked for meanwhile answers between two slices, long before the scan ends.
+TEST(NmdApiScanSlicesTest, RequestsAnswerBetweenTheSlicesOfAScan) {
+  NmdInstance nmd(NmdInstance::default_options("sim:fattree:k=16,levels=3"));
+  ASSERT_TRUE(nmd.ok()) << nmd.error();
+  std::string nrc;
+  {
+    auto v = nmd.daemon().view();
+    for (uint32_t c = 0; c < v->chips.size() && nrc.empty(); ++c)
+      if (v->chips[c].kind == fabric::NodeKind::kNrc) nrc = std::to_string(c);
+  }
+  ASSERT_FALSE(nrc.empty());
+  std::atomic<bool> scanning{true};
+  Reply scan;
+  std::thread t([&] {
+    scan = nmd.post("/api/scans");
+    scanning = false;
+  });
+  // The scan has the session once its first slice started: the reads below wait for a slice.
+  ASSERT_TRUE(wait_until([&] { return nmd.get("/api/status").json["scan"]["running"] == true; },
+                         std::chrono::milliseconds(5000)));
+  int during = 0, traces = 0;
+  while (scanning) {
+    Reply r = nmd.get("/api/chips/" + nrc + "/registers/SCRATCH");
+    Reply tr = nmd.get("/api/trace?src=nic:0&dst=nic:255");
+    EXPECT_EQ(r.status, 200) << r.describe();
+    EXPECT_EQ(tr.status, 200) << tr.describe();
+    if (r.status != 200 || tr.status != 200) break;
+    if (scanning) {
+      ++during;
+      ++traces;
+    }
+  }
+  t.join();
+  ASSERT_EQ(scan.status, 200) << scan.describe();
+  EXPECT_EQ(scan.json["chips"], 320);
+  EXPECT_EQ(scan.json["non_responding"], 0);
+  EXPECT_EQ(scan.json["responses"], scan.json["requests"]);
+  EXPECT_GE(during, 2) << "a scan of " << scan.json["wall_s"] << " s let " << during
+                       << " register reads and traces in";
+  EXPECT_EQ(traces, during);
 }
 
 TEST(NmdApiScheduleTest, ScheduledScansRunWithTheInterval) {
