@@ -40,6 +40,7 @@ const ctx = {
   openHistory: (chip, port) => setTab('history', port === undefined ? String(chip) : `${chip}:${port}`),
 };
 
+let scanTimer = null;
 async function refreshHeader() {
   const pill = tid('header-status');
   try {
@@ -53,6 +54,11 @@ async function refreshHeader() {
         ? `${(s.sm.standbys || []).length} standby`
         : (s.sm.master ? `master ${s.sm.master.name}` : 'no master');
       bits.push(`${s.sm.state} (${peers})`);
+    }
+    // A status scan in progress: its chips read so far, refreshed until it ends.
+    if (s.scan && s.scan.running) {
+      bits.push(`scanning ${s.scan.chips_done} of ${s.scan.chips_total} chips`);
+      if (!scanTimer) scanTimer = setTimeout(() => { scanTimer = null; refreshHeader(); }, 2000);
     }
     pill.textContent = bits.join(' · ') || 'connected';
     pill.title = JSON.stringify(s, null, 1).slice(0, 1500);
