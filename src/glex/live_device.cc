@@ -1,9 +1,12 @@
 #include "glex/live_device.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -82,6 +85,7 @@ class LiveDevice final : public glex_device {
         spin_ns_(spin_ns) {
     paths_.resize(seg_->num_chips());
     paths_back_.resize(seg_->num_chips());
+    open_direct_socket();
   }
   ~LiveDevice() override {
     flush_counters();
@@ -91,6 +95,7 @@ class LiveDevice final : public glex_device {
     const std::set<uint64_t> regs = my_registrations_;
     for (uint64_t mh : regs) (void)deregister_mem(mh);
     for (auto& [k, m] : maps_) munmap(m.base, m.length);
+    if (direct_fd_ >= 0) close(direct_fd_);
     for (auto& a : allocs_) {
       munmap(a.addr, a.length);
       close(a.fd);
@@ -118,6 +123,7 @@ class LiveDevice final : public glex_device {
       s.cq.init();
       s.outstanding.store(0);
       s.mps_received.store(0);
+      s.direct_port.store(direct_port_);
       s.generation.fetch_add(1);
       s.open.store(1, std::memory_order_release);
       my_vps_[v] = true;
@@ -136,6 +142,7 @@ class LiveDevice final : public glex_device {
     if (coll_used_[vp]) reset_coll(vp);
     my_vps_[vp] = false;
     s.open.store(0, std::memory_order_release);
+    s.direct_port.store(0);
     s.owner_pid.store(0);
   }
 
@@ -617,6 +624,27 @@ class LiveDevice final : public glex_device {
     uint64_t length;
   };
 
+  // This process's own datagram socket on the host's address, which the VP directory names for
+  // its VPs (engine/live/directory.h). Without one (no IPv4 address in the spec, or the socket
+  // refused) the VPs are reached through the daemon only (port 0).
+  void open_direct_socket() {
+    const uint32_t ip = seg_->header().host_ip;
+    if (ip == 0) return;
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = ip;
+    socklen_t len = sizeof a;
+    if (bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      close(fd);
+      return;
+    }
+    direct_fd_ = fd;
+    direct_port_ = ntohs(a.sin_port);
+  }
+
   live::PathCounters& refresh(live::PathCounters& p, uint32_t from, uint32_t to) {
     const uint64_t g = seg_->header().route_generation.load(std::memory_order_acquire);
     if (p.generation != g) {
@@ -803,6 +831,8 @@ class LiveDevice final : public glex_device {
   std::set<uint64_t> my_registrations_;
   uint64_t last_alive_check_ = 0;
   int32_t last_alive_pid_ = 0;
+  int direct_fd_ = -1;
+  uint16_t direct_port_ = 0;
   std::vector<live::PathCounters> paths_back_;  // get responses, by target NIC
   // The names the daemon wrote into the segment, read once.
   const fabric::Topology& names() {

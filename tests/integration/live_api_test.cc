@@ -6,6 +6,7 @@
 // discovery, routing and loading). Children are forked while the test process has no threads;
 // they report through their exit code, never through gtest.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
 
@@ -22,6 +23,7 @@
 
 #include "chip/refusal.h"
 #include "chip/registers.h"
+#include "engine/live/directory.h"
 #include "live_fixture.h"
 
 namespace galaxy::live::testing {
@@ -301,6 +303,86 @@ TEST_F(LiveApiDevice, OpensEveryNicOfEitherHostAndReportsItsNode) {
   EXPECT_EQ(glex_device_node(nullptr), 0u);
   EXPECT_EQ(glex_close_device(nullptr), GLEX_INVALID_PARAM);
   EXPECT_TRUE(last_error_has("dev"));
+}
+
+// ---- The VP directory (engine/live/directory.h) ----------------------------------------------
+
+class LiveApiDirectory : public LiveApiSuite {};
+
+// A host's daemon tells anyone who asks where the owner of one of its VPs receives: the port of
+// the owner's own socket on the host's address, as the segment holds it.
+TEST_F(LiveApiDirectory, AHostsDaemonNamesTheSocketOfAVpsOwner) {
+  const LiveHost& h2 = f().fabric().hosts[1];
+  in_addr ip{};
+  ASSERT_EQ(inet_pton(AF_INET, h2.ip.c_str(), &ip), 1);
+  const uint32_t nic = f().nic(1, 0);
+  uint8_t vp = 0;
+  uint16_t port = 0;
+  uint32_t generation = 0;
+  {
+    Port p(f(), 1, 0);
+    ASSERT_TRUE(p.ok()) << glex_last_error();
+    vp = static_cast<uint8_t>(GLEX_EP_ADDR_VP(p.addr()));
+    auto a = ask_directory(ip.s_addr, h2.port, nic, vp, kWaitMs);
+    ASSERT_TRUE(a.ok()) << a.error().to_string();
+    EXPECT_EQ(a->status, DirectoryStatus::kOpen);
+    EXPECT_EQ(a->node, nic);
+    EXPECT_EQ(a->vp, vp);
+    port = a->port;
+    generation = a->generation;
+    ASSERT_NE(port, 0) << "the owner has a socket of its own";
+    auto seg = Segment::attach(f().name(), f().host_name(1));
+    ASSERT_TRUE(seg.ok()) << seg.error().to_string();
+    EXPECT_EQ((*seg)->nic_of(nic)->vps[vp].direct_port.load(), port);
+    EXPECT_EQ((*seg)->nic_of(nic)->vps[vp].generation.load(), generation);
+    // The port is the owner's: nobody else can bind it.
+    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr = ip;
+    sa.sin_port = htons(port);
+    EXPECT_NE(bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa), 0);
+    EXPECT_EQ(errno, EADDRINUSE);
+    close(fd);
+    // Another VP of the NIC that nobody opened.
+    auto free_vp = ask_directory(ip.s_addr, h2.port, nic, static_cast<uint8_t>(vp ^ 1), kWaitMs);
+    ASSERT_TRUE(free_vp.ok()) << free_vp.error().to_string();
+    EXPECT_EQ(free_vp->status, DirectoryStatus::kNotOpen);
+    EXPECT_EQ(free_vp->port, 0);
+  }
+  // Closed: no owner any more, and no port.
+  auto closed = ask_directory(ip.s_addr, h2.port, nic, vp, kWaitMs);
+  ASSERT_TRUE(closed.ok()) << closed.error().to_string();
+  EXPECT_EQ(closed->status, DirectoryStatus::kNotOpen);
+  EXPECT_EQ(closed->port, 0);
+  // A NIC of the other host, a switch, a chip beyond the fabric: not this daemon's to name.
+  for (uint32_t node : {f().nic(0, 0), f().fabric().topology.num_nodes() - 1, 1'000'000u}) {
+    auto a = ask_directory(ip.s_addr, h2.port, node, 0, kWaitMs);
+    ASSERT_TRUE(a.ok()) << a.error().to_string();
+    EXPECT_EQ(a->status, DirectoryStatus::kNotHere) << node;
+  }
+}
+
+// A malformed question gets no answer and changes nothing: the next good one is answered.
+TEST_F(LiveApiDirectory, AMalformedQuestionIsDroppedAndTheNextAnswered) {
+  const LiveHost& h1 = f().fabric().hosts[0];
+  in_addr ip{};
+  ASSERT_EQ(inet_pton(AF_INET, h1.ip.c_str(), &ip), 1);
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr = ip;
+  to.sin_port = htons(h1.port);
+  auto q = encode_directory_query({.node = f().nic(0, 0), .vp = 0, .tag = 5});
+  q[10] ^= 0xFF;  // the CRC no longer matches
+  ASSERT_EQ(sendto(fd, q.data(), q.size(), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to),
+            static_cast<ssize_t>(q.size()));
+  pollfd p{fd, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 200), 0) << "no answer to a corrupt question";
+  close(fd);
+  auto a = ask_directory(ip.s_addr, h1.port, f().nic(0, 0), 0, kWaitMs);
+  ASSERT_TRUE(a.ok()) << a.error().to_string();
+  EXPECT_NE(a->status, DirectoryStatus::kNotHere);
 }
 
 TEST_F(LiveApiDevice, RefusesAFabricHostOrNicThatIsNotThere) {

@@ -27,6 +27,7 @@
 #include "chip/nma.h"
 #include "chip/nrc.h"
 #include "chip/registers.h"
+#include "engine/live/directory.h"
 #include "engine/live/forward.h"
 #include "engine/live/mpq_claim.h"
 #include "engine/live/nic_host.h"
@@ -1803,6 +1804,11 @@ bool FabricDaemon::receive_udp(uint64_t now) {
                          reinterpret_cast<sockaddr*>(&from), &from_len);
     if (n <= 0) break;
     std::span<const uint8_t> d(scratch_.data(), static_cast<size_t>(n));
+    if (is_directory_datagram(d)) {
+      answer_directory(d, from);
+      any = true;
+      continue;
+    }
     auto id = peek_link_id(d);
     auto it = id ? link_by_id_.find(*id) : link_by_id_.end();
     if (it == link_by_id_.end()) {
@@ -1823,6 +1829,36 @@ bool FabricDaemon::receive_udp(uint64_t now) {
     any = true;
   }
   return any;
+}
+
+void FabricDaemon::answer_directory(std::span<const uint8_t> d, const sockaddr_in& from) {
+  auto q = decode_directory_query(d);
+  if (!q.ok()) {
+    drop(4877, "a VP directory question from {}: {}", endpoint_text(from), q.error().to_string());
+    return;
+  }
+  DirectoryAnswer a{
+      .node = q->node, .vp = q->vp, .status = DirectoryStatus::kNotHere, .tag = q->tag};
+  NicSlot* nic = seg_->is_local(q->node) ? seg_->nic_of(q->node) : nullptr;
+  if (nic && q->vp < kVps) {
+    const VpSlot& s = nic->vps[q->vp];
+    a.generation = s.generation.load(std::memory_order_acquire);
+    const int32_t owner = s.owner_pid.load(std::memory_order_acquire);
+    if (s.open.load(std::memory_order_acquire) == 0 || owner == 0 || !process_alive(owner)) {
+      a.status = DirectoryStatus::kNotOpen;
+    } else {
+      a.status = DirectoryStatus::kOpen;
+      a.port = static_cast<uint16_t>(s.direct_port.load(std::memory_order_acquire));
+    }
+  }
+  ++stats_.directory_queries;
+  const auto bytes = encode_directory_answer(a);
+  if (sendto(sock_, bytes.data(), bytes.size(), 0, reinterpret_cast<const sockaddr*>(&from),
+             sizeof from) < 0) {
+    ++stats_.udp_errors;  // the asker asks again
+    log::warn(4878, "a VP directory answer to {} was not sent: {}", endpoint_text(from),
+              std::strerror(errno));
+  }
 }
 
 bool FabricDaemon::from_peer(const HostLink& l, const sockaddr_in& from) {
@@ -1883,6 +1919,7 @@ void FabricDaemon::scan_liveness() {
       if (!vp.open.load() || process_alive(pid)) continue;
       // The owner died: its VP closes, so senders get an error instead of filling its MPQ.
       vp.open.store(0, std::memory_order_release);
+      vp.direct_port.store(0);
       vp.owner_pid.store(0);
       vp.generation.fetch_add(1);
       ++stats_.dead_processes;

@@ -61,6 +61,7 @@ struct DaemonStats {
   uint64_t frames_sent = 0;
   uint64_t udp_errors = 0;
   uint64_t foreign_datagrams = 0;  // from an address that is no link's peer daemon: discarded
+  uint64_t directory_queries = 0;  // VP directory questions answered (engine/live/directory.h)
   uint64_t mps_delivered = 0;
   uint64_t mps_refused = 0;
   uint64_t rdma_bytes_written = 0;  // by this host's NICs (chip::Nic::rdma_bytes_written)
@@ -282,6 +283,8 @@ class FabricDaemon {
   bool flush_links(uint64_t now);
   void send_datagram(const HostLink& l, std::span<const uint8_t> datagram);
   bool receive_udp(uint64_t now);
+  // A VP directory question (engine/live/directory.h), answered to its sender from the segment.
+  void answer_directory(std::span<const uint8_t> d, const sockaddr_in& from);
   static bool from_peer(const HostLink& l, const sockaddr_in& from);
   void timers(uint64_t now);
   void scan_liveness();

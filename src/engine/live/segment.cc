@@ -1,5 +1,6 @@
 #include "engine/live/segment.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/futex.h>
@@ -143,6 +144,8 @@ Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) 
   h.max_ports = max_ports;
   h.num_local = num_local;
   h.num_local_nics = num_local_nics;
+  if (in_addr a{}; inet_pton(AF_INET, f.hosts[static_cast<size_t>(host)].ip.c_str(), &a) == 1)
+    h.host_ip = a.s_addr;
   std::memcpy(static_cast<void*>(hdr), &h, offsetof(SegHeader, daemon_pid));
   hdr->daemon_pid.store(getpid());
 

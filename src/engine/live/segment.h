@@ -28,7 +28,7 @@
 namespace galaxy::live {
 
 inline constexpr uint64_t kSegmentMagic = 0x4753594c4158414bull;
-inline constexpr uint32_t kSegmentVersion = 5;
+inline constexpr uint32_t kSegmentVersion = 6;
 inline constexpr uint32_t kMpqDepth = 1024;
 inline constexpr uint32_t kCqDepth = 1024;
 inline constexpr uint32_t kEgressDepth = 4096;
@@ -267,6 +267,9 @@ struct VpSlot {
   std::atomic<uint32_t> generation;
   std::atomic<uint32_t> outstanding;  // descriptors handed to the daemon, not yet complete
   std::atomic<uint64_t> mps_received;
+  // The UDP port on the host's address where the owner receives datagrams of its own (the VP
+  // directory answers with it, engine/live/directory.h); 0: none.
+  std::atomic<uint32_t> direct_port;
   MpqRing mpq;
   CqRing cq;
 };
@@ -343,7 +346,7 @@ struct SegHeader {
   uint32_t max_ports;
   uint32_t num_local;
   uint32_t num_local_nics;
-  uint32_t reserved0;
+  uint32_t host_ip;  // the host's IPv4 address of the fabric spec, network byte order
   uint64_t off_chips, off_peers, off_routes, off_counters, off_nics, off_egress, off_names;
   std::atomic<int32_t> daemon_pid;
   std::atomic<uint32_t> ready;
