@@ -444,7 +444,8 @@ StormResult run_storm(nmd::Daemon& d, int port, unsigned flaps, double storm_s) 
   while (Clock::now() - s0 < std::chrono::seconds(60)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     const int64_t now = faults_now();
-    if (now != last) {
+    // Reports that came during a re-route's computation are taken when it ends: not settled.
+    if (now != last || d.counters().rerouting) {
       last = now;
       quiet_since = Clock::now();
     } else if (Clock::now() - quiet_since >= std::chrono::seconds(2)) {

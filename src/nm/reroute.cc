@@ -6,15 +6,20 @@ namespace galaxy::nm {
 
 Result<RerouteResult> reroute(Requester& requester, const FabricMap& map, const std::string& engine,
                               const RouteSet& previous) {
-  RerouteResult out;
   auto computed = compute_checked_routes(map, engine);
   if (!computed.ok()) return computed.error();
-  out.routes = std::move(computed->routes);
-  out.check = std::move(computed->check);
-  out.engine = computed->engine;
-  out.fell_back = computed->fell_back;
-  out.connected_pairs = computed->connected_pairs;
-  out.compute_ms = computed->compute_ms;
+  return load_rerouted(requester, map, std::move(*computed), previous);
+}
+
+Result<RerouteResult> load_rerouted(Requester& requester, const FabricMap& map,
+                                    CheckedRoutes computed, const RouteSet& previous) {
+  RerouteResult out;
+  out.routes = std::move(computed.routes);
+  out.check = std::move(computed.check);
+  out.engine = computed.engine;
+  out.fell_back = computed.fell_back;
+  out.connected_pairs = computed.connected_pairs;
+  out.compute_ms = computed.compute_ms;
   // Reload only what changed: an NRC whose writes are identical keeps its tables.
   RouteSet delta = out.routes;
   for (uint32_t v = 0; v < delta.writes.size(); ++v) {

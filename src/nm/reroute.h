@@ -29,4 +29,9 @@ struct RerouteResult {
 Result<RerouteResult> reroute(Requester& requester, const FabricMap& map, const std::string& engine,
                               const RouteSet& previous);
 
+// Its second half: routes computed on `map` (compute_checked_routes, which needs no requester
+// and may run while others use it) loaded where they differ from `previous`.
+Result<RerouteResult> load_rerouted(Requester& requester, const FabricMap& map,
+                                    CheckedRoutes computed, const RouteSet& previous);
+
 }  // namespace galaxy::nm

@@ -52,6 +52,7 @@ Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
                      {"audits", k.audits},
                      {"reroute_failures", k.reroute_failures}}},
                    {"reroutes", k.reroutes},
+                   {"rerouting", k.rerouting},
                    {"events_db", d.events().path()},
                    {"writes_need_token", true}};
   uint32_t nics = 0, discovered = 0, silent = 0, managed = 0;

@@ -361,12 +361,14 @@ void Daemon::step() {
     scan_due = config_.scan_interval_s > 0 && clock_us() >= next_scan_us_ &&
                (ib_ || sm_->state() == wire::SmState::kMaster);
   }
-  bool audit_due = false;
+  bool audit_due = false, reroute_due = false;
   {
     std::lock_guard lock(mu_);
-    audit_due = !ib_ && options_.fault_audit_s > 0 && clock_us() >= next_audit_us_ &&
-                sm_->state() == wire::SmState::kMaster;
+    const bool master = !ib_ && sm_->state() == wire::SmState::kMaster;
+    audit_due = master && options_.fault_audit_s > 0 && clock_us() >= next_audit_us_;
+    reroute_due = master && reroute_pending_ && clock_us() >= next_reroute_us_;
   }
+  if (reroute_due && !halted_) reroute();
   if (audit_due && !halted_) audit_faults();
   if (scan_due && !halted_) {
     (void)scan_batched();
@@ -422,7 +424,6 @@ void Daemon::tick_locked() {
   }
   if (!pending_faults_.empty()) handle_faults_locked();
   const int64_t now = clock_us();
-  if (reroute_pending_ && now >= next_reroute_us_) reroute_locked();
   if ((config_.sweep_interval_s > 0 && now >= next_sweep_us_) || sweep_due_) {
     sweep_due_ = false;
     (void)sweep_locked();
@@ -681,6 +682,7 @@ void Daemon::after_link_changes_locked(const std::vector<std::pair<uint32_t, uin
     const std::string from = downs.size() == 1 ? location_of(downs[0].first, downs[0].second)
                                                : fmt::format("{} ports", downs.size());
     auto upd = nm::rediscover_region(*session_.requester, session_.discovery.map, reported);
+    ++map_edits_;
     if (!upd.ok()) {
       note({.kind = EventKind::kLog,
             .severity = EventSeverity::kMajor,
@@ -711,8 +713,10 @@ void Daemon::after_link_changes_locked(const std::vector<std::pair<uint32_t, uin
   rebuild_view_locked();
   publish_locked();
   if (!reroute || routes_.writes.empty()) return;
+  // The daemon's loop re-routes at once (Daemon::reroute), with the session free meanwhile.
   reroute_attempts_ = 0;
-  reroute_locked();
+  reroute_pending_ = true;
+  next_reroute_us_ = clock_us();
 }
 
 namespace {
@@ -725,10 +729,36 @@ std::string engine_text(const std::string& asked, const std::string& used) {
 
 }  // namespace
 
-void Daemon::reroute_locked() {
+void Daemon::reroute() {
+  auto lock = lock_session();
+  if (!reroute_pending_ || sm_->state() != wire::SmState::kMaster) return;
   reroute_pending_ = false;
-  auto rr =
-      nm::reroute(*session_.requester, session_.discovery.map, config_.routing_engine, routes_);
+  const uint64_t generation = map_generation_, edits = map_edits_;
+  const std::string engine = config_.routing_engine;
+  const nm::FabricMap map = session_.discovery.map;
+  counters_.rerouting = true;
+  publish_locked();
+  lock.unlock();
+  auto computed = nm::compute_checked_routes(map, engine);
+  lock.lock();
+  counters_.rerouting = false;
+  publish_locked();
+  if (map_generation_ != generation || config_.routing_engine != engine) {
+    // A sweep replaced the map, or the engine changed (both route on their own): the routes
+    // computed here are for a map or an engine that is no longer; computed again.
+    reroute_pending_ = true;
+    next_reroute_us_ = clock_us();
+    return;
+  }
+  // Routes of a map that lost another link meanwhile are still newer than those loaded: they
+  // are loaded, and computed once more for the map as it is now.
+  if (map_edits_ != edits) {
+    reroute_pending_ = true;
+    next_reroute_us_ = clock_us();
+  }
+  auto rr = computed.ok() ? nm::load_rerouted(*session_.requester, session_.discovery.map,
+                                              std::move(*computed), routes_)
+                          : Result<nm::RerouteResult>(computed.error());
   if (!rr.ok()) {
     // Retried until it succeeds or a later change re-routes anyway; the operator sees an alarm.
     ++counters_.reroute_failures;
@@ -1010,6 +1040,7 @@ Result<nlohmann::json> Daemon::sweep_locked(bool route) {
                               came.size(), links_delta)});
   session_.discovery = std::move(*r);
   ++map_generation_;
+  ++map_edits_;
   // A link this sweep found is up, whatever was reported before it began.
   for (auto it = reported_down_.begin(); it != reported_down_.end();) {
     const nm::FabricMap& m = session_.discovery.map;

@@ -94,6 +94,7 @@ struct DaemonCounters {
   int64_t last_sweep_us = 0;
   uint64_t faults = 0;  // reports received
   uint64_t reroutes = 0;
+  bool rerouting = false;  // a re-route's computation is running (the session is free meanwhile)
   // The fault ledger (nm/fault_ledger.h): reports of a change the other end reported first and
   // changes recorded without a report (the ledger's counts, copied when published), chips read
   // because reports of theirs were lost, audits.
@@ -250,7 +251,9 @@ class Daemon {
   // Re-discovers around the links found down and re-routes; a failed re-route is retried.
   void after_link_changes_locked(const std::vector<std::pair<uint32_t, uint8_t>>& downs,
                                  bool any_up);
-  void reroute_locked();
+  // Routes computed on a copy of the map with the session free (seconds on TH-2, which no trace
+  // or register read waits for), then loaded where they changed. Takes the lock itself.
+  void reroute();
   Status route_locked(const std::string& engine);
   // The status scan in batches of chips (a slice each, kSessionSliceS), the session released
   // between batches so a trace or a register request waits about one batch; reports that
@@ -323,6 +326,9 @@ class Daemon {
   // A re-route that failed is tried again (1 s, doubling to 30 s) until it succeeds or a later
   // change re-routes anyway.
   bool reroute_pending_ = false;
+  // Bumped whenever the map changes (a region re-discovered, a sweep's map): a re-route that
+  // computed on an older copy is done again.
+  uint64_t map_edits_ = 0;
   int64_t next_reroute_us_ = 0;
   uint32_t reroute_attempts_ = 0;
   std::unique_ptr<nm::ScanResult> last_scan_;
