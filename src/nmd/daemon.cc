@@ -354,19 +354,16 @@ void Daemon::loop() {
 void Daemon::step() {
   if (halted_) return;
   prune_events();
-  bool scan_due = false;
+  bool scan_due = false, audit_due = false, reroute_due = false;
   {
     std::lock_guard lock(mu_);
     tick_locked();
-    scan_due = config_.scan_interval_s > 0 && clock_us() >= next_scan_us_ &&
-               (ib_ || sm_->state() == wire::SmState::kMaster);
-  }
-  bool audit_due = false, reroute_due = false;
-  {
-    std::lock_guard lock(mu_);
+    const int64_t now = clock_us();
+    // A Galaxy fabric's master (an InfiniBand daemon has no election of its own).
     const bool master = !ib_ && sm_->state() == wire::SmState::kMaster;
-    audit_due = master && options_.fault_audit_s > 0 && clock_us() >= next_audit_us_;
-    reroute_due = master && reroute_pending_ && clock_us() >= next_reroute_us_;
+    scan_due = config_.scan_interval_s > 0 && now >= next_scan_us_ && (ib_ || master);
+    audit_due = master && options_.fault_audit_s > 0 && now >= next_audit_us_;
+    reroute_due = master && reroute_pending_ && now >= next_reroute_us_;
   }
   if (reroute_due && !halted_) reroute();
   if (audit_due && !halted_) audit_faults();
