@@ -5,9 +5,11 @@
 // Every access is bounds-checked by the caller through `fits`; get/put assert it.
 #pragma once
 
+#include <bit>
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 namespace galaxy {
@@ -18,6 +20,18 @@ inline bool bits_fit(size_t buffer_bytes, size_t offset, unsigned width) {
 
 inline uint64_t get_bits(std::span<const uint8_t> buf, size_t offset, unsigned width) {
   assert(bits_fit(buf.size(), offset, width));
+  // A field within one 8-byte word of the buffer: one load (the numbering is the little-endian
+  // host's own), instead of a step per byte.
+  if constexpr (std::endian::native == std::endian::little) {
+    const size_t first = offset / 8;
+    const unsigned shift = offset % 8;
+    if (shift + width <= 64 && first + 8 <= buf.size()) {
+      uint64_t w;
+      std::memcpy(&w, buf.data() + first, 8);
+      w >>= shift;
+      return width == 64 ? w : w & ((uint64_t{1} << width) - 1);
+    }
+  }
   uint64_t v = 0;
   for (unsigned i = 0; i < width;) {
     size_t bit = offset + i;
@@ -33,6 +47,18 @@ inline uint64_t get_bits(std::span<const uint8_t> buf, size_t offset, unsigned w
 
 inline void put_bits(std::span<uint8_t> buf, size_t offset, unsigned width, uint64_t value) {
   assert(bits_fit(buf.size(), offset, width));
+  if constexpr (std::endian::native == std::endian::little) {
+    const size_t first = offset / 8;
+    const unsigned shift = offset % 8;
+    if (shift + width <= 64 && first + 8 <= buf.size()) {
+      const uint64_t field = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
+      uint64_t w;
+      std::memcpy(&w, buf.data() + first, 8);
+      w = (w & ~(field << shift)) | ((value & field) << shift);
+      std::memcpy(buf.data() + first, &w, 8);
+      return;
+    }
+  }
   for (unsigned i = 0; i < width;) {
     size_t bit = offset + i;
     unsigned in_byte = bit % 8;

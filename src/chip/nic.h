@@ -19,6 +19,7 @@
 #include "chip/coll.h"
 #include "chip/data_vc.h"
 #include "chip/host_memory.h"
+#include "chip/nic_arrival.h"
 #include "chip/refusal.h"
 #include "wire/data_packet.h"
 #include "wire/mgmt.h"
@@ -199,12 +200,9 @@ class Nic : public Chip {
   // A data packet as it crossed a link, encoded flits of wire::kFlitBytes each: decoded by
   // wire/ (a flit that does not decode makes the packet dirty), then receive_packet.
   NicRx receive_packet_bytes(std::span<const uint8_t> bytes);
-  // Its decoding and checks alone (check_packet); `flits` receives the decoded flits.
-  struct LinkFlits {
-    std::array<wire::Flit, 2 * wire::kMaxDataPacketFlits> flits;
-    size_t count = 0;
-    std::span<const wire::Flit> view() const { return std::span(flits).first(count); }
-  };
+  // Its decoding and checks alone (chip/nic_arrival.h); a dirty packet is discarded into the
+  // error buffer and counted; `flits` receives the decoded flits.
+  using LinkFlits = chip::LinkFlits;
   std::optional<wire::DataPacket> check_packet_bytes(std::span<const uint8_t> bytes,
                                                      LinkFlits* flits);
   // The receive-side checks alone (decode, destination, VP); a dirty packet is discarded into

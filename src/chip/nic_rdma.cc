@@ -379,52 +379,22 @@ NicRx Nic::receive_packet_bytes(std::span<const uint8_t> bytes) {
 }
 
 std::optional<DataPacket> Nic::check_packet_bytes(std::span<const uint8_t> bytes, LinkFlits* out) {
-  // Up to twice the longest packet is decoded, so that wire/ names a too-long packet's excess.
-  const size_t max = out->flits.size();
-  const size_t n = bytes.size() / wire::kFlitBytes;
-  if (n == 0 || bytes.size() % wire::kFlitBytes != 0 || n > max) {
-    discard(bytes,
-            make_error(Code::kMalformed, 2078,
-                       fmt::format("data packet of {} bytes is not 1-{} whole flits of {} bytes",
-                                   bytes.size(), max, wire::kFlitBytes)),
-            n > max ? wire::DataDefect::kTooLong : wire::DataDefect::kDataError);
-    return std::nullopt;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    auto f = wire::decode_flit(bytes.subspan(i * wire::kFlitBytes, wire::kFlitBytes));
-    if (!f.ok()) {  // bits that no flit has: the link delivered corrupt data
-      discard(bytes, f.error(), wire::DataDefect::kDataError);
-      return std::nullopt;
-    }
-    out->flits[i] = *f;
-  }
-  out->count = n;
-  return check_packet(out->view());
+  wire::DataDefect defect = wire::DataDefect::kNone;
+  auto p = check_arriving_bytes(chip_id(), bytes, out, &defect);
+  if (p.ok()) return std::move(*p);
+  if (out->count == 0)
+    discard(bytes, p.error(), defect);
+  else
+    discard(out->view(), p.error(), defect);
+  return std::nullopt;
 }
 
 std::optional<DataPacket> Nic::check_packet(std::span<const wire::Flit> flits) {
-  auto p = wire::decode_data_packet(flits);
-  if (!p.ok()) {
-    discard(flits, p.error(), wire::data_defect_of(p.error()));
-    return std::nullopt;
-  }
-  const wire::DataHead& h = p->head;
-  if (h.dest_node != chip_id()) {
-    discard(flits,
-            make_error(Code::kNotFound, 2050,
-                       fmt::format("data packet for node {} reached NIC {} (misrouted)",
-                                   h.dest_node, chip_id())),
-            wire::DataDefect::kMisrouted);
-    return std::nullopt;
-  }
-  if (h.dest_vp >= kNumVps) {
-    discard(flits,
-            make_error(Code::kOutOfRange, 2051,
-                       fmt::format("data packet for vp {}: the NIC has {}", h.dest_vp, kNumVps)),
-            wire::DataDefect::kMalformed);
-    return std::nullopt;
-  }
-  return std::move(*p);
+  wire::DataDefect defect = wire::DataDefect::kNone;
+  auto p = check_arriving(chip_id(), flits, &defect);
+  if (p.ok()) return std::move(*p);
+  discard(flits, p.error(), defect);
+  return std::nullopt;
 }
 
 NicRx Nic::receive_packet(std::span<const wire::Flit> flits) {

@@ -12,6 +12,7 @@
 
 #include "base/env.h"
 #include "glex/copy_engines.h"
+#include "glex/direct_path.h"
 #include "glex/provider.h"
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -32,6 +33,7 @@
 #include "chip/rdma_rules.h"
 #include "chip/registers.h"
 #include "engine/live/daemon.h"
+#include "engine/live/direct.h"
 #include "engine/live/forward.h"
 #include "engine/live/items.h"
 #include "engine/live/mpq_claim.h"
@@ -85,17 +87,18 @@ class LiveDevice final : public glex_device {
         spin_ns_(spin_ns) {
     paths_.resize(seg_->num_chips());
     paths_back_.resize(seg_->num_chips());
-    open_direct_socket();
+    direct_ = std::make_unique<DirectPath>(*seg_, node_);
   }
   ~LiveDevice() override {
     flush_counters();
     // Only this handle's VPs and registrations: the process may hold other handles on the NIC.
     for (uint8_t v = 0; v < live::kVps; ++v)
       if (my_vps_[v]) close_vp(v);
+    // After the VPs: what its links still hold for them goes to the daemon, which refuses it.
+    direct_.reset();
     const std::set<uint64_t> regs = my_registrations_;
     for (uint64_t mh : regs) (void)deregister_mem(mh);
     for (auto& [k, m] : maps_) munmap(m.base, m.length);
-    if (direct_fd_ >= 0) close(direct_fd_);
     for (auto& a : allocs_) {
       munmap(a.addr, a.length);
       close(a.fd);
@@ -123,7 +126,8 @@ class LiveDevice final : public glex_device {
       s.cq.init();
       s.outstanding.store(0);
       s.mps_received.store(0);
-      s.direct_port.store(direct_port_);
+      s.direct_port.store(direct_->port());
+      direct_->start();
       s.generation.fetch_add(1);
       s.open.store(1, std::memory_order_release);
       my_vps_[v] = true;
@@ -300,11 +304,29 @@ class LiveDevice final : public glex_device {
     if (dest_problem(dest) != 0) return check_dest(dest);
     if ((flags & GLEX_FLAG_FENCE) && fence(vp, -1) != GLEX_SUCCESS) return GLEX_TIMEOUT;
     const uint8_t mp_flags = (flags & GLEX_FLAG_INTERRUPT) ? wire::kMpFlagInterrupt : 0;
-    // A target on another host, on this one by a path through another, or on a path that
-    // stops on the way: the daemon's (its NICs and NRCs discard what they cannot pass on and
-    // refuse such an MP to its sender: chip/refusal.h).
-    live::PathCounters* path = seg_->is_local(dn) ? &path_to(dn) : nullptr;
-    if (!path || path->result.kind != live::Forwarded::Kind::kDelivered) {
+    live::PathCounters* path = &path_to(dn);
+    // A target on a host the path enters straight from this one: the direct path between the
+    // processes (engine/live/direct.h), when the target's owner has a socket of its own.
+    if (path->result.kind == live::Forwarded::Kind::kLeavesHost) {
+      switch (direct_->send_mp(live::mp_packet(node_, vp, dn, static_cast<uint8_t>(dv), mp_flags,
+                                               data, static_cast<uint8_t>(len)),
+                               path->result)) {
+        case DirectPath::Sent::kSent:
+          path->add(wire::packet_traffic(wire::kMpBytes));
+          complete_local(vp, flags, OpCode::kMp, len);
+          return GLEX_SUCCESS;
+        case DirectPath::Sent::kBusy:
+          return set_error(GLEX_BUSY, fmt::format("E6136 the direct link to {}:{} has no room; "
+                                                  "retry",
+                                                  dn, dv));
+        case DirectPath::Sent::kNotDirect:
+          break;
+      }
+    }
+    // A target on another host beyond, on this one by a path through another, or on a path
+    // that stops on the way: the daemon's (its NICs and NRCs discard what they cannot pass on
+    // and refuse such an MP to its sender: chip/refusal.h).
+    if (!seg_->is_local(dn) || path->result.kind != live::Forwarded::Kind::kDelivered) {
       live::EgressMp m{};
       m.src_node = node_;
       m.dest_node = dn;
@@ -345,7 +367,7 @@ class LiveDevice final : public glex_device {
     live::MpqRing& q = nic_->vps[vp].mpq;
     const uint64_t deadline = deadline_after(timeout_ms);
     for (;;) {
-      live::MpqCell* c = timeout_ms == 0 ? q.peek() : wait_idle(q, deadline);
+      live::MpqCell* c = timeout_ms == 0 ? peek_polling(q) : wait_idle(q, deadline);
       if (!c)
         return timeout_ms == 0
                    ? GLEX_NO_ENTRY
@@ -569,7 +591,7 @@ class LiveDevice final : public glex_device {
  public:
   glex_ret_t poll_cq(uint8_t vp, int32_t timeout_ms, glex_cq_entry* out) override {
     live::CqRing& q = nic_->vps[vp].cq;
-    live::CqCell* c = timeout_ms == 0 ? q.peek() : wait_idle(q, deadline_after(timeout_ms));
+    live::CqCell* c = timeout_ms == 0 ? peek_polling(q) : wait_idle(q, deadline_after(timeout_ms));
     if (!c)
       return timeout_ms == 0
                  ? GLEX_NO_ENTRY
@@ -624,25 +646,12 @@ class LiveDevice final : public glex_device {
     uint64_t length;
   };
 
-  // This process's own datagram socket on the host's address, which the VP directory names for
-  // its VPs (engine/live/directory.h). Without one (no IPv4 address in the spec, or the socket
-  // refused) the VPs are reached through the daemon only (port 0).
-  void open_direct_socket() {
-    const uint32_t ip = seg_->header().host_ip;
-    if (ip == 0) return;
-    const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) return;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = ip;
-    socklen_t len = sizeof a;
-    if (bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      close(fd);
-      return;
-    }
-    direct_fd_ = fd;
-    direct_port_ = ntohs(a.sin_port);
+  // A look at a ring that does not wait: what the direct links brought is taken first.
+  template <class Ring>
+  decltype(std::declval<Ring&>().peek()) peek_polling(Ring& q) {
+    if (auto* c = q.peek()) return c;
+    if (direct_->active() && direct_->poll()) return q.peek();
+    return nullptr;
   }
 
   live::PathCounters& refresh(live::PathCounters& p, uint32_t from, uint32_t to) {
@@ -665,6 +674,20 @@ class LiveDevice final : public glex_device {
   // Polls for the spin time, brings the port counters up to date, then sleeps until deadline.
   template <class Ring>
   decltype(std::declval<Ring&>().peek()) wait_idle(Ring& q, uint64_t deadline) {
+    if (direct_->active()) {
+      // The direct links' socket is polled between looks at the ring while the wait spins;
+      // once it sleeps, the NIC thread takes the socket.
+      const uint64_t spin_until = std::min(deadline, live::monotonic_ns() + spin_ns_);
+      for (;;) {
+        if (auto* c = q.peek()) return c;
+        direct_->poll();
+        if (auto* c = q.peek()) return c;
+        if (live::monotonic_ns() >= spin_until) break;
+      }
+      direct_->release();
+      flush_counters();
+      return q.wait(0, deadline);
+    }
     if (auto* c = q.spin(spin_ns_, deadline)) return c;
     flush_counters();
     return q.wait(0, deadline);
@@ -831,8 +854,7 @@ class LiveDevice final : public glex_device {
   std::set<uint64_t> my_registrations_;
   uint64_t last_alive_check_ = 0;
   int32_t last_alive_pid_ = 0;
-  int direct_fd_ = -1;
-  uint16_t direct_port_ = 0;
+  std::unique_ptr<DirectPath> direct_;          // to processes on other hosts
   std::vector<live::PathCounters> paths_back_;  // get responses, by target NIC
   // The names the daemon wrote into the segment, read once.
   const fabric::Topology& names() {

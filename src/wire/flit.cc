@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "base/bits.h"
 
 namespace galaxy::wire {
@@ -66,6 +68,13 @@ std::string_view flit_kind_name(FlitKind k) {
       return "head+tail";
   }
   return "?";
+}
+
+void encode_flits(std::span<const Flit> flits, uint8_t* out) {
+  for (size_t i = 0; i < flits.size(); ++i) {
+    const FlitBytes b = encode_flit(flits[i]);
+    std::memcpy(out + i * kFlitBytes, b.data(), kFlitBytes);
+  }
 }
 
 }  // namespace galaxy::wire

@@ -55,6 +55,8 @@ using FlitBytes = std::array<uint8_t, kFlitBytes>;
 
 // kind and vc are cut to their widths; a VC above 5 gives bytes that decode_flit rejects.
 FlitBytes encode_flit(const Flit& f);
+// Flits as they cross a link, one after the other: flits.size() * kFlitBytes bytes at `out`.
+void encode_flits(std::span<const Flit> flits, uint8_t* out);
 // Rejects: fewer than 25 bytes, VC > 5, reserved bit set, bits 198-199 set.
 Result<Flit> decode_flit(std::span<const uint8_t> bytes);
 // The VC field of an encoded flit (0-7; decode_flit refuses one above 5), read without decoding

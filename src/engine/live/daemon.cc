@@ -27,6 +27,7 @@
 #include "chip/nma.h"
 #include "chip/nrc.h"
 #include "chip/registers.h"
+#include "engine/live/direct.h"
 #include "engine/live/directory.h"
 #include "engine/live/forward.h"
 #include "engine/live/mpq_claim.h"
@@ -98,10 +99,7 @@ struct OpKey {
 // The bytes of a packet's flits as they cross a link.
 void flit_bytes(std::span<const wire::Flit> flits, std::vector<uint8_t>* out) {
   out->resize(flits.size() * wire::kFlitBytes);
-  for (size_t i = 0; i < flits.size(); ++i) {
-    const wire::FlitBytes b = wire::encode_flit(flits[i]);
-    std::memcpy(out->data() + i * wire::kFlitBytes, b.data(), b.size());
-  }
+  wire::encode_flits(flits, out->data());
 }
 
 uint64_t port_key(uint32_t chip, uint8_t port) {
@@ -364,6 +362,15 @@ Status FabricDaemon::init() {
   auto seg = Segment::create(fabric_, host_);
   if (!seg.ok()) return seg.error();
   seg_ = std::move(*seg);
+  if (options_.impaired) {  // the host's processes impair their direct links alike
+    SegHeader& h = seg_->header();
+    h.impaired = 1;
+    h.impair_drop = options_.impairment.drop;
+    h.impair_duplicate = options_.impairment.duplicate;
+    h.impair_reorder = options_.impairment.reorder;
+    h.impair_corrupt = options_.impairment.corrupt;
+    h.impair_seed = options_.impairment.seed;
+  }
   const fabric::Topology& t = fabric_.topology;
   chips_.resize(t.num_nodes());
   nic_ports_.resize(t.num_nodes());
@@ -636,6 +643,7 @@ bool FabricDaemon::poll_once() {
   if (!held_completions_.empty()) busy |= retry_completions();
   if (!rdma_backlog_.empty()) busy |= retry_rdma_backlog();
   if (!mgmt_waiting_.empty()) busy |= retry_mgmt_to_host();
+  if (!arrived_waiting_.empty()) busy |= retry_arrived();
   if (!bists_.empty()) busy |= pump_bists(now);
   for (size_t i = 0; i < links_.size(); ++i) busy |= process_held(i);
   busy |= pump_nics();
@@ -704,16 +712,8 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
         return;
       }
       // The MP as the wire carries it (docs/system.md 1.1): a data packet of kind MP.
-      wire::DataPacket p;
-      p.head.kind = wire::PacketKind::kMp;
-      p.head.vc = chip::data_vc(p.head.kind);
-      p.head.dest_node = static_cast<uint16_t>(m.dest_node);
-      p.head.src_node = static_cast<uint16_t>(m.src_node);
-      p.head.dest_vp = m.dest_vp;
-      p.head.src_vp = m.src_vp;
-      p.head.bytes = m.length;
-      p.head.flags = (m.kind_flags & wire::kMpFlagInterrupt) ? wire::kDataFlagInterrupt : 0;
-      std::memcpy(p.payload.data(), m.data, m.length);
+      const wire::DataPacket p =
+          mp_packet(m.src_node, m.src_vp, m.dest_node, m.dest_vp, m.kind_flags, m.data, m.length);
       send_packet(m.src_node, p);  // one that finds no way on is refused (chip/refusal.h)
       return;
     }
@@ -741,8 +741,52 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       on_coll_reset(r);
       return;
     }
+    case EgressKind::kArrived:
+    case EgressKind::kLeaving:
+      on_direct_item(
+          static_cast<EgressKind>(cell.kind),
+          std::span<const uint8_t>(cell.body, std::min<size_t>(cell.length, sizeof(EgressItem))));
+      return;
   }
   drop(4802, "an egress cell of unknown kind {}", static_cast<int>(cell.kind));  // an unknown kind
+}
+
+// An item of a process's direct path (engine/live/direct.h): one that arrived and is the
+// daemon's to handle, as if its own link had delivered it; or one whose direct link failed, sent
+// on over the daemon's link out of the chip and port it names.
+void FabricDaemon::on_direct_item(EgressKind kind, std::span<const uint8_t> item) {
+  ItemHead h;
+  if (!read_struct(item, 0, &h) || h.length != item.size() ||
+      h.type != static_cast<uint8_t>(ItemType::kData) || h.from_chip >= seg_->num_chips() ||
+      h.from_port >= seg_->max_ports()) {
+    drop(4893, "an item of a process's direct path from the egress ring with a bad head ({} bytes)",
+         item.size());
+    return;
+  }
+  if (kind == EgressKind::kArrived) {
+    ++stats_.direct_items_arrived;
+    if (!arrived_waiting_.empty() || !process_item(kNoLink, item))
+      arrived_waiting_.emplace_back(item.begin(), item.end());  // its MPQ is full: in order
+    return;
+  }
+  const auto link = link_by_port_.find(port_key(h.from_chip, h.from_port));
+  if (!seg_->is_local(h.from_chip) || link == link_by_port_.end()) {
+    drop(4894, "an item of a direct path to send out of chip {} port {}, not a link of this host",
+         h.from_chip, h.from_port);
+    return;
+  }
+  ++stats_.direct_items_rescued;
+  queue_item(link->second, ItemType::kData, h.from_chip, h.from_port, item.data() + sizeof h,
+             item.size() - sizeof h);
+}
+
+bool FabricDaemon::retry_arrived() {
+  bool any = false;
+  while (!arrived_waiting_.empty() && process_item(kNoLink, arrived_waiting_.front())) {
+    arrived_waiting_.pop_front();
+    any = true;
+  }
+  return any;
 }
 
 // An RDMA descriptor whose path leaves the host: the daemon posts it, in wire form, to the
@@ -1030,7 +1074,7 @@ bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:
       wire::set_data_hops(packet_bytes_, f.hops_passed);
-      to_vc_class(packet_bytes_, f.vc_class);
+      set_vc_class(packet_bytes_, f.vc_class);
       queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, packet_bytes_.data(),
                  packet_bytes_.size());
       return true;
@@ -1048,12 +1092,6 @@ bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::
   }
   discard_data(f, flits[0]);  // a transfer's own packet: the transfer fails or times out
   return false;
-}
-
-void FabricDaemon::to_vc_class(std::span<uint8_t> packet_bytes, uint8_t vc_class) {
-  if (chip::vc_class_of(wire::flit_vc(packet_bytes)) == vc_class) return;
-  if (auto head = chip::routable_head(packet_bytes))
-    wire::set_flits_vc(packet_bytes, chip::data_vc(head->kind, vc_class));
 }
 
 void FabricDaemon::discard_data(const Forwarded& f, const wire::Flit& head_flit) {
@@ -1091,7 +1129,7 @@ void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPac
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:
       wire::set_data_hops(bytes, f.hops_passed);
-      to_vc_class(bytes, f.vc_class);
+      set_vc_class(bytes, f.vc_class);
       queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, bytes.data(),
                  bytes.size());
       return;
@@ -1297,7 +1335,9 @@ void FabricDaemon::sync_counters(uint32_t chip) {
     auto it = link_by_port_.find(port_key(chip, p));
     if (it != link_by_port_.end()) {
       const HostLink& hl = links_[it->second];
-      for (uint8_t v = 0; v < wire::kNumVcs; ++v) ps.vc.tx_packets[v] = hl.lanes[v].items_sent;
+      for (uint8_t v = 0; v < wire::kNumVcs; ++v)
+        ps.vc.tx_packets[v] =
+            hl.lanes[v].items_sent + pc.direct_vc_tx[v].load(std::memory_order_relaxed);
       const LinkStats ls = hl.stats();
       ps.retransmissions = ls.retransmissions;
       ps.crc_errors = ls.crc_errors;
@@ -1538,10 +1578,7 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
     return true;
   };
   if (!slot || h.dest_vp >= kVps) return refuse(kErrMpNoVp);
-  VpSlot& vp = slot->vps[h.dest_vp];
-  uint64_t pos;
-  MpqCell* c;
-  switch (claim_mpq(vp, &c, &pos)) {
+  switch (deliver_mp_packet(slot->vps[h.dest_vp], mp)) {
     case chip::MpqAdmit::kWrite:
       break;
     case chip::MpqAdmit::kNotOpen:
@@ -1551,12 +1588,6 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
     case chip::MpqAdmit::kWait:
       return false;  // hold the link's items, in order, until the receiver drains it
   }
-  fill_mpq(vp, c, pos,
-           wire::mp_word::make(wire::MpKind::kUser,
-                               (h.flags & wire::kDataFlagInterrupt) ? wire::kMpFlagInterrupt : 0,
-                               h.dest_vp, h.src_vp, h.src_node, static_cast<uint8_t>(h.bytes), 0),
-           mp.payload.data());
-  vp.mps_received.fetch_add(1, std::memory_order_relaxed);
   ++stats_.mps_delivered;
   return true;
 }
@@ -1621,7 +1652,7 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
     case Forwarded::Kind::kLeavesHost:  // onwards to a third host, with the NRCs passed here
       packet_bytes_.assign(bytes.begin(), bytes.end());
       wire::set_data_hops(packet_bytes_, f.hops_passed);
-      to_vc_class(packet_bytes_, f.vc_class);
+      set_vc_class(packet_bytes_, f.vc_class);
       queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, packet_bytes_.data(),
                  packet_bytes_.size());
       return true;

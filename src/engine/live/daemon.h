@@ -72,6 +72,10 @@ struct DaemonStats {
   uint64_t rdma_backlogged = 0;         // RDMA descriptors that waited for room in the NIC's queue
   uint64_t bists_completed = 0;         // link self-tests of this host's ports that finished
   uint64_t bist_patterns_received = 0;  // test patterns from the far end of a cable, checked
+  // Items of processes' direct paths (engine/live/direct.h): arrived there but the daemon's to
+  // handle, and sent on over the daemon's links after their direct link failed.
+  uint64_t direct_items_arrived = 0;
+  uint64_t direct_items_rescued = 0;
 };
 
 // Writes a completion into a VP's CQ (also used by libglex for operations it executes itself).
@@ -246,6 +250,10 @@ class FabricDaemon {
   void bist_end_arrived(size_t link, uint32_t chip, uint8_t in_port, std::span<const uint8_t> body);
   void bist_report_arrived(uint32_t chip, uint8_t in_port, std::span<const uint8_t> body);
   bool process_item(size_t link, std::span<const uint8_t> item);  // false: retry later
+  // The link index of items that came from a process's direct path (EgressKind::kArrived).
+  static constexpr size_t kNoLink = SIZE_MAX;
+  void on_direct_item(EgressKind kind, std::span<const uint8_t> item);
+  bool retry_arrived();
   // The items delivered on the cable's VCs, management first; at most `budget` items of the
   // data VCs, so that management arriving meanwhile waits for no more than that.
   bool process_held(size_t link);
@@ -255,8 +263,6 @@ class FabricDaemon {
   bool deliver_mp(uint32_t nic, const wire::DataPacket& mp);
   // A data packet that stopped where `f` says (no usable output, a link down) is discarded
   // there; an MP is answered with a refusal sent back from that chip (chip/refusal.h).
-  // Moves a data packet leaving the host to the VCs of the class its path ends in.
-  static void to_vc_class(std::span<uint8_t> packet_bytes, uint8_t vc_class);
   void discard_data(const Forwarded& f, const wire::Flit& head_flit);
   // A packet local chip `chip` sends itself, answering through `in_port`: a NIC takes it at
   // once, an NRC routes it (originate) onto its way.
@@ -383,6 +389,7 @@ class FabricDaemon {
   std::set<uint32_t> mgmt_waiting_;     // NICs whose management packets wait for MPQ room
   std::vector<uint8_t> scratch_;
   uint64_t next_liveness_ = 0;
+  std::deque<std::vector<uint8_t>> arrived_waiting_;  // direct items held for a full MPQ
   uint64_t next_impair_flush_ = 0;
   uint64_t next_op_scan_ = 0;
   DaemonStats stats_;

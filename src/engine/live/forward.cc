@@ -159,4 +159,10 @@ Forwarded originate(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
   return forward(seg, chip, static_cast<uint8_t>(out), dest, t);
 }
 
+void set_vc_class(std::span<uint8_t> packet_bytes, uint8_t vc_class) {
+  if (chip::vc_class_of(wire::flit_vc(packet_bytes)) == vc_class) return;
+  if (auto head = chip::routable_head(packet_bytes))
+    wire::set_flits_vc(packet_bytes, chip::data_vc(head->kind, vc_class));
+}
+
 }  // namespace galaxy::live

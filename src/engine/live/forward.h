@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/live/segment.h"
@@ -47,6 +48,9 @@ Forwarded forward_arrived(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t
 // `in_port`, the port through which it answers.
 Forwarded originate(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
                     const wire::Traffic& t);
+// Puts an encoded data packet's flits into the VC of class `vc_class` that its kind takes
+// (chip/data_vc.h): the class Forwarded::vc_class names for the link it crosses next.
+void set_vc_class(std::span<uint8_t> packet_bytes, uint8_t vc_class);
 // Adds traffic to a port's counters (local chips only).
 void count_tx(Segment& seg, uint32_t chip, uint8_t port, const wire::Traffic& t,
               std::vector<CounterLine*>* record = nullptr);

@@ -17,7 +17,20 @@
 
 namespace galaxy::live {
 
-enum class EgressKind : uint8_t { kMgmt = 1, kMp = 2, kRdma = 3, kColl = 4, kCollReset = 5 };
+// kArrived and kLeaving carry a link item (ItemHead and its data packet) of the direct path
+// between processes (engine/live/direct.h): one that arrived on a process's own socket and is not
+// a clean MP for an open VP of the host, which the daemon receives as if its link had delivered
+// it; and one a process sent on a direct link that failed unacknowledged, which the daemon sends
+// on over its own link out of the chip and port the item names.
+enum class EgressKind : uint8_t {
+  kMgmt = 1,
+  kMp = 2,
+  kRdma = 3,
+  kColl = 4,
+  kCollReset = 5,
+  kArrived = 6,
+  kLeaving = 7,
+};
 
 struct EgressMgmt {
   uint32_t nic;
@@ -120,6 +133,11 @@ struct EgressCollReset {
   uint8_t vp;
   uint8_t reserved[3];  // 0
   int32_t pid;          // must own the VP
+};
+
+// EgressKind::kArrived / kLeaving: the item's bytes, as they crossed (or were to cross) the link.
+struct EgressItem {
+  uint8_t bytes[240];
 };
 
 enum class ItemType : uint8_t {

@@ -576,7 +576,7 @@ void Link::become_up() {
 void Link::go_down() {
   state_ = LinkState::kDown;
   ++stats_.link_downs;
-  log::warn(4833, "link {}: down (no answer from the peer daemon)", cfg_.link_id);
+  log::warn(4833, "link {}: down (no answer from the peer)", cfg_.link_id);
   ack_now_ = probe_now_ = false;
   ack_deadline_ns_ = UINT64_MAX;
   hs_deadline_ns_ = now_;
@@ -618,7 +618,7 @@ void Link::handle_handshake(const LinkFrame& f) {
     }
     if (peer_epoch_ != 0) {
       ++stats_.peer_restarts;
-      log::warn(4835, "link {}: the peer daemon restarted", cfg_.link_id);
+      log::warn(4835, "link {}: the peer restarted", cfg_.link_id);
       drop_out_of_order();
       ack_now_ = probe_now_ = false;
       ack_deadline_ns_ = UINT64_MAX;
@@ -665,7 +665,7 @@ void Link::on_datagram(std::span<const uint8_t> bytes, uint64_t now_ns) {
   if (disabled_ || peer_disabled_ || peer_epoch_ == 0 || f.epoch != peer_epoch_ ||
       f.peer_epoch != epoch_) {
     ++stats_.stale_frames;
-    log::warn(4837, "link {}: dropped a frame from outside the current pairing of the daemons",
+    log::warn(4837, "link {}: dropped a frame from outside the current pairing of its ends",
               cfg_.link_id);
     return;
   }
@@ -759,6 +759,11 @@ void Link::encode_data(const TxSlot& slot, std::vector<uint8_t>* out) {
   if (n != 0) std::memcpy(p + kLinkHeaderBytes, slot.payload.data(), n);
   seal(p, kLinkHeaderBytes + n);
   after_ack_info_sent();
+}
+
+void Link::unacknowledged(std::vector<std::vector<uint8_t>>* out) const {
+  out->clear();
+  for (uint32_t seq = snd_una_; seq != snd_nxt_; ++seq) out->push_back(tx_[seq & tx_mask_].payload);
 }
 
 bool Link::pop_outgoing(std::vector<uint8_t>* out) {

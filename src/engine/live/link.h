@@ -186,6 +186,10 @@ class Link {
   std::span<const uint8_t> peek_delivered() const;
   void release_delivered();
 
+  // Copies of the payloads accepted and not yet acknowledged, oldest first (a user that gives
+  // the link up hands them to another path).
+  void unacknowledged(std::vector<std::vector<uint8_t>>* out) const;
+
   // The next datagram to put on the wire (replaces *out; reuses its capacity).
   bool pop_outgoing(std::vector<uint8_t>* out);
 

@@ -9,6 +9,7 @@
 
 #include "chip/mpq.h"
 #include "engine/live/segment.h"
+#include "wire/data_packet.h"
 
 namespace galaxy::live {
 
@@ -50,6 +51,25 @@ inline void fill_mpq(VpSlot& vp, MpqCell* cell, uint64_t pos, uint64_t header,
   copy_payload(cell->data, payload,
                std::min<uint32_t>(wire::mp_word::length(header), wire::kMpPayloadBytes));
   vp.mpq.publish(cell, pos, header);
+}
+
+// A data packet of kind MP (not part of a transfer) that reached its NIC, written into the target
+// VP's MPQ as the NIC writes it: what every live receiver of such a packet does (the daemon, a
+// process on its direct path). kWrite: delivered; otherwise nothing was written and the caller
+// holds the packet (kWait) or refuses it.
+inline chip::MpqAdmit deliver_mp_packet(VpSlot& vp, const wire::DataPacket& mp) {
+  const wire::DataHead& h = mp.head;
+  uint64_t pos;
+  MpqCell* c;
+  const chip::MpqAdmit a = claim_mpq(vp, &c, &pos);
+  if (a != chip::MpqAdmit::kWrite) return a;
+  fill_mpq(vp, c, pos,
+           wire::mp_word::make(wire::MpKind::kUser,
+                               (h.flags & wire::kDataFlagInterrupt) ? wire::kMpFlagInterrupt : 0,
+                               h.dest_vp, h.src_vp, h.src_node, static_cast<uint8_t>(h.bytes), 0),
+           mp.payload.data());
+  vp.mps_received.fetch_add(1, std::memory_order_relaxed);
+  return a;
 }
 
 }  // namespace galaxy::live

@@ -96,6 +96,8 @@ Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) 
   off = align_region(off + sizeof(NicSlot) * num_local_nics);
   h.off_egress = off;
   off = align_region(off + sizeof(EgressRing));
+  h.off_hosts = off;
+  off = align_region(off + sizeof(HostAddress) * f.hosts.size());
   h.off_names = off;
   uint64_t text_bytes = 0;
   for (uint32_t n = 0; n < t.num_nodes(); ++n)
@@ -147,6 +149,12 @@ Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) 
   if (in_addr a{}; inet_pton(AF_INET, f.hosts[static_cast<size_t>(host)].ip.c_str(), &a) == 1)
     h.host_ip = a.s_addr;
   std::memcpy(static_cast<void*>(hdr), &h, offsetof(SegHeader, daemon_pid));
+  auto* hosts = reinterpret_cast<HostAddress*>(static_cast<uint8_t*>(base) + h.off_hosts);
+  for (size_t i = 0; i < f.hosts.size(); ++i) {
+    in_addr a{};
+    hosts[i].ip = inet_pton(AF_INET, f.hosts[i].ip.c_str(), &a) == 1 ? a.s_addr : 0;
+    hosts[i].port = f.hosts[i].port;
+  }
   hdr->daemon_pid.store(getpid());
 
   uint32_t local = 0, slot = 0;

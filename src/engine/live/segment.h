@@ -28,7 +28,7 @@
 namespace galaxy::live {
 
 inline constexpr uint64_t kSegmentMagic = 0x4753594c4158414bull;
-inline constexpr uint32_t kSegmentVersion = 6;
+inline constexpr uint32_t kSegmentVersion = 7;
 inline constexpr uint32_t kMpqDepth = 1024;
 inline constexpr uint32_t kCqDepth = 1024;
 inline constexpr uint32_t kEgressDepth = 4096;
@@ -306,6 +306,9 @@ struct alignas(64) CounterLine {
 struct PortCounters {
   CounterLine tx;
   CounterLine rx;
+  // Packets that left on each VC over a link to another host from a process's direct path
+  // (engine/live/direct.h); the daemon adds those its own link carried (VCn_TX_PACKETS).
+  alignas(64) std::atomic<uint64_t> direct_vc_tx[8];
 };
 
 struct ChipInfo {
@@ -333,6 +336,14 @@ struct ChipName {
   uint32_t description_len;
 };
 
+// Where a host's fabric daemon receives (the fabric spec's address and port): a process asks it
+// for the socket of a VP's owner there (the VP directory, engine/live/directory.h).
+struct HostAddress {
+  uint32_t ip;  // IPv4, network byte order; 0 when the spec gives no IPv4 address
+  uint16_t port;
+  uint16_t reserved;
+};
+
 struct SegHeader {
   uint64_t magic;
   uint32_t version;
@@ -348,6 +359,13 @@ struct SegHeader {
   uint32_t num_local_nics;
   uint32_t host_ip;  // the host's IPv4 address of the fabric spec, network byte order
   uint64_t off_chips, off_peers, off_routes, off_counters, off_nics, off_egress, off_names;
+  uint64_t off_hosts;  // num_hosts HostAddress
+  // The impairment the daemon applies to what it sends over links (its --impair), which the
+  // processes of the host apply to their own datagrams too (docs/live.md "The direct path").
+  uint32_t impaired;
+  uint32_t reserved0;
+  double impair_drop, impair_duplicate, impair_reorder, impair_corrupt;
+  uint64_t impair_seed;
   std::atomic<int32_t> daemon_pid;
   std::atomic<uint32_t> ready;
   // Own cache lines: senders read route_generation on every operation, the daemon writes
@@ -392,6 +410,9 @@ class Segment {
   }
   bool is_local(uint32_t node) const { return node < num_chips() && chip(node).local != kNoLocal; }
   EgressRing& egress() { return *at<EgressRing>(header().off_egress); }
+  const HostAddress& host_address(uint32_t host) const {
+    return at<HostAddress>(header().off_hosts)[host];
+  }
   // The fabric's chips as users name them: a topology of the chips alone (kind, ports, name,
   // NodeDescription, GUID; no links), whose resolve() finds a chip by any of its names.
   fabric::Topology chip_names() const;

@@ -1,0 +1,38 @@
+// The checks a NIC makes of a data packet as it arrives from its port (docs/system.md 1.1: a
+// dirty packet is discarded into the error buffer before anything reaches host memory), written
+// once for every holder of an arriving packet: chip::Nic (both engines' NIC model, which also
+// discards and counts what fails) and a live process that receives MPs on its own datagram
+// socket (docs/live.md "The direct path"), which hands whatever fails to its host's daemon, whose
+// NIC model then discards and counts it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "base/status.h"
+#include "wire/data_packet.h"
+#include "wire/flit.h"
+
+namespace galaxy::chip {
+
+// A packet's flits as decoded from the link's bytes (up to twice the longest packet, so that
+// wire/ names a too-long packet's excess).
+struct LinkFlits {
+  std::array<wire::Flit, 2 * wire::kMaxDataPacketFlits> flits;
+  size_t count = 0;  // 0 until every flit decoded
+  std::span<const wire::Flit> view() const { return std::span(flits).first(count); }
+};
+
+// Decodes a packet as it crossed a link (whole flits of wire::kFlitBytes; a flit that does not
+// decode makes the packet dirty) into *flits and checks it (check_arriving). On error *defect
+// says how the packet is dirty; E2078 it is not 1 to flits->flits.size() whole flits.
+Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
+                                              LinkFlits* flits, wire::DataDefect* defect);
+// The checks of decoded flits: the packet decodes (wire/), is for this NIC (E2050 misrouted) and
+// for one of its VPs (E2051).
+Result<wire::DataPacket> check_arriving(uint16_t chip_id, std::span<const wire::Flit> flits,
+                                        wire::DataDefect* defect);
+
+}  // namespace galaxy::chip

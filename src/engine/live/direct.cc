@@ -1,0 +1,103 @@
+#include "engine/live/direct.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "chip/data_vc.h"
+#include "chip/forwarding.h"
+#include "chip/nic_arrival.h"
+#include "engine/live/mpq_claim.h"
+#include "wire/mp.h"
+
+namespace galaxy::live {
+
+wire::DataPacket mp_packet(uint32_t src_node, uint8_t src_vp, uint32_t dest_node, uint8_t dest_vp,
+                           uint8_t kind_flags, const void* data, uint8_t length) {
+  wire::DataPacket p;
+  p.head.kind = wire::PacketKind::kMp;
+  p.head.vc = chip::data_vc(p.head.kind);
+  p.head.dest_node = static_cast<uint16_t>(dest_node);
+  p.head.src_node = static_cast<uint16_t>(src_node);
+  p.head.dest_vp = dest_vp;
+  p.head.src_vp = src_vp;
+  p.head.bytes = length;
+  p.head.flags = (kind_flags & wire::kMpFlagInterrupt) ? wire::kDataFlagInterrupt : 0;
+  if (length) std::memcpy(p.payload.data(), data, length);
+  return p;
+}
+
+Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out) {
+  auto flits = wire::encode_data_packet(p);
+  if (!flits.ok())
+    return make_error(Code::kInvalidArgument, 4890,
+                      fmt::format("a data packet leaving chip {} port {} does not encode: {}",
+                                  f.chip, f.port, flits.error().message));
+  const size_t n = flits->size() * wire::kFlitBytes;
+  out->resize(sizeof(ItemHead) + n);
+  const ItemHead h{static_cast<uint16_t>(out->size()), static_cast<uint8_t>(ItemType::kData),
+                   f.port, f.chip};
+  std::memcpy(out->data(), &h, sizeof h);
+  wire::encode_flits(*flits, out->data() + sizeof h);
+  std::span<uint8_t> bytes(out->data() + sizeof h, n);
+  wire::set_data_hops(bytes, f.hops_passed);
+  set_vc_class(bytes, f.vc_class);
+  return {};
+}
+
+Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, std::vector<CounterLine*>* lines,
+                      Error* why) {
+  ItemHead h;
+  if (!read_struct(item, 0, &h) || h.length != item.size() ||
+      h.type != static_cast<uint8_t>(ItemType::kData) || h.from_chip >= seg.num_chips() ||
+      h.from_port >= seg.max_ports()) {
+    *why = make_error(Code::kMalformed, 4891,
+                      fmt::format("a direct-path item of {} bytes whose head is malformed or not a "
+                                  "data packet",
+                                  item.size()));
+    return Arrival::kDropped;
+  }
+  const PeerInfo& entry = seg.peer(h.from_chip, h.from_port);
+  if (entry.chip == kNoChip || !seg.is_local(entry.chip)) {
+    *why = make_error(Code::kNotFound, 4892,
+                      fmt::format("a direct-path item from chip {} port {}, which does not lead "
+                                  "into this host",
+                                  h.from_chip, h.from_port));
+    return Arrival::kDropped;
+  }
+  const std::span<const uint8_t> body = item.subspan(sizeof h);
+  const std::optional<wire::DataHead> head = chip::routable_head(body);
+  if (!head || head->kind != wire::PacketKind::kMp ||
+      (head->flags & wire::kDataFlagInTransfer) != 0)
+    return Arrival::kToDaemon;
+  const wire::Traffic t{1, 0, body.size() / wire::kFlitBytes};
+  lines->clear();
+  uint32_t at = entry.chip;
+  if (seg.nic_of(entry.chip)) {
+    count_rx(seg, entry.chip, entry.port, t, lines);
+  } else {
+    const Forwarded f = forward_arrived(seg, entry.chip, entry.port, head->dest_node, t, lines,
+                                        head->hops, chip::vc_class_of(head->vc));
+    if (f.kind != Forwarded::Kind::kDelivered) return Arrival::kToDaemon;
+    at = f.chip;
+  }
+  NicSlot* nic = seg.nic_of(at);
+  if (!nic) return Arrival::kToDaemon;
+  chip::LinkFlits flits;
+  wire::DataDefect defect;
+  auto p = chip::check_arriving_bytes(static_cast<uint16_t>(at), body, &flits, &defect);
+  if (!p.ok() || p->head.kind != wire::PacketKind::kMp ||
+      (p->head.flags & wire::kDataFlagInTransfer) != 0)
+    return Arrival::kToDaemon;  // its NIC model discards and counts it, or refuses it
+  switch (deliver_mp_packet(nic->vps[p->head.dest_vp], *p)) {
+    case chip::MpqAdmit::kWrite:
+      for (CounterLine* l : *lines) add_traffic(*l, t);
+      return Arrival::kDelivered;
+    case chip::MpqAdmit::kWait:
+      return Arrival::kHold;
+    default:
+      return Arrival::kToDaemon;  // not open or its owner gone: the daemon refuses it
+  }
+}
+
+}  // namespace galaxy::live

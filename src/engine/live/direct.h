@@ -1,0 +1,53 @@
+// The direct path between processes of different hosts (docs/live.md "The direct path"): an MP
+// whose path leaves the sender's host straight into the host of its target crosses as one link
+// item from the sender's process to the target VP's owner, over a Link (engine/live/link.h)
+// between the two processes' own datagram sockets, instead of through both hosts' daemons. Each
+// side executes its own host's part of the path with the same functions the daemons use: the
+// sender forwards to where the packet leaves its host (forward), the receiver forwards from
+// where it enters (forward_arrived), makes the NIC's arrival checks (chip/nic_arrival.h) and
+// writes the MPQ (deliver_mp_packet). Whatever is not a clean MP for an open VP of the
+// receiver's host goes to its daemon (EgressKind::kArrived), which handles it as if its own
+// link had delivered it: refusals, discards and their counters stay where they are written.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/live/forward.h"
+#include "engine/live/items.h"
+#include "engine/live/segment.h"
+#include "wire/data_packet.h"
+
+namespace galaxy::live {
+
+// An item of the direct path fits an egress cell (it may have to go to the daemon).
+static_assert(sizeof(ItemHead) + wire::kMaxDataPacketFlits * wire::kFlitBytes <=
+              sizeof(EgressItem));
+
+// The MP as the wire carries it (docs/system.md 1.1): a data packet of kind MP. `kind_flags` as
+// EgressMp's (wire::kMpFlagInterrupt in its low bits).
+wire::DataPacket mp_packet(uint32_t src_node, uint8_t src_vp, uint32_t dest_node, uint8_t dest_vp,
+                           uint8_t kind_flags, const void* data, uint8_t length);
+
+// A data packet leaving the host where `f` (Forwarded::Kind::kLeavesHost) says, as the link item
+// that crosses: the item head naming the chip and port it leaves from, then its encoded flits
+// with the NRCs passed so far and in the VC class of that link. Replaces *out. E4890: the packet
+// does not encode.
+Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out);
+
+enum class Arrival : uint8_t {
+  kDelivered,  // written into the target VP's MPQ, the ports it passed counted
+  kHold,       // the target's MPQ is full: try it again later, in order
+  kToDaemon,   // anything but a clean MP for an open VP of this host: the daemon's to handle
+  kDropped,    // not an item of the direct path at all (*why says so)
+};
+
+// A link item that arrived on a process's direct path, handled as the process's host would:
+// E4891 the item's head is malformed or not a data packet, E4892 the chip and port it left from
+// do not lead into this host. `lines` is scratch space for the counters of the ports passed.
+Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, std::vector<CounterLine*>* lines,
+                      Error* why);
+
+}  // namespace galaxy::live

@@ -1,0 +1,462 @@
+#include "glex/direct_path.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "engine/live/direct.h"
+#include "engine/live/directory.h"
+#include "engine/live/items.h"
+
+namespace galaxy::glex {
+
+namespace {
+
+constexpr size_t kRxBatch = 16;
+constexpr size_t kRxBytes = live::kLinkFrameOverhead + 8192;
+// How long closing waits for the peers to acknowledge what it sent, so that little is left for
+// the daemon to send again.
+constexpr uint64_t kCloseDrainNs = 200'000'000;
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+DirectPath::DirectPath(live::Segment& seg, uint32_t node) : seg_(seg), node_(node) {
+  const uint32_t ip = seg_.header().host_ip;
+  if (ip == 0) return;
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = ip;
+  socklen_t len = sizeof a;
+  const int buf = 4 << 20;  // bursts of a window's frames from several peers
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  const int wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake < 0 || bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    if (wake >= 0) close(wake);
+    return;
+  }
+  fd_ = fd;
+  wake_fd_ = wake;
+  ip_ = ip;
+  port_ = ntohs(a.sin_port);
+  rx_bufs_.assign(kRxBatch, std::vector<uint8_t>(kRxBytes));
+}
+
+DirectPath::~DirectPath() {
+  if (fd_ < 0) return;
+  if (nic_thread_.joinable()) {
+    stop_.store(true);
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+    lease_word_.fetch_add(1);
+    live::futex_wake(&lease_word_);
+    nic_thread_.join();
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  // What the peers have not acknowledged yet, they mostly will within a round trip or two; and
+  // this end's delayed acknowledgements go out meanwhile.
+  const uint64_t start = live::monotonic_ns();
+  for (;;) {
+    const uint64_t now = live::monotonic_ns();
+    service(now);
+    bool pending = false;
+    for (auto& [k, p] : peers_)
+      pending |= (p.link->in_flight() != 0 || !p.backlog.empty()) &&
+                 p.link->state() == live::LinkState::kUp;
+    if ((!pending && now - start > 2 * live::LinkConfig{}.ack_delay_ns) ||
+        now - start > kCloseDrainNs)
+      break;
+    pollfd pf{fd_, POLLIN, 0};
+    ::poll(&pf, 1, 1);
+  }
+  const uint64_t now = live::monotonic_ns();
+  for (auto& [k, p] : peers_) {
+    deliver(p);  // what arrived for VPs now closed goes to the daemon, which refuses it
+    (void)rescue(p);
+    p.link->set_disabled(true, now);
+    flush(p);
+  }
+  close(fd_);
+  close(wake_fd_);
+}
+
+void DirectPath::start() {
+  if (fd_ < 0 || nic_thread_.joinable()) return;
+  nic_thread_ = std::thread([this] { run(); });
+}
+
+uint32_t DirectPath::link_id(uint64_t peer_key) const {
+  const uint64_t mine = address_key(ip_, port_);
+  return static_cast<uint32_t>(
+      mix64(std::min(mine, peer_key) * 0x100000001B3ull ^ mix64(std::max(mine, peer_key))));
+}
+
+DirectPath::Peer* DirectPath::peer_for(uint64_t key, const sockaddr_in& a, uint64_t now) {
+  if (auto it = peers_.find(key); it != peers_.end()) return &it->second;
+  if (peers_.size() >= kMaxPeers) return nullptr;
+  Peer& p = peers_[key];
+  p.address = a;
+  live::LinkConfig c;
+  c.link_id = link_id(key);
+  p.link = std::make_unique<live::Link>(c);
+  p.created_ns = now;
+  const live::SegHeader& h = seg_.header();
+  if (h.impaired) {
+    live::ImpairmentConfig ic;
+    ic.drop = h.impair_drop;
+    ic.duplicate = h.impair_duplicate;
+    ic.reorder = h.impair_reorder;
+    ic.corrupt = h.impair_corrupt;
+    ic.seed = h.impair_seed * 1000003 + uint64_t{c.link_id} * 2 + 1;
+    p.impairment = std::make_unique<live::Impairment>(ic);
+  }
+  active_.store(true, std::memory_order_relaxed);
+  next_deadline_ = 0;  // its handshake starts at the next service
+  return &p;
+}
+
+DirectPath::Target DirectPath::lookup(uint32_t node, uint8_t vp, uint64_t now) {
+  const uint64_t key = uint64_t{node} << 8 | vp;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (auto it = targets_.find(key); it != targets_.end()) {
+      const Target& t = it->second;
+      if (t.key != 0 || now - t.asked_ns < kNegativeAnswerNs) return t;
+    }
+  }
+  Target t;
+  t.asked_ns = now;
+  const live::HostAddress& host = seg_.host_address(seg_.chip(node).host);
+  if (host.ip != 0 && host.port != 0) {
+    auto a = live::ask_directory(host.ip, host.port, node, vp, kDirectoryTimeoutMs);
+    if (a.ok() && a->status == live::DirectoryStatus::kOpen && a->port != 0)
+      t.key = address_key(host.ip, a->port);
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  ++stats_.directory_asks;
+  targets_[key] = t;
+  return t;
+}
+
+DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forwarded& f) {
+  if (fd_ < 0 || f.kind != live::Forwarded::Kind::kLeavesHost) return Sent::kNotDirect;
+  // Only a path that enters the target's host straight from this one: a longer one crosses a
+  // third host, whose daemon carries it on.
+  const live::PeerInfo& entry = seg_.peer(f.chip, f.port);
+  const uint32_t dest = p.head.dest_node;
+  if (entry.chip == live::kNoChip || entry.chip >= seg_.num_chips() || dest >= seg_.num_chips() ||
+      seg_.chip(entry.chip).host != seg_.chip(dest).host)
+    return Sent::kNotDirect;
+  const uint64_t now = live::monotonic_ns();
+  const Target t = lookup(dest, p.head.dest_vp, now);
+  if (t.key == 0) return Sent::kNotDirect;
+  lease_until_.store(now + kLeaseNs, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> g(mu_);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = static_cast<uint32_t>(t.key >> 16);
+  a.sin_port = htons(static_cast<uint16_t>(t.key & 0xFFFF));
+  Peer* peer = peer_for(t.key, a, now);
+  if (!peer) return Sent::kNotDirect;
+  if (!peer->backlog.empty() || !peer->link->can_send()) {
+    service(now);
+    peer = peer_for(t.key, a, now);  // service may have given the link up
+    if (!peer) return Sent::kNotDirect;
+  }
+  if (!live::leaving_item(p, f, &item_).ok()) return Sent::kNotDirect;  // the daemon reports it
+  if (peer->backlog.empty() && peer->link->can_send()) {
+    if (!peer->link->send(item_, now).ok()) return Sent::kBusy;
+  } else if (peer->link->state() != live::LinkState::kUp && peer->backlog.size() < kMaxBacklog) {
+    // While the link trains, MPs wait behind each other; once it is up, what the peer has no
+    // room for is refused busy (it would wait in this process, and die with it).
+    peer->backlog.push_back(item_);
+  } else {
+    return Sent::kBusy;
+  }
+  ++stats_.items_sent;
+  // The VC it crosses the cable in, for the port's VCn_TX_PACKETS (the daemon adds these).
+  seg_.counters(seg_.chip(f.chip).local, f.port)
+      .direct_vc_tx[wire::flit_vc(std::span<const uint8_t>(item_).subspan(sizeof(live::ItemHead)))]
+      .fetch_add(1, std::memory_order_relaxed);
+  flush(*peer);
+  next_deadline_ = std::min(next_deadline_, peer->link->next_deadline_ns());
+  // A NIC thread asleep past the new deadline (a retransmission, a handshake) wakes for it.
+  if (next_deadline_ < nic_sleep_until_.load(std::memory_order_acquire)) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+  return Sent::kSent;
+}
+
+bool DirectPath::poll() {
+  if (fd_ < 0) return false;
+  const uint64_t now = live::monotonic_ns();
+  lease_until_.store(now + kLeaseNs, std::memory_order_relaxed);
+  std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
+  if (!g.owns_lock()) return false;
+  const uint64_t before = stats_.items_delivered + stats_.items_to_daemon;
+  service(now);
+  return stats_.items_delivered + stats_.items_to_daemon != before;
+}
+
+void DirectPath::release() {
+  if (lease_until_.load(std::memory_order_relaxed) == 0) return;
+  lease_until_.store(0, std::memory_order_release);
+  lease_word_.fetch_add(1, std::memory_order_release);
+  live::futex_wake(&lease_word_);
+}
+
+DirectPath::Stats DirectPath::stats() {
+  std::lock_guard<std::mutex> g(mu_);
+  Stats s = stats_;
+  s.peers = peers_.size();
+  return s;
+}
+
+void DirectPath::service(uint64_t now) {
+  receive(now);
+  for (auto& [k, p] : peers_) {
+    if (p.link->has_delivered()) deliver(p);
+    if (now >= next_deadline_) p.link->on_timer(now);
+    if (!p.backlog.empty()) push_backlog(p, now);
+    flush(p);
+  }
+  if (now >= next_impair_flush_) {  // a datagram an impairment held back goes out now
+    next_impair_flush_ = now + 1'000'000;
+    for (auto& [k, p] : peers_)
+      if (p.impairment) {
+        to_send_.clear();
+        p.impairment->flush(&to_send_);
+        for (const auto& d : to_send_)
+          (void)!sendto(fd_, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&p.address),
+                        sizeof p.address);
+      }
+  }
+  reap(now);
+  next_deadline_ = UINT64_MAX;
+  for (auto& [k, p] : peers_) next_deadline_ = std::min(next_deadline_, p.link->next_deadline_ns());
+}
+
+void DirectPath::receive(uint64_t now) {
+  // Most looks find nothing or one datagram: one plain receive first, the batch only after it.
+  sockaddr_in one_from{};
+  socklen_t one_len = sizeof one_from;
+  const ssize_t got = recvfrom(fd_, rx_bufs_[0].data(), rx_bufs_[0].size(), MSG_DONTWAIT,
+                               reinterpret_cast<sockaddr*>(&one_from), &one_len);
+  if (got < 0) {
+    rx_streak_ = 0;
+    return;
+  }
+  on_datagram(std::span<const uint8_t>(rx_bufs_[0].data(), static_cast<size_t>(got)), one_from,
+              now);
+  // A lone datagram (a ping-pong's) is handled at once; when they keep coming, in batches.
+  if (rx_streak_++ == 0) return;
+  mmsghdr msgs[kRxBatch];
+  iovec iov[kRxBatch];
+  sockaddr_in from[kRxBatch];
+  for (int round = 0; round < 8; ++round) {
+    for (size_t i = 0; i < kRxBatch; ++i) {
+      iov[i] = {rx_bufs_[i].data(), rx_bufs_[i].size()};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_name = &from[i];
+      msgs[i].msg_hdr.msg_namelen = sizeof from[i];
+    }
+    const int n = recvmmsg(fd_, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
+    if (n <= 0) return;
+    for (int i = 0; i < n; ++i)
+      on_datagram(
+          std::span<const uint8_t>(rx_bufs_[static_cast<size_t>(i)].data(), msgs[i].msg_len),
+          from[i], now);
+    if (static_cast<size_t>(n) < kRxBatch) return;
+  }
+}
+
+void DirectPath::on_datagram(std::span<const uint8_t> d, const sockaddr_in& from, uint64_t now) {
+  const uint64_t key = address_key(from.sin_addr.s_addr, ntohs(from.sin_port));
+  Peer* p = nullptr;
+  if (auto it = peers_.find(key); it != peers_.end()) {
+    p = &it->second;
+  } else if (live::decode_link_frame(d, link_id(key)).ok()) {
+    p = peer_for(key, from, now);
+    if (!p) {
+      ++stats_.items_dropped;
+      log::warn(6137, "a link frame from {}:{} dropped: this process already has {} direct links",
+                inet_ntoa(from.sin_addr), ntohs(from.sin_port), kMaxPeers);
+      return;
+    }
+  } else {
+    return;  // not a direct link's frame for this process: nothing to answer
+  }
+  p->link->on_datagram(d, now);
+}
+
+void DirectPath::deliver(Peer& p) {
+  while (p.link->has_delivered()) {
+    const std::span<const uint8_t> payload = p.link->peek_delivered();
+    while (p.rx_offset < payload.size()) {
+      live::ItemHead h;
+      if (!live::read_struct(payload, p.rx_offset, &h) || h.length < sizeof h ||
+          p.rx_offset + h.length > payload.size()) {
+        ++stats_.items_dropped;
+        log::warn(6138, "a direct link's frame with a malformed item at byte {} dropped",
+                  p.rx_offset);
+        break;
+      }
+      const std::span<const uint8_t> item = payload.subspan(p.rx_offset, h.length);
+      Error why;
+      switch (live::arrive_direct(seg_, item, &lines_, &why)) {
+        case live::Arrival::kDelivered:
+          ++stats_.items_delivered;
+          break;
+        case live::Arrival::kHold:
+          return;  // the MPQ is full: this link's items wait, in order, for its reader
+        case live::Arrival::kToDaemon:
+          if (!to_daemon(static_cast<uint8_t>(live::EgressKind::kArrived), item)) return;
+          ++stats_.items_to_daemon;
+          break;
+        case live::Arrival::kDropped:
+          ++stats_.items_dropped;
+          log::warn(why.id, "dropped: {}", why.message);
+          break;
+      }
+      p.rx_offset += h.length;
+    }
+    p.link->release_delivered();
+    p.rx_offset = 0;
+  }
+}
+
+void DirectPath::flush(Peer& p) {
+  while (p.link->pop_outgoing(&dgram_)) {
+    if (!p.impairment) {
+      (void)!sendto(fd_, dgram_.data(), dgram_.size(), 0,
+                    reinterpret_cast<const sockaddr*>(&p.address), sizeof p.address);
+      continue;
+    }
+    to_send_.clear();
+    p.impairment->apply(std::move(dgram_), &to_send_);
+    dgram_ = {};
+    // A datagram the kernel refuses (its buffer full) is as lost on the wire: the link layer
+    // sends it again.
+    for (const auto& d : to_send_)
+      (void)!sendto(fd_, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&p.address),
+                    sizeof p.address);
+  }
+}
+
+// A link whose peer is gone (it said so, or fell silent for the link's dead time, or never
+// answered): what it did not acknowledge goes to the daemon, and the targets it served are asked
+// about again.
+void DirectPath::reap(uint64_t now) {
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    Peer& p = it->second;
+    const live::LinkStats& s = p.link->stats();
+    const bool failed =
+        p.link->state() == live::LinkState::kDown
+            ? (s.link_downs > 0 || p.link->peer_disabled())
+            : (s.handshakes == 0 && now - p.created_ns > p.link->config().dead_after_ns);
+    if (!failed) {
+      ++it;
+      continue;
+    }
+    deliver(p);
+    if (p.link->has_delivered() || !rescue(p)) {
+      ++it;  // what arrived waits for room in its MPQ, or the egress ring is full: again later
+      continue;
+    }
+    ++stats_.links_failed;
+    for (auto t = targets_.begin(); t != targets_.end();)
+      t = t->second.key == it->first ? targets_.erase(t) : std::next(t);
+    it = peers_.erase(it);
+  }
+  active_.store(!peers_.empty(), std::memory_order_relaxed);
+}
+
+void DirectPath::push_backlog(Peer& p, uint64_t now) {
+  while (!p.backlog.empty() && p.link->can_send() && p.link->send(p.backlog.front(), now).ok())
+    p.backlog.pop_front();
+}
+
+bool DirectPath::rescue(Peer& p) {
+  if (p.link->in_flight() == 0 && p.backlog.empty()) return true;
+  // Room for all of them first: they go in order or not at all (the next service tries again).
+  if (seg_.egress().size() + p.link->in_flight() + p.backlog.size() > live::kEgressDepth / 2)
+    return false;
+  p.link->unacknowledged(&rescued_);
+  for (auto& item : p.backlog) rescued_.push_back(std::move(item));
+  p.backlog.clear();
+  for (const auto& item : rescued_) {
+    if (!to_daemon(static_cast<uint8_t>(live::EgressKind::kLeaving), item)) return false;
+    ++stats_.items_rescued;
+  }
+  // Given up: the link is dropped (reap) or disabled (closing), so nothing is sent twice by it.
+  return true;
+}
+
+bool DirectPath::to_daemon(uint8_t kind, std::span<const uint8_t> item) {
+  if (item.size() > sizeof(live::EgressItem)) return true;  // cannot be ours: leaving_item fits
+  live::EgressRing& ring = seg_.egress();
+  uint64_t pos;
+  live::EgressCell* c = ring.claim(&pos);
+  if (!c) return false;
+  c->kind = kind;
+  c->length = static_cast<uint32_t>(item.size());
+  std::memcpy(c->body, item.data(), item.size());
+  ring.publish(c, pos);
+  seg_.kick_daemon();
+  return true;
+}
+
+void DirectPath::run() {
+  while (!stop_.load(std::memory_order_relaxed)) {
+    uint64_t now = live::monotonic_ns();
+    const uint64_t lease = lease_until_.load(std::memory_order_acquire);
+    if (now < lease) {  // a thread of the application polls: leave the socket to it
+      const uint32_t v = lease_word_.load(std::memory_order_acquire);
+      if (lease_until_.load(std::memory_order_acquire) == lease)
+        live::futex_wait(&lease_word_, v, static_cast<int64_t>(lease - now));
+      continue;
+    }
+    uint64_t wait_ns;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      service(now);
+      now = live::monotonic_ns();
+      wait_ns = next_deadline_ <= now ? 0 : std::min<uint64_t>(next_deadline_ - now, 1'000'000'000);
+      // Under the lock: a sender that moves the deadline earlier after this sees it and wakes
+      // the thread (send_mp).
+      nic_sleep_until_.store(now + wait_ns, std::memory_order_release);
+    }
+    timespec ts{static_cast<time_t>(wait_ns / 1'000'000'000),
+                static_cast<long>(wait_ns % 1'000'000'000)};
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    ppoll(fds, 2, &ts, nullptr);
+    nic_sleep_until_.store(0, std::memory_order_relaxed);
+    uint64_t drained;
+    while (read(wake_fd_, &drained, sizeof drained) > 0) {
+    }
+  }
+}
+
+}  // namespace galaxy::glex

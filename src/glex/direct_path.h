@@ -1,0 +1,145 @@
+// A live process's end of the direct path between hosts (engine/live/direct.h; docs/live.md
+// "The direct path"): its own datagram socket on its host's address, one Link (the chip link
+// layer: CRC, retransmission, credits) to each process it exchanges MPs with on other hosts, and
+// the VP directory's answers about where those processes receive.
+//
+// Who drives it: the application's threads while they are inside libglex (every wait polls the
+// socket while it spins, every non-blocking call polls it once), and otherwise the process's NIC
+// thread, which sleeps in poll() on the socket and the links' next deadline. A thread that
+// polls holds a lease of kLeaseNs; while the lease holds, the NIC thread sleeps and leaves the
+// socket to it, so a busy application is never interrupted by a second thread and an idle one
+// costs a wake-up per link timer only.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/live/forward.h"
+#include "engine/live/link.h"
+#include "engine/live/segment.h"
+#include "wire/data_packet.h"
+
+namespace galaxy::glex {
+
+class DirectPath {
+ public:
+  // How long a thread that polled keeps the socket from the NIC thread.
+  static constexpr uint64_t kLeaseNs = 1'000'000;
+  // How long a directory question waits for the target host's daemon, and how long an
+  // unanswered or negative answer stands before the target is asked again.
+  static constexpr int kDirectoryTimeoutMs = 50;
+  static constexpr uint64_t kNegativeAnswerNs = 100'000'000;
+  // Peers a process keeps links to; a link frame from one more is dropped (E6137).
+  static constexpr size_t kMaxPeers = 4096;
+  // Items waiting for a link that is not up yet; beyond, a send is busy.
+  static constexpr size_t kMaxBacklog = 1024;
+
+  struct Stats {
+    uint64_t items_sent = 0;       // MPs sent on direct links
+    uint64_t items_delivered = 0;  // MPs that arrived and were written into an MPQ here
+    uint64_t items_to_daemon = 0;  // arrived, handed to the host's daemon (EgressKind::kArrived)
+    uint64_t items_rescued = 0;    // unacknowledged on a failed link, sent on by the daemon
+    uint64_t items_dropped = 0;    // malformed or from nowhere (logged with their ids)
+    uint64_t directory_asks = 0;   // questions to the VP directory
+    uint64_t links_failed = 0;     // links given up (the peer gone or silent)
+    uint64_t peers = 0;            // links now
+  };
+
+  // Opens the socket on the host's address (the segment's); without an address, or when the
+  // socket is refused, port() is 0 and nothing goes direct. `node` is this process's NIC.
+  DirectPath(live::Segment& seg, uint32_t node);
+  // Tells every peer the link is going (a disabled handshake) and hands what they have not
+  // acknowledged to the daemon, which sends it on.
+  ~DirectPath();
+  DirectPath(const DirectPath&) = delete;
+  DirectPath& operator=(const DirectPath&) = delete;
+
+  uint16_t port() const { return port_; }
+  // Starts the NIC thread (when the process opens a VP the directory names with port()).
+  void start();
+
+  enum class Sent : uint8_t {
+    kSent,       // on its way: the link layer delivers it or, failing, the daemon does
+    kBusy,       // the link's window, the peer's credits and the backlog are full: retry
+    kNotDirect,  // no direct path to the target: the daemon's path takes it
+  };
+  // An MP whose path from this process's NIC leaves the host where `f` (kLeavesHost) says.
+  Sent send_mp(const wire::DataPacket& p, const live::Forwarded& f);
+
+  // Whether any link exists (a wait then polls the socket).
+  bool active() const { return active_.load(std::memory_order_relaxed); }
+  // From the application's threads: takes what arrived, runs the links' timers, without blocking
+  // (a thread that finds another polling returns at once). Renews the lease. True when something
+  // arrived or was sent.
+  bool poll();
+  // The calling thread is about to sleep: the NIC thread takes the socket over at once.
+  void release();
+
+  Stats stats();
+
+ private:
+  struct Peer {
+    sockaddr_in address{};
+    std::unique_ptr<live::Link> link;
+    std::unique_ptr<live::Impairment> impairment;
+    std::deque<std::vector<uint8_t>> backlog;  // items the link has not taken yet, in order
+    size_t rx_offset = 0;                      // into the payload whose items are being delivered
+    uint64_t created_ns = 0;
+  };
+  struct Target {
+    uint64_t key = 0;  // the peer's address key, 0: not direct
+    uint64_t asked_ns = 0;
+  };
+
+  static uint64_t address_key(uint32_t ip, uint16_t port) { return uint64_t{ip} << 16 | port; }
+  uint32_t link_id(uint64_t peer_key) const;
+  Peer* peer_for(uint64_t key, const sockaddr_in& a, uint64_t now);
+  Target lookup(uint32_t node, uint8_t vp, uint64_t now);
+  void service(uint64_t now);  // mu_ held
+  void receive(uint64_t now);
+  void on_datagram(std::span<const uint8_t> d, const sockaddr_in& from, uint64_t now);
+  void deliver(Peer& p);
+  void flush(Peer& p);
+  void reap(uint64_t now);
+  bool rescue(Peer& p);
+  void push_backlog(Peer& p, uint64_t now);
+  bool to_daemon(uint8_t kind, std::span<const uint8_t> item);
+  void run();
+
+  live::Segment& seg_;
+  uint32_t node_;
+  int fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: stops the NIC thread
+  uint32_t ip_ = 0;
+  uint16_t port_ = 0;
+  std::atomic<bool> active_{false};
+  std::atomic<uint64_t> lease_until_{0};
+  std::atomic<uint32_t> lease_word_{0};  // futex the NIC thread sleeps on while a lease holds
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> nic_sleep_until_{0};  // when the NIC thread's poll times out, 0: awake
+  std::thread nic_thread_;
+
+  std::mutex mu_;  // everything below
+  std::unordered_map<uint64_t, Peer> peers_;
+  std::unordered_map<uint64_t, Target> targets_;  // by node << 8 | vp
+  uint64_t next_deadline_ = 0;
+  uint64_t next_impair_flush_ = 0;
+  uint32_t rx_streak_ = 0;  // consecutive looks at the socket that found something
+  std::vector<live::CounterLine*> lines_;
+  std::vector<uint8_t> item_;
+  std::vector<uint8_t> dgram_;
+  std::vector<std::vector<uint8_t>> to_send_;
+  std::vector<std::vector<uint8_t>> rx_bufs_;
+  std::vector<std::vector<uint8_t>> rescued_;
+  Stats stats_;
+};
+
+}  // namespace galaxy::glex

@@ -1,0 +1,57 @@
+// libFuzzer target: a link item arriving on a process's direct path (engine/live/direct.h), as
+// a peer process on another host (or anyone who can reach the socket) sends it. Whatever the
+// bytes, arrive_direct neither crashes nor writes anywhere but an open VP's MPQ, and names a
+// malformed item by its error id.
+// Input: byte 0 says whether the target VPs are open (bit 0) and whether to drain their MPQs
+// (bit 1); the rest is the item. The first inputs also seed items that decode (corpus).
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "engine/live/direct.h"
+#include "engine/live/live_spec.h"
+#include "engine/live/segment.h"
+
+namespace {
+
+galaxy::live::Segment* segment_for_fuzzing() {
+  static std::unique_ptr<galaxy::live::Segment> s = [] {
+    auto f = galaxy::live::parse_live_fabric("live:fattree:k=4,levels=2,name=fzd" +
+                                             std::to_string(getpid()) +
+                                             ",hosts=h1:127.0.0.1:1,h2:127.0.0.1:2");
+    if (!f.ok()) std::abort();
+    auto seg = galaxy::live::Segment::create(*f, 1);  // removed when the process exits
+    if (!seg.ok()) std::abort();
+    return std::move(*seg);
+  }();
+  return s.get();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  galaxy::live::Segment& seg = *segment_for_fuzzing();
+  const bool open = data[0] & 1, drain = data[0] & 2;
+  for (uint32_t n = 0; n < seg.num_chips(); ++n) {
+    galaxy::live::NicSlot* nic = seg.nic_of(n);
+    if (!nic) continue;
+    for (galaxy::live::VpSlot& vp : nic->vps) {
+      if (vp.owner_pid.load() == 0) {
+        vp.mpq.init();
+        vp.owner_pid.store(getpid());
+      }
+      vp.open.store(open ? 1 : 0);
+      while (drain && vp.mpq.peek()) vp.mpq.pop();
+    }
+  }
+  std::vector<galaxy::live::CounterLine*> lines;
+  galaxy::Error why;
+  const auto a =
+      galaxy::live::arrive_direct(seg, std::span<const uint8_t>(data + 1, size - 1), &lines, &why);
+  if (a == galaxy::live::Arrival::kDropped && why.id != 4891 && why.id != 4892) std::abort();
+  return 0;
+}
