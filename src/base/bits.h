@@ -5,6 +5,7 @@
 // Every access is bounds-checked by the caller through `fits`; get/put assert it.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cstddef>
@@ -23,9 +24,10 @@ inline uint64_t get_bits(std::span<const uint8_t> buf, size_t offset, unsigned w
   // A field within one 8-byte word of the buffer: one load (the numbering is the little-endian
   // host's own), instead of a step per byte.
   if constexpr (std::endian::native == std::endian::little) {
-    const size_t first = offset / 8;
-    const unsigned shift = offset % 8;
-    if (shift + width <= 64 && first + 8 <= buf.size()) {
+    // Near the end of the buffer, the word is its last 8 bytes.
+    const size_t first = buf.size() >= 8 ? std::min(offset / 8, buf.size() - 8) : SIZE_MAX;
+    const size_t shift = offset - first * 8;
+    if (first != SIZE_MAX && shift + width <= 64) {
       uint64_t w;
       std::memcpy(&w, buf.data() + first, 8);
       w >>= shift;
@@ -48,9 +50,9 @@ inline uint64_t get_bits(std::span<const uint8_t> buf, size_t offset, unsigned w
 inline void put_bits(std::span<uint8_t> buf, size_t offset, unsigned width, uint64_t value) {
   assert(bits_fit(buf.size(), offset, width));
   if constexpr (std::endian::native == std::endian::little) {
-    const size_t first = offset / 8;
-    const unsigned shift = offset % 8;
-    if (shift + width <= 64 && first + 8 <= buf.size()) {
+    const size_t first = buf.size() >= 8 ? std::min(offset / 8, buf.size() - 8) : SIZE_MAX;
+    const size_t shift = offset - first * 8;
+    if (first != SIZE_MAX && shift + width <= 64) {
       const uint64_t field = width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1;
       uint64_t w;
       std::memcpy(&w, buf.data() + first, 8);

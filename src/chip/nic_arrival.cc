@@ -6,8 +6,8 @@
 
 namespace galaxy::chip {
 
-Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
-                                              LinkFlits* out, wire::DataDefect* defect) {
+Status decode_arriving_flits(std::span<const uint8_t> bytes, LinkFlits* out,
+                             wire::DataDefect* defect) {
   out->count = 0;
   const size_t max = out->flits.size();
   const size_t n = bytes.size() / wire::kFlitBytes;
@@ -26,6 +26,12 @@ Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const 
     out->flits[i] = *f;
   }
   out->count = n;
+  return {};
+}
+
+Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
+                                              LinkFlits* out, wire::DataDefect* defect) {
+  if (Status s = decode_arriving_flits(bytes, out, defect); !s.ok()) return s.error();
   return check_arriving(chip_id, out->view(), defect);
 }
 

@@ -30,6 +30,9 @@ struct LinkFlits {
 // says how the packet is dirty; E2078 it is not 1 to flits->flits.size() whole flits.
 Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
                                               LinkFlits* flits, wire::DataDefect* defect);
+// The decoding alone (the first step of check_arriving_bytes).
+Status decode_arriving_flits(std::span<const uint8_t> bytes, LinkFlits* flits,
+                             wire::DataDefect* defect);
 // The checks of decoded flits: the packet decodes (wire/), is for this NIC (E2050 misrouted) and
 // for one of its VPs (E2051).
 Result<wire::DataPacket> check_arriving(uint16_t chip_id, std::span<const wire::Flit> flits,

@@ -63,6 +63,13 @@ DirectPath::DirectPath(live::Segment& seg, uint32_t node) : seg_(seg), node_(nod
 
 DirectPath::~DirectPath() {
   if (fd_ < 0) return;
+  if (getpid() != owner_pid_) {  // a forked child: the thread and the links are the parent's
+    // The handle names no thread of this process: left as it is, never joined.
+    if (nic_thread_.joinable()) (void)new std::thread(std::move(nic_thread_));
+    close(fd_);
+    close(wake_fd_);
+    return;
+  }
   if (nic_thread_.joinable()) {
     stop_.store(true);
     const uint64_t one = 1;
@@ -75,7 +82,7 @@ DirectPath::~DirectPath() {
   // What the peers have not acknowledged yet, they mostly will within a round trip or two; and
   // this end's delayed acknowledgements go out meanwhile.
   const uint64_t start = live::monotonic_ns();
-  for (;;) {
+  while (!peers_.empty()) {
     const uint64_t now = live::monotonic_ns();
     service(now);
     bool pending = false;
@@ -95,6 +102,7 @@ DirectPath::~DirectPath() {
     p.link->set_disabled(true, now);
     flush(p);
   }
+  arrivals_.flush();
   close(fd_);
   close(wake_fd_);
 }
@@ -220,6 +228,10 @@ bool DirectPath::poll() {
 
 void DirectPath::release() {
   if (lease_until_.load(std::memory_order_relaxed) == 0) return;
+  if (mu_.try_lock()) {  // the counters of what arrived, before the thread sleeps
+    arrivals_.flush();
+    mu_.unlock();
+  }
   lease_until_.store(0, std::memory_order_release);
   lease_word_.fetch_add(1, std::memory_order_release);
   live::futex_wake(&lease_word_);
@@ -325,7 +337,7 @@ void DirectPath::deliver(Peer& p) {
       }
       const std::span<const uint8_t> item = payload.subspan(p.rx_offset, h.length);
       Error why;
-      switch (live::arrive_direct(seg_, item, &lines_, &why)) {
+      switch (live::arrive_direct(seg_, item, &arrivals_, &why)) {
         case live::Arrival::kDelivered:
           ++stats_.items_delivered;
           break;
@@ -442,6 +454,7 @@ void DirectPath::run() {
     {
       std::lock_guard<std::mutex> g(mu_);
       service(now);
+      arrivals_.flush();
       now = live::monotonic_ns();
       wait_ns = next_deadline_ <= now ? 0 : std::min<uint64_t>(next_deadline_ - now, 1'000'000'000);
       // Under the lock: a sender that moves the deadline earlier after this sees it and wakes

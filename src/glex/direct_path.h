@@ -12,6 +12,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/live/direct.h"
 #include "engine/live/forward.h"
 #include "engine/live/link.h"
 #include "engine/live/segment.h"
@@ -116,6 +118,7 @@ class DirectPath {
 
   live::Segment& seg_;
   uint32_t node_;
+  pid_t owner_pid_ = getpid();
   int fd_ = -1;
   int wake_fd_ = -1;  // eventfd: stops the NIC thread
   uint32_t ip_ = 0;
@@ -132,8 +135,8 @@ class DirectPath {
   std::unordered_map<uint64_t, Target> targets_;  // by node << 8 | vp
   uint64_t next_deadline_ = 0;
   uint64_t next_impair_flush_ = 0;
-  uint32_t rx_streak_ = 0;  // consecutive looks at the socket that found something
-  std::vector<live::CounterLine*> lines_;
+  uint32_t rx_streak_ = 0;       // consecutive looks at the socket that found something
+  live::ArrivalPaths arrivals_;  // the counters of the ports arriving MPs passed
   std::vector<uint8_t> item_;
   std::vector<uint8_t> dgram_;
   std::vector<std::vector<uint8_t>> to_send_;

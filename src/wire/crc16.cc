@@ -2,6 +2,10 @@
 
 #include <array>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "base/bits.h"
 
 namespace galaxy::wire {
@@ -29,24 +33,31 @@ uint16_t feed_byte(uint16_t crc, uint8_t byte) {
 }  // namespace
 
 namespace {
-// Slicing by 8: kSlices[k][x] is the CRC (from 0) of byte x followed by k zero bytes, so eight
-// bytes fold in with eight lookups instead of eight dependent steps.
-constexpr std::array<std::array<uint16_t, 256>, 8> make_slices() {
-  std::array<std::array<uint16_t, 256>, 8> t{};
+// Slicing by 16: kSlices[k][x] is the CRC (from 0) of byte x followed by k zero bytes, so sixteen
+// bytes fold in with sixteen independent lookups instead of sixteen dependent steps.
+constexpr size_t kSliceCount = 16;
+constexpr std::array<std::array<uint16_t, 256>, kSliceCount> make_slices() {
+  std::array<std::array<uint16_t, 256>, kSliceCount> t{};
   t[0] = make_table();
-  for (size_t k = 1; k < 8; ++k)
+  for (size_t k = 1; k < kSliceCount; ++k)
     for (unsigned x = 0; x < 256; ++x) {
       const uint16_t prev = t[k - 1][x];
       t[k][x] = static_cast<uint16_t>((prev << 8) ^ t[0][prev >> 8]);
     }
   return t;
 }
-constexpr std::array<std::array<uint16_t, 256>, 8> kSlices = make_slices();
+constexpr std::array<std::array<uint16_t, 256>, kSliceCount> kSlices = make_slices();
 }  // namespace
 
-uint16_t crc16(std::span<const uint8_t> data, uint16_t crc) {
-  const uint8_t* p = data.data();
-  size_t n = data.size();
+namespace {
+// Sixteen bytes a step by the tables, then eight, then one.
+uint16_t crc16_tables(const uint8_t* p, size_t n, uint16_t crc) {
+  for (; n >= 16; n -= 16, p += 16) {
+    uint16_t c = static_cast<uint16_t>(kSlices[15][(p[0] ^ (crc >> 8)) & 0xFF] ^
+                                       kSlices[14][(p[1] ^ crc) & 0xFF]);
+    for (size_t i = 2; i < 16; ++i) c ^= kSlices[15 - i][p[i]];
+    crc = c;
+  }
   for (; n >= 8; n -= 8, p += 8) {
     crc = static_cast<uint16_t>(kSlices[7][(p[0] ^ (crc >> 8)) & 0xFF] ^
                                 kSlices[6][(p[1] ^ crc) & 0xFF] ^ kSlices[5][p[2]] ^
@@ -55,6 +66,60 @@ uint16_t crc16(std::span<const uint8_t> data, uint16_t crc) {
   }
   for (; n > 0; --n, ++p) crc = feed_byte(crc, *p);
   return crc;
+}
+}  // namespace
+
+#if defined(__x86_64__)
+namespace {
+// x^k mod P (P = x^16 + x^12 + x^5 + 1), as a polynomial of degree < 16.
+constexpr uint64_t x_pow_mod(unsigned k) {
+  uint32_t r = 1;
+  for (unsigned i = 0; i < k; ++i) {
+    r <<= 1;
+    if (r & 0x10000) r ^= 0x11021;
+  }
+  return r;
+}
+
+// Carry-less multiplication folds 16 bytes a step: with the data read most significant byte
+// first, the state X = X_hi x^64 + X_lo followed by 16 more bytes D is congruent to
+// X_hi (x^192 mod P) + X_lo (x^128 mod P) + D. What is left, 16 bytes, goes through the table.
+__attribute__((target("pclmul,ssse3"))) uint16_t crc16_folded(const uint8_t* p, size_t n,
+                                                              uint16_t crc) {
+  const __m128i reverse = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m128i k = _mm_set_epi64x(static_cast<long long>(x_pow_mod(192)),
+                                   static_cast<long long>(x_pow_mod(128)));
+  __m128i x = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), reverse);
+  x = _mm_xor_si128(x, _mm_set_epi64x(static_cast<long long>(uint64_t{crc} << 48), 0));
+  p += 16;
+  n -= 16;
+  for (; n >= 16; n -= 16, p += 16) {
+    const __m128i d =
+        _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), reverse);
+    const __m128i hi = _mm_clmulepi64_si128(x, k, 0x11);  // X_hi * (x^192 mod P)
+    const __m128i lo = _mm_clmulepi64_si128(x, k, 0x00);  // X_lo * (x^128 mod P)
+    x = _mm_xor_si128(_mm_xor_si128(hi, lo), d);
+  }
+  alignas(16) uint8_t rest[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(rest), _mm_shuffle_epi8(x, reverse));
+  return crc16_tables(p, n, crc16_tables(rest, sizeof rest, 0));
+}
+
+bool has_clmul() {
+  static const bool has = [] {
+    __builtin_cpu_init();  // may run before the CPU model is known (a static initializer)
+    return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("ssse3");
+  }();
+  return has;
+}
+}  // namespace
+#endif
+
+uint16_t crc16(std::span<const uint8_t> data, uint16_t crc) {
+#if defined(__x86_64__)
+  if (data.size() >= 48 && has_clmul()) return crc16_folded(data.data(), data.size(), crc);
+#endif
+  return crc16_tables(data.data(), data.size(), crc);
 }
 
 // The range is read as consecutive 8-bit values (get_bits, the last one possibly shorter),

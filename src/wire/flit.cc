@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cstring>
 
 #include "base/bits.h"
@@ -23,6 +24,17 @@ FlitBytes encode_flit(const Flit& f) {
   // The payload starts at bit 6: byte i of it spans bits 6-7 of flit byte i and bits 0-5 of
   // flit byte i + 1 (the same as put_bits byte by byte, without its per-bit work).
   static_assert(kPayloadBit == 6 && kFlitBytes == kFlitPayloadBytes + 1);
+  if constexpr (std::endian::native == std::endian::little) {
+    // Eight payload bytes a step: the payload as three little-endian words shifted up by 6.
+    static_assert(kFlitPayloadBytes == 24);
+    uint64_t w[3];
+    std::memcpy(w, f.payload.data(), sizeof w);
+    const uint64_t out[3] = {b[0] | (w[0] << 6), (w[1] << 6) | (w[0] >> 58),
+                             (w[2] << 6) | (w[1] >> 58)};
+    std::memcpy(b.data(), out, sizeof out);
+    b[24] = static_cast<uint8_t>(w[2] >> 58);
+    return b;
+  }
   for (unsigned i = 0; i < kFlitPayloadBytes; ++i) {
     b[i] = static_cast<uint8_t>(b[i] | (f.payload[i] << 6));
     b[i + 1] = static_cast<uint8_t>(f.payload[i] >> 2);
@@ -50,6 +62,15 @@ Result<Flit> decode_flit(std::span<const uint8_t> bytes) {
   if (pad != 0) {
     return make_error(Code::kMalformed, 1013,
                       fmt::format("flit: padding bits 198-199 = {:#x}, expected 0", pad));
+  }
+  if constexpr (std::endian::native == std::endian::little) {
+    uint64_t w[3];
+    std::memcpy(w, bytes.data(), sizeof w);
+    const uint64_t top = bytes[24];
+    const uint64_t out[3] = {(w[0] >> 6) | (w[1] << 58), (w[1] >> 6) | (w[2] << 58),
+                             (w[2] >> 6) | (top << 58)};
+    std::memcpy(f.payload.data(), out, sizeof out);
+    return f;
   }
   for (unsigned i = 0; i < kFlitPayloadBytes; ++i)
     f.payload[i] = static_cast<uint8_t>((bytes[i] >> 6) | (bytes[i + 1] << 2));

@@ -14,6 +14,7 @@
 #include "engine/live/direct.h"
 #include "engine/live/live_spec.h"
 #include "engine/live/segment.h"
+#include "wire/mgmt.h"
 
 namespace {
 
@@ -25,6 +26,27 @@ galaxy::live::Segment* segment_for_fuzzing() {
     if (!f.ok()) std::abort();
     auto seg = galaxy::live::Segment::create(*f, 1);  // removed when the process exits
     if (!seg.ok()) std::abort();
+    // Links up, and routes in the host's NRCs: to a NIC beside it straight, to any other NIC up
+    // or down any port towards an NRC (some items arrive, some go on or stop on the way).
+    galaxy::live::Segment& g = **seg;
+    for (uint32_t n = 0; n < g.num_chips(); ++n)
+      for (uint32_t p = 0; p < g.chip(n).num_ports; ++p) g.peer(n, p).up.store(1);
+    for (uint32_t n = 0; n < g.num_chips(); ++n) {
+      const galaxy::live::ChipInfo& c = g.chip(n);
+      if (c.local == galaxy::live::kNoLocal || g.nic_of(n)) continue;
+      for (uint32_t d = 0; d < g.num_chips(); ++d) {
+        galaxy::chip::PortSet direct, onwards;
+        for (uint32_t p = 0; p < c.num_ports; ++p) {
+          const uint32_t peer = g.peer(n, p).chip;
+          if (peer == d) direct.set(p);
+          if (peer != galaxy::live::kNoChip && !g.nic_of(peer) &&
+              g.chip(peer).type == static_cast<uint8_t>(galaxy::wire::ChipType::kNrc))
+            onwards.set(p);
+        }
+        for (uint32_t in = 0; in < c.num_ports; ++in)
+          g.route_row(c.local, in)[d].store(direct.any() ? direct : onwards);
+      }
+    }
     return std::move(*seg);
   }();
   return s.get();

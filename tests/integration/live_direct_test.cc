@@ -8,6 +8,10 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "live_fixture.h"
@@ -179,6 +183,53 @@ TEST(LiveDirectLossy, EveryMpArrivesOnceAndInOrderOverALossyDirectLink) {
   DaemonsStopped stopped(f);
   EXPECT_TRUE(stream(a.ep, b.ep, env_or("GALAXY_LIVE_STRESS_MPS", 20000) / 5));
   EXPECT_TRUE(stream(b.ep, a.ep, 1000));
+}
+
+}  // namespace
+}  // namespace galaxy::live::testing
+
+namespace galaxy::live::testing {
+namespace {
+
+// CPU seconds a process has used (user and system), from /proc/<pid>/stat.
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = text.rfind(')');  // the command may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string f;
+  unsigned long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stoul(f);
+    if (i == 15) stime = std::stoul(f);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Two hosts with a process on each whose direct link is up, all idle: the daemons, the
+// processes' NIC threads and the links' keepalives together use under 2% of a core.
+TEST(LiveDirectIdle, AnIdleTwoHostFabricUsesUnderTwoPercentOfACore) {
+  LiveFabricUnderTest f(2);
+  ASSERT_TRUE(f.bring_up().ok());
+  Port a(f, 0, 0), b(f, 1, 0);
+  ASSERT_TRUE(a.ok() && b.ok()) << glex_last_error();
+  ASSERT_TRUE(stream(a.ep, b.ep, 10));
+  ASSERT_TRUE(stream(b.ep, a.ep, 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the leases run out
+  auto total = [&] {
+    double s = cpu_seconds(getpid());
+    for (pid_t p : f.daemons()) s += cpu_seconds(p);
+    return s;
+  };
+  const double before = total();
+  const auto t0 = DirectClock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const double used = total() - before;
+  const double wall = std::chrono::duration<double>(DirectClock::now() - t0).count();
+  std::printf("idle fabric: %.2f%% of a core (daemons, and this process's NIC threads)\n",
+              100 * used / wall);
+  EXPECT_LT(used / wall, 0.02);
 }
 
 }  // namespace

@@ -45,7 +45,30 @@ Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<u
   return {};
 }
 
-Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, std::vector<CounterLine*>* lines,
+PathCounters& ArrivalPaths::at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
+                               uint8_t hops, uint8_t vc_class) {
+  const uint64_t key = uint64_t{chip} << 40 | uint64_t{in_port} << 32 | uint64_t{dest} << 12 |
+                       uint64_t{hops} << 4 | vc_class;
+  if (paths_.size() >= kMaxPaths && !paths_.contains(key)) {  // bounded whatever peers send
+    flush();
+    paths_.clear();
+  }
+  PathCounters& p = paths_[key];
+  const uint64_t g = seg.header().route_generation.load(std::memory_order_acquire);
+  if (p.generation != g) {
+    p.flush();
+    p.lines.clear();
+    p.result = forward_arrived(seg, chip, in_port, dest, {}, &p.lines, hops, vc_class);
+    p.generation = g;
+  }
+  return p;
+}
+
+void ArrivalPaths::flush() {
+  for (auto& [k, p] : paths_) p.flush();
+}
+
+Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths,
                       Error* why) {
   ItemHead h;
   if (!read_struct(item, 0, &h) || h.length != item.size() ||
@@ -65,33 +88,27 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, std::vector<C
                                   h.from_chip, h.from_port));
     return Arrival::kDropped;
   }
+  // The packet's flits, decoded once: the head routes it, the NIC checks all of them.
   const std::span<const uint8_t> body = item.subspan(sizeof h);
-  const std::optional<wire::DataHead> head = chip::routable_head(body);
+  chip::LinkFlits flits;
+  wire::DataDefect defect;
+  if (!chip::decode_arriving_flits(body, &flits, &defect).ok())
+    return Arrival::kToDaemon;  // its NIC model discards and counts it
+  const std::optional<wire::DataHead> head = chip::routable_head(flits.flits[0]);
   if (!head || head->kind != wire::PacketKind::kMp ||
       (head->flags & wire::kDataFlagInTransfer) != 0)
     return Arrival::kToDaemon;
-  const wire::Traffic t{1, 0, body.size() / wire::kFlitBytes};
-  lines->clear();
-  uint32_t at = entry.chip;
-  if (seg.nic_of(entry.chip)) {
-    count_rx(seg, entry.chip, entry.port, t, lines);
-  } else {
-    const Forwarded f = forward_arrived(seg, entry.chip, entry.port, head->dest_node, t, lines,
-                                        head->hops, chip::vc_class_of(head->vc));
-    if (f.kind != Forwarded::Kind::kDelivered) return Arrival::kToDaemon;
-    at = f.chip;
-  }
+  PathCounters& path = paths->at(seg, entry.chip, entry.port, head->dest_node, head->hops,
+                                 chip::vc_class_of(head->vc));
+  if (path.result.kind != Forwarded::Kind::kDelivered) return Arrival::kToDaemon;
+  const uint32_t at = path.result.chip;
   NicSlot* nic = seg.nic_of(at);
   if (!nic) return Arrival::kToDaemon;
-  chip::LinkFlits flits;
-  wire::DataDefect defect;
-  auto p = chip::check_arriving_bytes(static_cast<uint16_t>(at), body, &flits, &defect);
-  if (!p.ok() || p->head.kind != wire::PacketKind::kMp ||
-      (p->head.flags & wire::kDataFlagInTransfer) != 0)
-    return Arrival::kToDaemon;  // its NIC model discards and counts it, or refuses it
+  auto p = chip::check_arriving(static_cast<uint16_t>(at), flits.view(), &defect);
+  if (!p.ok()) return Arrival::kToDaemon;  // its NIC model discards and counts it
   switch (deliver_mp_packet(nic->vps[p->head.dest_vp], *p)) {
     case chip::MpqAdmit::kWrite:
-      for (CounterLine* l : *lines) add_traffic(*l, t);
+      path.add(wire::Traffic{1, 0, flits.count});
       return Arrival::kDelivered;
     case chip::MpqAdmit::kWait:
       return Arrival::kHold;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -37,6 +38,23 @@ wire::DataPacket mp_packet(uint32_t src_node, uint8_t src_vp, uint32_t dest_node
 // does not encode.
 Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out);
 
+// The paths items took into this host, by where they entered, where they go, the NRCs they had
+// passed and their VC class, each with the traffic not yet added to the shared port counters: a
+// receiver's counterpart of a sender's cached paths (PathCounters), recomputed when the
+// segment's routes change.
+class ArrivalPaths {
+ public:
+  static constexpr size_t kMaxPaths = 4096;
+  PathCounters& at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest, uint8_t hops,
+                   uint8_t vc_class);
+  // Brings the shared counters up to date (when the receiver goes idle, and every
+  // PathCounters::kFlushOps items).
+  void flush();
+
+ private:
+  std::unordered_map<uint64_t, PathCounters> paths_;
+};
+
 enum class Arrival : uint8_t {
   kDelivered,  // written into the target VP's MPQ, the ports it passed counted
   kHold,       // the target's MPQ is full: try it again later, in order
@@ -46,8 +64,7 @@ enum class Arrival : uint8_t {
 
 // A link item that arrived on a process's direct path, handled as the process's host would:
 // E4891 the item's head is malformed or not a data packet, E4892 the chip and port it left from
-// do not lead into this host. `lines` is scratch space for the counters of the ports passed.
-Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, std::vector<CounterLine*>* lines,
-                      Error* why);
+// do not lead into this host. The ports it passed count in `paths` once it is delivered.
+Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths, Error* why);
 
 }  // namespace galaxy::live
