@@ -672,12 +672,22 @@ class LiveDevice final : public glex_device {
   }
 
   // Polls for the spin time, brings the port counters up to date, then sleeps until deadline.
+  // The spin time adapts: a wait that slept and was woken within kMaxSpinNs by what it waited
+  // for would have caught it spinning longer, so the next spins twice as long (up to
+  // kMaxSpinNs: busy-polling while traffic flows); a wait that slept longer, or timed out,
+  // starts again from GLEX_SPIN_US.
+  // Without it two processes whose exchange once took longer than the spin time (the first
+  // message's directory question, a preemption) keep waking each other through the kernel, each
+  // wake making the next exchange slower than the spin time again.
+  static constexpr uint64_t kMaxSpinNs = 1'000'000;
   template <class Ring>
   decltype(std::declval<Ring&>().peek()) wait_idle(Ring& q, uint64_t deadline) {
+    const uint64_t spin = std::max(spin_ns_, adaptive_spin_ns_.load(std::memory_order_relaxed));
+    const uint64_t start = live::monotonic_ns();
     if (direct_->active()) {
       // The direct links' socket is polled between looks at the ring while the wait spins;
       // once it sleeps, the NIC thread takes the socket.
-      const uint64_t spin_until = std::min(deadline, live::monotonic_ns() + spin_ns_);
+      const uint64_t spin_until = std::min(deadline, start + spin);
       for (;;) {
         if (auto* c = q.peek()) return c;
         direct_->poll();
@@ -685,12 +695,19 @@ class LiveDevice final : public glex_device {
         if (live::monotonic_ns() >= spin_until) break;
       }
       direct_->release();
-      flush_counters();
-      return q.wait(0, deadline);
+    } else if (auto* c = q.spin(spin, deadline)) {
+      return c;
     }
-    if (auto* c = q.spin(spin_ns_, deadline)) return c;
     flush_counters();
-    return q.wait(0, deadline);
+    const uint64_t slept_from = live::monotonic_ns();
+    auto* c = q.wait(0, deadline);
+    const uint64_t slept = live::monotonic_ns() - slept_from;
+    if (c && slept < kMaxSpinNs) {
+      adaptive_spin_ns_.store(std::min(kMaxSpinNs, 2 * spin), std::memory_order_relaxed);
+    } else if (!c || slept > kMaxSpinNs) {
+      adaptive_spin_ns_.store(spin_ns_, std::memory_order_relaxed);
+    }
+    return c;
   }
 
   // What is wrong with a target address, by its error id: 0 when it names a VP of a NIC of this
@@ -844,6 +861,7 @@ class LiveDevice final : public glex_device {
   live::NicSlot* nic_;
   int32_t pid_;
   uint64_t spin_ns_;
+  std::atomic<uint64_t> adaptive_spin_ns_{0};  // wait_idle's spin time, GLEX_SPIN_US at least
   std::vector<Alloc> allocs_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping> maps_;
   std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping>::iterator last_map_ = maps_.end();

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -67,7 +68,16 @@ uint64_t BoardServer::next_deadline_ns() const {
 
 bool BoardServer::poll(uint64_t now_ns, const Execute& execute) {
   bool busy = false;
+  // One look at every socket first: an accept or a read that finds nothing still costs (an
+  // accept allocates a socket before it learns the queue is empty), and the daemon polls often.
+  std::vector<pollfd>& fds = poll_fds_;
+  fds.assign(1, pollfd{listen_fd_, POLLIN, 0});
+  for (const Conn& c : conns_) fds.push_back(pollfd{c.fd, POLLIN, 0});
+  bool answers_due = false;
+  for (const Conn& c : conns_) answers_due |= !c.out.empty() && c.out.front().due_ns <= now_ns;
+  if (::poll(fds.data(), fds.size(), 0) <= 0 && !answers_due) return false;
   for (;;) {
+    if (!(fds[0].revents & POLLIN)) break;
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
     busy = true;

@@ -5,6 +5,8 @@
 // bus, and its answer leaves when the bus time the board reported has passed.
 #pragma once
 
+#include <poll.h>
+
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -55,6 +57,7 @@ class BoardServer {
   int listen_fd_;
   int epfd_;
   std::vector<Conn> conns_;
+  std::vector<pollfd> poll_fds_;
   uint64_t bus_free_ns_ = 0;
   uint64_t served_ = 0;
 };

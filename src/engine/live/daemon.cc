@@ -608,32 +608,41 @@ void FabricDaemon::run(const std::atomic<bool>& stop) {
       cpu_relax();
       continue;
     }
-    // Sleep until a process kicks us, a datagram arrives, or the next timer.
-    uint64_t next = now + 10'000'000;
+    // Sleep until a process kicks us, a datagram arrives, or the next timer: the links'
+    // (retransmissions, delayed acks, keepalives), a self-test's or a monitor board answer's
+    // end, the liveness scan, the scan for timed-out transfers. Work that waits for room (held
+    // completions, backlogs) is tried again every 10 ms; with none, an idle daemon wakes for its
+    // timers alone (at most every 100 ms).
+    const bool waiting = !held_completions_.empty() || !rdma_backlog_.empty() ||
+                         !mgmt_waiting_.empty() || !arrived_waiting_.empty();
+    uint64_t next = now + (waiting ? 10'000'000 : 100'000'000);
     for (const HostLink& l : links_)
       for (const Lane& lane : l.lanes) next = std::min(next, lane.link->next_deadline_ns());
     for (const BistRun& b : bists_)
       next = std::min(next, b.ended ? b.end_ns + kBistReportWaitNs : b.end_ns);
-    // epoll counts in milliseconds: a self-test that ends sooner is waited for here, so that
-    // its results are there when its duration is over.
-    // The same for a monitor board's answer waiting out its I2C bus time.
     if (board_server_) next = std::min(next, board_server_->next_deadline_ns());
-    if ((!bists_.empty() || board_server_) && next < now + 1'000'000) {
-      cpu_relax();
-      continue;
-    }
-    int timeout_ms = next <= now ? 0 : static_cast<int>((next - now + 999'999) / 1'000'000);
+    next = std::min(next, next_liveness_);
+    if (!nic_ops_.empty()) next = std::min(next, next_op_scan_);
+    if (options_.impaired) next = std::min(next, next_impair_flush_);
+    // To the nanosecond (a self-test's results are there when its duration is over, a monitor
+    // board's answer leaves when its I2C time has passed).
+    const uint64_t wait_ns = next <= now ? 0 : next - now;
+    const timespec timeout{static_cast<time_t>(wait_ns / 1'000'000'000),
+                           static_cast<long>(wait_ns % 1'000'000'000)};
     SegHeader& h = seg_->header();
     h.daemon_sleeping.store(1, std::memory_order_seq_cst);
+    int events = 1;
     if (!seg_->egress().peek()) {
       epoll_event evs[4];
-      epoll_wait(epfd_, evs, 4, timeout_ms);
+      events = epoll_pwait2(epfd_, evs, 4, &timeout, nullptr);
     }
     h.daemon_sleeping.store(0, std::memory_order_relaxed);
     char drain[64];
     while (recv(efd_, drain, sizeof drain, 0) > 0) {
     }
-    idle_since = monotonic_ns();
+    // Woken by traffic: poll again for the spin time. Woken by a timer: its work is done in the
+    // next poll, and the daemon sleeps again at once.
+    idle_since = events != 0 ? monotonic_ns() : 0;
   }
 }
 
