@@ -70,10 +70,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       while (drain && vp.mpq.peek()) vp.mpq.pop();
     }
   }
-  std::vector<galaxy::live::CounterLine*> lines;
+  static galaxy::live::ArrivalPaths paths;
   galaxy::Error why;
   const auto a =
-      galaxy::live::arrive_direct(seg, std::span<const uint8_t>(data + 1, size - 1), &lines, &why);
+      galaxy::live::arrive_direct(seg, std::span<const uint8_t>(data + 1, size - 1), &paths, &why);
   if (a == galaxy::live::Arrival::kDropped && why.id != 4891 && why.id != 4892) std::abort();
   return 0;
 }
