@@ -95,6 +95,8 @@ void run_fabricd(const FabricdOptions& o) {
                      {"items_received", st.items_received},
                      {"mps_delivered", st.mps_delivered},
                      {"mps_refused", st.mps_refused},
+                     {"direct_items_arrived", st.direct_items_arrived},
+                     {"direct_items_rescued", st.direct_items_rescued},
                      {"rdma_bytes_written", st.rdma_bytes_written},
                      {"ops_timed_out", st.ops_timed_out},
                      {"dead_processes", st.dead_processes},

@@ -35,7 +35,7 @@ uint64_t mix64(uint64_t x) {
 
 }  // namespace
 
-DirectPath::DirectPath(live::Segment& seg, uint32_t node) : seg_(seg), node_(node) {
+DirectPath::DirectPath(live::Segment& seg) : seg_(seg) {
   const uint32_t ip = seg_.header().host_ip;
   if (ip == 0) return;
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -128,15 +128,8 @@ DirectPath::Peer* DirectPath::peer_for(uint64_t key, const sockaddr_in& a, uint6
   p.link = std::make_unique<live::Link>(c);
   p.created_ns = now;
   const live::SegHeader& h = seg_.header();
-  if (h.impaired) {
-    live::ImpairmentConfig ic;
-    ic.drop = h.impair_drop;
-    ic.duplicate = h.impair_duplicate;
-    ic.reorder = h.impair_reorder;
-    ic.corrupt = h.impair_corrupt;
-    ic.seed = h.impair_seed * 1000003 + uint64_t{c.link_id} * 2 + 1;
-    p.impairment = std::make_unique<live::Impairment>(ic);
-  }
+  if (h.impaired)
+    p.impairment = std::make_unique<live::Impairment>(h.impairment.for_link(c.link_id, 1));
   active_.store(true, std::memory_order_relaxed);
   next_deadline_ = 0;  // its handshake starts at the next service
   return &p;
@@ -160,20 +153,13 @@ DirectPath::Target DirectPath::lookup(uint32_t node, uint8_t vp, uint64_t now) {
       t.key = address_key(host.ip, a->port);
   }
   std::lock_guard<std::mutex> g(mu_);
-  ++stats_.directory_asks;
   targets_[key] = t;
   return t;
 }
 
 DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forwarded& f) {
-  if (fd_ < 0 || f.kind != live::Forwarded::Kind::kLeavesHost) return Sent::kNotDirect;
-  // Only a path that enters the target's host straight from this one: a longer one crosses a
-  // third host, whose daemon carries it on.
-  const live::PeerInfo& entry = seg_.peer(f.chip, f.port);
   const uint32_t dest = p.head.dest_node;
-  if (entry.chip == live::kNoChip || entry.chip >= seg_.num_chips() || dest >= seg_.num_chips() ||
-      seg_.chip(entry.chip).host != seg_.chip(dest).host)
-    return Sent::kNotDirect;
+  if (fd_ < 0 || !live::enters_target_host(seg_, f, dest)) return Sent::kNotDirect;
   const uint64_t now = live::monotonic_ns();
   const Target t = lookup(dest, p.head.dest_vp, now);
   if (t.key == 0) return Sent::kNotDirect;
@@ -200,7 +186,6 @@ DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forw
   } else {
     return Sent::kBusy;
   }
-  ++stats_.items_sent;
   // The VC it crosses the cable in, for the port's VCn_TX_PACKETS (the daemon adds these).
   seg_.counters(seg_.chip(f.chip).local, f.port)
       .direct_vc_tx[wire::flit_vc(std::span<const uint8_t>(item_).subspan(sizeof(live::ItemHead)))]
@@ -221,9 +206,9 @@ bool DirectPath::poll() {
   lease_until_.store(now + kLeaseNs, std::memory_order_relaxed);
   std::unique_lock<std::mutex> g(mu_, std::try_to_lock);
   if (!g.owns_lock()) return false;
-  const uint64_t before = stats_.items_delivered + stats_.items_to_daemon;
+  const uint64_t before = arrived_;
   service(now);
-  return stats_.items_delivered + stats_.items_to_daemon != before;
+  return arrived_ != before;
 }
 
 void DirectPath::release() {
@@ -235,13 +220,6 @@ void DirectPath::release() {
   lease_until_.store(0, std::memory_order_release);
   lease_word_.fetch_add(1, std::memory_order_release);
   live::futex_wake(&lease_word_);
-}
-
-DirectPath::Stats DirectPath::stats() {
-  std::lock_guard<std::mutex> g(mu_);
-  Stats s = stats_;
-  s.peers = peers_.size();
-  return s;
 }
 
 void DirectPath::service(uint64_t now) {
@@ -258,9 +236,7 @@ void DirectPath::service(uint64_t now) {
       if (p.impairment) {
         to_send_.clear();
         p.impairment->flush(&to_send_);
-        for (const auto& d : to_send_)
-          (void)!sendto(fd_, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&p.address),
-                        sizeof p.address);
+        for (const auto& d : to_send_) send_datagram(p, d);
       }
   }
   reap(now);
@@ -312,7 +288,6 @@ void DirectPath::on_datagram(std::span<const uint8_t> d, const sockaddr_in& from
   } else if (live::decode_link_frame(d, link_id(key)).ok()) {
     p = peer_for(key, from, now);
     if (!p) {
-      ++stats_.items_dropped;
       log::warn(6137, "a link frame from {}:{} dropped: this process already has {} direct links",
                 inet_ntoa(from.sin_addr), ntohs(from.sin_port), kMaxPeers);
       return;
@@ -330,7 +305,6 @@ void DirectPath::deliver(Peer& p) {
       live::ItemHead h;
       if (!live::read_struct(payload, p.rx_offset, &h) || h.length < sizeof h ||
           p.rx_offset + h.length > payload.size()) {
-        ++stats_.items_dropped;
         log::warn(6138, "a direct link's frame with a malformed item at byte {} dropped",
                   p.rx_offset);
         break;
@@ -339,16 +313,15 @@ void DirectPath::deliver(Peer& p) {
       Error why;
       switch (live::arrive_direct(seg_, item, &arrivals_, &why)) {
         case live::Arrival::kDelivered:
-          ++stats_.items_delivered;
+          ++arrived_;
           break;
         case live::Arrival::kHold:
           return;  // the MPQ is full: this link's items wait, in order, for its reader
         case live::Arrival::kToDaemon:
           if (!to_daemon(static_cast<uint8_t>(live::EgressKind::kArrived), item)) return;
-          ++stats_.items_to_daemon;
+          ++arrived_;
           break;
         case live::Arrival::kDropped:
-          ++stats_.items_dropped;
           log::warn(why.id, "dropped: {}", why.message);
           break;
       }
@@ -359,21 +332,23 @@ void DirectPath::deliver(Peer& p) {
   }
 }
 
+// A datagram the kernel refuses (its buffer full) is as lost on the wire: the link layer sends
+// it again.
+void DirectPath::send_datagram(const Peer& p, std::span<const uint8_t> d) {
+  (void)!sendto(fd_, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&p.address),
+                sizeof p.address);
+}
+
 void DirectPath::flush(Peer& p) {
   while (p.link->pop_outgoing(&dgram_)) {
     if (!p.impairment) {
-      (void)!sendto(fd_, dgram_.data(), dgram_.size(), 0,
-                    reinterpret_cast<const sockaddr*>(&p.address), sizeof p.address);
+      send_datagram(p, dgram_);
       continue;
     }
     to_send_.clear();
     p.impairment->apply(std::move(dgram_), &to_send_);
     dgram_ = {};
-    // A datagram the kernel refuses (its buffer full) is as lost on the wire: the link layer
-    // sends it again.
-    for (const auto& d : to_send_)
-      (void)!sendto(fd_, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&p.address),
-                    sizeof p.address);
+    for (const auto& d : to_send_) send_datagram(p, d);
   }
 }
 
@@ -397,7 +372,6 @@ void DirectPath::reap(uint64_t now) {
       ++it;  // what arrived waits for room in its MPQ, or the egress ring is full: again later
       continue;
     }
-    ++stats_.links_failed;
     for (auto t = targets_.begin(); t != targets_.end();)
       t = t->second.key == it->first ? targets_.erase(t) : std::next(t);
     it = peers_.erase(it);
@@ -420,7 +394,6 @@ bool DirectPath::rescue(Peer& p) {
   p.backlog.clear();
   for (const auto& item : rescued_) {
     if (!to_daemon(static_cast<uint8_t>(live::EgressKind::kLeaving), item)) return false;
-    ++stats_.items_rescued;
   }
   // Given up: the link is dropped (reap) or disabled (closing), so nothing is sent twice by it.
   return true;

@@ -44,20 +44,9 @@ class DirectPath {
   // Items waiting for a link that is not up yet; beyond, a send is busy.
   static constexpr size_t kMaxBacklog = 1024;
 
-  struct Stats {
-    uint64_t items_sent = 0;       // MPs sent on direct links
-    uint64_t items_delivered = 0;  // MPs that arrived and were written into an MPQ here
-    uint64_t items_to_daemon = 0;  // arrived, handed to the host's daemon (EgressKind::kArrived)
-    uint64_t items_rescued = 0;    // unacknowledged on a failed link, sent on by the daemon
-    uint64_t items_dropped = 0;    // malformed or from nowhere (logged with their ids)
-    uint64_t directory_asks = 0;   // questions to the VP directory
-    uint64_t links_failed = 0;     // links given up (the peer gone or silent)
-    uint64_t peers = 0;            // links now
-  };
-
   // Opens the socket on the host's address (the segment's); without an address, or when the
-  // socket is refused, port() is 0 and nothing goes direct. `node` is this process's NIC.
-  DirectPath(live::Segment& seg, uint32_t node);
+  // socket is refused, port() is 0 and nothing goes direct.
+  explicit DirectPath(live::Segment& seg);
   // Tells every peer the link is going (a disabled handshake) and hands what they have not
   // acknowledged to the daemon, which sends it on.
   ~DirectPath();
@@ -85,8 +74,6 @@ class DirectPath {
   // The calling thread is about to sleep: the NIC thread takes the socket over at once.
   void release();
 
-  Stats stats();
-
  private:
   struct Peer {
     sockaddr_in address{};
@@ -110,6 +97,7 @@ class DirectPath {
   void on_datagram(std::span<const uint8_t> d, const sockaddr_in& from, uint64_t now);
   void deliver(Peer& p);
   void flush(Peer& p);
+  void send_datagram(const Peer& p, std::span<const uint8_t> d);
   void reap(uint64_t now);
   bool rescue(Peer& p);
   void push_backlog(Peer& p, uint64_t now);
@@ -117,7 +105,6 @@ class DirectPath {
   void run();
 
   live::Segment& seg_;
-  uint32_t node_;
   pid_t owner_pid_ = getpid();
   int fd_ = -1;
   int wake_fd_ = -1;  // eventfd: stops the NIC thread
@@ -142,7 +129,7 @@ class DirectPath {
   std::vector<std::vector<uint8_t>> to_send_;
   std::vector<std::vector<uint8_t>> rx_bufs_;
   std::vector<std::vector<uint8_t>> rescued_;
-  Stats stats_;
+  uint64_t arrived_ = 0;  // items taken off the links (delivered here or handed to the daemon)
 };
 
 }  // namespace galaxy::glex

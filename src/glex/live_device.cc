@@ -87,7 +87,7 @@ class LiveDevice final : public glex_device {
         spin_ns_(spin_ns) {
     paths_.resize(seg_->num_chips());
     paths_back_.resize(seg_->num_chips());
-    direct_ = std::make_unique<DirectPath>(*seg_, node_);
+    direct_ = std::make_unique<DirectPath>(*seg_);
   }
   ~LiveDevice() override {
     flush_counters();
@@ -159,7 +159,7 @@ class LiveDevice final : public glex_device {
     static_assert(sizeof(m.descriptor) == wire::kMgmtWideDescriptorBytes);
     m.length = static_cast<uint8_t>(bytes->size());
     std::memcpy(m.descriptor, bytes->data(), bytes->size());
-    if (!egress(live::EgressKind::kMgmt, &m, sizeof m))
+    if (!seg_->post_egress(live::EgressKind::kMgmt, &m, sizeof m))
       return make_error(Code::kResourceExhausted, 6103, "the daemon's egress ring is full");
     return {};
   }
@@ -335,7 +335,7 @@ class LiveDevice final : public glex_device {
       m.kind_flags = mp_flags;
       m.length = static_cast<uint8_t>(len);
       if (len) std::memcpy(m.data, data, len);
-      if (!egress(live::EgressKind::kMp, &m, sizeof m))
+      if (!seg_->post_egress(live::EgressKind::kMp, &m, sizeof m))
         return set_error(GLEX_BUSY, "E6112 the daemon's egress ring is full; retry");
       complete_local(vp, flags, OpCode::kMp, len);
       return GLEX_SUCCESS;
@@ -445,7 +445,7 @@ class LiveDevice final : public glex_device {
     std::memcpy(c.data, d.data.data(), sizeof c.data);
     coll_used_[vp] = true;
     s.outstanding.fetch_add(1);  // the daemon's NIC completes it (a CQ entry when asked for)
-    if (!egress(live::EgressKind::kColl, &c, sizeof c)) {
+    if (!seg_->post_egress(live::EgressKind::kColl, &c, sizeof c)) {
       s.outstanding.fetch_sub(1);
       return set_error(GLEX_BUSY, "E6122 the daemon's egress ring is full; retry");
     }
@@ -464,7 +464,7 @@ class LiveDevice final : public glex_device {
     // and never hands the cell back after acting on it, hence the bound on both waits.
     const uint64_t deadline = live::monotonic_ns() + kResetWaitNs;
     uint64_t pos = 0;
-    while (!egress(live::EgressKind::kCollReset, &r, sizeof r, &pos)) {
+    while (!seg_->post_egress(live::EgressKind::kCollReset, &r, sizeof r, &pos)) {
       if (live::monotonic_ns() >= deadline) return;
       usleep(50);
     }
@@ -547,7 +547,7 @@ class LiveDevice final : public glex_device {
         (op == OpCode::kGet && path_from(dn).result.kind == live::Forwarded::Kind::kLeavesHost)) {
       if (!imm) std::memset(d.imm, 0, sizeof d.imm);  // nothing of this stack goes out
       nic_->vps[vp].outstanding.fetch_add(1);
-      if (!egress(live::EgressKind::kRdma, &d, sizeof d)) {
+      if (!seg_->post_egress(live::EgressKind::kRdma, &d, sizeof d)) {
         nic_->vps[vp].outstanding.fetch_sub(1);
         return set_error(GLEX_BUSY, "E6119 the daemon's egress ring is full; retry");
       }
@@ -655,14 +655,8 @@ class LiveDevice final : public glex_device {
   }
 
   live::PathCounters& refresh(live::PathCounters& p, uint32_t from, uint32_t to) {
-    const uint64_t g = seg_->header().route_generation.load(std::memory_order_acquire);
-    if (p.generation != g) {
-      p.flush();
-      p.lines.clear();
-      p.result = live::forward(*seg_, from, 0, to, {}, &p.lines);
-      p.generation = g;
-    }
-    return p;
+    return p.refresh(seg_->header().route_generation.load(std::memory_order_acquire),
+                     [&](auto* lines) { return live::forward(*seg_, from, 0, to, {}, lines); });
   }
   live::PathCounters& path_to(uint32_t dest) { return refresh(paths_[dest], node_, dest); }
   live::PathCounters& path_from(uint32_t src) { return refresh(paths_back_[src], src, node_); }
@@ -733,20 +727,6 @@ class LiveDevice final : public glex_device {
                          fmt::format("E6128 target vp {} exceeds the NIC's VPs 0-{}", dest & 0xFF,
                                      live::kVps - 1));
     }
-  }
-
-  bool egress(live::EgressKind kind, const void* body, size_t len, uint64_t* at = nullptr) {
-    live::EgressRing& ring = seg_->egress();
-    uint64_t pos;
-    live::EgressCell* c = ring.claim(&pos);
-    if (!c) return false;
-    if (at) *at = pos;
-    c->kind = static_cast<uint8_t>(kind);
-    c->length = static_cast<uint32_t>(len);
-    std::memcpy(c->body, body, len);
-    ring.publish(c, pos);
-    seg_->kick_daemon();
-    return true;
   }
 
   void complete_local(uint8_t vp, uint32_t flags, OpCode op, uint64_t bytes) {

@@ -363,13 +363,8 @@ Status FabricDaemon::init() {
   if (!seg.ok()) return seg.error();
   seg_ = std::move(*seg);
   if (options_.impaired) {  // the host's processes impair their direct links alike
-    SegHeader& h = seg_->header();
-    h.impaired = 1;
-    h.impair_drop = options_.impairment.drop;
-    h.impair_duplicate = options_.impairment.duplicate;
-    h.impair_reorder = options_.impairment.reorder;
-    h.impair_corrupt = options_.impairment.corrupt;
-    h.impair_seed = options_.impairment.seed;
+    seg_->header().impaired = 1;
+    seg_->header().impairment = options_.impairment;
   }
   const fabric::Topology& t = fabric_.topology;
   chips_.resize(t.num_nodes());
@@ -435,9 +430,8 @@ Status FabricDaemon::init() {
       }
       link_by_port_[port_key(n, p)] = links_.size();
       if (options_.impaired) {
-        ImpairmentConfig ic = options_.impairment;
-        ic.seed = ic.seed * 1000003 + hl.link_id * 2 + static_cast<uint64_t>(host_);
-        impairments_.push_back(std::make_unique<Impairment>(ic));
+        impairments_.push_back(std::make_unique<Impairment>(
+            options_.impairment.for_link(hl.link_id, static_cast<uint64_t>(host_))));
       } else {
         impairments_.push_back(nullptr);
       }
@@ -765,9 +759,7 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
 // on over the daemon's link out of the chip and port it names.
 void FabricDaemon::on_direct_item(EgressKind kind, std::span<const uint8_t> item) {
   ItemHead h;
-  if (!read_struct(item, 0, &h) || h.length != item.size() ||
-      h.type != static_cast<uint8_t>(ItemType::kData) || h.from_chip >= seg_->num_chips() ||
-      h.from_port >= seg_->max_ports()) {
+  if (!read_data_item_head(item, seg_->num_chips(), seg_->max_ports(), &h)) {
     drop(4893, "an item of a process's direct path from the egress ring with a bad head ({} bytes)",
          item.size());
     return;

@@ -27,6 +27,13 @@ wire::DataPacket mp_packet(uint32_t src_node, uint8_t src_vp, uint32_t dest_node
   return p;
 }
 
+bool enters_target_host(Segment& seg, const Forwarded& f, uint32_t dest) {
+  if (f.kind != Forwarded::Kind::kLeavesHost || dest >= seg.num_chips()) return false;
+  const PeerInfo& entry = seg.peer(f.chip, f.port);
+  return entry.chip != kNoChip && entry.chip < seg.num_chips() &&
+         seg.chip(entry.chip).host == seg.chip(dest).host;
+}
+
 Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out) {
   auto flits = wire::encode_data_packet(p);
   if (!flits.ok())
@@ -53,15 +60,10 @@ PathCounters& ArrivalPaths::at(Segment& seg, uint32_t chip, uint8_t in_port, uin
     flush();
     paths_.clear();
   }
-  PathCounters& p = paths_[key];
-  const uint64_t g = seg.header().route_generation.load(std::memory_order_acquire);
-  if (p.generation != g) {
-    p.flush();
-    p.lines.clear();
-    p.result = forward_arrived(seg, chip, in_port, dest, {}, &p.lines, hops, vc_class);
-    p.generation = g;
-  }
-  return p;
+  return paths_[key].refresh(
+      seg.header().route_generation.load(std::memory_order_acquire), [&](auto* lines) {
+        return forward_arrived(seg, chip, in_port, dest, {}, lines, hops, vc_class);
+      });
 }
 
 void ArrivalPaths::flush() {
@@ -71,9 +73,7 @@ void ArrivalPaths::flush() {
 Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths,
                       Error* why) {
   ItemHead h;
-  if (!read_struct(item, 0, &h) || h.length != item.size() ||
-      h.type != static_cast<uint8_t>(ItemType::kData) || h.from_chip >= seg.num_chips() ||
-      h.from_port >= seg.max_ports()) {
+  if (!read_data_item_head(item, seg.num_chips(), seg.max_ports(), &h)) {
     *why = make_error(Code::kMalformed, 4891,
                       fmt::format("a direct-path item of {} bytes whose head is malformed or not a "
                                   "data packet",

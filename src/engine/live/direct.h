@@ -32,6 +32,11 @@ static_assert(sizeof(ItemHead) + wire::kMaxDataPacketFlits * wire::kFlitBytes <=
 wire::DataPacket mp_packet(uint32_t src_node, uint8_t src_vp, uint32_t dest_node, uint8_t dest_vp,
                            uint8_t kind_flags, const void* data, uint8_t length);
 
+// Whether a packet leaving the host where `f` says (Forwarded::Kind::kLeavesHost) enters the host
+// of its target `dest` straight from there: only such a path goes direct (a longer one crosses a
+// third host, whose daemon carries it on).
+bool enters_target_host(Segment& seg, const Forwarded& f, uint32_t dest);
+
 // A data packet leaving the host where `f` (Forwarded::Kind::kLeavesHost) says, as the link item
 // that crosses: the item head naming the chip and port it leaves from, then its encoded flits
 // with the NRCs passed so far and in the VC class of that link. Replaces *out. E4890: the packet

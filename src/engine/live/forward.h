@@ -81,6 +81,18 @@ struct PathCounters {
     pending += t;
     if (++ops >= kFlushOps) flush();
   }
+  // The path again when the segment's routes changed since it was computed (route_generation
+  // `g`): `compute(&lines)` forwards with the counter lines recorded and returns the result.
+  template <class Compute>
+  PathCounters& refresh(uint64_t g, Compute&& compute) {
+    if (generation != g) {
+      flush();
+      lines.clear();
+      result = compute(&lines);
+      generation = g;
+    }
+    return *this;
+  }
 };
 
 }  // namespace galaxy::live

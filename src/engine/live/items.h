@@ -197,4 +197,13 @@ bool read_struct(std::span<const uint8_t> bytes, size_t offset, T* out) {
   return true;
 }
 
+// The head of a whole item that carries a data packet (a direct path's item), checked: its length
+// is the item's, its type kData, the chip and port it names within the fabric's.
+inline bool read_data_item_head(std::span<const uint8_t> item, uint32_t num_chips,
+                                uint32_t max_ports, ItemHead* h) {
+  return read_struct(item, 0, h) && h->length == item.size() &&
+         h->type == static_cast<uint8_t>(ItemType::kData) && h->from_chip < num_chips &&
+         h->from_port < max_ports;
+}
+
 }  // namespace galaxy::live

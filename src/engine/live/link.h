@@ -319,6 +319,13 @@ struct ImpairmentConfig {
   double reorder = 0;
   double corrupt = 0;
   uint64_t seed = 1;
+  // The same impairment seeded for one link of one end (`end` tells the ends apart), so that no
+  // two links drop the same frames.
+  ImpairmentConfig for_link(uint32_t link_id, uint64_t end) const {
+    ImpairmentConfig c = *this;
+    c.seed = seed * 1000003 + uint64_t{link_id} * 2 + end;
+    return c;
+  }
 };
 
 // "drop=0.05,dup=0.01,reorder=0.02,corrupt=0.01,seed=7" (any subset; "" or "none": no

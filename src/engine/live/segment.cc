@@ -285,6 +285,20 @@ std::string Segment::doorbell_name() const {
   return fmt::format("galaxy.{}.{}.doorbell", header().fabric, header().host);
 }
 
+bool Segment::post_egress(EgressKind kind, const void* body, size_t len, uint64_t* at) {
+  EgressRing& ring = egress();
+  uint64_t pos;
+  EgressCell* c = ring.claim(&pos);
+  if (!c) return false;
+  if (at) *at = pos;
+  c->kind = static_cast<uint8_t>(kind);
+  c->length = static_cast<uint32_t>(len);
+  std::memcpy(c->body, body, len);
+  ring.publish(c, pos);
+  kick_daemon();
+  return true;
+}
+
 void Segment::kick_daemon() {
   SegHeader& h = header();
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -22,6 +22,8 @@
 
 #include "base/status.h"
 #include "chip/port_set.h"
+#include "engine/live/items.h"
+#include "engine/live/link.h"
 #include "engine/live/live_spec.h"
 #include "wire/mp.h"
 
@@ -364,8 +366,7 @@ struct SegHeader {
   // processes of the host apply to their own datagrams too (docs/live.md "The direct path").
   uint32_t impaired;
   uint32_t reserved0;
-  double impair_drop, impair_duplicate, impair_reorder, impair_corrupt;
-  uint64_t impair_seed;
+  ImpairmentConfig impairment;
   std::atomic<int32_t> daemon_pid;
   std::atomic<uint32_t> ready;
   // Own cache lines: senders read route_generation on every operation, the daemon writes
@@ -410,6 +411,9 @@ class Segment {
   }
   bool is_local(uint32_t node) const { return node < num_chips() && chip(node).local != kNoLocal; }
   EgressRing& egress() { return *at<EgressRing>(header().off_egress); }
+  // Queues work for the daemon (a cell of `kind` with `len` bytes of body, at most kEgressBody)
+  // and wakes it if it sleeps; false when the ring is full. *at: the cell's position.
+  bool post_egress(EgressKind kind, const void* body, size_t len, uint64_t* at = nullptr);
   const HostAddress& host_address(uint32_t host) const {
     return at<HostAddress>(header().off_hosts)[host];
   }
