@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/env.h"
+#include "base/thread.h"
 #include "engine/live/segment.h"
 
 namespace galaxy::glex {
@@ -39,7 +40,7 @@ void CopyEngines::copy(void* dst, const void* src, size_t n) {
     std::memcpy(dst, src, n);
     return;
   }
-  if (!helper_.joinable()) helper_ = std::thread([this] { helper_loop(); });
+  if (!helper_.joinable()) helper_ = start_running([this] { helper_loop(); });
   const size_t half = (n / 2) & ~size_t{63};
   dst_ = static_cast<uint8_t*>(dst) + half;
   src_ = static_cast<const uint8_t*>(src) + half;

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,8 +11,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <unordered_set>
 
 #include "base/log.h"
+#include "base/thread.h"
 #include "engine/live/direct.h"
 #include "engine/live/directory.h"
 #include "engine/live/items.h"
@@ -33,7 +36,24 @@ uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// The direct paths of this process, for fork() (see DirectPath::quiesce_for_fork).
+std::mutex g_paths_mu;
+std::unordered_set<DirectPath*>& live_paths() {
+  static auto* paths = new std::unordered_set<DirectPath*>;  // outlives every path
+  return *paths;
+}
+
 }  // namespace
+
+void DirectPath::quiesce_for_fork() {
+  g_paths_mu.lock();
+  for (DirectPath* p : live_paths()) p->mu_.lock();
+}
+
+void DirectPath::resume_after_fork() {
+  for (DirectPath* p : live_paths()) p->mu_.unlock();
+  g_paths_mu.unlock();
+}
 
 DirectPath::DirectPath(live::Segment& seg) : seg_(seg) {
   const uint32_t ip = seg_.header().host_ip;
@@ -59,10 +79,21 @@ DirectPath::DirectPath(live::Segment& seg) : seg_(seg) {
   ip_ = ip;
   port_ = ntohs(a.sin_port);
   rx_bufs_.assign(kRxBatch, std::vector<uint8_t>(kRxBytes));
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    pthread_atfork(&DirectPath::quiesce_for_fork, &DirectPath::resume_after_fork,
+                   &DirectPath::resume_after_fork);
+  });
+  std::lock_guard<std::mutex> g(g_paths_mu);
+  live_paths().insert(this);
 }
 
 DirectPath::~DirectPath() {
   if (fd_ < 0) return;
+  {
+    std::lock_guard<std::mutex> g(g_paths_mu);
+    live_paths().erase(this);
+  }
   if (getpid() != owner_pid_) {  // a forked child: the thread and the links are the parent's
     // The handle names no thread of this process: left as it is, never joined.
     if (nic_thread_.joinable()) (void)new std::thread(std::move(nic_thread_));
@@ -109,7 +140,7 @@ DirectPath::~DirectPath() {
 
 void DirectPath::start() {
   if (fd_ < 0 || nic_thread_.joinable()) return;
-  nic_thread_ = std::thread([this] { run(); });
+  nic_thread_ = start_running([this] { run(); });
 }
 
 uint32_t DirectPath::link_id(uint64_t peer_key) const {

@@ -103,6 +103,10 @@ class DirectPath {
   void push_backlog(Peer& p, uint64_t now);
   bool to_daemon(uint8_t kind, std::span<const uint8_t> item);
   void run();
+  // fork() handlers: the child gets every path's state whole, none half-changed by the NIC
+  // thread (which allocates only under mu_), and no lock held by a thread it does not have.
+  static void quiesce_for_fork();
+  static void resume_after_fork();
 
   live::Segment& seg_;
   pid_t owner_pid_ = getpid();
