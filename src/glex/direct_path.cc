@@ -156,6 +156,7 @@ DirectPath::Peer* DirectPath::peer_for(uint64_t key, const sockaddr_in& a, uint6
   p.address = a;
   live::LinkConfig c;
   c.link_id = link_id(key);
+  c.closing_is_routine = true;  // processes close their links with them
   p.link = std::make_unique<live::Link>(c);
   p.created_ns = now;
   const live::SegHeader& h = seg_.header();

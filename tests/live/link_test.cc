@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 
+#include "base/log.h"
 #include "wire/crc16.h"
 
 namespace galaxy::live {
@@ -713,6 +714,51 @@ TEST(Link, DisabledEndHoldsBothEndsDownUntilEnabledAndLosesNoFrame) {
                   1'000'000));  // at once, not after a handshake interval
   EXPECT_FALSE(h.a->peer_disabled());
   expect_resumed_after_one_outage(h, s);
+}
+
+// The log says why a link went down, at the level the reason deserves.
+TEST(Link, GoingDownLogsWhyAtItsLevel) {
+  std::vector<std::string> lines;
+  log::Options o;
+  o.level = log::Level::kDebug;
+  ASSERT_TRUE(log::configure(o).ok());
+  log::set_sink([&](std::string_view l) { lines.emplace_back(l); });
+  auto has = [&](const char* level, const char* why) {
+    return std::any_of(lines.begin(), lines.end(), [&](const std::string& l) {
+      return l.find(fmt::format(" {} E4833 ", level)) != std::string::npos &&
+             l.find(why) != std::string::npos;
+    });
+  };
+  {
+    Harness h(config(100), config(200));
+    ASSERT_TRUE(h.both_up());
+    h.b->set_disabled(true, h.now);
+    ASSERT_TRUE(h.run_until([&] { return h.a->state() == LinkState::kDown; }, 100'000));
+    EXPECT_TRUE(has("INFO", "down (taken down at this end)"));
+    EXPECT_TRUE(has("INFO", "down (the peer took it down)"));
+    EXPECT_FALSE(has("WARN", "")) << lines.front();
+  }
+  lines.clear();
+  {
+    LinkConfig ca = config(100), cb = config(200);
+    ca.closing_is_routine = cb.closing_is_routine = true;
+    ca.dead_after_ns = cb.dead_after_ns = 20'000'000;
+    Harness h(ca, cb);
+    ASSERT_TRUE(h.both_up());
+    h.a->set_disabled(true, h.now);
+    ASSERT_TRUE(h.run_until([&] { return h.b->state() == LinkState::kDown; }, 100'000));
+    EXPECT_TRUE(has("DEBUG", "down (taken down at this end)"));
+    EXPECT_TRUE(has("DEBUG", "down (the peer took it down)"));
+    EXPECT_FALSE(has("INFO", ""));
+    // A peer that stops answering is a warning whatever the link.
+    h.a->set_disabled(false, h.now);
+    ASSERT_TRUE(h.both_up());
+    h.blackhole_ab = h.blackhole_ba = true;
+    ASSERT_TRUE(h.run_until([&] { return h.a->state() == LinkState::kDown; }, 100'000'000));
+    EXPECT_TRUE(has("WARN", "down (no answer from the peer)"));
+  }
+  log::set_sink({});
+  ASSERT_TRUE(log::configure(log::Options{}).ok());
 }
 
 TEST(Link, DisabledBeforeTheFirstHandshakeNeverTrains) {

@@ -573,10 +573,21 @@ void Link::become_up() {
   flush_new();
 }
 
-void Link::go_down() {
+void Link::go_down(DownBy by) {
   state_ = LinkState::kDown;
   ++stats_.link_downs;
-  log::warn(4833, "link {}: down (no answer from the peer)", cfg_.link_id);
+  const log::Level closed = cfg_.closing_is_routine ? log::Level::kDebug : log::Level::kInfo;
+  switch (by) {
+    case DownBy::kNoAnswer:
+      log::warn(4833, "link {}: down (no answer from the peer)", cfg_.link_id);
+      break;
+    case DownBy::kPeer:
+      log::line(closed, 4833, "link {}: down (the peer took it down)", cfg_.link_id);
+      break;
+    case DownBy::kThisEnd:
+      log::line(closed, 4833, "link {}: down (taken down at this end)", cfg_.link_id);
+      break;
+  }
   ack_now_ = probe_now_ = false;
   ack_deadline_ns_ = UINT64_MAX;
   hs_deadline_ns_ = now_;
@@ -586,7 +597,7 @@ void Link::set_disabled(bool disabled, uint64_t now_ns) {
   touch(now_ns);
   if (disabled == disabled_) return;
   disabled_ = disabled;
-  if (disabled && state_ != LinkState::kDown) go_down();
+  if (disabled && state_ != LinkState::kDown) go_down(DownBy::kThisEnd);
   if (!disabled && state_ == LinkState::kDown) state_ = LinkState::kTraining;
   hs_pending_ = true;  // tell the peer now
 }
@@ -604,7 +615,7 @@ void Link::handle_handshake(const LinkFrame& f) {
     // learnt by the handshake that enables the link again.
     last_rx_ns_ = now_;
     peer_disabled_ = true;
-    if (state_ != LinkState::kDown) go_down();
+    if (state_ != LinkState::kDown) go_down(DownBy::kPeer);
     return;
   }
   peer_disabled_ = false;
@@ -809,7 +820,7 @@ bool Link::pop_outgoing(std::vector<uint8_t>* out) {
 void Link::on_timer(uint64_t now_ns) {
   touch(now_ns);
   if (state_ != LinkState::kDown && peer_epoch_ != 0 && now_ - last_rx_ns_ >= cfg_.dead_after_ns)
-    go_down();
+    go_down(DownBy::kNoAnswer);
   if (state_ != LinkState::kUp) {
     if (now_ >= hs_deadline_ns_) {
       hs_pending_ = true;

@@ -119,6 +119,10 @@ struct LinkConfig {
   uint64_t handshake_interval_ns = 5'000'000;  // handshake retry period while not Up
   uint32_t initial_seq = 0;  // first seq this end expects to receive (tests use it for wrap)
   uint64_t epoch = 0;        // this incarnation's epoch; 0: the realtime clock in ns
+  // Going down because either end closed it is routine (links between processes, which close
+  // with them): logged at debug level instead of info. A peer that stops answering is a warning
+  // either way.
+  bool closing_is_routine = false;
 };
 
 // Errors name the field and value: window or rx_credits outside [1, 2^20], max_payload above
@@ -238,7 +242,8 @@ class Link {
   void process_ack(uint32_t ack, uint64_t sack, uint32_t credits);
   void process_data(const LinkFrame& f);
   void become_up();
-  void go_down();
+  enum class DownBy : uint8_t { kNoAnswer, kPeer, kThisEnd };
+  void go_down(DownBy by);
   void rebase_sender(uint32_t base, uint32_t credits);
   void drop_out_of_order();
   void flush_new();
