@@ -162,6 +162,9 @@ glex_ret_t glex_free_mem(glex_device_handle_t dev, void* addr);
 #define GLEX_FLAG_INTERRUPT 0x2  /* ask for the receiver's MPQ-not-empty interrupt */
 #define GLEX_FLAG_LOCAL_CQ 0x4   /* write a completion into the local CQ (errors always are) */
 #define GLEX_FLAG_REMOTE_EVT 0x8 /* RDMA: write a 16-byte event at the target when complete */
+#define GLEX_FLAG_MORE                                              \
+  0x10 /* MP: more MPs to the same target follow at once (a train); \
+        * this one may wait to share their datagram, at most 1 ms */
 struct glex_mp {
   glex_ep_addr_t src; /* the sender */
   uint32_t len;       /* 0..120 */

@@ -54,7 +54,9 @@ void flush_out(Endpoint* ep) {
       ep->out.pop_front();
       continue;
     }
-    const glex_ret_t r = glex_send_mp(ep->ep, m.dest, m.bytes, m.len, m.flags);
+    const bool more = ep->out.size() > 1 && ep->out[1].dest == m.dest;
+    const glex_ret_t r =
+        glex_send_mp(ep->ep, m.dest, m.bytes, m.len, m.flags | (more ? GLEX_FLAG_MORE : 0));
     if (r == GLEX_BUSY) return;
     std::shared_ptr<OpDone> done = std::move(m.done);
     const glex_ep_addr_t dest = m.dest;
@@ -448,7 +450,9 @@ ssize_t post_send(Endpoint* ep, const void* buf, size_t len,
     }
     if (direct) {
       if (n) std::memcpy(mp + head_len, p + off, n);
-      const glex_ret_t r = glex_send_mp(ep->ep, to, mp, static_cast<uint32_t>(head_len + n), 0);
+      // All but the last MP of the train say more follow: they share datagrams across hosts.
+      const glex_ret_t r = glex_send_mp(ep->ep, to, mp, static_cast<uint32_t>(head_len + n),
+                                        off + n < len ? GLEX_FLAG_MORE : 0);
       if (r == GLEX_SUCCESS) {
         if (off + n >= len) break;
         continue;

@@ -28,6 +28,9 @@ constexpr size_t kRxBytes = live::kLinkFrameOverhead + 8192;
 // How long closing waits for the peers to acknowledge what it sent, so that little is left for
 // the daemon to send again.
 constexpr uint64_t kCloseDrainNs = 200'000'000;
+// A train's first frame when the link has nothing in flight (about ten MPs; measured with
+// `galaxy bench mpi`: 4 KiB ping-pong 78 -> 66 us between hosts at the same bandwidth).
+constexpr size_t kFirstTrainFrameBytes = 2048;
 
 uint64_t mix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -118,7 +121,7 @@ DirectPath::~DirectPath() {
     service(now);
     bool pending = false;
     for (auto& [k, p] : peers_)
-      pending |= (p.link->in_flight() != 0 || !p.backlog.empty()) &&
+      pending |= (p.link->in_flight() != 0 || !p.backlog.empty() || !p.pending.empty()) &&
                  p.link->state() == live::LinkState::kUp;
     if ((!pending && now - start > 2 * live::LinkConfig{}.ack_delay_ns) ||
         now - start > kCloseDrainNs)
@@ -189,7 +192,8 @@ DirectPath::Target DirectPath::lookup(uint32_t node, uint8_t vp, uint64_t now) {
   return t;
 }
 
-DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forwarded& f) {
+DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forwarded& f,
+                                     bool more) {
   const uint32_t dest = p.head.dest_node;
   if (fd_ < 0 || !live::enters_target_host(seg_, f, dest)) return Sent::kNotDirect;
   const uint64_t now = live::monotonic_ns();
@@ -209,9 +213,23 @@ DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forw
     if (!peer) return Sent::kNotDirect;
   }
   if (!live::leaving_item(p, f, &item_).ok()) return Sent::kNotDirect;  // the daemon reports it
-  if (peer->backlog.empty() && peer->link->can_send()) {
-    if (!peer->link->send(item_, now).ok()) return Sent::kBusy;
-  } else if (peer->link->state() != live::LinkState::kUp && peer->backlog.size() < kMaxBacklog) {
+  const bool up = peer->link->state() == live::LinkState::kUp;
+  if (peer->backlog.empty() && (up || !peer->pending.empty())) {
+    // The frame being filled: a full one goes first; with no room in the link for it, this MP
+    // is refused busy (the frame waits in this process, never more than one). A link with
+    // nothing in flight takes a train's first frame early, so that the receiver starts on it
+    // while the rest is encoded.
+    const size_t full =
+        peer->link->in_flight() == 0 ? kFirstTrainFrameBytes : peer->link->config().max_payload;
+    if (!peer->pending.empty() && peer->pending.size() + item_.size() > full &&
+        !send_pending(*peer, now))
+      return Sent::kBusy;
+    if (peer->pending.empty() && !peer->link->can_send()) return Sent::kBusy;
+    peer->pending.insert(peer->pending.end(), item_.begin(), item_.end());
+    // More to follow at once: the frame waits for them (the NIC thread sends it at the latest
+    // when the application's lease runs out).
+    if (!more) send_pending(*peer, now);
+  } else if (!up && peer->backlog.size() < kMaxBacklog) {
     // While the link trains, MPs wait behind each other; once it is up, what the peer has no
     // room for is refused busy (it would wait in this process, and die with it).
     peer->backlog.push_back(item_);
@@ -230,6 +248,13 @@ DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forw
     (void)!write(wake_fd_, &one, sizeof one);
   }
   return Sent::kSent;
+}
+
+bool DirectPath::send_pending(Peer& p, uint64_t now) {
+  if (p.pending.empty()) return true;
+  if (!p.link->can_send() || !p.link->send(p.pending, now).ok()) return false;
+  p.pending.clear();
+  return true;
 }
 
 bool DirectPath::poll() {
@@ -259,7 +284,8 @@ void DirectPath::service(uint64_t now) {
   for (auto& [k, p] : peers_) {
     if (p.link->has_delivered()) deliver(p);
     if (now >= next_deadline_) p.link->on_timer(now);
-    if (!p.backlog.empty()) push_backlog(p, now);
+    // The frame being filled is older than what waits in the backlog.
+    if (send_pending(p, now) && !p.backlog.empty()) push_backlog(p, now);
     flush(p);
   }
   if (now >= next_impair_flush_) {  // a datagram an impairment held back goes out now
@@ -416,17 +442,39 @@ void DirectPath::push_backlog(Peer& p, uint64_t now) {
     p.backlog.pop_front();
 }
 
-bool DirectPath::rescue(Peer& p) {
-  if (p.link->in_flight() == 0 && p.backlog.empty()) return true;
-  // Room for all of them first: they go in order or not at all (the next service tries again).
-  if (seg_.egress().size() + p.link->in_flight() + p.backlog.size() > live::kEgressDepth / 2)
-    return false;
-  p.link->unacknowledged(&rescued_);
-  for (auto& item : p.backlog) rescued_.push_back(std::move(item));
-  p.backlog.clear();
-  for (const auto& item : rescued_) {
-    if (!to_daemon(static_cast<uint8_t>(live::EgressKind::kLeaving), item)) return false;
+namespace {
+// The items of a link payload in order (this end wrote them: a malformed one ends the walk).
+template <class F>
+size_t for_each_item(std::span<const uint8_t> payload, F&& f) {
+  size_t off = 0, n = 0;
+  live::ItemHead h;
+  while (live::read_struct(payload, off, &h) && h.length >= sizeof h &&
+         off + h.length <= payload.size()) {
+    f(payload.subspan(off, h.length));
+    off += h.length;
+    ++n;
   }
+  return n;
+}
+}  // namespace
+
+bool DirectPath::rescue(Peer& p) {
+  if (p.link->in_flight() == 0 && p.backlog.empty() && p.pending.empty()) return true;
+  // In order: what the link holds, the frame being filled, the backlog.
+  rescued_.clear();
+  p.link->unacknowledged(&rescued_);
+  if (!p.pending.empty()) rescued_.push_back(p.pending);
+  for (const auto& item : p.backlog) rescued_.push_back(item);
+  // Room for every item first: they go in order or not at all (the next service tries again).
+  size_t items = 0;
+  for (const auto& payload : rescued_) items += for_each_item(payload, [](auto) {});
+  if (seg_.egress().size() + items > live::kEgressDepth / 2) return false;
+  p.pending.clear();
+  p.backlog.clear();
+  for (const auto& payload : rescued_)
+    for_each_item(payload, [&](std::span<const uint8_t> item) {
+      (void)to_daemon(static_cast<uint8_t>(live::EgressKind::kLeaving), item);
+    });
   // Given up: the link is dropped (reap) or disabled (closing), so nothing is sent twice by it.
   return true;
 }

@@ -63,7 +63,9 @@ class DirectPath {
     kNotDirect,  // no direct path to the target: the daemon's path takes it
   };
   // An MP whose path from this process's NIC leaves the host where `f` (kLeavesHost) says.
-  Sent send_mp(const wire::DataPacket& p, const live::Forwarded& f);
+  // `more`: more MPs to the same target follow at once (GLEX_FLAG_MORE); this one may wait to
+  // share their frame, at most until the caller's lease runs out.
+  Sent send_mp(const wire::DataPacket& p, const live::Forwarded& f, bool more = false);
 
   // Whether any link exists (a wait then polls the socket).
   bool active() const { return active_.load(std::memory_order_relaxed); }
@@ -79,6 +81,7 @@ class DirectPath {
     sockaddr_in address{};
     std::unique_ptr<live::Link> link;
     std::unique_ptr<live::Impairment> impairment;
+    std::vector<uint8_t> pending;              // items of the frame being filled, in order
     std::deque<std::vector<uint8_t>> backlog;  // items the link has not taken yet, in order
     size_t rx_offset = 0;                      // into the payload whose items are being delivered
     uint64_t created_ns = 0;
@@ -101,6 +104,7 @@ class DirectPath {
   void reap(uint64_t now);
   bool rescue(Peer& p);
   void push_backlog(Peer& p, uint64_t now);
+  bool send_pending(Peer& p, uint64_t now);  // false: the link has no room for it yet
   bool to_daemon(uint8_t kind, std::span<const uint8_t> item);
   void run();
   // fork() handlers: the child gets every path's state whole, none half-changed by the NIC

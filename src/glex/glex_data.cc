@@ -123,8 +123,8 @@ void remove_event_waiter(glex_device* d) {
 
 namespace {
 
-constexpr uint32_t kKnownFlags =
-    GLEX_FLAG_FENCE | GLEX_FLAG_INTERRUPT | GLEX_FLAG_LOCAL_CQ | GLEX_FLAG_REMOTE_EVT;
+constexpr uint32_t kKnownFlags = GLEX_FLAG_FENCE | GLEX_FLAG_INTERRUPT | GLEX_FLAG_LOCAL_CQ |
+                                 GLEX_FLAG_REMOTE_EVT | GLEX_FLAG_MORE;
 
 glex_ret_t null_arg(const char* fn, const char* what) {
   return set_error(GLEX_INVALID_PARAM, fmt::format("E6141 {}: {} must not be NULL", fn, what));
@@ -371,6 +371,8 @@ glex_ret_t glex_rdma(glex_ep_handle_t ep, const struct glex_rdma_req* req) {
         GLEX_INVALID_PARAM,
         fmt::format("E6157 glex_rdma: op = {} (use GLEX_OP_PUT, GET or IMM)", req->op));
   if (glex_ret_t r = check_flags("glex_rdma", req->flags); r != GLEX_SUCCESS) return r;
+  if (req->flags & GLEX_FLAG_MORE)
+    return set_error(GLEX_INVALID_PARAM, "E6139 glex_rdma: GLEX_FLAG_MORE is for MPs");
   if (req->op == GLEX_OP_IMM && (req->len < 1 || req->len > GLEX_IMM_MAX))
     return set_error(
         GLEX_INVALID_PARAM,

@@ -310,7 +310,7 @@ class LiveDevice final : public glex_device {
     if (path->result.kind == live::Forwarded::Kind::kLeavesHost) {
       switch (direct_->send_mp(live::mp_packet(node_, vp, dn, static_cast<uint8_t>(dv), mp_flags,
                                                data, static_cast<uint8_t>(len)),
-                               path->result)) {
+                               path->result, (flags & GLEX_FLAG_MORE) != 0)) {
         case DirectPath::Sent::kSent:
           path->add(wire::packet_traffic(wire::kMpBytes));
           complete_local(vp, flags, OpCode::kMp, len);

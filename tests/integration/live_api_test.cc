@@ -736,7 +736,7 @@ TEST_F(LiveApiMp, ParametersAreCheckedInTheCall) {
     EXPECT_EQ(glex_send_mp(a.ep, GLEX_EP_ADDR(f().nic(0, 1), vp), data, 1, 0), GLEX_INVALID_PARAM);
     EXPECT_TRUE(last_error_has(fmt::format("target vp {}", vp)));
   }
-  for (uint32_t flags : {0x10u, 0x80000000u}) {
+  for (uint32_t flags : {0x20u, 0x80000000u}) {
     EXPECT_EQ(glex_send_mp(a.ep, b.addr(), data, 1, flags), GLEX_INVALID_PARAM);
     EXPECT_TRUE(last_error_has("unknown bits"));
   }
@@ -1025,7 +1025,9 @@ TEST_P(LiveApiRdma, LocalFieldsAreCheckedInTheCall) {
       {"op 0", [](auto& r) { r.op = 0; }, GLEX_INVALID_PARAM, "op = 0"},
       {"op MP", [](auto& r) { r.op = GLEX_OP_MP; }, GLEX_INVALID_PARAM, "op = 4"},
       {"op 99", [](auto& r) { r.op = 99; }, GLEX_INVALID_PARAM, "op = 99"},
-      {"unknown flag", [](auto& r) { r.flags |= 0x10; }, GLEX_INVALID_PARAM, "unknown bits"},
+      {"unknown flag", [](auto& r) { r.flags |= 0x20; }, GLEX_INVALID_PARAM, "unknown bits"},
+      {"MP flag", [](auto& r) { r.flags |= GLEX_FLAG_MORE; }, GLEX_INVALID_PARAM,
+       "GLEX_FLAG_MORE is for MPs"},
       {"imm len 0",
        [](auto& r) {
          r.op = GLEX_OP_IMM;

@@ -38,8 +38,10 @@ class DaemonsStopped {
 };
 
 // Sends `n` numbered MPs from `from` to `to`, taking each at `to` as it comes (the sender never
-// waits for more than the link's window).
-::testing::AssertionResult stream(glex_ep_handle_t from, glex_ep_handle_t to, uint64_t n) {
+// waits for more than the link's window). In trains of `train` MPs: all but a train's last say
+// GLEX_FLAG_MORE.
+::testing::AssertionResult stream(glex_ep_handle_t from, glex_ep_handle_t to, uint64_t n,
+                                  uint64_t train = 1) {
   uint64_t sent = 0, got = 0;
   const auto deadline = DirectClock::now() + std::chrono::seconds(60);
   while (got < n) {
@@ -50,7 +52,9 @@ class DaemonsStopped {
       uint8_t data[120] = {};
       std::memcpy(data, &sent, sizeof sent);
       data[len - 1] = static_cast<uint8_t>(sent);
-      const glex_ret_t r = glex_send_mp(from, glex_ep_addr(to), data, len, 0);
+      const bool more = (sent + 1) % train != 0 && sent + 1 != n;
+      const glex_ret_t r =
+          glex_send_mp(from, glex_ep_addr(to), data, len, more ? GLEX_FLAG_MORE : 0);
       if (r == GLEX_SUCCESS)
         ++sent;
       else if (r != GLEX_BUSY)
@@ -89,6 +93,30 @@ TEST_F(LiveDirect, MpsCrossBetweenHostsWhileBothDaemonsAreStopped) {
   DaemonsStopped stopped(f());
   EXPECT_TRUE(stream(a.ep, b.ep, 2000));
   EXPECT_TRUE(stream(b.ep, a.ep, 2000));
+}
+
+// Trains of MPs (GLEX_FLAG_MORE) share frames: every MP still arrives once and in order, trains
+// longer than a frame holds included; and an MP that said more would follow, with nothing after
+// it, leaves by itself within the sender's lease while the sender does nothing.
+TEST_F(LiveDirect, TrainsOfMpsArriveOnceAndInOrderAndAHeldMpLeavesByItself) {
+  Port a(f(), 0, 0), b(f(), 1, 0);
+  ASSERT_TRUE(a.ok() && b.ok()) << glex_last_error();
+  ASSERT_TRUE(stream(a.ep, b.ep, 1));
+  ASSERT_TRUE(stream(b.ep, a.ep, 1));
+  DaemonsStopped stopped(f());
+  EXPECT_TRUE(stream(a.ep, b.ep, 3000, 40));
+  EXPECT_TRUE(stream(b.ep, a.ep, 3000, 100));  // 100 MPs are more than one frame
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(glex_send_mp(a.ep, b.addr(), &i, sizeof i, GLEX_FLAG_MORE), GLEX_SUCCESS)
+        << glex_last_error();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the sender neither sends nor polls
+  for (int i = 0; i < 3; ++i) {
+    glex_mp mp;
+    ASSERT_EQ(glex_recv_mp(b.ep, 2000, &mp), GLEX_SUCCESS) << "held MP " << i << " never left";
+    int got;
+    std::memcpy(&got, mp.data, sizeof got);
+    EXPECT_EQ(got, i);
+  }
 }
 
 // The target's endpoint closes after its process's link came up: the process hands the MP to
@@ -151,8 +179,11 @@ TEST_F(LiveDirect, TheMpsOfAReceiverThatDiedAreRefusedNotLost) {
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   constexpr int kLost = 10;
+  // As one train: the frames the sender gives up hold several MPs, each refused on its own.
   for (int i = 0; i < kLost; ++i)
-    ASSERT_EQ(glex_send_mp(a.ep, dead, &i, sizeof i, 0), GLEX_SUCCESS) << glex_last_error();
+    ASSERT_EQ(glex_send_mp(a.ep, dead, &i, sizeof i, i + 1 < kLost ? GLEX_FLAG_MORE : 0),
+              GLEX_SUCCESS)
+        << glex_last_error();
   int refused = 0;
   const auto t0 = DirectClock::now();
   while (refused < kLost && DirectClock::now() - t0 < std::chrono::seconds(10)) {
@@ -183,6 +214,7 @@ TEST(LiveDirectLossy, EveryMpArrivesOnceAndInOrderOverALossyDirectLink) {
   DaemonsStopped stopped(f);
   EXPECT_TRUE(stream(a.ep, b.ep, env_or("GALAXY_LIVE_STRESS_MPS", 20000) / 5));
   EXPECT_TRUE(stream(b.ep, a.ep, 1000));
+  EXPECT_TRUE(stream(a.ep, b.ep, 2000, 30));  // frames of many MPs, lost and repaired whole
 }
 
 }  // namespace
