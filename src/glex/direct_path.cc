@@ -471,9 +471,20 @@ bool DirectPath::rescue(Peer& p) {
   if (seg_.egress().size() + items > live::kEgressDepth / 2) return false;
   p.pending.clear();
   p.backlog.clear();
+  // Other processes share the egress ring: one that filled it since the count above is waited
+  // for (the daemon empties it within a loop), and an MP that still finds no room is reported.
   for (const auto& payload : rescued_)
     for_each_item(payload, [&](std::span<const uint8_t> item) {
-      (void)to_daemon(static_cast<uint8_t>(live::EgressKind::kLeaving), item);
+      const uint64_t give_up = live::monotonic_ns() + 100'000'000;
+      while (!to_daemon(static_cast<uint8_t>(live::EgressKind::kLeaving), item)) {
+        if (live::monotonic_ns() > give_up) {
+          log::error(6166,
+                     "an MP of a direct link that gave up was lost: the egress ring "
+                     "stayed full for 100 ms");
+          break;
+        }
+        std::this_thread::yield();
+      }
     });
   // Given up: the link is dropped (reap) or disabled (closing), so nothing is sent twice by it.
   return true;
