@@ -344,6 +344,7 @@ void start_send(via_vi* vi, Work& w) {
       std::memcpy(m.bytes.data(), &h, sizeof h);
       std::memcpy(m.bytes.data() + sizeof h, all.data() + off, n);
       off += n;
+      if (off < all.size()) m.flags |= GLEX_FLAG_MORE;  // the train shares datagrams
       h.kind = static_cast<uint8_t>(Kind::kFragMore);
       if (off == all.size() && vi->attrs.ReliabilityLevel != VIP_SERVICE_RELIABLE_RECEPTION) {
         ++w.mps_to_leave;
