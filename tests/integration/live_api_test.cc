@@ -289,6 +289,26 @@ class LiveApiSuite : public LiveTwoHostSuite {};
 
 class LiveApiDevice : public LiveApiSuite {};
 
+// A process that forks just after it opened a device (its NIC thread just started) gives the
+// child a whole allocator and no lock taken: the child opens its own device, sends, and exits.
+TEST_F(LiveApiDevice, AChildForkedJustAfterADeviceOpenedOpensItsOwn) {
+  const LiveFabricUnderTest& fab = f();
+  for (int i = 0; i < 20; ++i) {
+    Port parent(fab, 0, 0);
+    ASSERT_TRUE(parent.ok()) << glex_last_error();
+    const glex_ep_addr_t to = parent.addr();
+    const pid_t pid = fork_child([&]() -> int {
+      Port c(fab, 1, 0);  // another host: a NIC thread and a direct link of its own
+      if (!c.ok()) return 10;
+      return send_retry(c.ep, to, &i, sizeof i) == GLEX_SUCCESS ? 0 : 11;
+    });
+    glex_mp mp;
+    EXPECT_EQ(glex_recv_mp(parent.ep, kWaitMs, &mp), GLEX_SUCCESS)
+        << "fork " << i << ": " << glex_last_error();
+    ASSERT_EQ(wait_exit(pid, 10), 0) << "fork " << i;
+  }
+}
+
 TEST_F(LiveApiDevice, OpensEveryNicOfEitherHostAndReportsItsNode) {
   for (int h = 0; h < 2; ++h) {
     for (int k = 0; k < 4; ++k) {
