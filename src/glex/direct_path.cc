@@ -360,14 +360,12 @@ void DirectPath::deliver(Peer& p) {
   while (p.link->has_delivered()) {
     const std::span<const uint8_t> payload = p.link->peek_delivered();
     while (p.rx_offset < payload.size()) {
-      live::ItemHead h;
-      if (!live::read_struct(payload, p.rx_offset, &h) || h.length < sizeof h ||
-          p.rx_offset + h.length > payload.size()) {
+      const std::span<const uint8_t> item = live::item_at(payload, p.rx_offset);
+      if (item.empty()) {
         log::warn(6138, "a direct link's frame with a malformed item at byte {} dropped",
                   p.rx_offset);
         break;
       }
-      const std::span<const uint8_t> item = payload.subspan(p.rx_offset, h.length);
       Error why;
       switch (live::arrive_direct(seg_, item, &arrivals_, &why)) {
         case live::Arrival::kDelivered:
@@ -376,14 +374,14 @@ void DirectPath::deliver(Peer& p) {
         case live::Arrival::kHold:
           return;  // the MPQ is full: this link's items wait, in order, for its reader
         case live::Arrival::kToDaemon:
-          if (!to_daemon(static_cast<uint8_t>(live::EgressKind::kArrived), item)) return;
+          if (!to_daemon(live::EgressKind::kArrived, item)) return;
           ++arrived_;
           break;
         case live::Arrival::kDropped:
           log::warn(why.id, "dropped: {}", why.message);
           break;
       }
-      p.rx_offset += h.length;
+      p.rx_offset += item.size();
     }
     p.link->release_delivered();
     p.rx_offset = 0;
@@ -446,13 +444,10 @@ namespace {
 // The items of a link payload in order (this end wrote them: a malformed one ends the walk).
 template <class F>
 size_t for_each_item(std::span<const uint8_t> payload, F&& f) {
-  size_t off = 0, n = 0;
-  live::ItemHead h;
-  while (live::read_struct(payload, off, &h) && h.length >= sizeof h &&
-         off + h.length <= payload.size()) {
-    f(payload.subspan(off, h.length));
-    off += h.length;
-    ++n;
+  size_t n = 0;
+  for (std::span<const uint8_t> item; !(item = live::item_at(payload, 0)).empty(); ++n) {
+    f(item);
+    payload = payload.subspan(item.size());
   }
   return n;
 }
@@ -476,7 +471,7 @@ bool DirectPath::rescue(Peer& p) {
   for (const auto& payload : rescued_)
     for_each_item(payload, [&](std::span<const uint8_t> item) {
       const uint64_t give_up = live::monotonic_ns() + 100'000'000;
-      while (!to_daemon(static_cast<uint8_t>(live::EgressKind::kLeaving), item)) {
+      while (!to_daemon(live::EgressKind::kLeaving, item)) {
         if (live::monotonic_ns() > give_up) {
           log::error(6166,
                      "an MP of a direct link that gave up was lost: the egress ring "
@@ -490,18 +485,9 @@ bool DirectPath::rescue(Peer& p) {
   return true;
 }
 
-bool DirectPath::to_daemon(uint8_t kind, std::span<const uint8_t> item) {
+bool DirectPath::to_daemon(live::EgressKind kind, std::span<const uint8_t> item) {
   if (item.size() > sizeof(live::EgressItem)) return true;  // cannot be ours: leaving_item fits
-  live::EgressRing& ring = seg_.egress();
-  uint64_t pos;
-  live::EgressCell* c = ring.claim(&pos);
-  if (!c) return false;
-  c->kind = kind;
-  c->length = static_cast<uint32_t>(item.size());
-  std::memcpy(c->body, item.data(), item.size());
-  ring.publish(c, pos);
-  seg_.kick_daemon();
-  return true;
+  return seg_.post_egress(kind, item.data(), item.size());
 }
 
 void DirectPath::run() {

@@ -105,7 +105,7 @@ class DirectPath {
   bool rescue(Peer& p);
   void push_backlog(Peer& p, uint64_t now);
   bool send_pending(Peer& p, uint64_t now);  // false: the link has no room for it yet
-  bool to_daemon(uint8_t kind, std::span<const uint8_t> item);
+  bool to_daemon(live::EgressKind kind, std::span<const uint8_t> item);
   void run();
   // fork() handlers: the child gets every path's state whole, none half-changed by the NIC
   // thread (which allocates only under mu_), and no lock held by a thread it does not have.

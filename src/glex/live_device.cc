@@ -696,11 +696,8 @@ class LiveDevice final : public glex_device {
     const uint64_t slept_from = live::monotonic_ns();
     auto* c = q.wait(0, deadline);
     const uint64_t slept = live::monotonic_ns() - slept_from;
-    if (c && slept < kMaxSpinNs) {
-      adaptive_spin_ns_.store(std::min(kMaxSpinNs, 2 * spin), std::memory_order_relaxed);
-    } else if (!c || slept > kMaxSpinNs) {
-      adaptive_spin_ns_.store(spin_ns_, std::memory_order_relaxed);
-    }
+    adaptive_spin_ns_.store(c && slept < kMaxSpinNs ? std::min(kMaxSpinNs, 2 * spin) : spin_ns_,
+                            std::memory_order_relaxed);
     return c;
   }
 

@@ -1708,16 +1708,14 @@ bool FabricDaemon::process_lane(size_t link, Lane& l, unsigned* budget) {
     }
     std::vector<uint8_t>& f = l.held.front();
     while (l.held_offset < f.size() && *budget > 0) {
-      ItemHead h;
-      if (!read_struct(std::span<const uint8_t>(f), l.held_offset, &h) || h.length < sizeof h ||
-          l.held_offset + h.length > f.size()) {
+      const std::span<const uint8_t> item = item_at(f, l.held_offset);
+      if (item.empty()) {
         drop(4822, "a frame from link {} with a malformed item at byte {}", link, l.held_offset);
         l.held_offset = f.size();
         break;
       }
-      if (!process_item(link, std::span<const uint8_t>(f).subspan(l.held_offset, h.length)))
-        return any;  // the receiver is full: try again later, in order
-      l.held_offset += h.length;
+      if (!process_item(link, item)) return any;  // the receiver is full: try again later, in order
+      l.held_offset += item.size();
       --*budget;
       any = true;
     }

@@ -197,6 +197,16 @@ bool read_struct(std::span<const uint8_t> bytes, size_t offset, T* out) {
   return true;
 }
 
+// The whole item at `offset` of a link frame's payload (its head's length, at least the head,
+// within the payload), or an empty span when what is there is not one.
+inline std::span<const uint8_t> item_at(std::span<const uint8_t> payload, size_t offset) {
+  ItemHead h;
+  if (!read_struct(payload, offset, &h) || h.length < sizeof h ||
+      offset + h.length > payload.size())
+    return {};
+  return payload.subspan(offset, h.length);
+}
+
 // The head of a whole item that carries a data packet (a direct path's item), checked: its length
 // is the item's, its type kData, the chip and port it names within the fabric's.
 inline bool read_data_item_head(std::span<const uint8_t> item, uint32_t num_chips,
