@@ -95,9 +95,7 @@ inline std::optional<wire::DataHead> routable_head(const wire::Flit& first) {
 inline std::optional<wire::DataHead> routable_head(std::span<const uint8_t> packet_bytes) {
   if (packet_bytes.size() < wire::kFlitBytes || packet_bytes.size() % wire::kFlitBytes != 0)
     return std::nullopt;
-  auto f = wire::decode_flit(packet_bytes.first(wire::kFlitBytes));
-  if (!f.ok()) return std::nullopt;
-  return routable_head(*f);
+  return wire::decode_data_head_bytes(packet_bytes);
 }
 
 }  // namespace galaxy::chip

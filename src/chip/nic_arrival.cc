@@ -29,15 +29,11 @@ Status decode_arriving_flits(std::span<const uint8_t> bytes, LinkFlits* out,
   return {};
 }
 
-Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
-                                              LinkFlits* out, wire::DataDefect* defect) {
-  if (Status s = decode_arriving_flits(bytes, out, defect); !s.ok()) return s.error();
-  return check_arriving(chip_id, out->view(), defect);
-}
+namespace {
 
-Result<wire::DataPacket> check_arriving(uint16_t chip_id, std::span<const wire::Flit> flits,
-                                        wire::DataDefect* defect) {
-  auto p = wire::decode_data_packet(flits);
+// The checks after decoding: the packet is for this NIC and one of its VPs.
+Result<wire::DataPacket> for_this_nic(uint16_t chip_id, Result<wire::DataPacket> p,
+                                      wire::DataDefect* defect) {
   if (!p.ok()) {
     *defect = wire::data_defect_of(p.error());
     return p.error();
@@ -56,6 +52,22 @@ Result<wire::DataPacket> check_arriving(uint16_t chip_id, std::span<const wire::
   }
   *defect = wire::DataDefect::kNone;
   return p;
+}
+
+}  // namespace
+
+Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
+                                              LinkFlits* out, wire::DataDefect* defect) {
+  out->count = 0;
+  wire::DataPacket p;
+  if (wire::decode_clean_data_packet(bytes, &p)) return for_this_nic(chip_id, p, defect);
+  if (Status s = decode_arriving_flits(bytes, out, defect); !s.ok()) return s.error();
+  return check_arriving(chip_id, out->view(), defect);
+}
+
+Result<wire::DataPacket> check_arriving(uint16_t chip_id, std::span<const wire::Flit> flits,
+                                        wire::DataDefect* defect) {
+  return for_this_nic(chip_id, wire::decode_data_packet(flits), defect);
 }
 
 }  // namespace galaxy::chip

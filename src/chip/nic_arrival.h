@@ -25,9 +25,20 @@ struct LinkFlits {
   std::span<const wire::Flit> view() const { return std::span(flits).first(count); }
 };
 
+// A packet as it arrived, what a discard keeps in the NIC's error buffer: its link bytes, or the
+// flits an engine carries them as (the simulator's).
+struct ArrivedPacket {
+  ArrivedPacket(std::span<const uint8_t> link_bytes) : bytes(link_bytes) {}
+  ArrivedPacket(std::span<const wire::Flit> decoded) : flits(decoded) {}
+  std::span<const uint8_t> bytes;
+  std::span<const wire::Flit> flits;
+};
+
 // Decodes a packet as it crossed a link (whole flits of wire::kFlitBytes; a flit that does not
-// decode makes the packet dirty) into *flits and checks it (check_arriving). On error *defect
-// says how the packet is dirty; E2078 it is not 1 to flits->flits.size() whole flits.
+// decode makes the packet dirty) and checks it (check_arriving). A well-formed packet decodes in
+// one pass (wire::decode_clean_data_packet) and leaves flits->count 0; anything else is decoded
+// flit by flit into *flits, and the full decoders name its defect: on error *defect says how the
+// packet is dirty; E2078 it is not 1 to flits->flits.size() whole flits.
 Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
                                               LinkFlits* flits, wire::DataDefect* defect);
 // The decoding alone (the first step of check_arriving_bytes).

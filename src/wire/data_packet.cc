@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "base/bits.h"
@@ -111,7 +112,223 @@ uint64_t reserved_bits(std::span<const uint8_t> p, size_t from) {
   return any;
 }
 
+// A flit's 192-bit payload as three words: payload byte i is bits 8i-8i+7, the layout of
+// base/bits.h on a little-endian host, where the link-byte codecs below run a word at a time.
+using PayloadWords = std::array<uint64_t, 3>;
+static_assert(sizeof(PayloadWords) == kFlitPayloadBytes);
+
+constexpr void set_field(PayloadWords& w, size_t offset, unsigned width, uint64_t v) {
+  v &= low_mask(width);
+  const size_t i = offset / 64;
+  const size_t s = offset % 64;
+  w[i] |= v << s;
+  if (s + width > 64) w[i + 1] |= v >> (64 - s);
+}
+
+constexpr uint64_t get_field(const PayloadWords& w, size_t offset, unsigned width) {
+  const size_t i = offset / 64;
+  const size_t s = offset % 64;
+  uint64_t v = w[i] >> s;
+  if (s + width > 64) v |= w[i + 1] << (64 - s);
+  return v & low_mask(width);
+}
+
+// The head's payload; `hops` and `crc` as given (zero for the CRC's run).
+PayloadWords head_words(const DataHead& h, uint16_t length_flits, uint16_t crc, uint8_t hops) {
+  PayloadWords w{};
+  set_field(w, kKindBit, 4, static_cast<uint8_t>(h.kind));
+  set_field(w, kDestVpBit, 6, h.dest_vp);
+  set_field(w, kSrcVpBit, 6, h.src_vp);
+  set_field(w, kDestNodeBit, 16, h.dest_node);
+  set_field(w, kSrcNodeBit, 16, h.src_node);
+  set_field(w, kLengthBit, 7, length_flits);
+  set_field(w, kTagBit, 16, h.tag);
+  set_field(w, kBytesBit, 8, h.bytes);
+  set_field(w, kFlagsBit, 4, h.flags);
+  set_field(w, kCrcBit, 16, crc);
+  set_field(w, kHopsBit, 8, hops);
+  return w;
+}
+
+PayloadWords ext_words(const DataExt& x) {
+  PayloadWords w{};
+  set_field(w, kAddressBit, 64, x.address);
+  set_field(w, kKeyBit, 32, x.key);
+  set_field(w, kOffsetBit, 32, x.offset);
+  set_field(w, kXLengthBit, 32, x.length);
+  return w;
+}
+
+// A flit's 25 link bytes (wire/flit.h: kind, VC and the reserved bit, then the payload from bit
+// 6), and back; false for bits no flit has (what decode_flit refuses).
+// Word by word through registers (a copy through a local array makes the compiler mix vector
+// and word accesses of the same bytes, which stalls on store forwarding).
+uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void store64(uint8_t* p, uint64_t v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+void put_flit(uint8_t* out, FlitKind kind, uint8_t vc, const PayloadWords& w) {
+  const uint64_t first = static_cast<uint64_t>(kind) | uint64_t{vc} << 2;
+  store64(out, first | w[0] << 6);
+  store64(out + 8, w[1] << 6 | w[0] >> 58);
+  store64(out + 16, w[2] << 6 | w[1] >> 58);
+  out[kFlitBytes - 1] = static_cast<uint8_t>(w[2] >> 58);
+}
+
+bool get_flit(const uint8_t* in, FlitKind* kind, uint8_t* vc, uint8_t* payload) {
+  const uint64_t b[3] = {load64(in), load64(in + 8), load64(in + 16)};
+  const uint64_t top = in[kFlitBytes - 1];
+  *kind = static_cast<FlitKind>(b[0] & 3u);
+  *vc = static_cast<uint8_t>((b[0] >> 2) & 7u);
+  if (*vc >= kNumVcs || (b[0] & 0x20u) != 0 || (top >> 6) != 0) return false;
+  store64(payload, b[0] >> 6 | b[1] << 58);
+  store64(payload + 8, b[1] >> 6 | b[2] << 58);
+  store64(payload + 16, b[2] >> 6 | top << 58);
+  return true;
+}
+
+PayloadWords words_at(const uint8_t* payload) {
+  return {load64(payload), load64(payload + 8), load64(payload + 16)};
+}
+
+// Head, extension and the payload flits' bytes in one run: what the packet's CRC covers (with
+// the head's CRC and hop fields zero), the data padded to whole flits.
+constexpr size_t kRunBytes = size_t{kMaxDataPacketFlits} * kFlitPayloadBytes;
+constexpr size_t kRunDataAt = size_t{kDataHeaderFlits} * kFlitPayloadBytes;
+
+// The head's fields, and whether decode_data_head accepts them.
+bool head_of(const PayloadWords& head, uint8_t vc, DataHead* out) {
+  DataHead& h = *out;
+  h.vc = vc;
+  h.kind = static_cast<PacketKind>(get_field(head, kKindBit, 4));
+  h.dest_vp = static_cast<uint8_t>(get_field(head, kDestVpBit, 6));
+  h.src_vp = static_cast<uint8_t>(get_field(head, kSrcVpBit, 6));
+  h.dest_node = static_cast<uint16_t>(get_field(head, kDestNodeBit, 16));
+  h.src_node = static_cast<uint16_t>(get_field(head, kSrcNodeBit, 16));
+  h.length_flits = static_cast<uint16_t>(get_field(head, kLengthBit, 7));
+  h.tag = static_cast<uint16_t>(get_field(head, kTagBit, 16));
+  h.bytes = static_cast<uint8_t>(get_field(head, kBytesBit, 8));
+  h.flags = static_cast<uint8_t>(get_field(head, kFlagsBit, 4));
+  h.crc = static_cast<uint16_t>(get_field(head, kCrcBit, 16));
+  h.hops = static_cast<uint8_t>(get_field(head, kHopsBit, 8));
+  static_assert(kReservedBit == 107 && kFlitPayloadBits == 192);
+  return static_cast<uint8_t>(h.kind) <= kMaxPacketKind && vc < kNumVcs && vc != kMgmtVc &&
+         h.bytes <= kDataPacketBytes && h.length_flits == data_packet_flits(h.bytes) &&
+         (head[1] >> 43) == 0 && head[2] == 0;
+}
+
 }  // namespace
+
+std::optional<DataHead> decode_data_head_bytes(std::span<const uint8_t> flit_bytes) {
+  if constexpr (std::endian::native != std::endian::little) {
+    auto f = decode_flit(flit_bytes);
+    if (!f.ok()) return std::nullopt;
+    auto h = decode_data_head(*f);
+    if (!h.ok()) return std::nullopt;
+    return *h;
+  }
+  if (flit_bytes.size() < kFlitBytes) return std::nullopt;
+  FlitKind kind;
+  uint8_t vc;
+  alignas(8) std::array<uint8_t, kFlitPayloadBytes> payload;
+  DataHead h;
+  if (!get_flit(flit_bytes.data(), &kind, &vc, payload.data()) || kind != FlitKind::kHead ||
+      !head_of(words_at(payload.data()), vc, &h))
+    return std::nullopt;
+  return h;
+}
+
+Status check_data_packet(const DataPacket& p) {
+  return check_head(p.head, true);
+}
+
+Result<size_t> encode_data_packet_bytes(const DataPacket& p, std::span<uint8_t> out) {
+  const DataHead& h = p.head;
+  const uint16_t length = static_cast<uint16_t>(data_packet_flits(h.bytes));
+  const size_t n = size_t{length} * kFlitBytes;
+  if constexpr (std::endian::native != std::endian::little) {
+    auto flits = encode_data_packet(p);
+    if (!flits.ok()) return flits.error();
+    if (out.size() < n)
+      return make_error(
+          Code::kInvalidArgument, 1706,
+          fmt::format("data packet: {} bytes of room for {} link bytes", out.size(), n));
+    encode_flits(*flits, out.data());
+    return n;
+  }
+  GALAXY_TRY(check_head(h, true));  // bytes <= 128 from here: 2-8 flits
+  if (out.size() < n)
+    return make_error(
+        Code::kInvalidArgument, 1706,
+        fmt::format("data packet: {} bytes of room for {} link bytes", out.size(), n));
+  alignas(8) std::array<uint8_t, kRunBytes> run;
+  PayloadWords head = head_words(h, length, 0, 0);
+  const PayloadWords ext = ext_words(p.ext);
+  std::memcpy(run.data(), head.data(), kFlitPayloadBytes);
+  std::memcpy(run.data() + kFlitPayloadBytes, ext.data(), kFlitPayloadBytes);
+  // The data in whole flits, zero after its last byte (whatever the packet holds there).
+  for (size_t i = 0; i < kDataPacketBytes; i += 8)
+    store64(run.data() + kRunDataAt + i, load64(p.payload.data() + i));
+  std::memset(run.data() + kRunDataAt + h.bytes, 0, kRunBytes - kRunDataAt - h.bytes);
+  const uint16_t crc = crc16(std::span<const uint8_t>(run.data(), kRunDataAt + h.bytes));
+  set_field(head, kCrcBit, 16, crc);
+  set_field(head, kHopsBit, 8, h.hops);
+  put_flit(out.data(), FlitKind::kHead, h.vc, head);
+  put_flit(out.data() + kFlitBytes, length == kDataHeaderFlits ? FlitKind::kTail : FlitKind::kBody,
+           h.vc, ext);
+  for (unsigned f = kDataHeaderFlits; f < length; ++f)
+    put_flit(out.data() + size_t{f} * kFlitBytes,
+             f + 1 == length ? FlitKind::kTail : FlitKind::kBody, h.vc,
+             words_at(run.data() + size_t{f} * kFlitPayloadBytes));
+  return n;
+}
+
+bool decode_clean_data_packet(std::span<const uint8_t> bytes, DataPacket* out) {
+  if constexpr (std::endian::native != std::endian::little) return false;
+  const size_t n = bytes.size() / kFlitBytes;
+  if (bytes.size() % kFlitBytes != 0 || n < kDataHeaderFlits || n > kMaxDataPacketFlits)
+    return false;
+  FlitKind kind;
+  uint8_t vc;
+  alignas(8) std::array<uint8_t, kRunBytes> run;
+  if (!get_flit(bytes.data(), &kind, &vc, run.data()) || kind != FlitKind::kHead) return false;
+  for (size_t i = 1; i < n; ++i) {
+    FlitKind k;
+    uint8_t v;
+    if (!get_flit(bytes.data() + i * kFlitBytes, &k, &v, run.data() + i * kFlitPayloadBytes) ||
+        v != vc || k != (i + 1 == n ? FlitKind::kTail : FlitKind::kBody))
+      return false;
+  }
+  const PayloadWords head = words_at(run.data());
+  DataHead& h = out->head;
+  if (!head_of(head, vc, &h) || h.length_flits != n) return false;
+  const PayloadWords ext = words_at(run.data() + kFlitPayloadBytes);
+  static_assert(kXReservedBit == 160);
+  if ((ext[2] >> 32) != 0) return false;
+  const size_t end = kRunDataAt + h.bytes;
+  const size_t padded = n * kFlitPayloadBytes;
+  for (size_t i = end; i < padded; ++i)
+    if (run[i] != 0) return false;
+  // The CRC and hop fields, side by side in the head's second word, as zeros.
+  static_assert(kHopsBit == kCrcBit + 16 && kCrcBit >= 64 && kHopsBit + 8 <= 128);
+  const uint64_t zeroed = head[1] & ~(low_mask(16 + 8) << (kCrcBit - 64));
+  std::memcpy(run.data() + 8, &zeroed, sizeof zeroed);
+  if (crc16(std::span<const uint8_t>(run.data(), end)) != h.crc) return false;
+  out->ext.address = get_field(ext, kAddressBit, 64);
+  out->ext.key = static_cast<uint32_t>(get_field(ext, kKeyBit, 32));
+  out->ext.offset = static_cast<uint32_t>(get_field(ext, kOffsetBit, 32));
+  out->ext.length = static_cast<uint32_t>(get_field(ext, kXLengthBit, 32));
+  // The data, zero after its last byte (as decode_data_packet leaves it).
+  std::memcpy(out->payload.data(), run.data() + kRunDataAt, kDataPacketBytes);
+  std::memset(out->payload.data() + h.bytes, 0, kDataPacketBytes - h.bytes);
+  return true;
+}
 
 Result<Flit> encode_data_head(const DataHead& h) {
   GALAXY_TRY(check_head(h, true));

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -130,9 +131,24 @@ constexpr Traffic transfer_traffic(uint64_t dest_addr, uint64_t length) {
 // The flits of a packet; head.length_flits and head.crc are computed. Rejects out-of-range
 // fields naming them.
 Result<std::vector<Flit>> encode_data_packet(const DataPacket& p);
+// Those refusals alone: a packet that passes encodes.
+Status check_data_packet(const DataPacket& p);
 // Checks what a receiving NIC checks (docs/system.md 1.1): a head first, a tail last and nowhere
 // else, the length the head announces, one VC, the CRC. The error id tells which defect.
 Result<DataPacket> decode_data_packet(std::span<const Flit> flits);
+
+// A data packet as it crosses a link: its flits' encodings one after the other (encode_flits).
+inline constexpr size_t kMaxDataPacketLinkBytes = size_t{kMaxDataPacketFlits} * kFlitBytes;
+// The link bytes of a packet, written straight from its fields: the same bytes as encode_flits of
+// encode_data_packet, and the same refusals, without the flits in between (the live engine's
+// data path encodes every packet it sends). Returns the bytes written; E1706 `out` is shorter.
+Result<size_t> encode_data_packet_bytes(const DataPacket& p, std::span<uint8_t> out);
+// Link bytes of a well-formed packet, decoded in one pass: true, with *out what decode_flit of
+// every flit and then decode_data_packet give. False for anything else (a flit or a packet those
+// refuse, or a length that is not 2-8 whole flits), with *out unspecified: call them to learn
+// the defect. The receiving side's fast path; the full decoders remain the one statement of
+// every refusal.
+bool decode_clean_data_packet(std::span<const uint8_t> bytes, DataPacket* out);
 
 // The dirty-packet kinds of docs/system.md 1.1 (misrouted is the NIC's check: wrong dest_node).
 enum class DataDefect : uint8_t {
@@ -151,6 +167,10 @@ DataDefect data_defect_of(const Error& e);
 // The head flit alone (the NRC reads only this to route).
 Result<Flit> encode_data_head(const DataHead& h);
 Result<DataHead> decode_data_head(const Flit& f);
+// The head flit from its link bytes (the first wire::kFlitBytes of `flit_bytes`): what
+// decode_flit then decode_data_head give, or nothing where either refuses (an NRC routing a
+// packet needs the head alone, and no reason: a head that does not decode is not routed).
+std::optional<DataHead> decode_data_head_bytes(std::span<const uint8_t> flit_bytes);
 // Rewrites the hop count of an encoded packet, in its head flit or in the flit-encoded bytes of
 // the whole packet (shorter buffers are left alone); the CRC stays valid.
 void set_data_hops(Flit& head, uint8_t hops);

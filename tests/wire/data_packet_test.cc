@@ -96,6 +96,144 @@ TEST(DataPacket, RandomRoundTrip) {
   }
 }
 
+DataPacket random_packet(std::mt19937_64& rng) {
+  const uint8_t vcs[] = {0, 1, 2, 4, 5};
+  DataPacket p;
+  p.head.kind = static_cast<PacketKind>(rng() % (kMaxPacketKind + 1));
+  p.head.vc = vcs[rng() % 5];
+  p.head.dest_node = static_cast<uint16_t>(rng());
+  p.head.src_node = static_cast<uint16_t>(rng());
+  p.head.dest_vp = static_cast<uint8_t>(rng() % 64);
+  p.head.src_vp = static_cast<uint8_t>(rng() % 64);
+  p.head.tag = static_cast<uint16_t>(rng());
+  p.head.bytes = static_cast<uint8_t>(rng() % (kDataPacketBytes + 1));
+  p.head.flags = static_cast<uint8_t>(rng() & kDataFlagsMask);
+  p.head.hops = static_cast<uint8_t>(rng());
+  p.ext = {rng(), static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()),
+           static_cast<uint32_t>(rng())};
+  // Bytes past head.bytes too: no encoder may carry them.
+  for (uint8_t& b : p.payload) b = static_cast<uint8_t>(rng());
+  return p;
+}
+
+// What the flit-by-flit decoders make of link bytes (the reference the one-pass decoder must
+// equal).
+Result<DataPacket> decode_by_flits(std::span<const uint8_t> bytes) {
+  if (bytes.size() % kFlitBytes != 0) return make_error(Code::kMalformed, 1, "not whole flits");
+  std::vector<Flit> flits;
+  for (size_t i = 0; i < bytes.size(); i += kFlitBytes) {
+    auto f = decode_flit(bytes.subspan(i, kFlitBytes));
+    if (!f.ok()) return f.error();
+    flits.push_back(*f);
+  }
+  return decode_data_packet(flits);
+}
+
+void expect_same(const DataPacket& a, const DataPacket& b) {
+  EXPECT_EQ(a.head, b.head);
+  EXPECT_EQ(a.ext, b.ext);
+  EXPECT_EQ(a.payload, b.payload);  // zero after the data in both
+}
+
+// The link-byte encoder writes exactly the bytes of the flit encoder; the one-pass decoder gives
+// exactly what the flit decoders give.
+TEST(DataPacket, LinkBytesEqualTheFlitsEncodedOneByOne) {
+  std::mt19937_64 rng(16);
+  for (int i = 0; i < 3000; ++i) {
+    const DataPacket p = random_packet(rng);
+    auto flits = encode_data_packet(p);
+    ASSERT_TRUE(flits.ok()) << flits.error().to_string();
+    std::vector<uint8_t> want(flits->size() * kFlitBytes);
+    encode_flits(*flits, want.data());
+    std::array<uint8_t, kMaxDataPacketLinkBytes> out;
+    out.fill(0xA5);
+    auto n = encode_data_packet_bytes(p, out);
+    ASSERT_TRUE(n.ok()) << n.error().to_string();
+    ASSERT_EQ(*n, want.size());
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), out.begin())) << "packet " << i;
+    EXPECT_TRUE(std::all_of(out.begin() + *n, out.end(), [](uint8_t b) { return b == 0xA5; }));
+    DataPacket fast;
+    ASSERT_TRUE(decode_clean_data_packet(std::span(out).first(*n), &fast)) << "packet " << i;
+    auto slow = decode_by_flits(want);
+    ASSERT_TRUE(slow.ok());
+    expect_same(fast, *slow);
+  }
+}
+
+// Whatever a link does to the bytes, the one-pass decoder accepts exactly what the flit decoders
+// accept, with the same result: flipped bits anywhere (covered by the CRC or not: the hop count,
+// a flit's VC, its kind), a flit too many or too few, a length that is not whole flits.
+TEST(DataPacket, OnePassDecoderAcceptsExactlyWhatTheFlitDecodersAccept) {
+  std::mt19937_64 rng(17);
+  int accepted = 0;
+  int refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const DataPacket p = random_packet(rng);
+    std::vector<uint8_t> bytes(kMaxDataPacketLinkBytes + 2 * kFlitBytes);
+    bytes.resize(*encode_data_packet_bytes(p, bytes));
+    switch (rng() % 4) {
+      case 0:  // one bit (one in four outside the CRC: hops, VC, kind bits)
+        bytes[rng() % bytes.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+        break;
+      case 1:  // hop count, outside the CRC
+        set_data_hops(bytes, static_cast<uint8_t>(rng()));
+        break;
+      case 2:  // length
+        if (rng() % 2)
+          bytes.resize(bytes.size() - 1 - rng() % std::min<size_t>(bytes.size(), kFlitBytes));
+        else
+          bytes.insert(bytes.end(), kFlitBytes, static_cast<uint8_t>(rng() % 2 ? 0 : rng()));
+        break;
+      default:  // several bytes
+        for (int k = 0; k < 3; ++k) bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+        break;
+    }
+    // The head alone, as an NRC reads it.
+    std::optional<DataHead> head_fast = decode_data_head_bytes(bytes);
+    auto head_flit = decode_flit(std::span<const uint8_t>(bytes).first(kFlitBytes));
+    auto head_slow =
+        head_flit.ok() ? decode_data_head(*head_flit) : Result<DataHead>(head_flit.error());
+    ASSERT_EQ(head_fast.has_value(), head_slow.ok()) << "case " << i;
+    if (head_fast) {
+      EXPECT_EQ(*head_fast, *head_slow);
+    }
+    DataPacket fast;
+    const bool clean = decode_clean_data_packet(bytes, &fast);
+    auto slow = decode_by_flits(bytes);
+    ASSERT_EQ(clean, slow.ok()) << "case " << i << ": " << (slow.ok() ? "" : slow.error().message);
+    if (clean) {
+      expect_same(fast, *slow);
+      ++accepted;
+    } else {
+      ++refused;
+    }
+  }
+  EXPECT_GT(accepted, 2000);  // both outcomes well exercised
+  EXPECT_GT(refused, 2000);
+}
+
+TEST(DataPacket, LinkByteEncoderRefusesWhatTheFlitEncoderRefusesAndShortBuffers) {
+  std::array<uint8_t, kMaxDataPacketLinkBytes> out;
+  DataPacket p = sample();
+  p.head.vc = 3;
+  EXPECT_TRUE(FailsWith(encode_data_packet_bytes(p, out), "vc = 3"));
+  p = sample();
+  p.head.bytes = 129;
+  EXPECT_TRUE(FailsWith(encode_data_packet_bytes(p, out), "bytes = 129"));
+  p = sample();
+  p.head.flags = 0x10;
+  EXPECT_TRUE(FailsWith(encode_data_packet_bytes(p, out), "flags = 0x10"));
+  EXPECT_FALSE(check_data_packet(p).ok());
+  EXPECT_TRUE(check_data_packet(sample()).ok());
+  // 30 bytes: 4 flits, 100 link bytes.
+  auto n = encode_data_packet_bytes(sample(), std::span(out).first(99));
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.error().id, 1706);
+  EXPECT_NE(n.error().message.find("99 bytes of room for 100"), std::string::npos)
+      << n.error().message;
+  EXPECT_EQ(*encode_data_packet_bytes(sample(), std::span(out).first(100)), 100u);
+}
+
 TEST(DataPacket, EncodeRejectsOutOfRangeFields) {
   DataPacket p = sample();
   p.head.vc = 3;
