@@ -274,6 +274,13 @@ void Nic::discard(std::span<const wire::Flit> flits, const Error& why, wire::Dat
   discard(std::span(bytes).first(n), why, defect);
 }
 
+void Nic::discard(const ArrivedPacket& arrived, const Error& why, wire::DataDefect defect) {
+  if (arrived.bytes.empty())
+    discard(arrived.flits, why, defect);
+  else
+    discard(arrived.bytes, why, defect);
+}
+
 void Nic::discard(std::span<const uint8_t> packet, const Error& why, wire::DataDefect defect) {
   count_dirty(0);
   ++dirty_[static_cast<size_t>(defect)];

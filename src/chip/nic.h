@@ -71,10 +71,14 @@ enum class DmaEngine : uint8_t {
 };
 inline constexpr uint8_t kDmaEngines = 3;
 
-// A packet the NIC puts on its network port, encoded (wire/data_packet.h).
+// A packet the NIC puts on its network port (wire/data_packet.h), checked to encode: each engine
+// encodes it as it carries packets (the simulator as flits, the live engine straight into link
+// bytes).
 struct NicPacket {
-  std::vector<wire::Flit> flits;
-  wire::DataHead head;  // as encoded (routing reads dest_node)
+  wire::DataPacket packet;
+  wire::DataHead head;  // as it goes (routing reads dest_node); length_flits set
+  // Its flits (what wire::encode_data_packet gives).
+  std::vector<wire::Flit> flits() const;
   DmaEngine engine = DmaEngine::kLocalRead;
   uint32_t host_read_bytes = 0;   // read from host memory for it
   bool starts_host_read = false;  // begins a new 1 KiB host read request
@@ -212,7 +216,7 @@ class Nic : public Chip {
   // is discarded into the error buffer before anything reaches host memory), then delivered.
   NicRx receive_packet(std::span<const wire::Flit> flits);
   // What receive_packet does with a packet check_packet passed.
-  NicRx receive_checked(const wire::DataPacket& p, std::span<const wire::Flit> flits);
+  NicRx receive_checked(const wire::DataPacket& p, const ArrivedPacket& arrived);
   // The next packet DMA engine `e` puts on the network, if it has one.
   std::optional<NicPacket> next_packet(DmaEngine e);
   bool has_packets() const { return !tx_active_.empty() || !reads_.empty() || !acks_.empty(); }
@@ -368,20 +372,23 @@ class Nic : public Chip {
   // until a CP comes); a trigger that is reached fires here.
   bool head_may_start(uint8_t vp, VpState& v);
   std::optional<NicWork> start_coll(uint8_t vp, VpState& v, QueuedDescriptor& q);
-  NicRx rx_cp(const wire::DataPacket& p, std::span<const wire::Flit> flits);
+  NicRx rx_cp(const wire::DataPacket& p, const ArrivedPacket& arrived);
   std::optional<NicWork> start_rdma(uint8_t vp, VpState& v, QueuedDescriptor& q, bool& wait);
-  std::optional<NicPacket> make_packet(wire::DataPacket p, DmaEngine e, uint32_t host_bytes);
+  std::optional<NicPacket> make_packet(const wire::DataPacket& p, DmaEngine e, uint32_t host_bytes);
+  // Completes a packet built in `out.packet` (its VC, source, length); false, discarded, if a
+  // field is out of range.
+  bool finish_packet(NicPacket& out, DmaEngine e, uint32_t host_bytes);
   std::optional<NicPacket> next_local_packet();
   std::optional<NicPacket> next_response_packet();
   void finish_tx(uint16_t slot, uint16_t error_id);
   void abort_slot(uint16_t slot, uint16_t error_id);
   void send_ack(uint16_t dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id, uint64_t bytes);
-  NicRx rx_write(const wire::DataPacket& p, std::span<const wire::Flit> flits);
+  NicRx rx_write(const wire::DataPacket& p, const ArrivedPacket& arrived);
   NicRx rx_count(uint32_t key, RxTransfer& t);
   void rx_finish(uint32_t key, RxTransfer& t);
-  NicRx rx_response(const wire::DataPacket& p, std::span<const wire::Flit> flits);
-  NicRx rx_read_request(const wire::DataPacket& p, std::span<const wire::Flit> flits);
-  NicRx rx_ack(const wire::DataPacket& p, std::span<const wire::Flit> flits);
+  NicRx rx_response(const wire::DataPacket& p, const ArrivedPacket& arrived);
+  NicRx rx_read_request(const wire::DataPacket& p, const ArrivedPacket& arrived);
+  NicRx rx_ack(const wire::DataPacket& p, const ArrivedPacket& arrived);
   uint16_t write_event_at(uint32_t key, uint64_t addr,
                           const std::array<uint8_t, wire::kNotifyDataBytes>& data);
   uint16_t write_host(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data, uint32_t access);
@@ -391,6 +398,7 @@ class Nic : public Chip {
   void discard(std::span<const uint8_t> packet, const Error& why,
                wire::DataDefect defect = wire::DataDefect::kNone);
   void discard(std::span<const wire::Flit> flits, const Error& why, wire::DataDefect defect);
+  void discard(const ArrivedPacket& arrived, const Error& why, wire::DataDefect defect);
   void push_event(VpState& v, EqEntry e);
   NicRx enqueue(VpState& v, const MpqEntry& e);
 

@@ -155,15 +155,15 @@ std::optional<NicWork> Nic::start_coll(uint8_t vp, VpState& v, QueuedDescriptor&
   return w;
 }
 
-NicRx Nic::rx_cp(const DataPacket& p, std::span<const wire::Flit> flits) {
+NicRx Nic::rx_cp(const DataPacket& p, const ArrivedPacket& arrived) {
   const wire::DataHead& h = p.head;
   auto f = cp_fields(p);
   if (!f.ok()) {
-    discard(flits, f.error(), wire::DataDefect::kMalformed);
+    discard(arrived, f.error(), wire::DataDefect::kMalformed);
     return NicRx::kDiscarded;
   }
   if (h.dest_vp >= kNumVps) {
-    discard(flits,
+    discard(arrived,
             make_error(Code::kNotFound, 2117,
                        fmt::format("CP for vp {} reached NIC {}, which has {} VPs", h.dest_vp,
                                    chip_id(), kNumVps)),
@@ -173,7 +173,7 @@ NicRx Nic::rx_cp(const DataPacket& p, std::span<const wire::Flit> flits) {
   VpState& v = vps_[h.dest_vp];
   if ((f->flags & kCpFlagReplace) && v.cp_latch.size() >= kCpLatchDepth) {
     ++v.cps_discarded;
-    discard(flits,
+    discard(arrived,
             make_error(Code::kResourceExhausted, 2118,
                        fmt::format("CP from node {} vp {} for vp {}: {} CPs' data already wait "
                                    "for a triggered descriptor",

@@ -120,21 +120,31 @@ std::optional<NicWork> Nic::start_rdma(uint8_t vp, VpState& v, QueuedDescriptor&
   return w;
 }
 
-std::optional<NicPacket> Nic::make_packet(DataPacket p, DmaEngine e, uint32_t host_bytes) {
+bool Nic::finish_packet(NicPacket& out, DmaEngine e, uint32_t host_bytes) {
+  DataPacket& p = out.packet;
   p.head.vc = data_vc(p.head.kind);
   p.head.src_node = chip_id();
-  auto flits = wire::encode_data_packet(p);
-  if (!flits.ok()) {  // a field out of range: the packet never leaves
-    discard(std::span<const uint8_t>{}, flits.error(), wire::DataDefect::kMalformed);
-    return std::nullopt;
+  if (Status s = wire::check_data_packet(p); !s.ok()) {  // a field out of range: it never leaves
+    discard(std::span<const uint8_t>{}, s.error(), wire::DataDefect::kMalformed);
+    return false;
   }
-  NicPacket out;
-  out.flits = std::move(*flits);
+  p.head.length_flits = static_cast<uint16_t>(wire::data_packet_flits(p.head.bytes));
   out.head = p.head;
-  out.head.length_flits = static_cast<uint16_t>(out.flits.size());
   out.engine = e;
   out.host_read_bytes = host_bytes;
+  return true;
+}
+
+std::optional<NicPacket> Nic::make_packet(const DataPacket& p, DmaEngine e, uint32_t host_bytes) {
+  std::optional<NicPacket> out(std::in_place);
+  out->packet = p;
+  if (!finish_packet(*out, e, host_bytes)) out.reset();
   return out;
+}
+
+std::vector<wire::Flit> NicPacket::flits() const {
+  auto f = wire::encode_data_packet(packet);
+  return f.ok() ? std::move(*f) : std::vector<wire::Flit>{};
 }
 
 std::optional<NicPacket> Nic::next_packet(DmaEngine e) {
@@ -153,12 +163,14 @@ std::optional<NicPacket> Nic::next_packet(DmaEngine e) {
 }
 
 // DMA engine 0: one transfer at a time, in start order (descriptors of a VP stay in order).
+// Each packet is built where it is returned (a packet is ~200 bytes; one per 128 bytes moved).
 std::optional<NicPacket> Nic::next_local_packet() {
+  std::optional<NicPacket> out;
   while (!tx_active_.empty()) {
     const uint16_t slot = tx_active_.front();
     TxTransfer& t = tx_[slot];
     const wire::RdmaDescriptor& d = t.d;
-    DataPacket p;
+    DataPacket& p = out.emplace().packet;
     p.head.dest_node = d.remote_node;
     p.head.dest_vp = d.remote_vp;
     p.head.src_vp = t.vp;
@@ -177,7 +189,8 @@ std::optional<NicPacket> Nic::next_local_packet() {
       t.data_done = true;
       t.phase = TxTransfer::Phase::kAwaitResponses;
       tx_active_.pop_front();
-      return make_packet(p, DmaEngine::kLocalRead, 0);
+      if (!finish_packet(*out, DmaEngine::kLocalRead, 0)) out.reset();
+      return out;
     }
     const bool notice = d.completion != Completion::kNone;
     if (notice) p.head.flags |= wire::kDataFlagNotified;
@@ -209,8 +222,10 @@ std::optional<NicPacket> Nic::next_local_packet() {
           tx_active_.pop_front();
         }
       }
-      auto out = make_packet(p, DmaEngine::kLocalRead, host_bytes);
-      if (out) out->starts_host_read = starts;
+      if (finish_packet(*out, DmaEngine::kLocalRead, host_bytes))
+        out->starts_host_read = starts;
+      else
+        out.reset();
       return out;
     }
     // The notice, after the data: the target applies it once every data packet is written.
@@ -234,17 +249,20 @@ std::optional<NicPacket> Nic::next_local_packet() {
     }
     t.phase = TxTransfer::Phase::kAwaitAck;
     tx_active_.pop_front();
-    return make_packet(p, DmaEngine::kLocalRead, 0);
+    if (!finish_packet(*out, DmaEngine::kLocalRead, 0)) out.reset();
+    return out;
   }
-  return std::nullopt;
+  out.reset();
+  return out;
 }
 
 // DMA engine 1: answers remote gets in order, reading our memory.
 std::optional<NicPacket> Nic::next_response_packet() {
+  std::optional<NicPacket> out;  // built where it is returned, as next_local_packet's
   while (!reads_.empty()) {
     ReadJob& j = reads_.front();
     const uint64_t n = wire::packet_bytes_at(j.dest, j.length, j.sent);
-    DataPacket p;
+    DataPacket& p = out.emplace().packet;
     p.head.kind = PacketKind::kRdmaReadResponse;
     p.head.dest_node = j.requester;
     p.head.dest_vp = j.requester_vp;
@@ -264,11 +282,14 @@ std::optional<NicPacket> Nic::next_response_packet() {
       if (j.event) write_event_at(j.notify_key, j.notify_address, j.notify_data);
       reads_.pop_front();
     }
-    auto out = make_packet(p, DmaEngine::kRemoteRead, static_cast<uint32_t>(n));
-    if (out) out->starts_host_read = starts;
+    if (finish_packet(*out, DmaEngine::kRemoteRead, static_cast<uint32_t>(n)))
+      out->starts_host_read = starts;
+    else
+      out.reset();
     return out;
   }
-  return std::nullopt;
+  out.reset();
+  return out;
 }
 
 bool Nic::abort_transfer(uint8_t vp, uint64_t sequence, uint16_t error_id) {
@@ -375,7 +396,7 @@ NicRx Nic::receive_packet_bytes(std::span<const uint8_t> bytes) {
   LinkFlits flits;
   auto p = check_packet_bytes(bytes, &flits);
   if (!p) return NicRx::kDiscarded;
-  return receive_checked(*p, flits.view());
+  return receive_checked(*p, bytes);
 }
 
 std::optional<DataPacket> Nic::check_packet_bytes(std::span<const uint8_t> bytes, LinkFlits* out) {
@@ -403,34 +424,35 @@ NicRx Nic::receive_packet(std::span<const wire::Flit> flits) {
   return receive_checked(*p, flits);
 }
 
-NicRx Nic::receive_checked(const DataPacket& packet, std::span<const wire::Flit> flits) {
+NicRx Nic::receive_checked(const DataPacket& packet, const ArrivedPacket& arrived) {
   const DataPacket* p = &packet;
   const wire::DataHead& h = p->head;
   const bool in_transfer = (h.flags & wire::kDataFlagInTransfer) != 0;
   switch (h.kind) {
     case PacketKind::kMp:
       if (!in_transfer) return receive_mp(h, p->data());
-      return rx_write(*p, flits);
+      return rx_write(*p, arrived);
     case PacketKind::kCp:
-      return rx_cp(*p, flits);
+      return rx_cp(*p, arrived);
     case PacketKind::kRdmaWrite:
     case PacketKind::kImmediate:
     case PacketKind::kEvent:
-      return rx_write(*p, flits);
+      return rx_write(*p, arrived);
     case PacketKind::kRdmaReadRequest:
-      return rx_read_request(*p, flits);
+      return rx_read_request(*p, arrived);
     case PacketKind::kRdmaReadResponse:
-      return rx_response(*p, flits);
+      return rx_response(*p, arrived);
     case PacketKind::kAck:
-      return rx_ack(*p, flits);
+      return rx_ack(*p, arrived);
   }
   return NicRx::kDiscarded;
 }
 
-NicRx Nic::rx_write(const DataPacket& p, std::span<const wire::Flit> flits) {
+NicRx Nic::rx_write(const DataPacket& p, const ArrivedPacket& arrived) {
   const wire::DataHead& h = p.head;
   auto bad = [&](uint16_t id, std::string why) {
-    discard(flits, make_error(Code::kMalformed, id, std::move(why)), wire::DataDefect::kMalformed);
+    discard(arrived, make_error(Code::kMalformed, id, std::move(why)),
+            wire::DataDefect::kMalformed);
     return NicRx::kDiscarded;
   };
   if (!(h.flags & wire::kDataFlagInTransfer))
@@ -513,10 +535,10 @@ void Nic::rx_finish(uint32_t key, RxTransfer& t) {
   rx_.erase(key);
 }
 
-NicRx Nic::rx_read_request(const DataPacket& p, std::span<const wire::Flit> flits) {
+NicRx Nic::rx_read_request(const DataPacket& p, const ArrivedPacket& arrived) {
   const wire::DataHead& h = p.head;
   if (h.bytes != wire::kReadRequestBytes) {
-    discard(flits,
+    discard(arrived,
             make_error(Code::kMalformed, 2075,
                        fmt::format("read request of {} bytes, expected {}", h.bytes,
                                    wire::kReadRequestBytes)),
@@ -547,13 +569,13 @@ NicRx Nic::rx_read_request(const DataPacket& p, std::span<const wire::Flit> flit
   return NicRx::kDelivered;
 }
 
-NicRx Nic::rx_response(const DataPacket& p, std::span<const wire::Flit> flits) {
+NicRx Nic::rx_response(const DataPacket& p, const ArrivedPacket& arrived) {
   const wire::DataHead& h = p.head;
   TxTransfer* t = tx_by_tag(h.tag);
   if (!t || t->d.op != RdmaOp::kRead || t->phase != TxTransfer::Phase::kAwaitResponses ||
       h.src_node != t->d.remote_node || p.ext.address != t->d.local_address ||
       p.ext.length != t->d.length || !placed(p.ext, h.bytes)) {
-    discard(flits,
+    discard(arrived,
             make_error(Code::kMalformed, 2076,
                        fmt::format("read response (tag {:#x}, from node {}, {} bytes at offset "
                                    "{}) answers no get of this NIC",
@@ -572,11 +594,11 @@ NicRx Nic::rx_response(const DataPacket& p, std::span<const wire::Flit> flits) {
   return NicRx::kDelivered;
 }
 
-NicRx Nic::rx_ack(const DataPacket& p, std::span<const wire::Flit> flits) {
+NicRx Nic::rx_ack(const DataPacket& p, const ArrivedPacket& arrived) {
   const wire::DataHead& h = p.head;
   if (p.ext.address == kMpRefusedAckAddress) {  // an MP of ours was refused (chip/refusal.h)
     if (h.dest_vp >= kNumVps || p.ext.offset == 0 || p.ext.offset > 0xFFFF) {
-      discard(flits,
+      discard(arrived,
               make_error(Code::kMalformed, 2079,
                          fmt::format("MP refusal from node {} names VP {} and error id {}",
                                      h.src_node, h.dest_vp, p.ext.offset)),
@@ -597,7 +619,7 @@ NicRx Nic::rx_ack(const DataPacket& p, std::span<const wire::Flit> flits) {
                         (t->phase == TxTransfer::Phase::kAwaitAck ||
                          (t->phase == TxTransfer::Phase::kAwaitResponses && err != 0));
   if (!expected || p.ext.offset > 0xFFFF) {
-    discard(flits,
+    discard(arrived,
             make_error(Code::kMalformed, 2077,
                        fmt::format("ack (tag {:#x}, from node {}) for no transfer of this NIC",
                                    h.tag, h.src_node)),

@@ -77,7 +77,7 @@ void run(std::map<uint16_t, CollNode*> nodes) {
         ASSERT_TRUE(w->packet);
         ASSERT_TRUE(w->packet->head.kind == wire::PacketKind::kCp ||
                     w->packet->head.kind == wire::PacketKind::kMp);
-        nodes.at(w->packet->head.dest_node)->nic.receive_packet(w->packet->flits);
+        nodes.at(w->packet->head.dest_node)->nic.receive_packet(w->packet->flits());
       }
     }
   }
@@ -350,14 +350,14 @@ TEST(NicCollTest, TriggeredRdmaTakesItsCountFromTheDescriptor) {
   auto w = a.nic.next_work();
   ASSERT_TRUE(w && w->packet);
   a.nic.complete(kVp, true);
-  EXPECT_EQ(b.nic.receive_packet(w->packet->flits), NicRx::kDelivered);
+  EXPECT_EQ(b.nic.receive_packet(w->packet->flits()), NicRx::kDelivered);
   auto started = b.nic.next_work();
   ASSERT_TRUE(started);
   EXPECT_EQ(started->kind, NicWork::Kind::kRdma);
   EXPECT_EQ(b.nic.cp_counter(kVp), 0u);
   auto packet = b.nic.next_packet(DmaEngine::kLocalRead);
   ASSERT_TRUE(packet);
-  a.nic.receive_packet(packet->flits);
+  a.nic.receive_packet(packet->flits());
   EXPECT_EQ(a.mem.bytes[0], 0xC0);
   EXPECT_EQ(a.mem.bytes[3], 0x01);
 }

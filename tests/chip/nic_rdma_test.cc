@@ -95,7 +95,7 @@ void carry(Node& a, Node& b, std::optional<uint64_t> shuffle_seed = std::nullopt
     for (NicPacket& p : flight) {
       if (log) log->push_back(p);
       Node& to = p.head.dest_node == a.nic.chip_id() ? a : b;
-      to.nic.receive_packet(p.flits);
+      to.nic.receive_packet(p.flits());
     }
   }
   FAIL() << "the NICs never went idle";
@@ -191,7 +191,7 @@ TEST_F(RdmaTest, EveryWriteIsFlushedBeforeTheAckOrTheCompletionTellsOfIt) {
           if (p->head.kind == wire::PacketKind::kAck) {
             EXPECT_EQ(b.mem.unflushed, 0u);
           }
-          (p->head.dest_node == 1 ? a : b).nic.receive_packet(p->flits);
+          (p->head.dest_node == 1 ? a : b).nic.receive_packet(p->flits());
         }
     if (!any) break;
   }
@@ -229,12 +229,12 @@ TEST_F(RdmaTest, AnAbortedTransferCompletesWithTheErrorAndItsLateAckIsDiscarded)
   EXPECT_EQ(ev[0].sequence, 0u);
   EXPECT_EQ(ev[0].error_id, 4752);
   // Both transfers' packets then arrive; the first one's ack names a transfer that is gone.
-  for (const NicPacket& p : first) b.nic.receive_packet(p.flits);
+  for (const NicPacket& p : first) b.nic.receive_packet(p.flits());
   std::vector<NicPacket> acks;
   while (auto p = b.nic.next_packet(DmaEngine::kWrite)) acks.push_back(*p);
   ASSERT_EQ(acks.size(), 2u);
-  EXPECT_EQ(a.nic.receive_packet(acks[0].flits), NicRx::kDiscarded);
-  EXPECT_EQ(a.nic.receive_packet(acks[1].flits), NicRx::kDelivered);
+  EXPECT_EQ(a.nic.receive_packet(acks[0].flits()), NicRx::kDiscarded);
+  EXPECT_EQ(a.nic.receive_packet(acks[1].flits()), NicRx::kDelivered);
   ev = events(a, 8);
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0].kind, EventKind::kDescriptorDone);
@@ -274,21 +274,21 @@ TEST_F(RdmaTest, AwaitedAnswersCountTheTargetsAnswersOnceATransferWaitsForThem) 
   while (auto p = a.nic.next_packet(DmaEngine::kLocalRead)) out.push_back(*p);
   EXPECT_EQ(a.nic.awaited_answers(8, 1), 0u);
   EXPECT_EQ(a.nic.awaited_answers(8, 2), 0u) << "the get's request is out";
-  for (const NicPacket& p : out) b.nic.receive_packet(p.flits);
+  for (const NicPacket& p : out) b.nic.receive_packet(p.flits());
   // The first put's ack moves the others' count: the target is answering.
   auto ack = b.nic.next_packet(DmaEngine::kWrite);
   ASSERT_TRUE(ack);
-  ASSERT_EQ(a.nic.receive_packet(ack->flits), NicRx::kDelivered);
+  ASSERT_EQ(a.nic.receive_packet(ack->flits()), NicRx::kDelivered);
   EXPECT_FALSE(a.nic.awaited_answers(8, 0)) << "complete";
   EXPECT_EQ(a.nic.awaited_answers(8, 1), 1u);
   EXPECT_EQ(a.nic.awaited_answers(8, 2), 1u);
   // Every read response counts too.
   auto response = b.nic.next_packet(DmaEngine::kRemoteRead);
   ASSERT_TRUE(response);
-  ASSERT_EQ(a.nic.receive_packet(response->flits), NicRx::kDelivered);
+  ASSERT_EQ(a.nic.receive_packet(response->flits()), NicRx::kDelivered);
   EXPECT_EQ(a.nic.awaited_answers(8, 2), 2u);
   // A discarded answer (one for no transfer) does not.
-  EXPECT_EQ(a.nic.receive_packet(ack->flits), NicRx::kDiscarded);
+  EXPECT_EQ(a.nic.receive_packet(ack->flits()), NicRx::kDiscarded);
   EXPECT_EQ(a.nic.awaited_answers(8, 2), 2u);
   EXPECT_FALSE(a.nic.awaited_answers(9, 2)) << "another VP";
 }
@@ -302,7 +302,7 @@ TEST_F(RdmaTest, PacketsAsLinkBytesAreDecodedAndBadBytesAreDirty) {
   auto p = a.nic.next_packet(DmaEngine::kLocalRead);
   ASSERT_TRUE(p);
   std::vector<uint8_t> bytes;
-  for (const wire::Flit& f : p->flits) {
+  for (const wire::Flit& f : p->flits()) {
     const wire::FlitBytes fb = wire::encode_flit(f);
     bytes.insert(bytes.end(), fb.begin(), fb.end());
   }
@@ -439,7 +439,7 @@ TEST_F(RdmaTest, EventIsWrittenAfterAllDataWhateverTheArrivalOrder) {
   EXPECT_EQ(pkts.back().head.kind, wire::PacketKind::kEvent);
   std::rotate(pkts.begin(), pkts.end() - 1, pkts.end());  // the event first
   for (size_t i = 0; i < pkts.size(); ++i) {
-    EXPECT_EQ(b.nic.receive_packet(pkts[i].flits), NicRx::kDelivered);
+    EXPECT_EQ(b.nic.receive_packet(pkts[i].flits()), NicRx::kDelivered);
     const bool all = i + 1 == pkts.size();
     EXPECT_EQ(b.mem.at(d.notify_address + 8), all ? 0x5A : 0) << "after packet " << i;
   }
@@ -584,7 +584,7 @@ TEST_F(RdmaTest, DirtyPacketsAreDiscardedIntoTheErrorBuffer) {
   start(a);
   auto p = a.nic.next_packet(DmaEngine::kLocalRead);
   ASSERT_TRUE(p);
-  const std::vector<wire::Flit> good = p->flits;
+  const std::vector<wire::Flit> good = p->flits();
   using wire::DataDefect;
   struct Case {
     DataDefect defect;
@@ -607,7 +607,7 @@ TEST_F(RdmaTest, DirtyPacketsAreDiscardedIntoTheErrorBuffer) {
   auto mis = a.nic.next_packet(DmaEngine::kLocalRead);
   ASSERT_TRUE(mis);
   ASSERT_EQ(mis->head.dest_node, 77);
-  cases.push_back({DataDefect::kMisrouted, mis->flits});
+  cases.push_back({DataDefect::kMisrouted, mis->flits()});
   for (const Case& c : cases) {
     const uint64_t writes = b.mem.writes;
     const uint64_t before = b.nic.dirty_packets(c.defect);

@@ -241,8 +241,9 @@ uint32_t SimFabric::packet_of(const chip::NicPacket& np) {
   uint32_t slot = alloc_packet();
   Packet& p = packet(slot);
   p.mgmt = false;
-  p.nflits = static_cast<uint8_t>(np.flits.size());
-  std::copy(np.flits.begin(), np.flits.end(), p.flits.begin());
+  const std::vector<wire::Flit> flits = np.flits();  // the NIC checked that it encodes
+  p.nflits = static_cast<uint8_t>(flits.size());
+  std::copy(flits.begin(), flits.end(), p.flits.begin());
   return slot;
 }
 
@@ -260,7 +261,7 @@ void SimFabric::pump_engine(uint32_t node, chip::DmaEngine e, bool streaming) {
   auto np = nic(node).next_packet(e);
   if (!np) return;
   busy = 1;
-  Time t = timing_.serialisation(static_cast<unsigned>(np->flits.size()));
+  Time t = timing_.serialisation(static_cast<unsigned>(np->head.length_flits));
   if (np->host_read_bytes) {
     t = std::max(t, timing_.pcie(np->host_read_bytes));
     if (!streaming) t += timing_.nic_sdq_fetch;
