@@ -96,11 +96,12 @@ struct OpKey {
   }
 };
 
-// The bytes of a packet's flits as they cross a link.
-void flit_bytes(std::span<const wire::Flit> flits, std::vector<uint8_t>* out) {
-  out->resize(flits.size() * wire::kFlitBytes);
-  wire::encode_flits(flits, out->data());
-}
+// A data packet as it crosses a link.
+struct LinkPacket {
+  std::array<uint8_t, wire::kMaxDataPacketLinkBytes> bytes;
+  size_t size = 0;
+  std::span<uint8_t> view() { return std::span(bytes).first(size); }
+};
 
 uint64_t port_key(uint32_t chip, uint8_t port) {
   return (uint64_t{chip} << 8) | port;
@@ -335,6 +336,7 @@ FabricDaemon::FabricDaemon(const LiveFabric& f, int host, const DaemonOptions& o
 
 FabricDaemon::~FabricDaemon() {
   if (seg_) {
+    flush_path_counters();
     seg_->header().ready.store(0);
     seg_->header().daemon_pid.store(0);
   }
@@ -592,10 +594,16 @@ std::vector<FabricDaemon::LinkView> FabricDaemon::links() const {
 
 void FabricDaemon::run(const std::atomic<bool>& stop) {
   uint64_t idle_since = monotonic_ns();
+  bool counters_flushed = true;
   while (!stop.load(std::memory_order_relaxed)) {
     if (poll_once()) {
       idle_since = monotonic_ns();
+      counters_flushed = false;
       continue;
+    }
+    if (!counters_flushed) {  // the ports' counters are up to date whenever the daemon idles
+      flush_path_counters();
+      counters_flushed = true;
     }
     uint64_t now = monotonic_ns();
     if (now - idle_since < options_.spin_ns) {
@@ -717,7 +725,7 @@ void FabricDaemon::on_egress(const EgressCell& cell) {
       // The MP as the wire carries it (docs/system.md 1.1): a data packet of kind MP.
       const wire::DataPacket p =
           mp_packet(m.src_node, m.src_vp, m.dest_node, m.dest_vp, m.kind_flags, m.data, m.length);
-      send_packet(m.src_node, p);  // one that finds no way on is refused (chip/refusal.h)
+      send_data(m.src_node, p);  // one that finds no way on is refused (chip/refusal.h)
       return;
     }
     case EgressKind::kRdma: {
@@ -978,7 +986,7 @@ void FabricDaemon::pump_nic(uint32_t chip) {
         break;
       case chip::NicWork::Kind::kMp:
         nic.complete(w->vp, true);
-        if (w->packet) send_data(chip, w->packet->head.dest_node, w->packet->flits);
+        if (w->packet) send_data(chip, w->packet->packet);
         break;
       case chip::NicWork::Kind::kRdma:
         // started: its packets come from the DMA engines below. A triggered one is out of the
@@ -1004,7 +1012,7 @@ void FabricDaemon::pump_nic(uint32_t chip) {
       if (auto p = nic.next_packet(engine)) {
         // A transfer whose own packets find no way out of the source fails at once; a missing
         // way back (read responses, acks) leaves the initiator to its timeout.
-        if (!send_data(chip, p->head.dest_node, p->flits) && engine == chip::DmaEngine::kLocalRead)
+        if (!send_data(chip, p->packet) && engine == chip::DmaEngine::kLocalRead)
           nic.abort_transfer_tag(p->head.tag, kErrNoRoute);
         any = true;
       }
@@ -1067,23 +1075,34 @@ void FabricDaemon::drain_eq(uint32_t chip) {
 
 // A data packet leaving NIC `nic`: table-routed from its port, over the host's own chips
 // (forward) and, where the path leaves the host, onto a link as encoded flits.
-bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::Flit> flits) {
-  const wire::Traffic t{1, 0, flits.size()};
-  Forwarded f =
-      forward(*seg_, nic, static_cast<const chip::Nic&>(*chips_[nic]).network_port(), dest, t);
-  flit_bytes(flits, &packet_bytes_);
+bool FabricDaemon::send_data(uint32_t nic, const wire::DataPacket& p) {
+  LinkPacket lp;  // on the stack: delivering it at a NIC of this host may send others
+  auto n = wire::encode_data_packet_bytes(p, lp.bytes);
+  if (!n.ok()) {
+    drop(4808, "a data packet from NIC {} could not be encoded: {}", nic, n.error().message);
+    return false;
+  }
+  lp.size = *n;
+  const std::span<uint8_t> bytes = lp.view();
+  const wire::Traffic t{1, 0, *n / wire::kFlitBytes};
+  const uint8_t port = static_cast<const chip::Nic&>(*chips_[nic]).network_port();
+  PathCounters& path = sent_paths_.at(*seg_, nic, port, p.head.dest_node);
+  Forwarded f = path.result;
+  if (path_goes_through(f))
+    path.add(t);
+  else
+    f = forward(*seg_, nic, port, p.head.dest_node, t);
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:
-      wire::set_data_hops(packet_bytes_, f.hops_passed);
-      set_vc_class(packet_bytes_, f.vc_class);
-      queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, packet_bytes_.data(),
-                 packet_bytes_.size());
+      wire::set_data_hops(bytes, f.hops_passed);
+      set_vc_class(bytes, f.vc_class);
+      queue_item(link_at(f.chip, f.port), ItemType::kData, f.chip, f.port, bytes.data(),
+                 bytes.size());
       return true;
     case Forwarded::Kind::kDelivered:
     case Forwarded::Kind::kMisrouted:
       if (seg_->nic_of(f.chip)) {  // a NIC of this host receives it (and checks it)
-        std::vector<uint8_t> copy = packet_bytes_;
-        if (!data_at_nic(f.chip, copy))
+        if (!data_at_nic(f.chip, bytes))
           drop(4804, "a data packet for NIC {} that the NIC refused", f.chip);
         return true;
       }
@@ -1091,16 +1110,16 @@ bool FabricDaemon::send_data(uint32_t nic, uint16_t dest, std::span<const wire::
     default:
       break;
   }
-  discard_data(f, flits[0]);  // a transfer's own packet: the transfer fails or times out
+  discard_data(f, bytes);  // a transfer's own packet: the transfer fails or times out
   return false;
 }
 
-void FabricDaemon::discard_data(const Forwarded& f, const wire::Flit& head_flit) {
+void FabricDaemon::discard_data(const Forwarded& f, std::span<const uint8_t> packet) {
   drop(4805,
        "a data packet stopped at chip {} port {}: no usable output, its port down or past the hop "
        "limit",
        f.chip, f.port);
-  auto head = chip::routable_head(head_flit);
+  auto head = chip::routable_head(packet);
   if (!head) return;
   // Stopped at the sender's own NIC: its port is down; anywhere else an NRC had no usable output
   // or the packet had passed the hop limit.
@@ -1113,19 +1132,19 @@ void FabricDaemon::discard_data(const Forwarded& f, const wire::Flit& head_flit)
 }
 
 void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPacket& p) {
-  auto flits = wire::encode_data_packet(p);
-  if (!flits.ok()) {
-    drop(4806, "a data packet leaving chip {} could not be encoded: {}", chip,
-         flits.error().message);
+  LinkPacket lp;
+  auto n = wire::encode_data_packet_bytes(p, lp.bytes);
+  if (!n.ok()) {
+    drop(4806, "a data packet leaving chip {} could not be encoded: {}", chip, n.error().message);
     return;
   }
-  flit_bytes(*flits, &packet_bytes_);
-  std::vector<uint8_t> bytes = packet_bytes_;
+  lp.size = *n;
+  const std::span<uint8_t> bytes = lp.view();
   if (seg_->nic_of(chip)) {
     data_at_nic(chip, bytes);
     return;
   }
-  const wire::Traffic t{1, 0, flits->size()};
+  const wire::Traffic t{1, 0, *n / wire::kFlitBytes};
   Forwarded f = originate(*seg_, chip, in_port, p.head.dest_node, t);
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:
@@ -1148,15 +1167,6 @@ void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPac
        in_port);  // a refusal that finds no way is not answered (chip/refusal.h)
 }
 
-bool FabricDaemon::send_packet(uint32_t nic, const wire::DataPacket& p) {
-  auto flits = wire::encode_data_packet(p);
-  if (!flits.ok()) {
-    drop(4808, "a data packet from NIC {} could not be encoded: {}", nic, flits.error().message);
-    return false;
-  }
-  return send_data(nic, p.head.dest_node, *flits);
-}
-
 // A data packet at a NIC of this host, as it crossed the last link. The NIC checks it
 // (chip::Nic: a dirty one is discarded into its error buffer and counted). An MP enters the
 // host's MPQ ring (chip/mpq.h); false means that ring is full and the packet waits, in order.
@@ -1171,7 +1181,7 @@ bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
     // A CP counts for the VP's collective engine (chip/coll.h); the descriptors it lets start
     // run when pump_nics next runs the NIC, in this round of the loop.
     mark_coll(chip, p->head.dest_vp);
-    const chip::NicRx rx = nic.receive_checked(*p, flits.view());
+    const chip::NicRx rx = nic.receive_checked(*p, bytes);
     if (rx != chip::NicRx::kDiscarded && (p->head.flags & chip::kCpFlagToMpq))
       nic_ports_[chip].cps_to_host.push_back(uint32_t{p->head.dest_vp} << 24 |
                                              uint32_t{p->head.flags} << 16 | p->head.tag);
@@ -1179,7 +1189,7 @@ bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
     return true;
   }
   // Its acks and read responses go out when pump_nics next runs the NIC.
-  nic.receive_checked(*p, flits.view());
+  nic.receive_checked(*p, bytes);
   drain_eq(chip);  // an ack or the last read response completed a descriptor
   if (nic.mpq_count(p->head.dest_vp) > 0 && !mgmt_to_host(chip)) mgmt_waiting_.insert(chip);
   return true;
@@ -1322,7 +1332,13 @@ bool FabricDaemon::retry_mgmt_to_host() {
   return any;
 }
 
+void FabricDaemon::flush_path_counters() {
+  sent_paths_.flush();
+  arrived_paths_.flush();
+}
+
 void FabricDaemon::sync_counters(uint32_t chip) {
+  flush_path_counters();
   chip::Chip& c = *chips_[chip];
   const uint32_t local = seg_->chip(chip).local;
   for (uint8_t p = 0; p < c.num_ports(); ++p) {
@@ -1575,7 +1591,7 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
   // A refused MP is answered by a refusal (chip/refusal.h).
   auto refuse = [&](uint16_t id) {
     ++stats_.mps_refused;
-    send_packet(nic, chip::mp_refusal(h, static_cast<uint16_t>(nic), id));
+    send_data(nic, chip::mp_refusal(h, static_cast<uint16_t>(nic), id));
     return true;
   };
   if (!slot || h.dest_vp >= kVps) return refuse(kErrMpNoVp);
@@ -1636,8 +1652,8 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
 // decode cannot be routed and is discarded there, DIRTY_DISCARDS).
 bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const uint8_t> bytes) {
   const wire::Traffic t{1, 0, bytes.size() / wire::kFlitBytes};
-  if (seg_->nic_of(chip)) {
-    count_rx(*seg_, chip, in_port, t);
+  if (seg_->nic_of(chip)) {  // counted on the port it entered (a path of one port)
+    arrived_paths_.at(*seg_, chip, in_port, chip, 0, 0).add(t);
     return data_at_nic(chip, bytes);
   }
   const std::optional<wire::DataHead> head = chip::routable_head(bytes);
@@ -1647,8 +1663,14 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
     drop(4820, "a data item without a routable head at chip {} port {}", chip, in_port);
     return true;
   }
-  Forwarded f = forward_arrived(*seg_, chip, in_port, head->dest_node, t, nullptr, head->hops,
-                                chip::vc_class_of(head->vc));
+  const uint8_t vc_class = chip::vc_class_of(head->vc);
+  PathCounters& path =
+      arrived_paths_.at(*seg_, chip, in_port, head->dest_node, head->hops, vc_class);
+  Forwarded f = path.result;
+  if (path_goes_through(f))
+    path.add(t);
+  else
+    f = forward_arrived(*seg_, chip, in_port, head->dest_node, t, nullptr, head->hops, vc_class);
   switch (f.kind) {
     case Forwarded::Kind::kLeavesHost:  // onwards to a third host, with the NRCs passed here
       packet_bytes_.assign(bytes.begin(), bytes.end());
@@ -1664,8 +1686,8 @@ bool FabricDaemon::arrive_data(uint32_t chip, uint8_t in_port, std::span<const u
     default:
       break;
   }
-  if (auto flit = wire::decode_flit(bytes.first(wire::kFlitBytes)); flit.ok())
-    discard_data(f, *flit);
+  if (wire::decode_flit(bytes.first(wire::kFlitBytes)).ok())
+    discard_data(f, bytes);
   else
     drop(4821, "a data item at chip {} whose head flit does not decode", f.chip);
   return true;

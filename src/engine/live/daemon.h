@@ -263,7 +263,7 @@ class FabricDaemon {
   bool deliver_mp(uint32_t nic, const wire::DataPacket& mp);
   // A data packet that stopped where `f` says (no usable output, a link down) is discarded
   // there; an MP is answered with a refusal sent back from that chip (chip/refusal.h).
-  void discard_data(const Forwarded& f, const wire::Flit& head_flit);
+  void discard_data(const Forwarded& f, std::span<const uint8_t> packet);
   // A packet local chip `chip` sends itself, answering through `in_port`: a NIC takes it at
   // once, an NRC routes it (originate) onto its way.
   void send_from(uint32_t chip, uint8_t in_port, const wire::DataPacket& p);
@@ -271,8 +271,8 @@ class FabricDaemon {
   void pump_nic(uint32_t chip);
   bool pump_nics();
   void drain_eq(uint32_t chip);
-  bool send_data(uint32_t nic, uint16_t dest, std::span<const wire::Flit> flits);
-  bool send_packet(uint32_t nic, const wire::DataPacket& p);
+  // A packet NIC `nic` sends: encoded, routed from its port, counted; false if it found no way.
+  bool send_data(uint32_t nic, const wire::DataPacket& p);
   // A completion for a VP whose CQ is full waits here, in order, instead of being lost.
   void complete(uint32_t nic, uint8_t vp, OpCode op, OpStatus status, uint64_t cookie,
                 uint64_t bytes, uint16_t error_id, const char* reason);
@@ -317,6 +317,12 @@ class FabricDaemon {
   std::vector<uint32_t> local_nics_;
   std::unordered_map<uint64_t, NicOp> nic_ops_;  // by (NIC, VP, submission number)
   std::vector<uint8_t> packet_bytes_;
+  // The paths data packets take from this host's NICs and into it over links, with the traffic
+  // not yet added to the ports' shared counters (PathCounters): flushed whenever the daemon
+  // idles, before a chip's counters are read, and every PathCounters::kFlushOps packets a path.
+  SendPaths sent_paths_;
+  ArrivalPaths arrived_paths_;
+  void flush_path_counters();
   // Work that waits, in order, per VP: a VP's later work waits behind its waiting work; other
   // VPs' does not.
   template <class T>

@@ -52,24 +52,6 @@ Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<u
   return {};
 }
 
-PathCounters& ArrivalPaths::at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
-                               uint8_t hops, uint8_t vc_class) {
-  const uint64_t key = uint64_t{chip} << 40 | uint64_t{in_port} << 32 | uint64_t{dest} << 12 |
-                       uint64_t{hops} << 4 | vc_class;
-  if (paths_.size() >= kMaxPaths && !paths_.contains(key)) {  // bounded whatever peers send
-    flush();
-    paths_.clear();
-  }
-  return paths_[key].refresh(
-      seg.header().route_generation.load(std::memory_order_acquire), [&](auto* lines) {
-        return forward_arrived(seg, chip, in_port, dest, {}, lines, hops, vc_class);
-      });
-}
-
-void ArrivalPaths::flush() {
-  for (auto& [k, p] : paths_) p.flush();
-}
-
 Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths,
                       Error* why) {
   ItemHead h;

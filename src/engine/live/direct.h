@@ -43,23 +43,6 @@ bool enters_target_host(Segment& seg, const Forwarded& f, uint32_t dest);
 // does not encode.
 Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out);
 
-// The paths items took into this host, by where they entered, where they go, the NRCs they had
-// passed and their VC class, each with the traffic not yet added to the shared port counters: a
-// receiver's counterpart of a sender's cached paths (PathCounters), recomputed when the
-// segment's routes change.
-class ArrivalPaths {
- public:
-  static constexpr size_t kMaxPaths = 4096;
-  PathCounters& at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest, uint8_t hops,
-                   uint8_t vc_class);
-  // Brings the shared counters up to date (when the receiver goes idle, and every
-  // PathCounters::kFlushOps items).
-  void flush();
-
- private:
-  std::unordered_map<uint64_t, PathCounters> paths_;
-};
-
 enum class Arrival : uint8_t {
   kDelivered,  // written into the target VP's MPQ, the ports it passed counted
   kHold,       // the target's MPQ is full: try it again later, in order

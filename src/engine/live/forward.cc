@@ -159,6 +159,25 @@ Forwarded originate(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
   return forward(seg, chip, static_cast<uint8_t>(out), dest, t);
 }
 
+void PathTable::flush() {
+  for (auto& [k, p] : paths_) p.flush();
+}
+
+PathCounters& ArrivalPaths::at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest,
+                               uint8_t hops, uint8_t vc_class) {
+  const uint64_t key = uint64_t{chip} << 40 | uint64_t{in_port} << 32 | uint64_t{dest} << 12 |
+                       uint64_t{hops} << 4 | vc_class;
+  return at_key(seg, key, [&](auto* lines) {
+    return forward_arrived(seg, chip, in_port, dest, {}, lines, hops, vc_class);
+  });
+}
+
+PathCounters& SendPaths::at(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest) {
+  const uint64_t key = uint64_t{chip} << 40 | uint64_t{out_port} << 32 | dest;
+  return at_key(seg, key,
+                [&](auto* lines) { return forward(seg, chip, out_port, dest, {}, lines); });
+}
+
 void set_vc_class(std::span<uint8_t> packet_bytes, uint8_t vc_class) {
   if (chip::vc_class_of(wire::flit_vc(packet_bytes)) == vc_class) return;
   if (auto head = chip::routable_head(packet_bytes))

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/live/segment.h"
@@ -94,5 +96,59 @@ struct PathCounters {
     return *this;
   }
 };
+
+// Cached paths by key, each with the traffic not yet added to the shared port counters,
+// recomputed when the segment's routes change; bounded whatever peers send (a full table is
+// flushed and emptied).
+class PathTable {
+ public:
+  static constexpr size_t kMaxPaths = 4096;
+  // Brings the shared counters up to date (when the holder goes idle, before its counters are
+  // read, and every PathCounters::kFlushOps packets of a path).
+  void flush();
+
+ protected:
+  template <class Compute>
+  PathCounters& at_key(Segment& seg, uint64_t key, Compute&& compute) {
+    if (key != last_key_ || last_ == nullptr) {  // a stream's packets take one path
+      if (paths_.size() >= kMaxPaths && !paths_.contains(key)) {
+        flush();
+        paths_.clear();
+      }
+      last_ = &paths_[key];  // elements stay where they are when the map grows
+      last_key_ = key;
+    }
+    return last_->refresh(seg.header().route_generation.load(std::memory_order_acquire),
+                          std::forward<Compute>(compute));
+  }
+
+ private:
+  std::unordered_map<uint64_t, PathCounters> paths_;
+  uint64_t last_key_ = 0;
+  PathCounters* last_ = nullptr;
+};
+
+// The paths packets took into this host over links, by where they entered, where they go, the
+// NRCs they had passed and their VC class (forward_arrived): a receiver's counterpart of a
+// sender's cached paths.
+class ArrivalPaths : public PathTable {
+ public:
+  PathCounters& at(Segment& seg, uint32_t chip, uint8_t in_port, uint32_t dest, uint8_t hops,
+                   uint8_t vc_class);
+};
+
+// The paths of packets local chips send, by chip, output port and destination (forward).
+class SendPaths : public PathTable {
+ public:
+  PathCounters& at(Segment& seg, uint32_t chip, uint8_t out_port, uint32_t dest);
+};
+
+// Whether a cached path's result stands for the packet: it went on or arrived. A packet that
+// stops on the way is forwarded again uncached, which counts its discard where it stopped
+// (a recorded path counts only the ports passed).
+inline bool path_goes_through(const Forwarded& f) {
+  return f.kind == Forwarded::Kind::kLeavesHost || f.kind == Forwarded::Kind::kDelivered ||
+         f.kind == Forwarded::Kind::kMisrouted;
+}
 
 }  // namespace galaxy::live
