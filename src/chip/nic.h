@@ -209,6 +209,8 @@ class Nic : public Chip {
   using LinkFlits = chip::LinkFlits;
   std::optional<wire::DataPacket> check_packet_bytes(std::span<const uint8_t> bytes,
                                                      LinkFlits* flits);
+  // The same into *out; false if the packet was discarded.
+  bool check_packet_bytes(std::span<const uint8_t> bytes, LinkFlits* flits, wire::DataPacket* out);
   // The receive-side checks alone (decode, destination, VP); a dirty packet is discarded into
   // the error buffer and counted. For an engine that writes MPs into an MPQ it keeps itself.
   std::optional<wire::DataPacket> check_packet(std::span<const wire::Flit> flits);
@@ -219,6 +221,8 @@ class Nic : public Chip {
   NicRx receive_checked(const wire::DataPacket& p, const ArrivedPacket& arrived);
   // The next packet DMA engine `e` puts on the network, if it has one.
   std::optional<NicPacket> next_packet(DmaEngine e);
+  // The same into `out` (a busy engine's caller reuses one packet): false if there is none.
+  bool next_packet(DmaEngine e, NicPacket& out);
   bool has_packets() const { return !tx_active_.empty() || !reads_.empty() || !acks_.empty(); }
 
   // Host memory, as the engine supplies it, and the ATT in front of it: the NIC's own table
@@ -378,8 +382,8 @@ class Nic : public Chip {
   // Completes a packet built in `out.packet` (its VC, source, length); false, discarded, if a
   // field is out of range.
   bool finish_packet(NicPacket& out, DmaEngine e, uint32_t host_bytes);
-  std::optional<NicPacket> next_local_packet();
-  std::optional<NicPacket> next_response_packet();
+  bool next_local_packet(NicPacket& out);
+  bool next_response_packet(NicPacket& out);
   void finish_tx(uint16_t slot, uint16_t error_id);
   void abort_slot(uint16_t slot, uint16_t error_id);
   void send_ack(uint16_t dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id, uint64_t bytes);

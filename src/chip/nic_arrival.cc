@@ -32,13 +32,7 @@ Status decode_arriving_flits(std::span<const uint8_t> bytes, LinkFlits* out,
 namespace {
 
 // The checks after decoding: the packet is for this NIC and one of its VPs.
-Result<wire::DataPacket> for_this_nic(uint16_t chip_id, Result<wire::DataPacket> p,
-                                      wire::DataDefect* defect) {
-  if (!p.ok()) {
-    *defect = wire::data_defect_of(p.error());
-    return p.error();
-  }
-  const wire::DataHead& h = p->head;
+Status check_destination(uint16_t chip_id, const wire::DataHead& h, wire::DataDefect* defect) {
   if (h.dest_node != chip_id) {
     *defect = wire::DataDefect::kMisrouted;
     return make_error(
@@ -51,23 +45,42 @@ Result<wire::DataPacket> for_this_nic(uint16_t chip_id, Result<wire::DataPacket>
                       fmt::format("data packet for vp {}: the NIC has {}", h.dest_vp, kNumVps));
   }
   *defect = wire::DataDefect::kNone;
-  return p;
+  return {};
 }
 
 }  // namespace
 
+Status check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes, LinkFlits* flits,
+                            wire::DataPacket* out, wire::DataDefect* defect) {
+  flits->count = 0;
+  if (wire::decode_clean_data_packet(bytes, out))
+    return check_destination(chip_id, out->head, defect);
+  if (Status s = decode_arriving_flits(bytes, flits, defect); !s.ok()) return s;
+  auto p = wire::decode_data_packet(flits->view());
+  if (!p.ok()) {
+    *defect = wire::data_defect_of(p.error());
+    return p.error();
+  }
+  *out = *p;
+  return check_destination(chip_id, out->head, defect);
+}
+
 Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
-                                              LinkFlits* out, wire::DataDefect* defect) {
-  out->count = 0;
+                                              LinkFlits* flits, wire::DataDefect* defect) {
   wire::DataPacket p;
-  if (wire::decode_clean_data_packet(bytes, &p)) return for_this_nic(chip_id, p, defect);
-  if (Status s = decode_arriving_flits(bytes, out, defect); !s.ok()) return s.error();
-  return check_arriving(chip_id, out->view(), defect);
+  GALAXY_TRY(check_arriving_bytes(chip_id, bytes, flits, &p, defect));
+  return p;
 }
 
 Result<wire::DataPacket> check_arriving(uint16_t chip_id, std::span<const wire::Flit> flits,
                                         wire::DataDefect* defect) {
-  return for_this_nic(chip_id, wire::decode_data_packet(flits), defect);
+  auto p = wire::decode_data_packet(flits);
+  if (!p.ok()) {
+    *defect = wire::data_defect_of(p.error());
+    return p.error();
+  }
+  GALAXY_TRY(check_destination(chip_id, p->head, defect));
+  return p;
 }
 
 }  // namespace galaxy::chip

@@ -41,6 +41,9 @@ struct ArrivedPacket {
 // packet is dirty; E2078 it is not 1 to flits->flits.size() whole flits.
 Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
                                               LinkFlits* flits, wire::DataDefect* defect);
+// The same into *out (a receiver's own packet, no copies on the way).
+Status check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes, LinkFlits* flits,
+                            wire::DataPacket* out, wire::DataDefect* defect);
 // The decoding alone (the first step of check_arriving_bytes).
 Status decode_arriving_flits(std::span<const uint8_t> bytes, LinkFlits* flits,
                              wire::DataDefect* defect);

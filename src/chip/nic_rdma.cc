@@ -148,29 +148,38 @@ std::vector<wire::Flit> NicPacket::flits() const {
 }
 
 std::optional<NicPacket> Nic::next_packet(DmaEngine e) {
+  std::optional<NicPacket> out(std::in_place);
+  if (!next_packet(e, *out)) out.reset();
+  return out;
+}
+
+bool Nic::next_packet(DmaEngine e, NicPacket& out) {
   switch (e) {
     case DmaEngine::kLocalRead:
-      return next_local_packet();
+      return next_local_packet(out);
     case DmaEngine::kRemoteRead:
-      return next_response_packet();
+      return next_response_packet(out);
     case DmaEngine::kWrite:
       break;
   }
-  if (acks_.empty()) return std::nullopt;
-  DataPacket a = acks_.front();
+  if (acks_.empty()) return false;
+  out.packet = acks_.front();
   acks_.pop_front();
-  return make_packet(a, DmaEngine::kWrite, 0);
+  return finish_packet(out, DmaEngine::kWrite, 0);
 }
 
 // DMA engine 0: one transfer at a time, in start order (descriptors of a VP stay in order).
-// Each packet is built where it is returned (a packet is ~200 bytes; one per 128 bytes moved).
-std::optional<NicPacket> Nic::next_local_packet() {
-  std::optional<NicPacket> out;
+// The packet is built in the caller's `out` (one per 128 bytes moved: a busy engine reuses
+// one); the payload past the packet's bytes is left as it was (wire/ carries only head.bytes).
+bool Nic::next_local_packet(NicPacket& out) {
   while (!tx_active_.empty()) {
     const uint16_t slot = tx_active_.front();
     TxTransfer& t = tx_[slot];
     const wire::RdmaDescriptor& d = t.d;
-    DataPacket& p = out.emplace().packet;
+    out.starts_host_read = false;
+    DataPacket& p = out.packet;
+    p.head = {};
+    p.ext = {};
     p.head.dest_node = d.remote_node;
     p.head.dest_vp = d.remote_vp;
     p.head.src_vp = t.vp;
@@ -189,8 +198,7 @@ std::optional<NicPacket> Nic::next_local_packet() {
       t.data_done = true;
       t.phase = TxTransfer::Phase::kAwaitResponses;
       tx_active_.pop_front();
-      if (!finish_packet(*out, DmaEngine::kLocalRead, 0)) out.reset();
-      return out;
+      return finish_packet(out, DmaEngine::kLocalRead, 0);
     }
     const bool notice = d.completion != Completion::kNone;
     if (notice) p.head.flags |= wire::kDataFlagNotified;
@@ -222,11 +230,9 @@ std::optional<NicPacket> Nic::next_local_packet() {
           tx_active_.pop_front();
         }
       }
-      if (finish_packet(*out, DmaEngine::kLocalRead, host_bytes))
-        out->starts_host_read = starts;
-      else
-        out.reset();
-      return out;
+      if (!finish_packet(out, DmaEngine::kLocalRead, host_bytes)) return false;
+      out.starts_host_read = starts;
+      return true;
     }
     // The notice, after the data: the target applies it once every data packet is written.
     p.head.bytes = static_cast<uint8_t>(wire::kNotifyDataBytes);
@@ -249,20 +255,18 @@ std::optional<NicPacket> Nic::next_local_packet() {
     }
     t.phase = TxTransfer::Phase::kAwaitAck;
     tx_active_.pop_front();
-    if (!finish_packet(*out, DmaEngine::kLocalRead, 0)) out.reset();
-    return out;
+    return finish_packet(out, DmaEngine::kLocalRead, 0);
   }
-  out.reset();
-  return out;
+  return false;
 }
 
 // DMA engine 1: answers remote gets in order, reading our memory.
-std::optional<NicPacket> Nic::next_response_packet() {
-  std::optional<NicPacket> out;  // built where it is returned, as next_local_packet's
+bool Nic::next_response_packet(NicPacket& out) {  // in `out`, as next_local_packet's
   while (!reads_.empty()) {
     ReadJob& j = reads_.front();
     const uint64_t n = wire::packet_bytes_at(j.dest, j.length, j.sent);
-    DataPacket& p = out.emplace().packet;
+    DataPacket& p = out.packet;
+    p.head = {};
     p.head.kind = PacketKind::kRdmaReadResponse;
     p.head.dest_node = j.requester;
     p.head.dest_vp = j.requester_vp;
@@ -282,14 +286,11 @@ std::optional<NicPacket> Nic::next_response_packet() {
       if (j.event) write_event_at(j.notify_key, j.notify_address, j.notify_data);
       reads_.pop_front();
     }
-    if (finish_packet(*out, DmaEngine::kRemoteRead, static_cast<uint32_t>(n)))
-      out->starts_host_read = starts;
-    else
-      out.reset();
-    return out;
+    if (!finish_packet(out, DmaEngine::kRemoteRead, static_cast<uint32_t>(n))) return false;
+    out.starts_host_read = starts;
+    return true;
   }
-  out.reset();
-  return out;
+  return false;
 }
 
 bool Nic::abort_transfer(uint8_t vp, uint64_t sequence, uint16_t error_id) {
@@ -400,14 +401,20 @@ NicRx Nic::receive_packet_bytes(std::span<const uint8_t> bytes) {
 }
 
 std::optional<DataPacket> Nic::check_packet_bytes(std::span<const uint8_t> bytes, LinkFlits* out) {
+  std::optional<DataPacket> p(std::in_place);
+  if (!check_packet_bytes(bytes, out, &*p)) p.reset();
+  return p;
+}
+
+bool Nic::check_packet_bytes(std::span<const uint8_t> bytes, LinkFlits* flits, DataPacket* out) {
   wire::DataDefect defect = wire::DataDefect::kNone;
-  auto p = check_arriving_bytes(chip_id(), bytes, out, &defect);
-  if (p.ok()) return std::move(*p);
-  if (out->count == 0)
-    discard(bytes, p.error(), defect);
+  Status s = check_arriving_bytes(chip_id(), bytes, flits, out, &defect);
+  if (s.ok()) return true;
+  if (flits->count == 0)
+    discard(bytes, s.error(), defect);
   else
-    discard(out->view(), p.error(), defect);
-  return std::nullopt;
+    discard(flits->view(), s.error(), defect);
+  return false;
 }
 
 std::optional<DataPacket> Nic::check_packet(std::span<const wire::Flit> flits) {

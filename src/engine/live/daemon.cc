@@ -1009,11 +1009,12 @@ void FabricDaemon::pump_nic(uint32_t chip) {
     for (uint8_t e = 0; e < chip::kDmaEngines; ++e) {
       const auto engine = static_cast<chip::DmaEngine>(e);
       if (links_full && engine != chip::DmaEngine::kWrite) continue;
-      if (auto p = nic.next_packet(engine)) {
+      if (nic.next_packet(engine, nic_packet_)) {
         // A transfer whose own packets find no way out of the source fails at once; a missing
         // way back (read responses, acks) leaves the initiator to its timeout.
-        if (!send_data(chip, p->packet) && engine == chip::DmaEngine::kLocalRead)
-          nic.abort_transfer_tag(p->head.tag, kErrNoRoute);
+        const uint16_t tag = nic_packet_.head.tag;
+        if (!send_data(chip, nic_packet_.packet) && engine == chip::DmaEngine::kLocalRead)
+          nic.abort_transfer_tag(tag, kErrNoRoute);
         any = true;
       }
     }
@@ -1173,8 +1174,9 @@ void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPac
 bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
   auto& nic = static_cast<chip::Nic&>(*chips_[chip]);
   chip::Nic::LinkFlits flits;
-  auto p = nic.check_packet_bytes(bytes, &flits);
-  if (!p) return true;
+  wire::DataPacket packet;  // on the stack: delivering it may send others, to this host too
+  if (!nic.check_packet_bytes(bytes, &flits, &packet)) return true;
+  const wire::DataPacket* p = &packet;
   const bool in_transfer = p->head.flags & wire::kDataFlagInTransfer;
   if (p->head.kind == wire::PacketKind::kMp && !in_transfer) return deliver_mp(chip, *p);
   if (p->head.kind == wire::PacketKind::kCp) {
@@ -1574,13 +1576,16 @@ void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, ui
   const size_t max = 8192;
   if (!l.batch.empty() && l.batch.size() + h.length > max) {
     l.out_frames.push_back(std::move(l.batch));
-    l.batch.clear();
+    l.batch = {};
   }
-  const size_t at = l.batch.size();
-  l.batch.resize(at + h.length);
-  std::memcpy(l.batch.data() + at, &h, sizeof h);
-  std::memcpy(l.batch.data() + at + sizeof h, body, body_len);
-  if (data_len) std::memcpy(l.batch.data() + at + sizeof h + body_len, data, data_len);
+  if (l.batch.capacity() < max) l.batch.reserve(max);  // a frame's room at once, not by doubling
+  auto append = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    l.batch.insert(l.batch.end(), b, b + n);
+  };
+  append(&h, sizeof h);
+  append(body, body_len);
+  if (data_len) append(data, data_len);
   ++l.items_sent;
   ++stats_.items_sent;
 }

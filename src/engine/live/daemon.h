@@ -321,6 +321,7 @@ class FabricDaemon {
   // not yet added to the ports' shared counters (PathCounters): flushed whenever the daemon
   // idles, before a chip's counters are read, and every PathCounters::kFlushOps packets a path.
   SendPaths sent_paths_;
+  chip::NicPacket nic_packet_;  // a DMA engine's next packet, one reused for all
   ArrivalPaths arrived_paths_;
   void flush_path_counters();
   // Work that waits, in order, per VP: a VP's later work waits behind its waiting work; other

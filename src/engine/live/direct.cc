@@ -70,13 +70,10 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths*
                                   h.from_chip, h.from_port));
     return Arrival::kDropped;
   }
-  // The packet's flits, decoded once: the head routes it, the NIC checks all of them.
+  // The head routes it, the NIC checks all of it; anything unusual is the daemon's, whose NIC
+  // model discards and counts it.
   const std::span<const uint8_t> body = item.subspan(sizeof h);
-  chip::LinkFlits flits;
-  wire::DataDefect defect;
-  if (!chip::decode_arriving_flits(body, &flits, &defect).ok())
-    return Arrival::kToDaemon;  // its NIC model discards and counts it
-  const std::optional<wire::DataHead> head = chip::routable_head(flits.flits[0]);
+  const std::optional<wire::DataHead> head = chip::routable_head(body);
   if (!head || head->kind != wire::PacketKind::kMp ||
       (head->flags & wire::kDataFlagInTransfer) != 0)
     return Arrival::kToDaemon;
@@ -86,11 +83,14 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths*
   const uint32_t at = path.result.chip;
   NicSlot* nic = seg.nic_of(at);
   if (!nic) return Arrival::kToDaemon;
-  auto p = chip::check_arriving(static_cast<uint16_t>(at), flits.view(), &defect);
-  if (!p.ok()) return Arrival::kToDaemon;  // its NIC model discards and counts it
-  switch (deliver_mp_packet(nic->vps[p->head.dest_vp], *p)) {
+  chip::LinkFlits flits;
+  wire::DataDefect defect;
+  wire::DataPacket p;
+  if (!chip::check_arriving_bytes(static_cast<uint16_t>(at), body, &flits, &p, &defect).ok())
+    return Arrival::kToDaemon;  // its NIC model discards and counts it
+  switch (deliver_mp_packet(nic->vps[p.head.dest_vp], p)) {
     case chip::MpqAdmit::kWrite:
-      path.add(wire::Traffic{1, 0, flits.count});
+      path.add(wire::Traffic{1, 0, p.head.length_flits});
       return Arrival::kDelivered;
     case chip::MpqAdmit::kWait:
       return Arrival::kHold;

@@ -102,7 +102,7 @@ class SegmentHostMemory final : public chip::HostMemory {
   void begin_round() { cached_ = 0; }
 
  private:
-  static constexpr size_t kReadAhead = 8192;
+  static constexpr size_t kReadAhead = 32768;
   static constexpr size_t kMaxPosted = 65536;
   Result<int32_t> owner(uint64_t phys) const;
   Status io(int32_t pid, uint64_t vaddr, uint8_t* local, uint64_t length, bool write);
