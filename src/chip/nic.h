@@ -204,13 +204,10 @@ class Nic : public Chip {
   // A data packet as it crossed a link, encoded flits of wire::kFlitBytes each: decoded by
   // wire/ (a flit that does not decode makes the packet dirty), then receive_packet.
   NicRx receive_packet_bytes(std::span<const uint8_t> bytes);
-  // Its decoding and checks alone (chip/nic_arrival.h); a dirty packet is discarded into the
-  // error buffer and counted; `flits` receives the decoded flits.
+  // Its decoding and checks alone (chip/nic_arrival.h), into *out; false if the packet was
+  // dirty: discarded into the error buffer and counted.
   using LinkFlits = chip::LinkFlits;
-  std::optional<wire::DataPacket> check_packet_bytes(std::span<const uint8_t> bytes,
-                                                     LinkFlits* flits);
-  // The same into *out; false if the packet was discarded.
-  bool check_packet_bytes(std::span<const uint8_t> bytes, LinkFlits* flits, wire::DataPacket* out);
+  bool check_packet_bytes(std::span<const uint8_t> bytes, wire::DataPacket* out);
   // The receive-side checks alone (decode, destination, VP); a dirty packet is discarded into
   // the error buffer and counted. For an engine that writes MPs into an MPQ it keeps itself.
   std::optional<wire::DataPacket> check_packet(std::span<const wire::Flit> flits);

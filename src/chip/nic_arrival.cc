@@ -50,26 +50,19 @@ Status check_destination(uint16_t chip_id, const wire::DataHead& h, wire::DataDe
 
 }  // namespace
 
-Status check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes, LinkFlits* flits,
-                            wire::DataPacket* out, wire::DataDefect* defect) {
-  flits->count = 0;
+Status check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes, wire::DataPacket* out,
+                            wire::DataDefect* defect) {
   if (wire::decode_clean_data_packet(bytes, out))
     return check_destination(chip_id, out->head, defect);
-  if (Status s = decode_arriving_flits(bytes, flits, defect); !s.ok()) return s;
-  auto p = wire::decode_data_packet(flits->view());
+  LinkFlits flits;  // only a packet with something wrong is decoded flit by flit
+  if (Status s = decode_arriving_flits(bytes, &flits, defect); !s.ok()) return s;
+  auto p = wire::decode_data_packet(flits.view());
   if (!p.ok()) {
     *defect = wire::data_defect_of(p.error());
     return p.error();
   }
   *out = *p;
   return check_destination(chip_id, out->head, defect);
-}
-
-Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
-                                              LinkFlits* flits, wire::DataDefect* defect) {
-  wire::DataPacket p;
-  GALAXY_TRY(check_arriving_bytes(chip_id, bytes, flits, &p, defect));
-  return p;
 }
 
 Result<wire::DataPacket> check_arriving(uint16_t chip_id, std::span<const wire::Flit> flits,

@@ -35,15 +35,13 @@ struct ArrivedPacket {
 };
 
 // Decodes a packet as it crossed a link (whole flits of wire::kFlitBytes; a flit that does not
-// decode makes the packet dirty) and checks it (check_arriving). A well-formed packet decodes in
-// one pass (wire::decode_clean_data_packet) and leaves flits->count 0; anything else is decoded
-// flit by flit into *flits, and the full decoders name its defect: on error *defect says how the
-// packet is dirty; E2078 it is not 1 to flits->flits.size() whole flits.
-Result<wire::DataPacket> check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes,
-                                              LinkFlits* flits, wire::DataDefect* defect);
-// The same into *out (a receiver's own packet, no copies on the way).
-Status check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes, LinkFlits* flits,
-                            wire::DataPacket* out, wire::DataDefect* defect);
+// decode makes the packet dirty) into *out and checks it (check_arriving). A well-formed packet
+// decodes in one pass (wire::decode_clean_data_packet); anything else is decoded flit by flit,
+// and the full decoders name its defect: on error *defect says how the packet is dirty; E2078
+// it is not 1 to 2 * wire::kMaxDataPacketFlits whole flits. A discard keeps `bytes` (the flits
+// that decoded encode to them again).
+Status check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes, wire::DataPacket* out,
+                            wire::DataDefect* defect);
 // The decoding alone (the first step of check_arriving_bytes).
 Status decode_arriving_flits(std::span<const uint8_t> bytes, LinkFlits* flits,
                              wire::DataDefect* defect);

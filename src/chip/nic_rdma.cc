@@ -394,26 +394,16 @@ uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
 }
 
 NicRx Nic::receive_packet_bytes(std::span<const uint8_t> bytes) {
-  LinkFlits flits;
-  auto p = check_packet_bytes(bytes, &flits);
-  if (!p) return NicRx::kDiscarded;
-  return receive_checked(*p, bytes);
+  DataPacket p;
+  if (!check_packet_bytes(bytes, &p)) return NicRx::kDiscarded;
+  return receive_checked(p, bytes);
 }
 
-std::optional<DataPacket> Nic::check_packet_bytes(std::span<const uint8_t> bytes, LinkFlits* out) {
-  std::optional<DataPacket> p(std::in_place);
-  if (!check_packet_bytes(bytes, out, &*p)) p.reset();
-  return p;
-}
-
-bool Nic::check_packet_bytes(std::span<const uint8_t> bytes, LinkFlits* flits, DataPacket* out) {
+bool Nic::check_packet_bytes(std::span<const uint8_t> bytes, DataPacket* out) {
   wire::DataDefect defect = wire::DataDefect::kNone;
-  Status s = check_arriving_bytes(chip_id(), bytes, flits, out, &defect);
+  Status s = check_arriving_bytes(chip_id(), bytes, out, &defect);
   if (s.ok()) return true;
-  if (flits->count == 0)
-    discard(bytes, s.error(), defect);
-  else
-    discard(flits->view(), s.error(), defect);
+  discard(bytes, s.error(), defect);
   return false;
 }
 

@@ -1173,9 +1173,8 @@ void FabricDaemon::send_from(uint32_t chip, uint8_t in_port, const wire::DataPac
 // host's MPQ ring (chip/mpq.h); false means that ring is full and the packet waits, in order.
 bool FabricDaemon::data_at_nic(uint32_t chip, std::span<const uint8_t> bytes) {
   auto& nic = static_cast<chip::Nic&>(*chips_[chip]);
-  chip::Nic::LinkFlits flits;
   wire::DataPacket packet;  // on the stack: delivering it may send others, to this host too
-  if (!nic.check_packet_bytes(bytes, &flits, &packet)) return true;
+  if (!nic.check_packet_bytes(bytes, &packet)) return true;
   const wire::DataPacket* p = &packet;
   const bool in_transfer = p->head.flags & wire::kDataFlagInTransfer;
   if (p->head.kind == wire::PacketKind::kMp && !in_transfer) return deliver_mp(chip, *p);

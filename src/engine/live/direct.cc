@@ -83,10 +83,9 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths*
   const uint32_t at = path.result.chip;
   NicSlot* nic = seg.nic_of(at);
   if (!nic) return Arrival::kToDaemon;
-  chip::LinkFlits flits;
   wire::DataDefect defect;
   wire::DataPacket p;
-  if (!chip::check_arriving_bytes(static_cast<uint16_t>(at), body, &flits, &p, &defect).ok())
+  if (!chip::check_arriving_bytes(static_cast<uint16_t>(at), body, &p, &defect).ok())
     return Arrival::kToDaemon;  // its NIC model discards and counts it
   switch (deliver_mp_packet(nic->vps[p.head.dest_vp], p)) {
     case chip::MpqAdmit::kWrite:
