@@ -114,7 +114,13 @@ struct Stream {
   void send(Link& from, uint64_t now) {
     while (next_send < count && from.can_send()) {
       make_payload(next_send, &payload);
-      Status s = from.send(payload, now);
+      // Every other payload by its buffer (a daemon's frames), the rest as a copy.
+      std::vector<uint8_t> taken = payload;
+      Status s = next_send % 2 ? from.send(&taken, now) : from.send(payload, now);
+      if (s.ok() && next_send % 2 && !taken.empty()) {
+        ADD_FAILURE() << "the link kept " << taken.size() << " bytes in the buffer it gave back";
+        ++errors;
+      }
       if (!s.ok()) {
         ADD_FAILURE() << s.to_string();
         ++errors;
@@ -402,6 +408,9 @@ TEST(Link, HandshakeBringsBothEndsUp) {
   EXPECT_EQ(h.a->next_deadline_ns(), 0u);
   EXPECT_FALSE(h.a->can_send());  // no credits before the handshake
   EXPECT_EQ(h.a->send(std::vector<uint8_t>(4), h.now).error().code, Code::kResourceExhausted);
+  std::vector<uint8_t> four(4, 7);
+  EXPECT_EQ(h.a->send(&four, h.now).error().code, Code::kResourceExhausted);
+  EXPECT_EQ(four, std::vector<uint8_t>(4, 7));
   ASSERT_TRUE(h.both_up());
   EXPECT_EQ(h.a->stats().handshakes, 1u);
   EXPECT_EQ(h.b->stats().handshakes, 1u);
@@ -410,6 +419,9 @@ TEST(Link, HandshakeBringsBothEndsUp) {
   EXPECT_TRUE(h.a->can_send());
   std::vector<uint8_t> too_big(h.a->config().max_payload + 1);
   EXPECT_EQ(h.a->send(too_big, h.now).error().code, Code::kInvalidArgument);
+  // A refused buffer stays the caller's, untouched.
+  EXPECT_EQ(h.a->send(&too_big, h.now).error().code, Code::kInvalidArgument);
+  EXPECT_EQ(too_big.size(), h.a->config().max_payload + 1);
 }
 
 TEST(Link, RefusesFramesOfAnotherLinkAndGarbage) {

@@ -1827,7 +1827,10 @@ bool FabricDaemon::flush_links(uint64_t now) {
       });
       if (v < 0) break;
       Lane& lane = l.lanes[static_cast<size_t>(v)];
-      if (!lane.link->send(lane.out_frames.front(), now).ok()) break;
+      std::vector<uint8_t>& frame = lane.out_frames.front();
+      if (!lane.link->send(&frame, now).ok()) break;
+      if (lane.batch.empty() && lane.batch.capacity() < frame.capacity())
+        lane.batch.swap(frame);  // the buffer the link gave back holds the next frame
       lane.out_frames.pop_front();
       if (v != wire::kMgmtVc) l.last_vc = static_cast<uint8_t>(v);
       put_on_wire(lane);

@@ -285,11 +285,26 @@ bool Link::can_send() const {
 }
 
 Status Link::send(std::span<const uint8_t> payload, uint64_t now_ns) {
+  GALAXY_TRY(admit(payload.size(), now_ns));
+  tx_[snd_nxt_ & tx_mask_].payload.assign(payload.begin(), payload.end());
+  queue_admitted();
+  return {};
+}
+
+Status Link::send(std::vector<uint8_t>* payload, uint64_t now_ns) {
+  GALAXY_TRY(admit(payload->size(), now_ns));
+  tx_[snd_nxt_ & tx_mask_].payload.swap(*payload);
+  payload->clear();
+  queue_admitted();
+  return {};
+}
+
+Status Link::admit(size_t bytes, uint64_t now_ns) {
   touch(now_ns);
-  if (payload.size() > cfg_.max_payload)
+  if (bytes > cfg_.max_payload)
     return make_error(Code::kInvalidArgument, 4612,
                       fmt::format("link {} payload of {} bytes exceeds max_payload = {}",
-                                  cfg_.link_id, payload.size(), cfg_.max_payload));
+                                  cfg_.link_id, bytes, cfg_.max_payload));
   if (in_flight() >= cfg_.window)
     return make_error(
         Code::kResourceExhausted, 4613,
@@ -300,8 +315,11 @@ Status Link::send(std::span<const uint8_t> payload, uint64_t now_ns) {
                       fmt::format("link {} peer has no credits ({} frames in flight, state {})",
                                   cfg_.link_id, in_flight(), link_state_name(state_)));
   }
+  return {};
+}
+
+void Link::queue_admitted() {
   TxSlot& slot = tx_[snd_nxt_ & tx_mask_];
-  slot.payload.assign(payload.begin(), payload.end());
   slot.seq = snd_nxt_;
   slot.tx_count = 0;
   slot.sacked = false;
@@ -310,7 +328,6 @@ Status Link::send(std::span<const uint8_t> payload, uint64_t now_ns) {
   ++snd_nxt_;
   flush_new();
   if (seq_diff(snd_nxt_, credit_limit_) >= 0) arm_probe();
-  return {};
 }
 
 void Link::flush_new() {

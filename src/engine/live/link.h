@@ -175,6 +175,9 @@ class Link {
   // formatting an error message, so the hot path should ask it first). Payload above
   // max_payload: kInvalidArgument. Accepted payloads wait while the link is not Up.
   Status send(std::span<const uint8_t> payload, uint64_t now_ns);
+  // The same taking the payload's buffer instead of a copy of it (a sender's whole frame); on
+  // success *payload holds a buffer the link no longer needs, on error it is untouched.
+  Status send(std::vector<uint8_t>* payload, uint64_t now_ns);
   bool can_send() const;
 
   // One received datagram, possibly corrupt, truncated, duplicated, reordered or for another
@@ -247,6 +250,9 @@ class Link {
   void rebase_sender(uint32_t base, uint32_t credits);
   void drop_out_of_order();
   void flush_new();
+  // send's checks (size, window, credits), then its queueing of the payload put in the slot.
+  Status admit(size_t bytes, uint64_t now_ns);
+  void queue_admitted();
   void retransmit(uint32_t index);
   void rtt_sample(uint64_t sample_ns);
   uint64_t build_sack() const;
