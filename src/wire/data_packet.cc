@@ -42,78 +42,9 @@ constexpr uint16_t kErrMissingTail = 1721;
 constexpr uint16_t kErrTooLong = 1722;
 constexpr uint16_t kErrDataError = 1723;
 
-Status check_head(const DataHead& h, bool encoding) {
-  const Code code = encoding ? Code::kInvalidArgument : Code::kMalformed;
-  if (static_cast<uint8_t>(h.kind) > kMaxPacketKind)
-    return make_error(code, encoding ? 1700 : 1712,
-                      fmt::format("data head: kind = {} exceeds {}", static_cast<unsigned>(h.kind),
-                                  kMaxPacketKind));
-  if (h.vc >= kNumVcs || h.vc == kMgmtVc)
-    return make_error(
-        code, encoding ? 1701 : 1711,
-        fmt::format("data head: vc = {}, expected 0-5 but not {} (management)", h.vc, kMgmtVc));
-  if (h.dest_vp > kMaxVp || h.src_vp > kMaxVp) {
-    bool dest = h.dest_vp > kMaxVp;
-    return make_error(Code::kOutOfRange, 1702,
-                      fmt::format("data head: {} = {} exceeds {}", dest ? "dest_vp" : "src_vp",
-                                  dest ? h.dest_vp : h.src_vp, kMaxVp));
-  }
-  if (h.bytes > kDataPacketBytes)
-    return make_error(code, encoding ? 1703 : kErrTooLong,
-                      fmt::format("data head: bytes = {} exceeds {}", h.bytes, kDataPacketBytes));
-  if ((h.flags & ~kDataFlagsMask) != 0)
-    return make_error(
-        code, encoding ? 1704 : 1714,
-        fmt::format("data head: flags = {:#x}, expected bits of {:#x}", h.flags, kDataFlagsMask));
-  return {};
-}
-
-void put_head(std::span<uint8_t> p, const DataHead& h, uint16_t length_flits, uint16_t crc) {
-  put_bits(p, kKindBit, 4, static_cast<uint8_t>(h.kind));
-  put_bits(p, kDestVpBit, 6, h.dest_vp);
-  put_bits(p, kSrcVpBit, 6, h.src_vp);
-  put_bits(p, kDestNodeBit, 16, h.dest_node);
-  put_bits(p, kSrcNodeBit, 16, h.src_node);
-  put_bits(p, kLengthBit, 7, length_flits);
-  put_bits(p, kTagBit, 16, h.tag);
-  put_bits(p, kBytesBit, 8, h.bytes);
-  put_bits(p, kFlagsBit, 4, h.flags);
-  put_bits(p, kCrcBit, 16, crc);
-  put_bits(p, kHopsBit, 8, h.hops);
-}
-
-void put_ext(std::span<uint8_t> p, const DataExt& x) {
-  put_bits(p, kAddressBit, 64, x.address);
-  put_bits(p, kKeyBit, 32, x.key);
-  put_bits(p, kOffsetBit, 32, x.offset);
-  put_bits(p, kXLengthBit, 32, x.length);
-}
-
-// CRC-16 over the head payload with its CRC and hop fields zero, the extension payload and the
-// data.
-uint16_t packet_crc(const Flit& head, const Flit& ext, std::span<const uint8_t> data) {
-  // Head (its CRC and hop count as zeros), extension and data in one run, which crc16 folds
-  // fastest.
-  std::array<uint8_t, 2 * kFlitPayloadBytes + kDataPacketBytes> all;
-  std::span<uint8_t> h(all.data(), kFlitPayloadBytes);
-  std::memcpy(h.data(), head.payload.data(), kFlitPayloadBytes);
-  put_bits(h, kCrcBit, 16, 0);
-  put_bits(h, kHopsBit, 8, 0);
-  std::memcpy(all.data() + kFlitPayloadBytes, ext.payload.data(), kFlitPayloadBytes);
-  const size_t n = std::min(data.size(), size_t{kDataPacketBytes});
-  std::memcpy(all.data() + 2 * kFlitPayloadBytes, data.data(), n);
-  return crc16(std::span<const uint8_t>(all.data(), 2 * kFlitPayloadBytes + n));
-}
-
-uint64_t reserved_bits(std::span<const uint8_t> p, size_t from) {
-  uint64_t any = 0;
-  for (size_t off = from; off < kFlitPayloadBits; off += 64)
-    any |= get_bits(p, off, static_cast<unsigned>(std::min<size_t>(64, kFlitPayloadBits - off)));
-  return any;
-}
-
-// A flit's 192-bit payload as three words: payload byte i is bits 8i-8i+7, the layout of
-// base/bits.h on a little-endian host, where the link-byte codecs below run a word at a time.
+// A flit's 192-bit payload as three words: payload byte i is bits 8i-8i+7 (base/bits.h's
+// numbering), so that fields are shifts and masks and a flit's link bytes are its payload
+// words shifted by 6 (wire/flit.h); the codecs run a word at a time.
 using PayloadWords = std::array<uint64_t, 3>;
 static_assert(sizeof(PayloadWords) == kFlitPayloadBytes);
 
@@ -163,13 +94,16 @@ PayloadWords ext_words(const DataExt& x) {
 // 6), and back; false for bits no flit has (what decode_flit refuses).
 // Word by word through registers (a copy through a local array makes the compiler mix vector
 // and word accesses of the same bytes, which stalls on store forwarding).
+// Eight bytes as a little-endian word and back.
 uint64_t load64(const uint8_t* p) {
   uint64_t v;
   std::memcpy(&v, p, sizeof v);
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
   return v;
 }
 
 void store64(uint8_t* p, uint64_t v) {
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
   std::memcpy(p, &v, sizeof v);
 }
 
@@ -197,14 +131,13 @@ PayloadWords words_at(const uint8_t* payload) {
   return {load64(payload), load64(payload + 8), load64(payload + 16)};
 }
 
-// Head, extension and the payload flits' bytes in one run: what the packet's CRC covers (with
-// the head's CRC and hop fields zero), the data padded to whole flits.
-constexpr size_t kRunBytes = size_t{kMaxDataPacketFlits} * kFlitPayloadBytes;
-constexpr size_t kRunDataAt = size_t{kDataHeaderFlits} * kFlitPayloadBytes;
+void put_words(uint8_t* payload, const PayloadWords& w) {
+  for (size_t i = 0; i < w.size(); ++i) store64(payload + 8 * i, w[i]);
+}
 
-// The head's fields, and whether decode_data_head accepts them.
-bool head_of(const PayloadWords& head, uint8_t vc, DataHead* out) {
-  DataHead& h = *out;
+// The head's fields as the payload holds them.
+DataHead head_fields(const PayloadWords& head, uint8_t vc) {
+  DataHead h;
   h.vc = vc;
   h.kind = static_cast<PacketKind>(get_field(head, kKindBit, 4));
   h.dest_vp = static_cast<uint8_t>(get_field(head, kDestVpBit, 6));
@@ -217,30 +150,93 @@ bool head_of(const PayloadWords& head, uint8_t vc, DataHead* out) {
   h.flags = static_cast<uint8_t>(get_field(head, kFlagsBit, 4));
   h.crc = static_cast<uint16_t>(get_field(head, kCrcBit, 16));
   h.hops = static_cast<uint8_t>(get_field(head, kHopsBit, 8));
-  static_assert(kReservedBit == 107 && kFlitPayloadBits == 192);
-  return static_cast<uint8_t>(h.kind) <= kMaxPacketKind && vc < kNumVcs && vc != kMgmtVc &&
-         h.bytes <= kDataPacketBytes && h.length_flits == data_packet_flits(h.bytes) &&
-         (head[1] >> 43) == 0 && head[2] == 0;
+  return h;
 }
+
+// The head's reserved bits 107-191.
+uint64_t head_reserved(const PayloadWords& head) {
+  static_assert(kReservedBit == 107 && kFlitPayloadBits == 192);
+  return (head[1] >> 43) | head[2];
+}
+
+// Whether decode_data_head accepts the head (its checks, without their messages).
+bool head_acceptable(const DataHead& h, const PayloadWords& head) {
+  return static_cast<uint8_t>(h.kind) <= kMaxPacketKind && h.vc < kNumVcs && h.vc != kMgmtVc &&
+         h.bytes <= kDataPacketBytes && h.length_flits == data_packet_flits(h.bytes) &&
+         head_reserved(head) == 0;
+}
+
+DataExt ext_fields(const PayloadWords& ext) {
+  return {get_field(ext, kAddressBit, 64), static_cast<uint32_t>(get_field(ext, kKeyBit, 32)),
+          static_cast<uint32_t>(get_field(ext, kOffsetBit, 32)),
+          static_cast<uint32_t>(get_field(ext, kXLengthBit, 32))};
+}
+
+// The extension's reserved bits 160-191.
+uint64_t ext_reserved(const PayloadWords& ext) {
+  static_assert(kXReservedBit == 160);
+  return ext[2] >> 32;
+}
+
+Status check_head(const DataHead& h, bool encoding) {
+  const Code code = encoding ? Code::kInvalidArgument : Code::kMalformed;
+  if (static_cast<uint8_t>(h.kind) > kMaxPacketKind)
+    return make_error(code, encoding ? 1700 : 1712,
+                      fmt::format("data head: kind = {} exceeds {}", static_cast<unsigned>(h.kind),
+                                  kMaxPacketKind));
+  if (h.vc >= kNumVcs || h.vc == kMgmtVc)
+    return make_error(
+        code, encoding ? 1701 : 1711,
+        fmt::format("data head: vc = {}, expected 0-5 but not {} (management)", h.vc, kMgmtVc));
+  if (h.dest_vp > kMaxVp || h.src_vp > kMaxVp) {
+    bool dest = h.dest_vp > kMaxVp;
+    return make_error(Code::kOutOfRange, 1702,
+                      fmt::format("data head: {} = {} exceeds {}", dest ? "dest_vp" : "src_vp",
+                                  dest ? h.dest_vp : h.src_vp, kMaxVp));
+  }
+  if (h.bytes > kDataPacketBytes)
+    return make_error(code, encoding ? 1703 : kErrTooLong,
+                      fmt::format("data head: bytes = {} exceeds {}", h.bytes, kDataPacketBytes));
+  if ((h.flags & ~kDataFlagsMask) != 0)
+    return make_error(
+        code, encoding ? 1704 : 1714,
+        fmt::format("data head: flags = {:#x}, expected bits of {:#x}", h.flags, kDataFlagsMask));
+  return {};
+}
+
+// CRC-16 over the head payload with its CRC and hop fields zero, the extension payload and the
+// data.
+uint16_t packet_crc(const Flit& head, const Flit& ext, std::span<const uint8_t> data) {
+  // Head (its CRC and hop count as zeros), extension and data in one run, which crc16 folds
+  // fastest.
+  std::array<uint8_t, 2 * kFlitPayloadBytes + kDataPacketBytes> all;
+  std::span<uint8_t> h(all.data(), kFlitPayloadBytes);
+  std::memcpy(h.data(), head.payload.data(), kFlitPayloadBytes);
+  put_bits(h, kCrcBit, 16, 0);
+  put_bits(h, kHopsBit, 8, 0);
+  std::memcpy(all.data() + kFlitPayloadBytes, ext.payload.data(), kFlitPayloadBytes);
+  const size_t n = std::min(data.size(), size_t{kDataPacketBytes});
+  std::memcpy(all.data() + 2 * kFlitPayloadBytes, data.data(), n);
+  return crc16(std::span<const uint8_t>(all.data(), 2 * kFlitPayloadBytes + n));
+}
+
+// Head, extension and the payload flits' bytes in one run: what the packet's CRC covers (with
+// the head's CRC and hop fields zero), the data padded to whole flits.
+constexpr size_t kRunBytes = size_t{kMaxDataPacketFlits} * kFlitPayloadBytes;
+constexpr size_t kRunDataAt = size_t{kDataHeaderFlits} * kFlitPayloadBytes;
 
 }  // namespace
 
 std::optional<DataHead> decode_data_head_bytes(std::span<const uint8_t> flit_bytes) {
-  if constexpr (std::endian::native != std::endian::little) {
-    auto f = decode_flit(flit_bytes);
-    if (!f.ok()) return std::nullopt;
-    auto h = decode_data_head(*f);
-    if (!h.ok()) return std::nullopt;
-    return *h;
-  }
   if (flit_bytes.size() < kFlitBytes) return std::nullopt;
   FlitKind kind;
   uint8_t vc;
   alignas(8) std::array<uint8_t, kFlitPayloadBytes> payload;
-  DataHead h;
-  if (!get_flit(flit_bytes.data(), &kind, &vc, payload.data()) || kind != FlitKind::kHead ||
-      !head_of(words_at(payload.data()), vc, &h))
+  if (!get_flit(flit_bytes.data(), &kind, &vc, payload.data()) || kind != FlitKind::kHead)
     return std::nullopt;
+  const PayloadWords words = words_at(payload.data());
+  const DataHead h = head_fields(words, vc);
+  if (!head_acceptable(h, words)) return std::nullopt;
   return h;
 }
 
@@ -252,16 +248,6 @@ Result<size_t> encode_data_packet_bytes(const DataPacket& p, std::span<uint8_t> 
   const DataHead& h = p.head;
   const uint16_t length = static_cast<uint16_t>(data_packet_flits(h.bytes));
   const size_t n = size_t{length} * kFlitBytes;
-  if constexpr (std::endian::native != std::endian::little) {
-    auto flits = encode_data_packet(p);
-    if (!flits.ok()) return flits.error();
-    if (out.size() < n)
-      return make_error(
-          Code::kInvalidArgument, 1706,
-          fmt::format("data packet: {} bytes of room for {} link bytes", out.size(), n));
-    encode_flits(*flits, out.data());
-    return n;
-  }
   GALAXY_TRY(check_head(h, true));  // bytes <= 128 from here: 2-8 flits
   if (out.size() < n)
     return make_error(
@@ -270,8 +256,8 @@ Result<size_t> encode_data_packet_bytes(const DataPacket& p, std::span<uint8_t> 
   alignas(8) std::array<uint8_t, kRunBytes> run;
   PayloadWords head = head_words(h, length, 0, 0);
   const PayloadWords ext = ext_words(p.ext);
-  std::memcpy(run.data(), head.data(), kFlitPayloadBytes);
-  std::memcpy(run.data() + kFlitPayloadBytes, ext.data(), kFlitPayloadBytes);
+  put_words(run.data(), head);
+  put_words(run.data() + kFlitPayloadBytes, ext);
   // The data in whole flits, zero after its last byte (whatever the packet holds there).
   for (size_t i = 0; i < kDataPacketBytes; i += 8)
     store64(run.data() + kRunDataAt + i, load64(p.payload.data() + i));
@@ -290,7 +276,6 @@ Result<size_t> encode_data_packet_bytes(const DataPacket& p, std::span<uint8_t> 
 }
 
 bool decode_clean_data_packet(std::span<const uint8_t> bytes, DataPacket* out) {
-  if constexpr (std::endian::native != std::endian::little) return false;
   const size_t n = bytes.size() / kFlitBytes;
   if (bytes.size() % kFlitBytes != 0 || n < kDataHeaderFlits || n > kMaxDataPacketFlits)
     return false;
@@ -307,23 +292,19 @@ bool decode_clean_data_packet(std::span<const uint8_t> bytes, DataPacket* out) {
   }
   const PayloadWords head = words_at(run.data());
   DataHead& h = out->head;
-  if (!head_of(head, vc, &h) || h.length_flits != n) return false;
+  h = head_fields(head, vc);
+  if (!head_acceptable(h, head) || h.length_flits != n) return false;
   const PayloadWords ext = words_at(run.data() + kFlitPayloadBytes);
-  static_assert(kXReservedBit == 160);
-  if ((ext[2] >> 32) != 0) return false;
+  if (ext_reserved(ext) != 0) return false;
   const size_t end = kRunDataAt + h.bytes;
   const size_t padded = n * kFlitPayloadBytes;
   for (size_t i = end; i < padded; ++i)
     if (run[i] != 0) return false;
   // The CRC and hop fields, side by side in the head's second word, as zeros.
   static_assert(kHopsBit == kCrcBit + 16 && kCrcBit >= 64 && kHopsBit + 8 <= 128);
-  const uint64_t zeroed = head[1] & ~(low_mask(16 + 8) << (kCrcBit - 64));
-  std::memcpy(run.data() + 8, &zeroed, sizeof zeroed);
+  store64(run.data() + 8, head[1] & ~(low_mask(16 + 8) << (kCrcBit - 64)));
   if (crc16(std::span<const uint8_t>(run.data(), end)) != h.crc) return false;
-  out->ext.address = get_field(ext, kAddressBit, 64);
-  out->ext.key = static_cast<uint32_t>(get_field(ext, kKeyBit, 32));
-  out->ext.offset = static_cast<uint32_t>(get_field(ext, kOffsetBit, 32));
-  out->ext.length = static_cast<uint32_t>(get_field(ext, kXLengthBit, 32));
+  out->ext = ext_fields(ext);
   // The data, zero after its last byte (as decode_data_packet leaves it).
   std::memcpy(out->payload.data(), run.data() + kRunDataAt, kDataPacketBytes);
   std::memset(out->payload.data() + h.bytes, 0, kDataPacketBytes - h.bytes);
@@ -339,7 +320,7 @@ Result<Flit> encode_data_head(const DataHead& h) {
   Flit f;
   f.kind = FlitKind::kHead;
   f.vc = h.vc;
-  put_head(f.payload, h, h.length_flits, h.crc);
+  put_words(f.payload.data(), head_words(h, h.length_flits, h.crc, h.hops));
   return f;
 }
 
@@ -348,25 +329,14 @@ Result<DataHead> decode_data_head(const Flit& f) {
     return make_error(Code::kMalformed, kErrMissingHead,
                       fmt::format("data packet: first flit kind = {}, expected head (missing head)",
                                   flit_kind_name(f.kind)));
-  DataHead h;
-  h.vc = f.vc;
-  h.kind = static_cast<PacketKind>(get_bits(f.payload, kKindBit, 4));
-  h.dest_vp = static_cast<uint8_t>(get_bits(f.payload, kDestVpBit, 6));
-  h.src_vp = static_cast<uint8_t>(get_bits(f.payload, kSrcVpBit, 6));
-  h.dest_node = static_cast<uint16_t>(get_bits(f.payload, kDestNodeBit, 16));
-  h.src_node = static_cast<uint16_t>(get_bits(f.payload, kSrcNodeBit, 16));
-  h.length_flits = static_cast<uint16_t>(get_bits(f.payload, kLengthBit, 7));
-  h.tag = static_cast<uint16_t>(get_bits(f.payload, kTagBit, 16));
-  h.bytes = static_cast<uint8_t>(get_bits(f.payload, kBytesBit, 8));
-  h.flags = static_cast<uint8_t>(get_bits(f.payload, kFlagsBit, 4));
-  h.crc = static_cast<uint16_t>(get_bits(f.payload, kCrcBit, 16));
-  h.hops = static_cast<uint8_t>(get_bits(f.payload, kHopsBit, 8));
+  const PayloadWords words = words_at(f.payload.data());
+  const DataHead h = head_fields(words, f.vc);
   GALAXY_TRY(check_head(h, false));
   if (h.length_flits != data_packet_flits(h.bytes))
     return make_error(Code::kMalformed, kErrTooLong,
                       fmt::format("data head: length_flits = {} for {} payload bytes, expected {}",
                                   h.length_flits, h.bytes, data_packet_flits(h.bytes)));
-  if (uint64_t r = reserved_bits(f.payload, kReservedBit); r != 0)
+  if (uint64_t r = head_reserved(words); r != 0)
     return make_error(Code::kMalformed, 1715,
                       fmt::format("data head: reserved payload bits {}-191 = {:#x}, expected 0",
                                   kReservedBit, r));
@@ -383,7 +353,7 @@ Result<std::vector<Flit>> encode_data_packet(const DataPacket& p) {
   flits[0] = *head;
   flits[1].kind = FlitKind::kBody;
   flits[1].vc = h.vc;
-  put_ext(flits[1].payload, p.ext);
+  put_words(flits[1].payload.data(), ext_words(p.ext));
   // The payload, a flit's worth at a time.
   for (unsigned i = 0; i < h.bytes; i += kFlitPayloadBytes) {
     Flit& f = flits[kDataHeaderFlits + i / kFlitPayloadBytes];
@@ -428,11 +398,8 @@ Result<DataPacket> decode_data_packet(std::span<const Flit> flits) {
         Code::kMalformed, kErrTooLong,
         fmt::format("data packet: {} flits, the head says length_flits = {}{}", flits.size(),
                     h.length_flits, flits.size() > h.length_flits ? " (too long)" : ""));
-  const Flit& x = flits[1];
-  p.ext.address = get_bits(x.payload, kAddressBit, 64);
-  p.ext.key = static_cast<uint32_t>(get_bits(x.payload, kKeyBit, 32));
-  p.ext.offset = static_cast<uint32_t>(get_bits(x.payload, kOffsetBit, 32));
-  p.ext.length = static_cast<uint32_t>(get_bits(x.payload, kXLengthBit, 32));
+  const PayloadWords ext = words_at(flits[1].payload.data());
+  p.ext = ext_fields(ext);
   for (unsigned i = 0; i < h.bytes; i += kFlitPayloadBytes)
     std::memcpy(p.payload.data() + i,
                 flits[kDataHeaderFlits + i / kFlitPayloadBytes].payload.data(),
@@ -441,7 +408,7 @@ Result<DataPacket> decode_data_packet(std::span<const Flit> flits) {
     return make_error(
         Code::kCrcMismatch, kErrDataError,
         fmt::format("data packet: CRC {:#06x} does not match the data (data error)", h.crc));
-  if (uint64_t r = reserved_bits(x.payload, kXReservedBit); r != 0)
+  if (uint64_t r = ext_reserved(ext); r != 0)
     return make_error(Code::kMalformed, 1725,
                       fmt::format("data packet: extension reserved bits {}-191 = {:#x}, "
                                   "expected 0",
