@@ -206,7 +206,6 @@ class Nic : public Chip {
   NicRx receive_packet_bytes(std::span<const uint8_t> bytes);
   // Its decoding and checks alone (chip/nic_arrival.h), into *out; false if the packet was
   // dirty: discarded into the error buffer and counted.
-  using LinkFlits = chip::LinkFlits;
   bool check_packet_bytes(std::span<const uint8_t> bytes, wire::DataPacket* out);
   // The receive-side checks alone (decode, destination, VP); a dirty packet is discarded into
   // the error buffer and counted. For an engine that writes MPs into an MPQ it keeps itself.
