@@ -82,7 +82,8 @@ Result<int> spawn_daemon(const live::LiveFabric& f, int host, const LiveUpReques
                                 "--fabric",        f.spec,
                                 "--host",          f.hosts[static_cast<size_t>(host)].name,
                                 "--op-timeout-ms", std::to_string(o.op_timeout_ms),
-                                "--spin-us",       std::to_string(o.spin_us)};
+                                "--spin-us",       std::to_string(o.spin_us),
+                                "--frame-bytes",   std::to_string(o.frame_bytes)};
   if (!o.impair.empty()) {
     args.push_back("--impair");
     args.push_back(o.impair);
@@ -595,6 +596,11 @@ void add_fabric_live_subcommands(CLI::App* fabric) {
   up->add_option("--spin-us", o->up.spin_us, "each daemon polls this long before sleeping")
       ->capture_default_str()
       ->check(integer_in(0, 1000000));
+  up->add_option("--frame-bytes", o->up.frame_bytes,
+                 "each daemon's largest link frame to another host (bytes; lower it where the "
+                 "network's MTU fragments large datagrams)")
+      ->capture_default_str()
+      ->check(integer_in(live::kMinFrameBytes, live::kMaxLinkPayload));
   up->add_option("--timeout-s", o->up.timeout_s, "give up if daemons or links are not up by then")
       ->capture_default_str()
       ->check(real_in(0, 86400, Bounds::kAboveLow));

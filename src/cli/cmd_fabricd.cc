@@ -26,6 +26,7 @@ struct FabricdOptions {
   std::string impair;
   uint64_t op_timeout_ms = 5000;
   uint64_t spin_us = 50;
+  uint32_t frame_bytes = live::kDefaultFrameBytes;
   bool json = false;
   LogCliOptions log;
 };
@@ -59,6 +60,7 @@ void run_fabricd(const FabricdOptions& o) {
   live::DaemonOptions d;
   d.op_timeout_ns = o.op_timeout_ms * 1000000;
   d.spin_ns = o.spin_us * 1000;
+  d.frame_bytes = o.frame_bytes;
   if (!o.impair.empty()) {
     auto ic = live::parse_impairment(o.impair);
     if (!ic.ok()) return report_error(ic.error(), o.json);
@@ -121,6 +123,11 @@ void add_fabricd_command(CLI::App& app) {
   c->add_option("--spin-us", o->spin_us, "poll this long before sleeping")
       ->capture_default_str()
       ->check(integer_in(0, 1000000));
+  c->add_option("--frame-bytes", o->frame_bytes,
+                "largest link frame to another host's daemon (bytes of items; lower it where the "
+                "network's MTU fragments large datagrams)")
+      ->capture_default_str()
+      ->check(integer_in(live::kMinFrameBytes, live::kMaxLinkPayload));
   c->add_flag("--json", o->json, "machine-readable errors");
   add_log_options(c, o->log);
   c->callback([o]() { run_fabricd(*o); });

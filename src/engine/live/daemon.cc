@@ -61,12 +61,6 @@ std::string endpoint_text(const sockaddr_in& a) {
   return fmt::format("{}:{}", ip, ntohs(a.sin_port));
 }
 
-// The items a frame between two daemons carries, at most. A system call and a frame header per
-// 32 KiB (about 250 data packets) instead of per 8 KiB: 1 MiB puts between hosts 256 -> 280-300
-// MB/s on a 2-core machine (bench/RESULTS.md); 64 KiB frames measured the same, and each lost
-// frame costs its whole payload again. A window of 256 such frames fits the 8 MiB the socket asks
-// for (open_socket).
-constexpr size_t kFramePayload = 32768;
 constexpr size_t kMaxFramesQueued = 8;  // per link, before the NICs' DMA engines pause
 constexpr uint64_t kOpScanNs = 10'000'000;
 constexpr uint16_t kErrOpTimeout = 4752;
@@ -353,6 +347,10 @@ FabricDaemon::~FabricDaemon() {
 
 Result<std::unique_ptr<FabricDaemon>> FabricDaemon::start(const LiveFabric& f, int host,
                                                           const DaemonOptions& o) {
+  if (o.frame_bytes < kMinFrameBytes || o.frame_bytes > kMaxLinkPayload)
+    return make_error(Code::kOutOfRange, 4745,
+                      fmt::format("daemon frame_bytes = {} is outside [{}, {}]", o.frame_bytes,
+                                  kMinFrameBytes, kMaxLinkPayload));
   std::unique_ptr<FabricDaemon> d(new FabricDaemon(f, host, o));
   GALAXY_TRY(d->init());
   return d;
@@ -432,7 +430,7 @@ Status FabricDaemon::init() {
       for (uint8_t v = 0; v < wire::kNumVcs; ++v) {
         LinkConfig lc;
         lc.link_id = hl.link_id | uint32_t{v} << 24;
-        lc.max_payload = kFramePayload;
+        lc.max_payload = options_.frame_bytes;
         hl.lanes[v].link = std::make_unique<Link>(lc);
         hl.lanes[v].link->set_disabled(chips_[n]->port_forced_down(p), monotonic_ns());
         link_by_id_[lc.link_id] = links_.size() * wire::kNumVcs + v;
@@ -1579,11 +1577,12 @@ void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, ui
   Lane& l = links_[link].lanes[vc];
   ItemHead h{static_cast<uint16_t>(sizeof(ItemHead) + body_len + data_len),
              static_cast<uint8_t>(type), from_port, from_chip};
-  if (!l.batch.empty() && l.batch.size() + h.length > kFramePayload) {
+  const size_t max = options_.frame_bytes;
+  if (!l.batch.empty() && l.batch.size() + h.length > max) {
     l.out_frames.push_back(std::move(l.batch));
     l.batch = {};
   }
-  if (l.batch.capacity() < kFramePayload) l.batch.reserve(kFramePayload);  // a frame's room at once
+  if (l.batch.capacity() < max) l.batch.reserve(max);  // a frame's room at once
   auto append = [&](const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
     l.batch.insert(l.batch.end(), b, b + n);

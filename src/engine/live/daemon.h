@@ -46,6 +46,7 @@ struct DaemonOptions {
   uint64_t op_timeout_ns = 5'000'000'000;       // a remote operation with no answer fails then
   uint64_t spin_ns = 50'000;                    // poll this long before sleeping
   uint64_t liveness_interval_ns = 100'000'000;  // scan for processes that died
+  uint32_t frame_bytes = kDefaultFrameBytes;    // [kMinFrameBytes, kMaxLinkPayload]
   // A UDP socket already bound to this host's address and port, handed over by whoever started
   // the daemon (as systemd's socket activation does), so no other program can take the port
   // between choosing it and binding it. -1: the daemon binds the address itself.

@@ -75,6 +75,19 @@ inline constexpr size_t kLinkCrcBytes = 2;
 inline constexpr size_t kLinkFrameOverhead = kLinkHeaderBytes + kLinkCrcBytes;
 // A UDP datagram over IPv4 carries at most 65507 bytes.
 inline constexpr size_t kMaxLinkPayload = 65507 - kLinkFrameOverhead;
+
+// The items a frame between two daemons carries, at most (DaemonOptions::frame_bytes, `fabricd
+// --frame-bytes`). A system call and a frame header per 32 KiB (about 250 data packets) instead
+// of per 8 KiB: 1 MiB puts between hosts 256 -> 280-300 MB/s on a 2-core machine
+// (bench/RESULTS.md); 64 KiB frames measured the same, and each lost frame costs its whole payload
+// again. A window of 256 such frames fits the 8 MiB the daemon's socket asks for. Where the
+// network between the hosts has a small MTU, a smaller frame is fragmented less: a lost fragment
+// loses the whole frame.
+inline constexpr uint32_t kDefaultFrameBytes = 32768;
+// The smallest frame still holds the largest item (a link self-test's pattern of 1,000 bytes
+// with its heads, items.h).
+inline constexpr uint32_t kMinFrameBytes = 2048;
+
 // Bounds window and rx_credits so that every live sequence number is within 2^31 of another.
 inline constexpr uint32_t kMaxLinkWindow = 1u << 20;
 inline constexpr uint16_t kLinkFlagReplyRequested = 1;
