@@ -1971,7 +1971,7 @@ TEST(LiveApiErrorString, EveryStatusHasItsOwnText) {
 
 // Frames between the daemons as small as they may be (`fabricd --frame-bytes 2048`, for a
 // network whose MTU fragments large datagrams): a put and a get of 1 MiB and 3 bytes between
-// hosts arrive whole, some 500 frames each way; a size outside the range is refused by name.
+// hosts arrive whole, some 900 frames each way; a size outside the range is refused by name.
 TEST(LiveFrames, TheSmallestFramesCarryPutsAndGetsBetweenHostsWhole) {
   DaemonOptions bad;
   bad.frame_bytes = kMinFrameBytes - 1;
