@@ -23,6 +23,7 @@
 #include "cli/option_checks.h"
 #include "cli/route_phases.h"
 #include "cli/run_control.h"
+#include "engine/live/link.h"
 #include "engine/live/live_spec.h"
 #include "engine/live/segment.h"
 #include "glex.h"
@@ -82,8 +83,11 @@ Result<int> spawn_daemon(const live::LiveFabric& f, int host, const LiveUpReques
                                 "--fabric",        f.spec,
                                 "--host",          f.hosts[static_cast<size_t>(host)].name,
                                 "--op-timeout-ms", std::to_string(o.op_timeout_ms),
-                                "--spin-us",       std::to_string(o.spin_us),
-                                "--frame-bytes",   std::to_string(o.frame_bytes)};
+                                "--spin-us",       std::to_string(o.spin_us)};
+  if (o.frame_bytes != 0) {
+    args.push_back("--frame-bytes");
+    args.push_back(std::to_string(o.frame_bytes));
+  }
   if (!o.impair.empty()) {
     args.push_back("--impair");
     args.push_back(o.impair);
@@ -597,9 +601,8 @@ void add_fabric_live_subcommands(CLI::App* fabric) {
       ->capture_default_str()
       ->check(integer_in(0, 1000000));
   up->add_option("--frame-bytes", o->up.frame_bytes,
-                 "each daemon's largest link frame to another host (bytes; lower it where the "
-                 "network's MTU fragments large datagrams)")
-      ->capture_default_str()
+                 "each daemon's largest link frame to another host, in bytes of items (default: "
+                 "what fits six IP fragments of the path's MTU, at most 32768)")
       ->check(integer_in(live::kMinFrameBytes, live::kMaxLinkPayload));
   up->add_option("--timeout-s", o->up.timeout_s, "give up if daemons or links are not up by then")
       ->capture_default_str()

@@ -26,7 +26,7 @@ struct FabricdOptions {
   std::string impair;
   uint64_t op_timeout_ms = 5000;
   uint64_t spin_us = 50;
-  uint32_t frame_bytes = live::kDefaultFrameBytes;
+  uint32_t frame_bytes = 0;  // by the path's MTU
   bool json = false;
   LogCliOptions log;
 };
@@ -124,9 +124,8 @@ void add_fabricd_command(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_in(0, 1000000));
   c->add_option("--frame-bytes", o->frame_bytes,
-                "largest link frame to another host's daemon (bytes of items; lower it where the "
-                "network's MTU fragments large datagrams)")
-      ->capture_default_str()
+                "largest link frame to another host's daemon, in bytes of items (default: what "
+                "fits six IP fragments of the path's MTU, at most 32768)")
       ->check(integer_in(live::kMinFrameBytes, live::kMaxLinkPayload));
   c->add_flag("--json", o->json, "machine-readable errors");
   add_log_options(c, o->log);

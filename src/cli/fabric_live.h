@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "base/status.h"
-#include "engine/live/link.h"
 
 namespace galaxy::cli {
 
@@ -20,8 +19,8 @@ struct LiveUpRequest {
   std::string impair;
   std::vector<std::string> hosts;  // empty: those with a local address
   uint64_t op_timeout_ms = 5000;
-  uint64_t spin_us = 50;                            // each daemon polls this long before sleeping
-  uint32_t frame_bytes = live::kDefaultFrameBytes;  // each daemon's largest frame to another host
+  uint64_t spin_us = 50;     // each daemon polls this long before sleeping
+  uint32_t frame_bytes = 0;  // each daemon's largest frame to another host; 0: by the MTU
   double timeout_s = 20;
   bool json = false;
   bool route = true;  // discover, route and load through the management server

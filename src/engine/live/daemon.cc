@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "base/log.h"
@@ -60,6 +61,21 @@ std::string endpoint_text(const sockaddr_in& a) {
   inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
   return fmt::format("{}:{}", ip, ntohs(a.sin_port));
 }
+
+// The MTU of the kernel's route to `peer` (IP_MTU of a socket connected to it); 0 if unknown.
+uint32_t path_mtu(const sockaddr_in& peer) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int mtu = 0;
+  socklen_t len = sizeof mtu;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0 ||
+      getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) != 0)
+    mtu = 0;
+  close(fd);
+  return mtu > 0 ? static_cast<uint32_t>(mtu) : 0;
+}
+
+constexpr uint32_t kAssumedMtu = 1500;  // Ethernet's, where the route's cannot be read
 
 constexpr size_t kMaxFramesQueued = 8;  // per link, before the NICs' DMA engines pause
 constexpr uint64_t kOpScanNs = 10'000'000;
@@ -347,7 +363,7 @@ FabricDaemon::~FabricDaemon() {
 
 Result<std::unique_ptr<FabricDaemon>> FabricDaemon::start(const LiveFabric& f, int host,
                                                           const DaemonOptions& o) {
-  if (o.frame_bytes < kMinFrameBytes || o.frame_bytes > kMaxLinkPayload)
+  if (o.frame_bytes != 0 && (o.frame_bytes < kMinFrameBytes || o.frame_bytes > kMaxLinkPayload))
     return make_error(Code::kOutOfRange, 4745,
                       fmt::format("daemon frame_bytes = {} is outside [{}, {}]", o.frame_bytes,
                                   kMinFrameBytes, kMaxLinkPayload));
@@ -403,6 +419,7 @@ Status FabricDaemon::init() {
     GALAXY_TRY(chips_[n]->power_on());
     (void)chips_[n]->take_link_control_changes();  // the links start below
   }
+  std::map<int, uint32_t> frame_bytes_of_host;  // by peer host: the path to each is read once
   for (uint32_t n = 0; n < t.num_nodes(); ++n) {
     if (!chips_[n]) continue;
     for (uint8_t p = 0; p < t.num_ports(n); ++p) {
@@ -427,10 +444,22 @@ Status FabricDaemon::init() {
       // A port key fits 24 bits (16-bit chip ids, 8-bit ports); the VC takes the top 8.
       hl.link_id =
           static_cast<uint32_t>(std::min(port_key(n, p), port_key(peer->node, peer->port)));
+      hl.frame_bytes = options_.frame_bytes;
+      if (hl.frame_bytes == 0) {
+        auto [it, fresh] = frame_bytes_of_host.try_emplace(hl.peer_host, 0);
+        if (fresh) {
+          const uint32_t mtu = path_mtu(hl.peer_address);
+          it->second = frame_bytes_for_mtu(mtu != 0 ? mtu : kAssumedMtu);
+          log::info(
+              "link frames to host {}: up to {} bytes (path MTU {})", ph.name, it->second,
+              mtu != 0 ? fmt::format("{}", mtu) : fmt::format("unknown, {} assumed", kAssumedMtu));
+        }
+        hl.frame_bytes = it->second;
+      }
       for (uint8_t v = 0; v < wire::kNumVcs; ++v) {
         LinkConfig lc;
         lc.link_id = hl.link_id | uint32_t{v} << 24;
-        lc.max_payload = options_.frame_bytes;
+        lc.max_payload = hl.frame_bytes;
         hl.lanes[v].link = std::make_unique<Link>(lc);
         hl.lanes[v].link->set_disabled(chips_[n]->port_forced_down(p), monotonic_ns());
         link_by_id_[lc.link_id] = links_.size() * wire::kNumVcs + v;
@@ -1577,7 +1606,7 @@ void FabricDaemon::queue_item(size_t link, ItemType type, uint32_t from_chip, ui
   Lane& l = links_[link].lanes[vc];
   ItemHead h{static_cast<uint16_t>(sizeof(ItemHead) + body_len + data_len),
              static_cast<uint8_t>(type), from_port, from_chip};
-  const size_t max = options_.frame_bytes;
+  const size_t max = links_[link].frame_bytes;
   if (!l.batch.empty() && l.batch.size() + h.length > max) {
     l.out_frames.push_back(std::move(l.batch));
     l.batch = {};

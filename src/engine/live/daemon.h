@@ -46,7 +46,9 @@ struct DaemonOptions {
   uint64_t op_timeout_ns = 5'000'000'000;       // a remote operation with no answer fails then
   uint64_t spin_ns = 50'000;                    // poll this long before sleeping
   uint64_t liveness_interval_ns = 100'000'000;  // scan for processes that died
-  uint32_t frame_bytes = kDefaultFrameBytes;    // [kMinFrameBytes, kMaxLinkPayload]
+  // Largest frame to another host's daemon, [kMinFrameBytes, kMaxLinkPayload]; 0: by the MTU of
+  // the path to each peer host (frame_bytes_for_mtu, link.h).
+  uint32_t frame_bytes = 0;
   // A UDP socket already bound to this host's address and port, handed over by whoever started
   // the daemon (as systemd's socket activation does), so no other program can take the port
   // between choosing it and binding it. -1: the daemon binds the address itself.
@@ -172,6 +174,7 @@ class FabricDaemon {
     int peer_host = 0;
     sockaddr_in peer_address{};  // the peer host's daemon
     uint32_t link_id = 0;        // the cable's; VC v's Link carries link_id | v << 24
+    uint32_t frame_bytes = 0;    // largest frame payload (DaemonOptions::frame_bytes)
     std::array<Lane, wire::kNumVcs> lanes;
     uint8_t last_vc = 0;  // the data VC whose frame went last (chip::next_vc's turn)
     LinkState last_state = LinkState::kDown;

@@ -65,6 +65,17 @@ uint64_t default_epoch() {
 
 }  // namespace
 
+uint32_t frame_bytes_for_mtu(uint32_t mtu) {
+  constexpr uint32_t kIpHeader = 20, kUdpHeader = 8;
+  // A fragment carries a multiple of 8 bytes of the datagram (its offset counts eighths).
+  const uint64_t per_fragment = mtu > kIpHeader ? (mtu - kIpHeader) / 8 * 8 : 0;
+  const uint64_t datagram = per_fragment * kMaxFragmentsPerFrame;
+  const uint64_t payload =
+      datagram > kUdpHeader + kLinkFrameOverhead ? datagram - kUdpHeader - kLinkFrameOverhead : 0;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(
+      payload, kMinFrameBytes, std::min<uint64_t>(kMaxDefaultFrameBytes, kMaxLinkPayload)));
+}
+
 std::string_view link_frame_type_name(LinkFrameType t) {
   switch (t) {
     case LinkFrameType::kData:

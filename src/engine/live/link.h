@@ -76,17 +76,23 @@ inline constexpr size_t kLinkFrameOverhead = kLinkHeaderBytes + kLinkCrcBytes;
 // A UDP datagram over IPv4 carries at most 65507 bytes.
 inline constexpr size_t kMaxLinkPayload = 65507 - kLinkFrameOverhead;
 
-// The items a frame between two daemons carries, at most (DaemonOptions::frame_bytes, `fabricd
-// --frame-bytes`). A system call and a frame header per 32 KiB (about 250 data packets) instead
-// of per 8 KiB: 1 MiB puts between hosts 256 -> 280-300 MB/s on a 2-core machine
-// (bench/RESULTS.md); 64 KiB frames measured the same, and each lost frame costs its whole payload
-// again. A window of 256 such frames fits the 8 MiB the daemon's socket asks for. Where the
-// network between the hosts has a small MTU, a smaller frame is fragmented less: a lost fragment
-// loses the whole frame.
-inline constexpr uint32_t kDefaultFrameBytes = 32768;
+// The items a frame between two daemons carries, at most: `fabricd --frame-bytes`
+// (DaemonOptions::frame_bytes), or by default frame_bytes_for_mtu of the path to the peer.
+// A system call and a frame header per 32 KiB (about 250 data packets) instead of per 8 KiB:
+// 1 MiB puts between hosts 256 -> 280-300 MB/s over loopback on a 2-core machine
+// (bench/RESULTS.md); 64 KiB frames measured the same, and each lost frame costs its whole
+// payload again. A frame is one UDP datagram: over a small MTU it travels as IP fragments, one
+// lost fragment loses it, and incomplete frames hold the kernel's reassembly memory (a lossy
+// two-host fabric over 1,500-byte veth links lost its links in a test run with 32 KiB frames).
+inline constexpr uint32_t kMaxDefaultFrameBytes = 32768;
+// The fragments a default frame spans at most (8,822 bytes over a 1,500-byte MTU).
+inline constexpr uint32_t kMaxFragmentsPerFrame = 6;
 // The smallest frame still holds the largest item (a link self-test's pattern of 1,000 bytes
 // with its heads, items.h).
 inline constexpr uint32_t kMinFrameBytes = 2048;
+// The default frame size over a path of `mtu` bytes (IPv4, UDP): the most that fits in
+// kMaxFragmentsPerFrame fragments, within [kMinFrameBytes, kMaxDefaultFrameBytes].
+uint32_t frame_bytes_for_mtu(uint32_t mtu);
 
 // Bounds window and rx_credits so that every live sequence number is within 2^31 of another.
 inline constexpr uint32_t kMaxLinkWindow = 1u << 20;
