@@ -76,6 +76,9 @@ uint32_t path_mtu(const sockaddr_in& peer) {
 }
 
 constexpr uint32_t kAssumedMtu = 1500;  // Ethernet's, where the route's cannot be read
+// queue_item starts a frame with any item, so the smallest frame must hold the largest one.
+static_assert(kMinFrameBytes >= sizeof(ItemHead) + sizeof(BistPattern) &&
+              kMinFrameBytes >= sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes);
 
 constexpr size_t kMaxFramesQueued = 8;  // per link, before the NICs' DMA engines pause
 constexpr uint64_t kOpScanNs = 10'000'000;
