@@ -298,8 +298,14 @@ bool decode_clean_data_packet(std::span<const uint8_t> bytes, DataPacket* out) {
   if (ext_reserved(ext) != 0) return false;
   const size_t end = kRunDataAt + h.bytes;
   const size_t padded = n * kFlitPayloadBytes;
-  for (size_t i = end; i < padded; ++i)
+  // The padding after the data must be zero: a byte at a time up to a word boundary, then words
+  // (the run is word-aligned and whole flits are whole words: 24 bytes each).
+  static_assert(kFlitPayloadBytes % 8 == 0 && kRunDataAt % 8 == 0);
+  size_t i = end;
+  for (; i % 8 != 0; ++i)
     if (run[i] != 0) return false;
+  for (; i < padded; i += 8)
+    if (load64(run.data() + i) != 0) return false;
   // The CRC and hop fields, side by side in the head's second word, as zeros.
   static_assert(kHopsBit == kCrcBit + 16 && kCrcBit >= 64 && kHopsBit + 8 <= 128);
   store64(run.data() + 8, head[1] & ~(low_mask(16 + 8) << (kCrcBit - 64)));
