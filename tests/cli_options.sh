@@ -50,7 +50,7 @@ cases=(
   "bench mpi --bw-sizes 16777217|--bw-sizes: E9703"
   "bench mpi --reps 0|--reps: E9703"
   "fabric up --spin-us 1000001|--spin-us: E9703"
-  "fabric up --frame-bytes 1000|--frame-bytes: E9703 .*1000 is outside \[2048, 65457\]"
+  "fabric up --frame-bytes 1000|--frame-bytes: E9703 .*1000 is outside \[1200, 65457\]"
   "bench scale --timeout-s -5|--timeout-s: E9703"
   "bench daemon --seconds nan|--seconds: E9700"
   "bench daemon --clients 0|--clients: E9703"

@@ -602,7 +602,7 @@ void add_fabric_live_subcommands(CLI::App* fabric) {
       ->check(integer_in(0, 1000000));
   up->add_option("--frame-bytes", o->up.frame_bytes,
                  "each daemon's largest link frame to another host, in bytes of items (default: "
-                 "what fits six IP fragments of the path's MTU, at most 32768)")
+                 "one IP packet of the path's MTU, at most 32768)")
       ->check(integer_in(live::kMinFrameBytes, live::kMaxLinkPayload));
   up->add_option("--timeout-s", o->up.timeout_s, "give up if daemons or links are not up by then")
       ->capture_default_str()

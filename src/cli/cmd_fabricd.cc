@@ -124,8 +124,8 @@ void add_fabricd_command(CLI::App& app) {
       ->capture_default_str()
       ->check(integer_in(0, 1000000));
   c->add_option("--frame-bytes", o->frame_bytes,
-                "largest link frame to another host's daemon, in bytes of items (default: what "
-                "fits six IP fragments of the path's MTU, at most 32768)")
+                "largest link frame to another host's daemon, in bytes of items (default: one "
+                "IP packet of the path's MTU, at most 32768)")
       ->check(integer_in(live::kMinFrameBytes, live::kMaxLinkPayload));
   c->add_flag("--json", o->json, "machine-readable errors");
   add_log_options(c, o->log);

@@ -10,14 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/env.h"
-#include "glex/copy_engines.h"
-#include "glex/direct_path.h"
-#include "glex/provider.h"
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
-
 #include <algorithm>
 #include <array>
 #include <cstdlib>
@@ -28,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/env.h"
 #include "chip/event.h"
 #include "chip/nic.h"
 #include "chip/rdma_rules.h"
@@ -39,6 +32,9 @@
 #include "engine/live/mpq_claim.h"
 #include "engine/live/nic_host.h"
 #include "engine/live/segment.h"
+#include "glex/copy_engines.h"
+#include "glex/direct_path.h"
+#include "glex/provider.h"
 #include "wire/mp.h"
 
 #define GALAXY_GLEX_TRY(expr)                                  \
@@ -98,7 +94,6 @@ class LiveDevice final : public glex_device {
     direct_.reset();
     const std::set<uint64_t> regs = my_registrations_;
     for (uint64_t mh : regs) (void)deregister_mem(mh);
-    for (auto& [k, m] : maps_) munmap(m.base, m.length);
     for (auto& a : allocs_) {
       munmap(a.addr, a.length);
       close(a.fd);
@@ -641,10 +636,6 @@ class LiveDevice final : public glex_device {
     uint64_t length;
     int fd;
   };
-  struct Mapping {
-    void* base;
-    uint64_t length;
-  };
 
   // A look at a ring that does not wait: what the direct links brought is taken first.
   template <class Ring>
@@ -781,55 +772,15 @@ class LiveDevice final : public glex_device {
   // shared (glex_alloc_mem), else cross-memory attach.
   OpStatus copy(const live::AttEntry& e, uint64_t mh, bool write, void* local, uint64_t remote,
                 uint64_t len) {
-    // A mapping outlives its owner: check that the owner is alive when the last check is more
-    // than ~1 ms old (a syscall per transfer would cost more than a 4 KiB copy). An owner that
-    // died within that window may still be written to (docs/live.md); after it, never.
-    if (e.memfd >= 0 && e.pid != pid_) {
-      // The time stamp counter: a few cycles where the clock costs 20 ns; ~1 ms at 2 GHz.
-#if defined(__x86_64__)
-      const uint64_t now = __rdtsc();
-#else
-      const uint64_t now = live::monotonic_ns() * 2;
-#endif
-      if (now - last_alive_check_ > (uint64_t{1} << 21) || e.pid != last_alive_pid_) {
-        if (!live::process_alive(e.pid)) return OpStatus::kPeerDead;
-        last_alive_check_ = now;
-        last_alive_pid_ = e.pid;
-      }
-      auto key = std::make_tuple(static_cast<uint32_t>(e.pid), static_cast<uint32_t>(mh >> 32),
-                                 e.generation);
-      // The last mapping used answers most lookups (one peer buffer in a loop).
-      if (last_map_ != maps_.end() && last_map_->first == key &&
-          remote - e.memfd_base + len <= last_map_->second.length) {
-        uint8_t* dst = static_cast<uint8_t*>(last_map_->second.base) + (remote - e.memfd_base);
+    if (e.pid != pid_)
+      if (uint8_t* at = maps_.at(static_cast<uint32_t>(mh >> 32), e, remote, len,
+                                 live::coarse_monotonic_ns())) {
         if (write)
-          engines_.copy(dst, local, len);
+          engines_.copy(at, local, len);
         else
-          engines_.copy(local, dst, len);
+          engines_.copy(local, at, len);
         return OpStatus::kSuccess;
       }
-      auto it = maps_.find(key);
-      if (it == maps_.end()) {
-        int fd = open(fmt::format("/proc/{}/fd/{}", e.pid, e.memfd).c_str(), O_RDWR | O_CLOEXEC);
-        struct stat st {};
-        void* p = MAP_FAILED;
-        if (fd >= 0 && fstat(fd, &st) == 0)
-          p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                   0);
-        if (fd >= 0) close(fd);
-        if (p != MAP_FAILED)
-          it = maps_.emplace(key, Mapping{p, static_cast<uint64_t>(st.st_size)}).first;
-      }
-      last_map_ = it;
-      if (it != maps_.end() && remote - e.memfd_base + len <= it->second.length) {
-        uint8_t* dst = static_cast<uint8_t*>(it->second.base) + (remote - e.memfd_base);
-        if (write)
-          engines_.copy(dst, local, len);
-        else
-          engines_.copy(local, dst, len);
-        return OpStatus::kSuccess;
-      }
-    }
     return live::copy_with(e.pid, write, local, remote, len);
   }
 
@@ -840,15 +791,12 @@ class LiveDevice final : public glex_device {
   uint64_t spin_ns_;
   std::atomic<uint64_t> adaptive_spin_ns_{0};  // wait_idle's spin time, GLEX_SPIN_US at least
   std::vector<Alloc> allocs_;
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping> maps_;
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t>, Mapping>::iterator last_map_ = maps_.end();
+  live::SharedMaps maps_;  // registrations of other processes in their glex_alloc_mem memory
   CopyEngines engines_;
   std::vector<live::PathCounters> paths_;  // by destination NIC
   std::array<bool, live::kVps> my_vps_{};
   std::array<bool, live::kVps> coll_used_{};  // VPs with collective work in the daemon's NIC
   std::set<uint64_t> my_registrations_;
-  uint64_t last_alive_check_ = 0;
-  int32_t last_alive_pid_ = 0;
   std::unique_ptr<DirectPath> direct_;          // to processes on other hosts
   std::vector<live::PathCounters> paths_back_;  // get responses, by target NIC
   // The names the daemon wrote into the segment, read once.

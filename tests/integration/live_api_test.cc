@@ -1969,9 +1969,9 @@ TEST(LiveApiErrorString, EveryStatusHasItsOwnText) {
   EXPECT_EQ(texts.size(), size_t{GLEX_UNSUPPORTED} + 1);
 }
 
-// Frames between the daemons as small as they may be (`fabricd --frame-bytes 2048`, for a
-// network whose MTU fragments large datagrams): a put and a get of 1 MiB and 3 bytes between
-// hosts arrive whole, some 900 frames each way; a size outside the range is refused by name.
+// Frames between the daemons as small as they may be (`fabricd --frame-bytes 1200`, a frame in
+// one packet of IPv6's minimum MTU): a put and a get of 1 MiB and 3 bytes between hosts arrive
+// whole, some 1,600 frames each way; a size outside the range is refused by name.
 TEST(LiveFrames, TheSmallestFramesCarryPutsAndGetsBetweenHostsWhole) {
   DaemonOptions bad;
   bad.frame_bytes = kMinFrameBytes - 1;
@@ -1980,7 +1980,8 @@ TEST(LiveFrames, TheSmallestFramesCarryPutsAndGetsBetweenHostsWhole) {
   auto refused = FabricDaemon::start(*spec, 0, bad);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.error().id, 4745);
-  EXPECT_NE(refused.error().message.find("frame_bytes = 2047"), std::string::npos)
+  EXPECT_NE(refused.error().message.find(fmt::format("frame_bytes = {}", kMinFrameBytes - 1)),
+            std::string::npos)
       << refused.error().message;
 
   DaemonOptions o;

@@ -179,17 +179,18 @@ LinkFrame sample_frame(const std::vector<uint8_t>& payload) {
   return f;
 }
 
-// A daemon's default frame spans at most six IP fragments of the path's MTU: 6 x 1,480 bytes
-// of datagram over Ethernet, less the UDP header and the frame's own 50; never past 32 KiB (a
-// loopback or jumbo path) or below the largest item.
+// A daemon's default frame is one IP packet of the path's MTU: 1,480 bytes of datagram over
+// Ethernet, less the UDP header and the frame's own 50; never past 32 KiB (a loopback or jumbo
+// path) or below the largest item.
 TEST(LinkFrame, DefaultFrameSizeFollowsThePathMtu) {
-  EXPECT_EQ(frame_bytes_for_mtu(1500), 6u * 1480 - 8 - kLinkFrameOverhead);
-  EXPECT_EQ(frame_bytes_for_mtu(1500), 8822u);
-  EXPECT_EQ(frame_bytes_for_mtu(9000), kMaxDefaultFrameBytes);
+  EXPECT_EQ(frame_bytes_for_mtu(1500), 1480u - 8 - kLinkFrameOverhead);
+  EXPECT_EQ(frame_bytes_for_mtu(1500), 1422u);
+  EXPECT_EQ(frame_bytes_for_mtu(9000), 8980u - 8 - kLinkFrameOverhead);
   EXPECT_EQ(frame_bytes_for_mtu(65536), kMaxDefaultFrameBytes);
-  EXPECT_EQ(frame_bytes_for_mtu(4000), 6u * 3976 - 8 - kLinkFrameOverhead);
-  EXPECT_EQ(frame_bytes_for_mtu(576), 6u * 552 - 8 - kLinkFrameOverhead);
-  EXPECT_EQ(frame_bytes_for_mtu(300), kMinFrameBytes);
+  EXPECT_EQ(frame_bytes_for_mtu(4001), 3981u - 8 - kLinkFrameOverhead);
+  EXPECT_EQ(frame_bytes_for_mtu(1280), 1260u - 8 - kLinkFrameOverhead);
+  EXPECT_EQ(frame_bytes_for_mtu(1279), kMinFrameBytes + 1);
+  EXPECT_EQ(frame_bytes_for_mtu(576), kMinFrameBytes);
   EXPECT_EQ(frame_bytes_for_mtu(0), kMinFrameBytes);
   EXPECT_EQ(frame_bytes_for_mtu(UINT32_MAX), kMaxDefaultFrameBytes);
 }

@@ -687,6 +687,8 @@ void FabricDaemon::run(const std::atomic<bool>& stop) {
 
 bool FabricDaemon::poll_once() {
   const uint64_t now = monotonic_ns();
+  for (uint32_t n : local_nics_)
+    if (nic_ports_[n].memory) nic_ports_[n].memory->set_time(now);
   bool busy = drain_egress();
   if (!held_completions_.empty()) busy |= retry_completions();
   if (!rdma_backlog_.empty()) busy |= retry_rdma_backlog();
@@ -1834,20 +1836,22 @@ bool FabricDaemon::retry_completions() {
 
 bool FabricDaemon::flush_links(uint64_t now) {
   bool any = false;
-  std::vector<uint8_t> dgram;
+  Link::Outgoing frame_out;
   std::vector<std::vector<uint8_t>> to_send;
   for (size_t i = 0; i < links_.size(); ++i) {
     HostLink& l = links_[i];
     auto put_on_wire = [&](Lane& lane) {
-      while (lane.link->pop_outgoing(&dgram)) {
-        to_send.clear();
-        if (impairments_[i])
-          impairments_[i]->apply(std::move(dgram), &to_send);
-        else
-          to_send.push_back(std::move(dgram));
-        dgram = {};
-        for (auto& d : to_send) send_datagram(l, d);
+      while (lane.link->pop_outgoing(&frame_out)) {
         any = true;
+        if (!impairments_[i]) {
+          send_frame(l, frame_out);
+          continue;
+        }
+        std::vector<uint8_t> dgram;
+        frame_out.copy_to(&dgram);
+        to_send.clear();
+        impairments_[i]->apply(std::move(dgram), &to_send);
+        for (auto& d : to_send) send_datagram(l, d);
       }
     };
     for (Lane& lane : l.lanes)
@@ -1881,8 +1885,25 @@ bool FabricDaemon::flush_links(uint64_t now) {
 }
 
 void FabricDaemon::send_datagram(const HostLink& l, std::span<const uint8_t> d) {
-  if (sendto(sock_, d.data(), d.size(), 0, reinterpret_cast<const sockaddr*>(&l.peer_address),
-             sizeof l.peer_address) < 0) {
+  iovec part{const_cast<uint8_t*>(d.data()), d.size()};
+  send_parts(l, &part, 1);
+}
+
+// A frame as the link left it, header, payload and CRC gathered by the kernel (no copy here).
+void FabricDaemon::send_frame(const HostLink& l, const Link::Outgoing& f) {
+  iovec parts[3] = {{const_cast<uint8_t*>(f.header.data()), f.header.size()},
+                    {const_cast<uint8_t*>(f.payload.data()), f.payload.size()},
+                    {const_cast<uint8_t*>(f.crc.data()), f.crc.size()}};
+  send_parts(l, parts, 3);
+}
+
+void FabricDaemon::send_parts(const HostLink& l, iovec* parts, size_t count) {
+  msghdr m{};
+  m.msg_name = const_cast<sockaddr_in*>(&l.peer_address);
+  m.msg_namelen = sizeof l.peer_address;
+  m.msg_iov = parts;
+  m.msg_iovlen = count;
+  if (sendmsg(sock_, &m, 0) < 0) {
     ++stats_.udp_errors;  // the link layer retransmits what the kernel dropped
     log::warn(4825, "a datagram to {} was not sent: {}", endpoint_text(l.peer_address),
               std::strerror(errno));
@@ -2028,6 +2049,8 @@ void FabricDaemon::scan_liveness() {
         e.state.store(0, std::memory_order_release);
       }
   }
+  for (uint32_t n : local_nics_)
+    if (nic_ports_[n].memory) nic_ports_[n].memory->drop_stale();
   // Collective state of a VP that closed, changed hands or lost its owner goes (its queued
   // descriptors would otherwise start on a later owner's CPs).
   for (uint32_t n : local_nics_) {

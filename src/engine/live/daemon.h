@@ -7,6 +7,7 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <sys/uio.h>
 
 #include <array>
 #include <atomic>
@@ -292,6 +293,8 @@ class FabricDaemon {
   bool retry_mgmt_to_host();
   bool flush_links(uint64_t now);
   void send_datagram(const HostLink& l, std::span<const uint8_t> datagram);
+  void send_frame(const HostLink& l, const Link::Outgoing& f);
+  void send_parts(const HostLink& l, iovec* parts, size_t count);
   bool receive_udp(uint64_t now);
   // A VP directory question (engine/live/directory.h), answered to its sender from the segment.
   void answer_directory(std::span<const uint8_t> d, const sockaddr_in& from);

@@ -67,9 +67,10 @@ uint64_t default_epoch() {
 
 uint32_t frame_bytes_for_mtu(uint32_t mtu) {
   constexpr uint32_t kIpHeader = 20, kUdpHeader = 8;
-  // A fragment carries a multiple of 8 bytes of the datagram (its offset counts eighths).
-  const uint64_t per_fragment = mtu > kIpHeader ? (mtu - kIpHeader) / 8 * 8 : 0;
-  const uint64_t datagram = per_fragment * kMaxFragmentsPerFrame;
+  // Every fragment but the last carries a multiple of 8 bytes of the datagram (the offsets
+  // count eighths).
+  const uint64_t packet = mtu > kIpHeader ? mtu - kIpHeader : 0;
+  const uint64_t datagram = packet / 8 * 8 * (kMaxFragmentsPerFrame - 1) + packet;
   const uint64_t payload =
       datagram > kUdpHeader + kLinkFrameOverhead ? datagram - kUdpHeader - kLinkFrameOverhead : 0;
   return static_cast<uint32_t>(std::clamp<uint64_t>(
@@ -779,10 +780,10 @@ void Link::after_ack_info_sent() {
   last_tx_ns_ = now_;
 }
 
-void Link::encode_control(LinkFrameType type, uint16_t flags, std::vector<uint8_t>* out) {
-  out->resize(kLinkFrameOverhead);
-  write_header(out->data(), type, flags, 0, snd_nxt_);
-  seal(out->data(), kLinkHeaderBytes);
+void Link::encode_control(LinkFrameType type, uint16_t flags, Outgoing* out) {
+  write_header(out->header.data(), type, flags, 0, snd_nxt_);
+  out->payload = {};
+  put16(out->crc.data(), wire::crc16(out->header));
   // The peer reads only ack and credits of a handshake, so an owed ack stays owed.
   if (type == LinkFrameType::kHandshake)
     last_tx_ns_ = now_;
@@ -790,14 +791,19 @@ void Link::encode_control(LinkFrameType type, uint16_t flags, std::vector<uint8_
     after_ack_info_sent();
 }
 
-void Link::encode_data(const TxSlot& slot, std::vector<uint8_t>* out) {
-  size_t n = slot.payload.size();
-  out->resize(kLinkFrameOverhead + n);
-  uint8_t* p = out->data();
-  write_header(p, LinkFrameType::kData, 0, n, slot.seq);
-  if (n != 0) std::memcpy(p + kLinkHeaderBytes, slot.payload.data(), n);
-  seal(p, kLinkHeaderBytes + n);
+void Link::encode_data(const TxSlot& slot, Outgoing* out) {
+  write_header(out->header.data(), LinkFrameType::kData, 0, slot.payload.size(), slot.seq);
+  out->payload = slot.payload;
+  put16(out->crc.data(), wire::crc16(out->payload, wire::crc16(out->header)));
   after_ack_info_sent();
+}
+
+void Link::Outgoing::copy_to(std::vector<uint8_t>* out) const {
+  out->resize(size());
+  uint8_t* p = out->data();
+  std::memcpy(p, header.data(), header.size());
+  if (!payload.empty()) std::memcpy(p + header.size(), payload.data(), payload.size());
+  std::memcpy(p + header.size() + payload.size(), crc.data(), crc.size());
 }
 
 void Link::unacknowledged(std::vector<std::vector<uint8_t>>* out) const {
@@ -806,6 +812,13 @@ void Link::unacknowledged(std::vector<std::vector<uint8_t>>* out) const {
 }
 
 bool Link::pop_outgoing(std::vector<uint8_t>* out) {
+  Outgoing o;
+  if (!pop_outgoing(&o)) return false;
+  o.copy_to(out);
+  return true;
+}
+
+bool Link::pop_outgoing(Outgoing* out) {
   if (hs_pending_) {
     hs_pending_ = false;
     hs_deadline_ns_ = now_ + cfg_.handshake_interval_ns;

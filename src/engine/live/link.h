@@ -58,6 +58,7 @@
 //   docs/system.md 1.3), each with a link id of its own (docs/live.md).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -81,17 +82,19 @@ inline constexpr size_t kMaxLinkPayload = 65507 - kLinkFrameOverhead;
 // A system call and a frame header per 32 KiB (about 250 data packets) instead of per 8 KiB:
 // 1 MiB puts between hosts 256 -> 280-300 MB/s over loopback on a 2-core machine
 // (bench/RESULTS.md); 64 KiB frames measured the same, and each lost frame costs its whole
-// payload again. A frame is one UDP datagram: over a small MTU it travels as IP fragments, one
-// lost fragment loses it, and incomplete frames hold the kernel's reassembly memory (a lossy
-// two-host fabric over 1,500-byte veth links lost its links in a test run with 32 KiB frames).
+// payload again.
 inline constexpr uint32_t kMaxDefaultFrameBytes = 32768;
-// The fragments a default frame spans at most (8,822 bytes over a 1,500-byte MTU).
-inline constexpr uint32_t kMaxFragmentsPerFrame = 6;
+// A frame is one UDP datagram, and by default one IP packet: a datagram larger than the path's
+// MTU travels as IP fragments, one lost fragment loses it, and the incomplete ones hold the
+// kernel's reassembly memory until it refuses every fragment for a while. A lossy two-host fabric
+// over 1,500-byte veth links lost its links so, in test runs with frames of six fragments and of
+// 23. Over loopback (64 KiB MTU) and jumbo frames the 32 KiB frame is still one packet.
+inline constexpr uint32_t kMaxFragmentsPerFrame = 1;
 // The smallest frame still holds the largest item (a link self-test's pattern of 1,000 bytes
-// with its heads, items.h).
-inline constexpr uint32_t kMinFrameBytes = 2048;
+// with its heads, items.h), and fits a path of IPv6's minimum MTU (1,280 bytes).
+inline constexpr uint32_t kMinFrameBytes = 1200;
 // The default frame size over a path of `mtu` bytes (IPv4, UDP): the most that fits in
-// kMaxFragmentsPerFrame fragments, within [kMinFrameBytes, kMaxDefaultFrameBytes].
+// kMaxFragmentsPerFrame packets, within [kMinFrameBytes, kMaxDefaultFrameBytes].
 uint32_t frame_bytes_for_mtu(uint32_t mtu);
 
 // Bounds window and rx_credits so that every live sequence number is within 2^31 of another.
@@ -216,7 +219,17 @@ class Link {
   // the link up hands them to another path).
   void unacknowledged(std::vector<std::vector<uint8_t>>* out) const;
 
-  // The next datagram to put on the wire (replaces *out; reuses its capacity).
+  // The next datagram to put on the wire, in three parts the caller sends as one (sendmsg): the
+  // payload is not copied, and stays valid until the next call on this Link.
+  struct Outgoing {
+    std::array<uint8_t, kLinkHeaderBytes> header;
+    std::span<const uint8_t> payload;
+    std::array<uint8_t, kLinkCrcBytes> crc;
+    size_t size() const { return header.size() + payload.size() + crc.size(); }
+    void copy_to(std::vector<uint8_t>* out) const;  // the datagram in one buffer
+  };
+  bool pop_outgoing(Outgoing* out);
+  // The same in one buffer (replaces *out; reuses its capacity).
   bool pop_outgoing(std::vector<uint8_t>* out);
 
   void on_timer(uint64_t now_ns);  // retransmissions, delayed acks, keepalives, handshakes, death
@@ -276,9 +289,9 @@ class Link {
   void rtt_sample(uint64_t sample_ns);
   uint64_t build_sack() const;
   uint32_t advertised_credits() const { return pop_seq_ + cfg_.rx_credits - rcv_nxt_; }
-  void encode_control(LinkFrameType type, uint16_t flags, std::vector<uint8_t>* out);
+  void encode_control(LinkFrameType type, uint16_t flags, Outgoing* out);
   void arm_probe();
-  void encode_data(const TxSlot& slot, std::vector<uint8_t>* out);
+  void encode_data(const TxSlot& slot, Outgoing* out);
   void write_header(uint8_t* p, LinkFrameType type, uint16_t flags, size_t payload_length,
                     uint32_t seq);
   void after_ack_info_sent();

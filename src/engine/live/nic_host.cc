@@ -95,12 +95,6 @@ Error deregistered_error(uint64_t phys) {
       fmt::format("memory at {:#x} was deregistered during the access", phys & kPhysAddressMask));
 }
 
-Result<int32_t> SegmentHostMemory::owner(uint64_t phys) const {
-  AttEntry e{};
-  if (!read_att_entry(nic_, phys >> kPhysEntryShift, &e)) return deregistered_error(phys);
-  return e.pid;
-}
-
 Status SegmentHostMemory::io(int32_t pid, uint64_t vaddr, uint8_t* local, uint64_t length,
                              bool write) {
   return memory_access_status(copy_with(pid, write, local, vaddr, length), pid, vaddr, length);
@@ -113,16 +107,22 @@ Status SegmentHostMemory::read(uint64_t phys, std::span<uint8_t> out) {
     return {};
   }
   GALAXY_TRY(flush());  // the NIC reads what it wrote
-  auto pid = owner(phys);
-  if (!pid.ok()) return pid.error();
+  AttEntry e{};
+  const uint32_t index = static_cast<uint32_t>(phys >> kPhysEntryShift);
+  if (!read_att_entry(nic_, index, &e)) return deregistered_error(phys);
   const uint64_t vaddr = phys & kPhysAddressMask;
-  if (*pid != getpid() && out.size() < kReadAhead) {
+  if (e.pid == own_pid_) return io(e.pid, vaddr, out.data(), out.size(), false);
+  if (const uint8_t* at = maps_.at(index, e, vaddr, out.size(), now_ns_)) {
+    std::memcpy(out.data(), at, out.size());
+    return {};
+  }
+  if (out.size() < kReadAhead) {
     // Beyond the registration the read may stop short (an unmapped page): what came is kept,
     // and only ranges the ATT passed are ever served from it.
     cache_.resize(kReadAhead);
     iovec l{cache_.data(), kReadAhead};
     iovec r{reinterpret_cast<void*>(vaddr), kReadAhead};
-    const ssize_t n = process_vm_readv(*pid, &l, 1, &r, 1, 0);
+    const ssize_t n = process_vm_readv(e.pid, &l, 1, &r, 1, 0);
     if (n >= static_cast<ssize_t>(out.size())) {
       cache_phys_ = phys;
       cached_ = static_cast<size_t>(n);
@@ -131,7 +131,7 @@ Status SegmentHostMemory::read(uint64_t phys, std::span<uint8_t> out) {
     }
     cached_ = 0;
   }
-  return io(*pid, vaddr, out.data(), out.size(), false);
+  return io(e.pid, vaddr, out.data(), out.size(), false);
 }
 
 Status SegmentHostMemory::write(uint64_t phys, std::span<const uint8_t> in) {
@@ -143,14 +143,26 @@ Status SegmentHostMemory::write(uint64_t phys, std::span<const uint8_t> in) {
     return {};
   }
   GALAXY_TRY(flush());
-  auto pid = owner(phys);
-  if (!pid.ok()) return pid.error();
-  if (*pid == getpid())
-    return io(*pid, phys & kPhysAddressMask, const_cast<uint8_t*>(in.data()), in.size(), true);
+  AttEntry e{};
+  const uint32_t index = static_cast<uint32_t>(phys >> kPhysEntryShift);
+  if (!read_att_entry(nic_, index, &e)) return deregistered_error(phys);
+  const uint64_t vaddr = phys & kPhysAddressMask;
+  if (e.pid == own_pid_) return io(e.pid, vaddr, const_cast<uint8_t*>(in.data()), in.size(), true);
+  if (uint8_t* at = maps_.at(index, e, vaddr, in.size(), now_ns_)) {
+    std::memcpy(at, in.data(), in.size());
+    return {};
+  }
   posted_.assign(in.begin(), in.end());
   posted_phys_ = phys;
-  posted_pid_ = *pid;
+  posted_pid_ = e.pid;
   return {};
+}
+
+void SegmentHostMemory::drop_stale() {
+  maps_.drop_if([&](uint32_t index, int32_t pid, uint32_t generation) {
+    AttEntry e{};
+    return !read_att_entry(nic_, index, &e) || e.pid != pid || e.generation != generation;
+  });
 }
 
 Status SegmentHostMemory::flush() {

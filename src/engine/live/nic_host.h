@@ -7,6 +7,8 @@
 // entry << 48 | vaddr (user addresses lie below 2^47 on the hosts Galaxy runs on).
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "chip/host_memory.h"
 #include "engine/live/items.h"
 #include "engine/live/segment.h"
+#include "engine/live/shared_maps.h"
 
 namespace galaxy::live {
 
@@ -87,26 +90,36 @@ class SegmentAtt final : public chip::AttTable {
   mutable AttEntry last_{};
 };
 
-// The NIC's port to the processes' memory. Cross-memory attach costs a system call, so, as the
-// NIC's own DMA engines do (docs/system.md 1.1: 1 KiB read requests into an 8 KiB FIFO), reads
-// fetch ahead into a FIFO-sized buffer, and writes are posted: contiguous writes to one process are
-// gathered and completed at flush (chip::HostMemory::flush, which the NIC calls before anything
-// tells of them). The read-ahead holds only within one round of the daemon's loop
-// (begin_round), so a buffer its owner changed after a completion is read anew.
+// The NIC's port to the processes' memory. A registration in memory from glex_alloc_mem is
+// mapped here (SharedMaps) and read and written in place. Any other costs a system call per
+// access (cross-memory attach), so, as the NIC's own DMA engines do (docs/system.md 1.1: 1 KiB
+// read requests into an 8 KiB FIFO), reads fetch ahead into a FIFO-sized buffer, and writes are
+// posted: contiguous writes to one process are gathered and completed at flush
+// (chip::HostMemory::flush, which the NIC calls before anything tells of them). The read-ahead
+// holds only within one round of the daemon's loop (begin_round), so a buffer its owner changed
+// after a completion is read anew.
 class SegmentHostMemory final : public chip::HostMemory {
  public:
-  explicit SegmentHostMemory(NicSlot& nic) : nic_(nic) {}
+  explicit SegmentHostMemory(NicSlot& nic) : nic_(nic), own_pid_(getpid()) {}
   Status read(uint64_t phys, std::span<uint8_t> out) override;
   Status write(uint64_t phys, std::span<const uint8_t> in) override;
   Status flush() override;
   void begin_round() { cached_ = 0; }
+  // The daemon's clock, read once per round of its loop (SharedMaps::at checks owners by it).
+  void set_time(uint64_t now_ns) { now_ns_ = now_ns; }
+  // Unmaps the shared memory of registrations that are gone from the ATT (deregistered, or their
+  // owner died and the daemon's liveness scan cleared them).
+  void drop_stale();
+  size_t mapped() const { return maps_.size(); }
 
  private:
   static constexpr size_t kReadAhead = 32768;
   static constexpr size_t kMaxPosted = 65536;
-  Result<int32_t> owner(uint64_t phys) const;
   Status io(int32_t pid, uint64_t vaddr, uint8_t* local, uint64_t length, bool write);
   NicSlot& nic_;
+  const int32_t own_pid_;  // the daemon's (getpid is a system call)
+  uint64_t now_ns_ = 0;
+  SharedMaps maps_;
   std::vector<uint8_t> cache_;
   uint64_t cache_phys_ = 0;
   size_t cached_ = 0;
