@@ -36,6 +36,7 @@ class LiveDirtyPacket : public ::testing::Test {
     fabric_ = parse_live_fabric(spec).value();
     DaemonOptions o;
     o.socket_fd = h1.fd;
+    o.board_fd = h1.board_fd;
     auto d = FabricDaemon::start(fabric_, 0, o);
     ASSERT_TRUE(d.ok()) << d.error().to_string();
     daemon_ = std::move(*d);
@@ -94,6 +95,7 @@ class LiveDirtyPacket : public ::testing::Test {
     daemon_.reset();
     shm_unlink(Segment::shm_name(fabric_.name, fabric_.hosts[0].name).c_str());
     if (h2_.fd >= 0) close(h2_.fd);
+    if (h2_.board_fd >= 0) close(h2_.board_fd);
   }
 
   const chip::Nic& nic() const { return static_cast<const chip::Nic&>(*daemon_->chip_model(nic_)); }
@@ -237,6 +239,7 @@ TEST_F(LiveDirtyPacket, LinkFramesFromAnAddressThatIsNotThePeerAreCountedAndDisc
   EXPECT_TRUE(poll_until([&] { return daemon_->stats().foreign_datagrams == 1; }));
   EXPECT_EQ(received(), 0u);
   close(stranger.fd);
+  close(stranger.board_fd);
   // The same frame from the peer's own address is the link's.
   ASSERT_TRUE(send_from(h2_.fd));
   EXPECT_TRUE(poll_until([&] { return received() == 1; }));
@@ -266,6 +269,7 @@ TEST_F(LiveDirtyPacket, AHandedOverSocketThatIsNotTheHostsIsRefused) {
   }
   close(tcp);
   close(elsewhere.fd);
+  close(elsewhere.board_fd);
 }
 
 }  // namespace

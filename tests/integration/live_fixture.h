@@ -76,8 +76,14 @@ class LiveFabricUnderTest {
         sa.sa_handler = [](int) { g_daemon_stop.store(true); };
         sigaction(SIGTERM, &sa, nullptr);
         for (size_t o = 0; o < sockets.size(); ++o)
-          if (o != h) close(sockets[o].fd);
-        if (h < sockets.size()) options.socket_fd = sockets[h].fd;
+          if (o != h) {
+            close(sockets[o].fd);
+            close(sockets[o].board_fd);
+          }
+        if (h < sockets.size()) {
+          options.socket_fd = sockets[h].fd;
+          options.board_fd = sockets[h].board_fd;
+        }
         auto d = FabricDaemon::start(fabric_, static_cast<int>(h), options);
         if (!d.ok()) {
           std::fprintf(stderr, "daemon: %s\n", d.error().to_string().c_str());
@@ -88,7 +94,10 @@ class LiveFabricUnderTest {
       }
       daemons_.push_back(pid);
     }
-    for (const BoundUdp& b : sockets) close(b.fd);
+    for (const BoundUdp& b : sockets) {
+      close(b.fd);
+      close(b.board_fd);
+    }
   }
   ~LiveFabricUnderTest() {
     for (pid_t p : daemons_) kill(p, SIGTERM);
@@ -243,23 +252,36 @@ class LiveFabricUnderTest {
 
   // A UDP socket bound to a port of loopback the kernel chose, held from here until the daemon
   // takes it over (DaemonOptions::socket_fd): tests run in parallel under ctest, and a port
-  // merely seen free could be taken by another fabric's daemon before this one binds it.
+  // merely seen free could be taken by another fabric's daemon before this one binds it. The
+  // monitor board listens on TCP at the same port number, so a TCP socket bound there is held
+  // and handed over the same way (DaemonOptions::board_fd); a port whose TCP number is taken
+  // (another test's connection) is given back and another chosen.
  public:
   struct BoundUdp {
     int fd = -1;
     int port = 0;
+    int board_fd = -1;
   };
   static BoundUdp bound_udp() {
-    BoundUdp b;
-    b.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (bind(b.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        getsockname(b.fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    for (int attempt = 0;; ++attempt) {
+      BoundUdp b;
+      b.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      socklen_t len = sizeof a;
+      if (bind(b.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+          getsockname(b.fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+        return b;
       b.port = ntohs(a.sin_port);
-    return b;
+      b.board_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      const int one = 1;
+      setsockopt(b.board_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      if (bind(b.board_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 || attempt == 50)
+        return b;
+      close(b.board_fd);
+      close(b.fd);
+    }
   }
 
  private:

@@ -34,6 +34,23 @@ Result<std::unique_ptr<BoardServer>> BoardServer::open(const std::string& ip, ui
     return make_error(Code::kIoError, 4860,
                       fmt::format("monitor board: TCP {}:{}: {}", ip, port, why));
   }
+  return serve(fd, epfd);
+}
+
+Result<std::unique_ptr<BoardServer>> BoardServer::adopt(int fd, const std::string& ip,
+                                                        uint16_t port, int epfd) {
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 || listen(fd, 16) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    return make_error(
+        Code::kIoError, 4746,
+        fmt::format("monitor board: the TCP socket handed over for {}:{}: {}", ip, port, why));
+  }
+  return serve(fd, epfd);
+}
+
+std::unique_ptr<BoardServer> BoardServer::serve(int fd, int epfd) {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.fd = fd;

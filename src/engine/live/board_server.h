@@ -27,6 +27,10 @@ class BoardServer {
 
   // Listens on TCP ip:port and adds its sockets to `epfd` (the daemon's sleep): E4860.
   static Result<std::unique_ptr<BoardServer>> open(const std::string& ip, uint16_t port, int epfd);
+  // The same on a TCP socket already bound to ip:port (DaemonOptions::board_fd), which it owns:
+  // E4746.
+  static Result<std::unique_ptr<BoardServer>> adopt(int fd, const std::string& ip, uint16_t port,
+                                                    int epfd);
   ~BoardServer();
   BoardServer(const BoardServer&) = delete;
   BoardServer& operator=(const BoardServer&) = delete;
@@ -42,6 +46,8 @@ class BoardServer {
   uint16_t port() const;  // the TCP port it listens on (the one asked for, or the kernel's)
 
  private:
+  // A listening socket's server, its socket added to `epfd`.
+  static std::unique_ptr<BoardServer> serve(int fd, int epfd);
   struct Pending {
     uint64_t due_ns;
     std::array<uint8_t, wire::kOobResponseBytes> bytes;

@@ -520,7 +520,9 @@ void FabricDaemon::open_board() {
     }
   }
   const LiveHost& me = fabric_.hosts[static_cast<size_t>(host_)];
-  auto server = BoardServer::open(me.ip, me.port, epfd_);
+  auto server = options_.board_fd >= 0
+                    ? BoardServer::adopt(options_.board_fd, me.ip, me.port, epfd_)
+                    : BoardServer::open(me.ip, me.port, epfd_);
   if (!server.ok()) {
     log::line(log::Level::kWarn, server.error().id, "{}", server.error().message);
     return;

@@ -54,6 +54,9 @@ struct DaemonOptions {
   // the daemon (as systemd's socket activation does), so no other program can take the port
   // between choosing it and binding it. -1: the daemon binds the address itself.
   int socket_fd = -1;
+  // The same for the monitor board's TCP port (the host's port number): a TCP socket already
+  // bound to it, which the daemon listens on. -1: the daemon binds it itself.
+  int board_fd = -1;
 };
 
 struct DaemonStats {
