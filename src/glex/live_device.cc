@@ -773,8 +773,8 @@ class LiveDevice final : public glex_device {
   OpStatus copy(const live::AttEntry& e, uint64_t mh, bool write, void* local, uint64_t remote,
                 uint64_t len) {
     if (e.pid != pid_)
-      if (uint8_t* at = maps_.at(static_cast<uint32_t>(mh >> 32), e, remote, len,
-                                 live::coarse_monotonic_ns())) {
+      if (uint8_t* at =
+              maps_.at(static_cast<uint32_t>(mh >> 32), e, remote, len, live::monotonic_ns())) {
         if (write)
           engines_.copy(at, local, len);
         else

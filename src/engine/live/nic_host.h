@@ -110,7 +110,6 @@ class SegmentHostMemory final : public chip::HostMemory {
   // Unmaps the shared memory of registrations that are gone from the ATT (deregistered, or their
   // owner died and the daemon's liveness scan cleared them).
   void drop_stale();
-  size_t mapped() const { return maps_.size(); }
 
  private:
   static constexpr size_t kReadAhead = 32768;

@@ -47,12 +47,6 @@ uint64_t monotonic_ns() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-uint64_t coarse_monotonic_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 std::string Segment::shm_name(const std::string& fabric, const std::string& host) {
   return fmt::format("/galaxy.{}.{}", fabric, host);
 }

@@ -27,7 +27,7 @@ class SharedMaps {
   // owner's memory is checked to be reachable once per 1 ms (a system call per access would
   // cost more than a 4 KiB copy): an owner that died within that time may still be written to
   // (docs/live.md).
-  // `now_ns`: a monotonic time (coarse_monotonic_ns will do), for the check of the owner.
+  // `now_ns`: monotonic_ns() or a copy of it, for the check of the owner.
   uint8_t* at(uint32_t index, const AttEntry& e, uint64_t vaddr, uint64_t length, uint64_t now_ns);
 
   // Unmaps the registrations `gone` names (deregistered, reused or of a dead owner), so that the
