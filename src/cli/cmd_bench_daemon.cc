@@ -51,6 +51,7 @@ struct DaemonBenchOptions {
   double storm_s = 10;
   bool json = false;
   bool during_scan = true;
+  int io_threads = 0;  // HttpOptions::io_threads
 };
 
 constexpr const char* kToken = "bench-daemon-token";
@@ -521,18 +522,23 @@ void run_bench_daemon(const DaemonBenchOptions& o) {
   h.host = "127.0.0.1";
   h.port = 0;
   h.token = kToken;
+  h.io_threads = o.io_threads;
   nmd::HttpServer server(**d, h);
   if (Status st = server.bind(); !st.ok()) throw std::runtime_error(st.to_string());
   server.start();
   const int port = server.port();
   const double rss_started = rss_mb();
   if (!o.json) {
-    std::printf("galaxy bench daemon: %s, HTTP on 127.0.0.1:%d (loopback), %u worker threads\n",
-                o.fabric.c_str(), port, h.threads);
+    std::printf(
+        "galaxy bench daemon: %s, HTTP on 127.0.0.1:%d (loopback), %d I/O threads, %d workers\n",
+        o.fabric.c_str(), port, server.io_threads(), h.threads);
     std::printf("  memory: %.1f MB before the daemon, %.1f MB with it running\n", rss_before,
                 rss_started);
   }
-  json out{{"fabric", o.fabric}, {"rss_mb_before", rss_before}, {"rss_mb_started", rss_started}};
+  json out{{"fabric", o.fabric},
+           {"io_threads", server.io_threads()},
+           {"rss_mb_before", rss_before},
+           {"rss_mb_started", rss_started}};
 
   out["load"] = json::array();
   for (unsigned n : o.clients) {
@@ -666,6 +672,10 @@ void add_bench_daemon_subcommand(CLI::App* bench) {
       ->check(real_in(0.1, 3600, Bounds::kClosed));
   c->add_flag("!--no-scan", o->during_scan,
               "leave out the traces and register reads timed during a status scan");
+  c->add_option("--io-threads", o->io_threads,
+                "the daemon's HTTP I/O threads (its --http-io-threads; 0: one per core, at most 4)")
+      ->capture_default_str()
+      ->check(integer_in(0, 64));
   c->add_flag("--json", o->json, "machine-readable output");
   c->callback([o]() { run_bench_daemon(*o); });
 }

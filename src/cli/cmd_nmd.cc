@@ -172,6 +172,11 @@ void add_nmd_command(CLI::App& app) {
                 "streams and idle connections take none)")
       ->capture_default_str()
       ->check(integer_in(1, 256));
+  c->add_option("--http-io-threads", o->http.io_threads,
+                "I/O threads owning the HTTP connections, each connection on one (0: one per "
+                "core, at most 4)")
+      ->capture_default_str()
+      ->check(integer_in(0, 64));
   c->add_option("--max-connections", o->http.max_connections,
                 "open HTTP connections, event streams included; beyond: 503 (E8318)")
       ->capture_default_str()

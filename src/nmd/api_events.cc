@@ -116,16 +116,25 @@ Result<nlohmann::json> log(Daemon& d, const ApiRequest& r) {
   return nlohmann::json{{"events", event_list(*got)}, {"total", d.events().size()}};
 }
 
+// The routing engine registry as the API describes it (the registry is complete before main).
+const nlohmann::json& engines_json() {
+  static const nlohmann::json engines = [] {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto* e : nm::routing_engines().list()) {
+      nlohmann::json params = nlohmann::json::array();
+      for (const auto& p : e->params)
+        params.push_back(
+            {{"name", p.name}, {"type", p.type}, {"doc", p.doc}, {"default", p.default_value}});
+      out.push_back({{"name", e->name}, {"doc", e->summary}, {"params", params}});
+    }
+    return out;
+  }();
+  return engines;
+}
+
 Result<nlohmann::json> config_get(Daemon& d, const ApiRequest&) {
   const ConfigState c = d.config();
-  nlohmann::json engines = nlohmann::json::array();
-  for (const auto* e : nm::routing_engines().list()) {
-    nlohmann::json params = nlohmann::json::array();
-    for (const auto& p : e->params)
-      params.push_back(
-          {{"name", p.name}, {"type", p.type}, {"doc", p.doc}, {"default", p.default_value}});
-    engines.push_back({{"name", e->name}, {"doc", e->summary}, {"params", params}});
-  }
+  const nlohmann::json& engines = engines_json();
   return nlohmann::json{{"routing_engine", c.routing_engine},
                         {"scan_interval_s", c.scan_interval_s},
                         {"sweep_interval_s", c.sweep_interval_s},

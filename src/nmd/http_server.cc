@@ -11,6 +11,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -152,14 +153,46 @@ struct Answer {
 
 class Connection;
 
+// Answers of cached routes (ApiRoute::cached_by) by request target, with the generation they
+// were made from.
+struct CachedAnswer {
+  uint64_t generation = 0;
+  Answer answer;
+};
+using AnswerCache = std::map<std::string, CachedAnswer>;
+
+// One I/O thread and what it alone touches: its io_context, the sockets accepted onto it (their
+// requests, answers, deadlines and event streams) and its cache of answers. The server spreads
+// accepted connections over its lanes in turn; a connection stays on its lane until it closes.
+struct Lane {
+  explicit Lane(size_t i) : index(i), keepalive_timer(ioc), deadline_timer(ioc) {}
+  const size_t index;
+  asio::io_context ioc;
+  asio::steady_timer keepalive_timer;
+  asio::steady_timer deadline_timer;  // its connections' deadlines, checked every 50 ms
+  std::thread thread;
+  int64_t pumped = 0;  // the newest event id handed to this lane's streams
+  AnswerCache cache;
+};
+
+// HttpOptions::io_threads: 0 is one lane per core, at most kMaxAutoLanes.
+constexpr unsigned kMaxAutoLanes = 4;
+
+std::vector<std::unique_ptr<Lane>> make_lanes(int io_threads) {
+  unsigned n = io_threads > 0 ? static_cast<unsigned>(io_threads)
+                              : std::clamp(std::thread::hardware_concurrency(), 1u, kMaxAutoLanes);
+  std::vector<std::unique_ptr<Lane>> out;
+  for (unsigned i = 0; i < n; ++i) out.push_back(std::make_unique<Lane>(i));
+  return out;
+}
+
 class HttpServer::Impl {
  public:
   Impl(Daemon& daemon, HttpOptions options)
       : daemon_(daemon),
         o_(std::move(options)),
-        acceptor_(ioc_),
-        keepalive_timer_(ioc_),
-        deadline_timer_(ioc_),
+        lanes_(make_lanes(o_.io_threads)),
+        acceptor_(lanes_.front()->ioc),
         workers_(static_cast<size_t>(std::max(1, o_.threads))) {}
   ~Impl() { stop(); }
 
@@ -167,16 +200,17 @@ class HttpServer::Impl {
   void start();
   void stop();
   int port() const { return port_; }
+  int io_threads() const { return static_cast<int>(lanes_.size()); }
 
   // --- used by connections (I/O thread unless said otherwise) ---
   const HttpOptions& options() const { return o_; }
-  asio::io_context& ioc() { return ioc_; }
   asio::thread_pool& workers() { return workers_; }
   bool stopping() const { return stopping_; }
   // The whole answer to a request that is not an event stream: on a worker, or on the I/O
   // thread when answers_inline.
-  // `route`: the API route when the caller found it already (answers_inline).
-  Answer answer(const Request& req, const ApiRoute* route = nullptr);
+  // `route`: the API route when the caller found it already (answers_inline); `cache`: the
+  // calling lane's, which only its I/O thread touches (workers pass none).
+  Answer answer(const Request& req, const ApiRoute* route = nullptr, AnswerCache* cache = nullptr);
   // GET of the console's files, /metrics and the API routes that read snapshots only.
   // Sets *route to the API route found, if any.
   bool answers_inline(const Request& req, const ApiRoute** route) const;
@@ -193,15 +227,16 @@ class HttpServer::Impl {
   void forget(Connection* c);
   bool admit_stream(const std::shared_ptr<Connection>& c);
   void forget_stream(Connection* c);
-  int64_t pumped() const { return pumped_; }
 
  private:
+  using Frames = std::vector<std::pair<int64_t, std::string>>;
   void accept();
   void pump(int64_t last);  // its own thread: new events from the store to every live stream
-  void deliver(std::vector<std::pair<int64_t, std::string>> frames);
-  void keepalive();
-  void check_deadlines();
-  std::vector<std::shared_ptr<Connection>> streams();
+  void deliver(Lane& lane, const Frames& frames);
+  void keepalive(Lane& lane);
+  void check_deadlines(Lane& lane);
+  // The open connections (event streams only: `streams`) of one lane.
+  std::vector<std::shared_ptr<Connection>> open_on(const Lane& lane, bool streams);
 
   Daemon& daemon_;
   HttpOptions o_;
@@ -212,25 +247,15 @@ class HttpServer::Impl {
   std::list<std::weak_ptr<Connection>> streams_;
   size_t open_connections_ = 0;
   size_t open_streams_ = 0;
-  asio::io_context ioc_;
-  tcp::acceptor acceptor_;
-  asio::steady_timer keepalive_timer_;
-  asio::steady_timer deadline_timer_;  // every connection's deadline, checked every 50 ms
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  size_t next_lane_ = 0;    // lane 0's thread: where the next accepted socket goes
+  tcp::acceptor acceptor_;  // on lane 0
   asio::thread_pool workers_;
-  std::thread io_thread_;
   std::thread pump_thread_;
   std::atomic<bool> stopping_{false};
   bool started_ = false;
   bool stopped_ = false;
   int port_ = 0;
-  int64_t pumped_ = 0;  // I/O thread: the newest event id handed to the streams
-  // Answers of cached routes (ApiRoute::cached_by) by request target, with the generation they
-  // were made from (I/O thread only).
-  struct Cached {
-    uint64_t generation = 0;
-    Answer answer;
-  };
-  std::map<std::string, Cached> cache_;
 };
 
 // One accepted socket: requests one at a time (keep-alive), or, after GET /api/events, an
@@ -239,13 +264,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
  public:
   // What the connection's one deadline is for.
   enum class Wait : uint8_t { kNone, kIdle, kRequest, kWrite, kLinger };
-  Connection(HttpServer::Impl& s, tcp::socket socket) : s_(s), socket_(std::move(socket)) {}
+  Connection(HttpServer::Impl& s, Lane& lane, tcp::socket socket)
+      : s_(s), lane_(lane), socket_(std::move(socket)) {}
   ~Connection() {
     if (stream_mode_) s_.forget_stream(this);
     s_.forget(this);
   }
 
   void start() { read_next(); }
+  const Lane& lane() const { return lane_; }
   // Refuses the connection at once: too many are open.
   void refuse(const Error& e) {
     write(to_response(s_.error_answer(503, e), 11, false, false), false);
@@ -379,7 +406,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     // Everything else runs on a worker; the answer comes back to this thread to be written.
     if (const ApiRoute* route = nullptr; s_.answers_inline(req, &route)) {
       const bool head = req.method() == http::verb::head;
-      Response res = to_response(s_.answer(req, route), req.version(), req.keep_alive(), head);
+      Response res =
+          to_response(s_.answer(req, route, &lane_.cache), req.version(), req.keep_alive(), head);
       const bool keep = res.keep_alive();
       return write(std::move(res), keep);
     }
@@ -387,7 +415,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       Answer a = self->s_.answer(req);
       const bool head = req.method() == http::verb::head;
       Response res = to_response(std::move(a), req.version(), req.keep_alive(), head);
-      asio::post(self->s_.ioc(), [self, res = std::move(res)]() mutable {
+      asio::post(self->lane_.ioc, [self, res = std::move(res)]() mutable {
         const bool keep = res.keep_alive();
         self->write(std::move(res), keep);
       });
@@ -512,9 +540,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (events.ok())
         for (const Event& e : *events) frames.emplace_back(e.id, sse_frame(e));
       const bool full = events.ok() && events->size() == q.limit;
-      asio::post(self->s_.ioc(), [self, frames = std::move(frames), full] {
+      asio::post(self->lane_.ioc, [self, frames = std::move(frames), full] {
         for (const auto& [id, f] : frames) self->push_frame(id, f);
-        if (full || self->s_.pumped() > self->last_) return self->catch_up();
+        if (full || self->lane_.pumped > self->last_) return self->catch_up();
         self->catching_up_ = false;
       });
     });
@@ -546,6 +574,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   HttpServer::Impl& s_;
+  Lane& lane_;
   tcp::socket socket_;
   // One deadline at a time: for the next request to begin (idle), for it to arrive whole, for
   // an answer to be taken, for a refused request's remains. A request that runs out of time is
@@ -610,7 +639,7 @@ Status HttpServer::Impl::bind() {
   if (!ec) {
     at = tcp::endpoint(addr, static_cast<uint16_t>(o_.port));
   } else {
-    tcp::resolver resolver(ioc_);
+    tcp::resolver resolver(lanes_.front()->ioc);
     auto found = resolver.resolve(o_.host, std::to_string(o_.port),
                                   tcp::resolver::passive | tcp::resolver::address_configured, ec);
     if (ec || found.empty()) return cannot("not an address of this machine");
@@ -634,12 +663,15 @@ Status HttpServer::Impl::bind() {
 void HttpServer::Impl::start() {
   if (started_ || !acceptor_.is_open()) return;
   started_ = true;
-  pumped_ = daemon_.wait_for_event(INT64_MAX, 0);
+  const int64_t newest = daemon_.wait_for_event(INT64_MAX, 0);
   accept();
-  keepalive();
-  check_deadlines();
-  io_thread_ = std::thread([this] { ioc_.run(); });
-  pump_thread_ = std::thread([this, from = pumped_] { pump(from); });
+  for (auto& lane : lanes_) {
+    lane->pumped = newest;
+    keepalive(*lane);
+    check_deadlines(*lane);
+  }
+  for (auto& lane : lanes_) lane->thread = std::thread([l = lane.get()] { l->ioc.run(); });
+  pump_thread_ = std::thread([this, newest] { pump(newest); });
 }
 
 void HttpServer::Impl::stop() {
@@ -647,32 +679,31 @@ void HttpServer::Impl::stop() {
   stopped_ = true;
   stopping_ = true;
   if (pump_thread_.joinable()) pump_thread_.join();
-  asio::post(ioc_, [this] {
-    beast::error_code ec;
-    acceptor_.close(ec);
-    keepalive_timer_.cancel();
-    deadline_timer_.cancel();
-    std::vector<std::shared_ptr<Connection>> open;
-    {
-      std::lock_guard lock(mu_);
-      for (auto& w : connections_)
-        if (auto c = w.lock()) open.push_back(std::move(c));
-    }
-    for (auto& c : open) c->close();
-  });
+  for (auto& lane : lanes_)
+    asio::post(lane->ioc, [this, l = lane.get()] {
+      beast::error_code ec;
+      if (l->index == 0) acceptor_.close(ec);
+      l->keepalive_timer.cancel();
+      l->deadline_timer.cancel();
+      for (auto& c : open_on(*l, false)) c->close();
+    });
   // Requests being answered finish (their answers find closed sockets); nothing new starts.
   workers_.join();
-  if (!io_thread_.joinable()) ioc_.run();  // bound but never started: release the socket
-  ioc_.stop();
-  if (io_thread_.joinable()) io_thread_.join();
+  for (auto& lane : lanes_) {
+    if (!lane->thread.joinable()) lane->ioc.run();  // bound but never started: release sockets
+    lane->ioc.stop();
+    if (lane->thread.joinable()) lane->thread.join();
+  }
 }
 
 void HttpServer::Impl::accept() {
-  acceptor_.async_accept(ioc_, [this](beast::error_code ec, tcp::socket socket) {
+  Lane& lane = *lanes_[next_lane_++ % lanes_.size()];
+  acceptor_.async_accept(lane.ioc, [this, &lane](beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) {
       // Out of descriptors or similar: try again shortly rather than spin.
-      auto t = std::make_shared<asio::steady_timer>(ioc_, std::chrono::milliseconds(50));
+      auto t =
+          std::make_shared<asio::steady_timer>(lanes_.front()->ioc, std::chrono::milliseconds(50));
       t->async_wait([this, t](beast::error_code) {
         if (acceptor_.is_open()) accept();
       });
@@ -680,15 +711,16 @@ void HttpServer::Impl::accept() {
     }
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    auto c = std::make_shared<Connection>(*this, std::move(socket));
-    if (admit(c)) {
-      c->start();
-    } else {
+    auto c = std::make_shared<Connection>(*this, lane, std::move(socket));
+    const bool admitted = admit(c);
+    // From here on the connection is its lane's thread's.
+    asio::post(lane.ioc, [this, c, admitted] {
+      if (admitted) return c->start();
       c->refuse(make_error(Code::kResourceExhausted, 8318,
                            fmt::format("{} connections are open, the most this daemon serves; "
                                        "retry later",
                                        o_.max_connections)));
-    }
+    });
     accept();
   });
 }
@@ -725,11 +757,11 @@ void HttpServer::Impl::forget_stream(Connection* c) {
   });
 }
 
-std::vector<std::shared_ptr<Connection>> HttpServer::Impl::streams() {
+std::vector<std::shared_ptr<Connection>> HttpServer::Impl::open_on(const Lane& lane, bool streams) {
   std::vector<std::shared_ptr<Connection>> out;
   std::lock_guard lock(mu_);
-  for (auto& w : streams_)
-    if (auto c = w.lock()) out.push_back(std::move(c));
+  for (auto& w : streams ? streams_ : connections_)
+    if (auto c = w.lock(); c && &c->lane() == &lane) out.push_back(std::move(c));
   return out;
 }
 
@@ -742,46 +774,40 @@ void HttpServer::Impl::pump(int64_t last) {
       EventQuery q{.limit = 1000, .newest_first = false, .after_id = last};
       auto events = daemon_.events().query(q);
       if (!events.ok() || events->empty()) break;
-      std::vector<std::pair<int64_t, std::string>> frames;
-      for (const Event& e : *events) frames.emplace_back(e.id, sse_frame(e));
-      last = frames.back().first;
-      asio::post(ioc_,
-                 [this, frames = std::move(frames)]() mutable { deliver(std::move(frames)); });
+      auto frames = std::make_shared<Frames>();
+      for (const Event& e : *events) frames->emplace_back(e.id, sse_frame(e));
+      last = frames->back().first;
+      for (auto& lane : lanes_)
+        asio::post(lane->ioc, [this, l = lane.get(), frames] { deliver(*l, *frames); });
       if (events->size() < q.limit) break;
     }
   }
 }
 
-void HttpServer::Impl::deliver(std::vector<std::pair<int64_t, std::string>> frames) {
-  pumped_ = std::max(pumped_, frames.back().first);
-  for (auto& c : streams())
+void HttpServer::Impl::deliver(Lane& lane, const Frames& frames) {
+  lane.pumped = std::max(lane.pumped, frames.back().first);
+  for (auto& c : open_on(lane, true))
     if (c->live_stream())
       for (const auto& [id, f] : frames) c->push_frame(id, f);
 }
 
-void HttpServer::Impl::keepalive() {
-  keepalive_timer_.expires_after(std::chrono::milliseconds(std::max(100, o_.keepalive_ms / 4)));
-  keepalive_timer_.async_wait([this](beast::error_code ec) {
+void HttpServer::Impl::keepalive(Lane& lane) {
+  lane.keepalive_timer.expires_after(std::chrono::milliseconds(std::max(100, o_.keepalive_ms / 4)));
+  lane.keepalive_timer.async_wait([this, &lane](beast::error_code ec) {
     if (ec || stopping_) return;
     const auto now = Clock::now();
-    for (auto& c : streams()) c->keepalive(now);
-    keepalive();
+    for (auto& c : open_on(lane, true)) c->keepalive(now);
+    keepalive(lane);
   });
 }
 
-void HttpServer::Impl::check_deadlines() {
-  deadline_timer_.expires_after(std::chrono::milliseconds(50));
-  deadline_timer_.async_wait([this](beast::error_code ec) {
+void HttpServer::Impl::check_deadlines(Lane& lane) {
+  lane.deadline_timer.expires_after(std::chrono::milliseconds(50));
+  lane.deadline_timer.async_wait([this, &lane](beast::error_code ec) {
     if (ec || stopping_) return;
-    std::vector<std::shared_ptr<Connection>> open;
-    {
-      std::lock_guard lock(mu_);
-      for (auto& w : connections_)
-        if (auto c = w.lock()) open.push_back(std::move(c));
-    }
     const auto now = Clock::now();
-    for (auto& c : open) c->check_deadline(now);
-    check_deadlines();
+    for (auto& c : open_on(lane, false)) c->check_deadline(now);
+    check_deadlines(lane);
   });
 }
 
@@ -822,7 +848,8 @@ bool HttpServer::Impl::answers_inline(const Request& req, const ApiRoute** route
   return *route && (*route)->reads != ApiReads::kSession;
 }
 
-Answer HttpServer::Impl::answer(const Request& req, const ApiRoute* route_found) {
+Answer HttpServer::Impl::answer(const Request& req, const ApiRoute* route_found,
+                                AnswerCache* cache) {
   const auto t0 = Clock::now();
   const std::string method(req.method_string());
   const std::string target(req.target());
@@ -861,20 +888,20 @@ Answer HttpServer::Impl::answer(const Request& req, const ApiRoute* route_found)
     call.write_auth = check_token(got, o_.token, what);
     call.read_auth = read_auth_with(got);
     // A cached answer stays right while what it was made from is unchanged.
-    // Answers of snapshot routes are made on the I/O thread alone, which owns the cache.
+    // Answers of snapshot routes are made on the lanes' I/O threads, each with its own cache.
     const ApiRoute* known = route_found ? route_found
                             : get       ? find_api_route("GET", raw_path)
                                         : nullptr;
-    const bool cacheable = known && known->reads == ApiReads::kSnapshots && known->cached_by != 0 &&
-                           call.read_auth.ok() && req.method() == http::verb::get &&
-                           cache_.size() < 4096;
+    const bool cacheable = cache && known && known->reads == ApiReads::kSnapshots &&
+                           known->cached_by != 0 && call.read_auth.ok() &&
+                           req.method() == http::verb::get && cache->size() < 4096;
     // Both generations only grow: their sum changes whenever either does.
     const uint64_t generation =
         (known && (known->cached_by & kCachedByView) ? daemon_.view_generation() : 0) +
         (known && (known->cached_by & kCachedByEvents) ? daemon_.events().generation() : 0);
     if (cacheable) {
-      auto hit = cache_.find(target);
-      if (hit != cache_.end() && hit->second.generation == generation) {
+      auto hit = cache->find(target);
+      if (hit != cache->end() && hit->second.generation == generation) {
         observe(known->path, method, 200, std::chrono::duration<double>(Clock::now() - t0).count());
         return hit->second.answer;
       }
@@ -883,7 +910,7 @@ Answer HttpServer::Impl::answer(const Request& req, const ApiRoute* route_found)
     route = std::move(r.route);
     a.status = r.status;
     a.body = json_text(r.body) + "\n";
-    if (cacheable && a.status == 200) cache_[target] = {generation, a};
+    if (cacheable && a.status == 200) (*cache)[target] = {generation, a};
   } else if (!get) {
     a = error_answer(405, make_error(Code::kUnsupported, 8319,
                                      fmt::format("{} is not allowed on {} (the console is read "
@@ -947,6 +974,9 @@ void HttpServer::stop() {
 }
 int HttpServer::port() const {
   return impl_->port();
+}
+int HttpServer::io_threads() const {
+  return impl_->io_threads();
 }
 
 }  // namespace galaxy::nmd

@@ -3,12 +3,14 @@
 // the bearer token; reads are open unless a read token is set. Every request is timed into
 // galaxy_http_request_duration_seconds{route,method,code}.
 //
-// One I/O thread owns every socket (Boost.Beast over Asio): it reads requests, writes answers
-// and feeds the event streams, so an open stream, an idle kept-alive connection or a client that
-// sends a byte a second costs a socket and a little memory, never a thread. Only a complete
-// request reaches the worker threads, which run the API (a scan may take seconds there without
-// stopping anything else). Limits (HttpOptions) bound connections, streams, header and body
-// sizes under every transfer encoding, and the time a request may take to arrive.
+// A few I/O threads (lanes, one per core by default) own the sockets (Boost.Beast over Asio):
+// each accepted connection stays on one lane, whose thread reads its requests, writes its answers
+// and feeds its event stream, so an open stream, an idle kept-alive connection or a client that
+// sends a byte a second costs a socket and a little memory, never a thread. Reads of the
+// daemon's snapshots are answered on the lane; only other complete requests reach the worker
+// threads, which run the API (a scan may take seconds there without stopping anything else). Limits
+// (HttpOptions) bound connections, streams, header and body sizes under every transfer encoding,
+// and the time a request may take to arrive.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +32,7 @@ struct HttpOptions {
   size_t max_body_bytes = 1 << 20;       // Content-Length or chunked alike: beyond, 413
   size_t max_header_bytes = 16 << 10;    // request line and headers: beyond, 431
   int threads = 16;                      // workers running API requests (not connections)
+  int io_threads = 0;                    // lanes owning the sockets; 0: one per core, at most 4
   size_t max_connections = 4096;         // open sockets, streams included: beyond, 503 and close
   size_t max_streams = 1024;             // open /api/events streams: beyond, 503
   int request_timeout_ms = 10'000;       // a started request must arrive whole within this
@@ -58,6 +61,7 @@ class HttpServer {
   void start();
   void stop();
   int port() const;
+  int io_threads() const;  // the lanes serving connections (HttpOptions::io_threads resolved)
 
   class Impl;
 

@@ -379,5 +379,78 @@ TEST_F(NmdHttpTest, SnapshotReadsAnswerWhileTheSessionIsBusyAndCachedAnswersFoll
   EXPECT_EQ(acked.json["faults"][0]["acknowledged"], true) << acked.body;
 }
 
+// The ids of the `kind` events a stream has received, in order.
+std::vector<std::string> stream_ids(const std::string& text, const std::string& kind) {
+  std::vector<std::string> out;
+  for (size_t at = text.find("id: "); at != std::string::npos; at = text.find("id: ", at + 1)) {
+    const size_t nl = text.find('\n', at);
+    if (nl == std::string::npos) break;
+    if (text.compare(nl + 1, 7 + kind.size(), "event: " + kind) == 0)
+      out.push_back(text.substr(at + 4, nl - at - 4));
+  }
+  return out;
+}
+
+TEST_F(NmdHttpTest, EveryLaneServesItsStreamsCachesAndDeadlines) {
+  // Three I/O lanes, connections spread over them in turn: six consecutive connections put two
+  // on each lane.
+  auto nmd = start([](HttpOptions& h) {
+    h.threads = 2;
+    h.io_threads = 3;
+  });
+  ASSERT_TRUE(nmd->ok());
+  std::vector<std::unique_ptr<RawClient>> streams, readers;
+  for (int i = 0; i < 6; ++i) {
+    streams.push_back(std::make_unique<RawClient>(nmd->port()));
+    ASSERT_TRUE(streams.back()->send("GET /api/events HTTP/1.1\r\nHost: t\r\n\r\n"));
+  }
+  std::vector<std::string> before;
+  for (int i = 0; i < 3; ++i) {
+    readers.push_back(std::make_unique<RawClient>(nmd->port()));
+    ASSERT_TRUE(readers.back()->send("GET /api/log?limit=5 HTTP/1.1\r\nHost: t\r\n\r\n"));
+    Reply r = readers.back()->read_reply();
+    ASSERT_EQ(r.status, 200) << r.describe();
+    before.push_back(r.body);
+  }
+  for (auto& s : streams)
+    ASSERT_NE(
+        s->read_until([](const std::string& t) { return t.find("\r\n\r\n") != std::string::npos; },
+                      5000ms)
+            .find("HTTP/1.1 200"),
+        std::string::npos);
+  for (int v = 21; v <= 23; ++v)
+    ASSERT_EQ(nmd->put("/api/chips/3/registers/SCRATCH", {{"value", v}}).status, 200);
+  // Every stream, whatever its lane, gets each change once and in order.
+  std::vector<std::string> first;
+  for (auto& s : streams) {
+    const std::string text = s->read_until(
+        [](const std::string& t) { return stream_ids(t, "config_change").size() >= 3; }, 5000ms);
+    std::this_thread::sleep_for(50ms);  // a duplicate would be on its way by now
+    const auto ids =
+        stream_ids(s->read_until([](const std::string&) { return false; }, 50ms), "config_change");
+    ASSERT_EQ(ids.size(), 3u) << text;
+    if (first.empty()) first = ids;
+    EXPECT_EQ(ids, first);
+  }
+  // Each lane's cache of answers is made again after the change.
+  for (size_t i = 0; i < readers.size(); ++i) {
+    ASSERT_TRUE(readers[i]->send("GET /api/log?limit=5 HTTP/1.1\r\nHost: t\r\n\r\n"));
+    Reply r = readers[i]->read_reply();
+    ASSERT_EQ(r.status, 200) << r.describe();
+    EXPECT_NE(r.body, before[i]);
+    EXPECT_NE(r.body.find("SCRATCH"), std::string::npos) << r.body;
+  }
+
+  // Each lane's deadlines are kept: idle connections on all three are closed.
+  auto quick = start([](HttpOptions& h) {
+    h.io_threads = 3;
+    h.idle_timeout_ms = 300;
+  });
+  ASSERT_TRUE(quick->ok());
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 6; ++i) idle.push_back(std::make_unique<RawClient>(quick->port()));
+  for (auto& c : idle) EXPECT_TRUE(c->closed_by_server(3000ms));
+}
+
 }  // namespace
 }  // namespace galaxy::nmd::api_test
