@@ -16,45 +16,51 @@ std::string query_or(const ApiRequest& r, const std::string& name, const std::st
   return it == r.query.end() || it->second.empty() ? fallback : it->second;
 }
 
+// A periodic job's runs: how many, how often, the last one's length and start.
+void periodic_json(nlohmann::json& out, uint64_t count, double interval_s, double last_s,
+                   int64_t last_us) {
+  out["count"] = count;
+  out["interval_s"] = interval_s;
+  out["last_s"] = last_s;
+  out["last_us"] = last_us;
+}
+
 Result<nlohmann::json> status(Daemon& d, const ApiRequest&) {
   auto v = d.view();
   const ConfigState c = d.config();
   const DaemonCounters k = d.counters();
-  nlohmann::json j{{"fabric", d.options().session.fabric},
-                   {"kind", d.infiniband()                                      ? "ib"
-                            : d.options().session.fabric.rfind("live:", 0) == 0 ? "live"
-                                                                                : "sim"},
-                   {"chips", v->chips.size()},
-                   {"links", v->links()},
-                   {"links_down", v->links_down()},
-                   {"started_us", d.started_us()},
-                   {"uptime_s", static_cast<double>(d.clock_us() - d.started_us()) / 1e6},
-                   {"routing_engine", c.routing_engine},
-                   {"region", d.region().text.empty() ? "whole fabric" : d.region().text},
-                   {"scan",
-                    {{"count", k.scans},
-                     {"interval_s", c.scan_interval_s},
-                     {"last_s", k.last_scan_s},
-                     {"last_us", k.last_scan_us},
-                     {"running", k.scan_running},
-                     {"chips_done", k.scan_chips_done},
-                     {"chips_total", k.scan_chips_total}}},
-                   {"sweep",
-                    {{"count", k.sweeps},
-                     {"interval_s", c.sweep_interval_s},
-                     {"last_s", k.last_sweep_s},
-                     {"last_us", k.last_sweep_us}}},
-                   {"faults_received", k.faults},
-                   {"fault_ledger",
-                    {{"reports_merged", k.faults_merged},
-                     {"changes_inferred", k.faults_inferred},
-                     {"chips_checked", k.chips_checked},
-                     {"audits", k.audits},
-                     {"reroute_failures", k.reroute_failures}}},
-                   {"reroutes", k.reroutes},
-                   {"rerouting", k.rerouting},
-                   {"events_db", d.events().path()},
-                   {"writes_need_token", true}};
+  // Built member by member: the most polled answer, and a nested initializer list copies every
+  // value once more.
+  nlohmann::json j = nlohmann::json::object();
+  j["fabric"] = d.options().session.fabric;
+  j["kind"] = d.infiniband()                                      ? "ib"
+              : d.options().session.fabric.rfind("live:", 0) == 0 ? "live"
+                                                                  : "sim";
+  j["chips"] = v->chips.size();
+  const FabricView::LinkCounts links = v->link_counts();
+  j["links"] = links.links;
+  j["links_down"] = links.down;
+  j["started_us"] = d.started_us();
+  j["uptime_s"] = static_cast<double>(d.clock_us() - d.started_us()) / 1e6;
+  j["routing_engine"] = c.routing_engine;
+  j["region"] = d.region().text.empty() ? "whole fabric" : d.region().text;
+  nlohmann::json& scan = j["scan"];
+  periodic_json(scan, k.scans, c.scan_interval_s, k.last_scan_s, k.last_scan_us);
+  scan["running"] = k.scan_running;
+  scan["chips_done"] = k.scan_chips_done;
+  scan["chips_total"] = k.scan_chips_total;
+  periodic_json(j["sweep"], k.sweeps, c.sweep_interval_s, k.last_sweep_s, k.last_sweep_us);
+  j["faults_received"] = k.faults;
+  nlohmann::json& ledger = j["fault_ledger"];
+  ledger["reports_merged"] = k.faults_merged;
+  ledger["changes_inferred"] = k.faults_inferred;
+  ledger["chips_checked"] = k.chips_checked;
+  ledger["audits"] = k.audits;
+  ledger["reroute_failures"] = k.reroute_failures;
+  j["reroutes"] = k.reroutes;
+  j["rerouting"] = k.rerouting;
+  j["events_db"] = d.events().path();
+  j["writes_need_token"] = true;
   uint32_t nics = 0, discovered = 0, silent = 0, managed = 0;
   for (const ChipView& cv : v->chips) {
     managed += cv.in_region;

@@ -27,24 +27,24 @@ const char* link_view_name(LinkView l) {
   return "?";
 }
 
-uint32_t FabricView::links() const {
-  uint32_t n = 0;
+FabricView::LinkCounts FabricView::link_counts() const {
+  LinkCounts n;
   for (uint32_t v = 0; v < chips.size(); ++v)
     for (uint8_t p = 0; p < chips[v].ports; ++p) {
       const PortView& pv = port(v, p);
-      if (pv.peer != fabric::kNoNode && (pv.peer > v || (pv.peer == v && pv.peer_port > p))) ++n;
+      if (pv.peer == fabric::kNoNode) continue;
+      if (pv.peer > v || (pv.peer == v && pv.peer_port > p)) ++n.links;
+      if (pv.peer > v && pv.link != LinkView::kUp) ++n.down;
     }
   return n;
 }
 
+uint32_t FabricView::links() const {
+  return link_counts().links;
+}
+
 uint32_t FabricView::links_down() const {
-  uint32_t n = 0;
-  for (uint32_t v = 0; v < chips.size(); ++v)
-    for (uint8_t p = 0; p < chips[v].ports; ++p) {
-      const PortView& pv = port(v, p);
-      if (pv.peer != fabric::kNoNode && pv.peer > v && pv.link != LinkView::kUp) ++n;
-    }
-  return n;
+  return link_counts().down;
 }
 
 bool Region::contains(const fabric::Location& l, uint8_t level) const {

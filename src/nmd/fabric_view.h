@@ -75,6 +75,10 @@ struct FabricView {
   const PortView& port(uint32_t node, uint8_t p) const { return ports[chips[node].first_port + p]; }
   uint32_t links() const;       // linked port pairs of the plan
   uint32_t links_down() const;  // of those, down or not found by discovery
+  struct LinkCounts {
+    uint32_t links = 0, down = 0;
+  };
+  LinkCounts link_counts() const;  // both in one pass over the ports
 };
 
 // One ChipView per node of `plan` (name, kind, location, level, its slots in `ports`) and the

@@ -50,6 +50,8 @@ TEST_F(NmdApiTest, InjectedLinkDownIsReportedAndRoutedAround) {
   }
   Reply unknown = post("/api/inject", {{"action", "link-down"}, {"chip", "99999"}, {"port", 0}});
   EXPECT_EQ(unknown.status, 404) << unknown.describe();
+  // The k=4 fat tree: 16 NIC links, 16 from the edge switches up, 16 from the aggregation up.
+  EXPECT_EQ(get("/api/status").json["links"], 48);
   EXPECT_EQ(get("/api/status").json["links_down"], 0);
 
   const Json faults = inject_and_wait(*nmd_);
@@ -74,6 +76,7 @@ TEST_F(NmdApiTest, InjectedLinkDownIsReportedAndRoutedAround) {
       std::chrono::milliseconds(10000)))
       << status.body;
   EXPECT_EQ(status.json["links_down"], 1) << status.body;
+  EXPECT_EQ(status.json["links"], 48) << status.body;  // a link down is still a link
   EXPECT_GE(status.json["faults_received"].get<int>(), 1);
   EXPECT_GE(status.json["unacknowledged"]["critical"].get<int>(), 1);
 
