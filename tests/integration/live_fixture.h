@@ -277,9 +277,10 @@ class LiveFabricUnderTest {
       b.board_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       const int one = 1;
       setsockopt(b.board_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (bind(b.board_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 || attempt == 50)
-        return b;
+      if (bind(b.board_fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) return b;
       close(b.board_fd);
+      b.board_fd = -1;
+      if (attempt == 50) return b;  // the daemon binds its board port itself
       close(b.fd);
     }
   }

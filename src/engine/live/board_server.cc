@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "engine/live/bound_socket.h"
 
 namespace galaxy::live {
 
@@ -39,6 +40,23 @@ Result<std::unique_ptr<BoardServer>> BoardServer::open(const std::string& ip, ui
 
 Result<std::unique_ptr<BoardServer>> BoardServer::adopt(int fd, const std::string& ip,
                                                         uint16_t port, int epfd) {
+  // Only the host's own TCP port will do: the peers' requests go there.
+  const std::optional<sockaddr_in> bound = bound_ipv4(fd, SOCK_STREAM);
+  if (!bound) {
+    ::close(fd);
+    return make_error(Code::kInvalidArgument, 4747,
+                      fmt::format("monitor board: board_fd = {} is not a TCP/IPv4 socket", fd));
+  }
+  in_addr want{};
+  if (inet_pton(AF_INET, ip.c_str(), &want) != 1 || bound->sin_addr.s_addr != want.s_addr ||
+      ntohs(bound->sin_port) != port) {
+    char at[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &bound->sin_addr, at, sizeof at);
+    ::close(fd);
+    return make_error(Code::kInvalidArgument, 4749,
+                      fmt::format("monitor board: board_fd = {} is bound to {}:{}, not {}:{}", fd,
+                                  at, ntohs(bound->sin_port), ip, port));
+  }
   const int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 || listen(fd, 16) != 0) {
     const std::string why = std::strerror(errno);

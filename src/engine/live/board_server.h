@@ -27,8 +27,9 @@ class BoardServer {
 
   // Listens on TCP ip:port and adds its sockets to `epfd` (the daemon's sleep): E4860.
   static Result<std::unique_ptr<BoardServer>> open(const std::string& ip, uint16_t port, int epfd);
-  // The same on a TCP socket already bound to ip:port (DaemonOptions::board_fd), which it owns:
-  // E4746.
+  // The same on a TCP socket already bound to ip:port (DaemonOptions::board_fd), which it owns
+  // (closed on refusal too): E4747 not a TCP/IPv4 socket, E4749 bound elsewhere, E4746 cannot
+  // listen.
   static Result<std::unique_ptr<BoardServer>> adopt(int fd, const std::string& ip, uint16_t port,
                                                     int epfd);
   ~BoardServer();

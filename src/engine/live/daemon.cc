@@ -28,6 +28,7 @@
 #include "chip/nma.h"
 #include "chip/nrc.h"
 #include "chip/registers.h"
+#include "engine/live/bound_socket.h"
 #include "engine/live/direct.h"
 #include "engine/live/directory.h"
 #include "engine/live/forward.h"
@@ -580,15 +581,12 @@ Status FabricDaemon::open_socket() {
 Status FabricDaemon::adopt_socket(const sockaddr_in& want) {
   const LiveHost& me = fabric_.hosts[static_cast<size_t>(host_)];
   sock_ = options_.socket_fd;
-  int type = 0;
-  socklen_t tl = sizeof type;
-  sockaddr_in got{};
-  socklen_t al = sizeof got;
-  if (getsockopt(sock_, SOL_SOCKET, SO_TYPE, &type, &tl) != 0 || type != SOCK_DGRAM ||
-      getsockname(sock_, reinterpret_cast<sockaddr*>(&got), &al) != 0 || got.sin_family != AF_INET)
+  const std::optional<sockaddr_in> bound = bound_ipv4(sock_, SOCK_DGRAM);
+  if (!bound)
     return make_error(Code::kInvalidArgument, 4760,
                       fmt::format("host {}: socket_fd = {} is not a UDP/IPv4 socket", me.name,
                                   options_.socket_fd));
+  const sockaddr_in& got = *bound;
   if (got.sin_port != want.sin_port || got.sin_addr.s_addr != want.sin_addr.s_addr) {
     char ip[INET_ADDRSTRLEN] = "?";
     inet_ntop(AF_INET, &got.sin_addr, ip, sizeof ip);
