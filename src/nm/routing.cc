@@ -3,7 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <future>
+#include <memory>
 #include <numeric>
+#include <span>
+#include <thread>
 #include <tuple>
 
 #include "chip/network_port.h"
@@ -116,6 +122,21 @@ std::vector<uint32_t> PortGraph::bfs(const std::vector<uint32_t>& sources) const
   return dist;
 }
 
+namespace {
+std::atomic<unsigned> g_route_workers{0};
+}  // namespace
+
+void set_route_workers(unsigned workers) {
+  g_route_workers.store(workers, std::memory_order_relaxed);
+}
+
+unsigned route_workers(size_t pieces) {
+  const unsigned set = g_route_workers.load(std::memory_order_relaxed);
+  const unsigned threads = set > 0 ? set : std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(
+      std::max<size_t>(1, std::min<size_t>({pieces, threads, kMaxRouteWorkers})));
+}
+
 RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t classes,
                          const std::vector<uint8_t>& port_class, const SwitchRouteFn& fn) {
   const uint32_t n = map.num_nodes();
@@ -140,28 +161,54 @@ RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t clas
     if (map.topology.is_nic(v) && g.nic_nrc[v] != fabric::kNoNode)
       nics.emplace_back(map.chip_id[v], v);
   std::sort(nics.begin(), nics.end());
-  std::vector<PortSet> sets(static_cast<size_t>(n) * classes);
   // Runs of NICs (in chip id order) on one NRC see the same sets everywhere but there, so the
   // other NRCs are fed the run's first and last chip id only: the same ranges, less work.
+  struct Group {
+    size_t first, last;  // the run nics[first..last]
+    uint32_t dest_switch;
+  };
+  std::vector<Group> groups;
   for (size_t i = 0; i < nics.size();) {
-    uint32_t dest_switch = g.nic_nrc[nics[i].second];
+    const uint32_t dest_switch = g.nic_nrc[nics[i].second];
     size_t j = i;
     while (j + 1 < nics.size() && g.nic_nrc[nics[j + 1].second] == dest_switch) ++j;
-    std::fill(sets.begin(), sets.end(), PortSet{});
-    fn(dest_switch, sets);
-    for (uint32_t v : g.nrcs)
-      for (uint32_t k = 0; k < classes; ++k) {
-        size_t c = static_cast<size_t>(v) * classes + k;
-        if (!used[c]) continue;
-        if (v == dest_switch) {
-          for (size_t x = i; x <= j; ++x)
-            comp[c].add(nics[x].first, PortSet::of(g.nic_port[nics[x].second]), rs.writes[v]);
-        } else {
-          comp[c].add(nics[i].first, sets[c], rs.writes[v]);
-          if (j > i) comp[c].add(nics[j].first, sets[c], rs.writes[v]);
-        }
-      }
+    groups.push_back({i, j, dest_switch});
     i = j + 1;
+  }
+  const unsigned workers = route_workers(groups.size());
+  const size_t batch = std::min<size_t>(groups.size(), size_t{workers} * 16);
+  std::vector<std::vector<PortSet>> sets(batch,
+                                         std::vector<PortSet>(static_cast<size_t>(n) * classes));
+  // Worker w computes the batch's groups w, w + workers, ...
+  auto compute = [&](unsigned w, size_t first, size_t count) {
+    for (size_t b = w; b < count; b += workers) {
+      for (uint32_t v : g.nrcs)
+        std::fill_n(sets[b].begin() + static_cast<std::ptrdiff_t>(v * classes), classes, PortSet{});
+      fn(groups[first + b].dest_switch, sets[b], w);
+    }
+  };
+  for (size_t first = 0; first < groups.size(); first += batch) {
+    const size_t count = std::min(batch, groups.size() - first);
+    std::vector<std::future<void>> others;
+    for (unsigned w = 1; w < workers && w < count; ++w)
+      others.push_back(std::async(std::launch::async, compute, w, first, count));
+    compute(0, first, count);
+    for (auto& f : others) f.get();
+    for (size_t b = 0; b < count; ++b) {
+      const Group& gr = groups[first + b];
+      for (uint32_t v : g.nrcs)
+        for (uint32_t k = 0; k < classes; ++k) {
+          size_t c = static_cast<size_t>(v) * classes + k;
+          if (!used[c]) continue;
+          if (v == gr.dest_switch) {
+            for (size_t x = gr.first; x <= gr.last; ++x)
+              comp[c].add(nics[x].first, PortSet::of(g.nic_port[nics[x].second]), rs.writes[v]);
+          } else {
+            comp[c].add(nics[gr.first].first, sets[b][c], rs.writes[v]);
+            if (gr.last > gr.first) comp[c].add(nics[gr.last].first, sets[b][c], rs.writes[v]);
+          }
+        }
+    }
   }
   for (uint32_t v : g.nrcs) {
     for (uint32_t k = 0; k < classes; ++k) comp[v * classes + k].finish(rs.writes[v]);
@@ -180,7 +227,7 @@ Result<RouteSet> route_minhop(const FabricMap& map, const Spec& spec) {
   GALAXY_TRY(spec.check_known({}));
   PortGraph g(map.topology);
   std::vector<uint8_t> port_class(g.peer.size(), 0);
-  auto rs = detail::build_route_set(map, g, 1, port_class, [&](uint32_t d, auto& sets) {
+  auto rs = detail::build_route_set(map, g, 1, port_class, [&](uint32_t d, auto& sets, unsigned) {
     auto dist = g.bfs({d});
     for (uint32_t v : g.nrcs) {
       if (dist[v] == kInf || v == d) continue;
@@ -232,10 +279,46 @@ RouteSet route_updown_with(const FabricMap& map, const PortGraph& g, const UpDow
   std::vector<uint32_t> by_order = g.nrcs;
   std::sort(by_order.begin(), by_order.end(),
             [&](uint32_t a, uint32_t b) { return ord[a] > ord[b]; });
-  std::vector<uint32_t> dd(n), ud(n), queue, siblings;
-  std::vector<PortSet> detour_ports(n);  // sibling -> its ports to the shared middles
-  queue.reserve(g.nrcs.size());
-  auto fn = [&](uint32_t d, std::vector<PortSet>& sets) {
+  // The NRC-to-NRC links of each NRC with their direction in the order, which the searches
+  // below read for every destination (instead of the topology's records and the order of both
+  // ends).
+  struct Link {
+    uint32_t peer;
+    uint8_t port;
+    bool up;    // towards a higher NRC
+    bool down;  // towards a lower one (neither: a link from an NRC to itself)
+  };
+  std::vector<uint32_t> link_begin(n + 1, 0);
+  std::vector<Link> links;
+  for (uint32_t v = 0; v < n; ++v) {
+    link_begin[v] = static_cast<uint32_t>(links.size());
+    if (map.topology.is_nic(v)) continue;
+    for (uint32_t p = 0; p < g.ports(v); ++p) {
+      const uint32_t s = g.base[v] + p;
+      if (g.nrc_peer(s))
+        links.push_back(
+            {g.peer[s], static_cast<uint8_t>(p), ord[g.peer[s]] > ord[v], ord[g.peer[s]] < ord[v]});
+    }
+  }
+  link_begin[n] = static_cast<uint32_t>(links.size());
+  auto links_of = [&](uint32_t v) {
+    return std::span<const Link>(links.data() + link_begin[v], link_begin[v + 1] - link_begin[v]);
+  };
+  // Each worker's own search state (detail::SwitchRouteFn), made at its first destination.
+  struct Scratch {
+    std::vector<uint32_t> dd, ud, queue, siblings;
+    std::vector<PortSet> detour_ports;  // sibling -> its ports to the shared middles
+  };
+  std::array<std::unique_ptr<Scratch>, detail::kMaxRouteWorkers> scratch;
+  auto fn = [&](uint32_t d, std::vector<PortSet>& sets, unsigned worker) {
+    if (!scratch[worker]) {
+      scratch[worker] = std::make_unique<Scratch>();
+      scratch[worker]->dd.resize(n);
+      scratch[worker]->ud.resize(n);
+      scratch[worker]->detour_ports.resize(n);
+      scratch[worker]->queue.reserve(g.nrcs.size());
+    }
+    auto& [dd, ud, queue, siblings, detour_ports] = *scratch[worker];
     for (uint32_t x : siblings) detour_ports[x] = {};
     siblings.clear();
     if (detour)
@@ -266,36 +349,30 @@ RouteSet route_updown_with(const FabricMap& map, const PortGraph& g, const UpDow
         seeded = true;
       }
       if (qi == queue.size()) break;
-      uint32_t u = queue[qi];
-      for (uint32_t s = g.base[u]; s < g.base[u + 1]; ++s) {
-        if (!g.nrc_peer(s)) continue;
-        uint32_t w = g.peer[s];
-        if (ord[w] > ord[u] && dd[w] == kInf) {
-          dd[w] = dd[u] + 1;
-          queue.push_back(w);
+      const uint32_t u = queue[qi];
+      for (const Link& l : links_of(u)) {
+        if (l.up && dd[l.peer] == kInf) {
+          dd[l.peer] = dd[u] + 1;
+          queue.push_back(l.peer);
         }
       }
     }
     // ud: shortest up*down* path, highest nodes first.
     for (uint32_t v : by_order) {
       uint32_t best = dd[v];
-      for (uint32_t s = g.base[v]; s < g.base[v + 1]; ++s)
-        if (g.nrc_peer(s) && ord[g.peer[s]] > ord[v] && ud[g.peer[s]] != kInf)
-          best = std::min(best, ud[g.peer[s]] + 1);
+      for (const Link& l : links_of(v))
+        if (l.up && ud[l.peer] != kInf) best = std::min(best, ud[l.peer] + 1);
       ud[v] = best;
     }
     for (uint32_t v : g.nrcs) {
       if (v == d) continue;
       PortSet up, down;
       if (dd[v] == 2 && detour_ports[v]) down = detour_ports[v];
-      for (uint32_t p = 0; p < g.ports(v); ++p) {
-        uint32_t s = g.base[v] + p;
-        if (!g.nrc_peer(s)) continue;
-        uint32_t w = g.peer[s];
-        if (ord[w] < ord[v]) {
-          if (dd[v] != kInf && dd[w] + 1 == dd[v]) down.set(p);
-        } else if (ud[v] != kInf && ud[w] != kInf && ud[w] + 1 == ud[v]) {
-          up.set(p);
+      for (const Link& l : links_of(v)) {
+        if (l.down) {
+          if (dd[v] != kInf && dd[l.peer] + 1 == dd[v]) down.set(l.port);
+        } else if (ud[v] != kInf && ud[l.peer] != kInf && ud[l.peer] + 1 == ud[v]) {
+          up.set(l.port);
         }
       }
       if (dd[v] != kInf && ud[v] == dd[v]) up |= down;

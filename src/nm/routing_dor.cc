@@ -179,25 +179,26 @@ Result<RouteSet> route_dor(const FabricMap& map, const Spec& spec) {
   auto order = dimension_order(map, g, gr, spec.get_string("order", "auto"));
   GALAXY_TRY(order);
   std::vector<uint8_t> port_class(g.peer.size(), 0);
-  auto rs =
-      build_route_set(map, g, 1, port_class, [&](uint32_t d, std::vector<chip::PortSet>& sets) {
-        const auto& target = gr.coord[d];
-        for (uint32_t v : g.nrcs) {
-          if (v == d || gr.coord[v][0] == kInf) continue;
-          for (uint32_t k : *order) {
-            uint32_t here = gr.coord[v][k], there = target[k];
-            if (here == there) continue;
-            bool plus = there > here;
-            if (gr.wrap[k]) {
-              uint32_t fwd = (there + gr.size[k] - here) % gr.size[k];
-              plus = fwd <= gr.size[k] - fwd;
-            }
-            uint32_t port = gr.nics + 2 * k + (plus ? 1 : 0);
-            if (step(g, v, port) != fabric::kNoNode) sets[v] = chip::PortSet::of(port);
-            break;
-          }
-        }
-      });
+  auto rs = build_route_set(map, g, 1, port_class,
+                            [&](uint32_t d, std::vector<chip::PortSet>& sets, unsigned) {
+                              const auto& target = gr.coord[d];
+                              for (uint32_t v : g.nrcs) {
+                                if (v == d || gr.coord[v][0] == kInf) continue;
+                                for (uint32_t k : *order) {
+                                  uint32_t here = gr.coord[v][k], there = target[k];
+                                  if (here == there) continue;
+                                  bool plus = there > here;
+                                  if (gr.wrap[k]) {
+                                    uint32_t fwd = (there + gr.size[k] - here) % gr.size[k];
+                                    plus = fwd <= gr.size[k] - fwd;
+                                  }
+                                  uint32_t port = gr.nics + 2 * k + (plus ? 1 : 0);
+                                  if (step(g, v, port) != fabric::kNoNode)
+                                    sets[v] = chip::PortSet::of(port);
+                                  break;
+                                }
+                              }
+                            });
   rs.engine = "dor";
   const bool wraps = std::find(gr.wrap, gr.wrap + gr.dims, true) != gr.wrap + gr.dims;
   if (*datelines && wraps) {

@@ -146,8 +146,8 @@ Result<RouteSet> route_dragonfly(const FabricMap& map, const Spec& spec) {
   };
 
   std::vector<uint8_t> port_class(g.peer.size(), 0);
-  auto rs =
-      build_route_set(map, g, 1, port_class, [&](uint32_t d, std::vector<chip::PortSet>& sets) {
+  auto rs = build_route_set(
+      map, g, 1, port_class, [&](uint32_t d, std::vector<chip::PortSet>& sets, unsigned) {
         const uint32_t gd = group[d];
         for (uint32_t v : g.nrcs) {
           if (v == d) continue;

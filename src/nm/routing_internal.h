@@ -34,12 +34,27 @@ struct PortGraph {
 
 // Fills sets[v * classes + k] = allowed output ports at NRC v, for packets that arrived on an
 // input port of class k, towards NICs hanging off NRC `dest_switch` (the entries at
-// dest_switch itself are set by the builder: the port of each NIC).
-using SwitchRouteFn = std::function<void(uint32_t dest_switch, std::vector<chip::PortSet>& sets)>;
+// dest_switch itself are set by the builder: the port of each NIC). Entries of NRCs it leaves
+// alone mean "no route". `worker` (< kMaxRouteWorkers) names the thread that calls: calls with
+// different workers run at the same time, each with its own `sets`; calls of one worker come
+// one after the other, so state kept per worker needs no lock.
+inline constexpr unsigned kMaxRouteWorkers = 8;
+using SwitchRouteFn =
+    std::function<void(uint32_t dest_switch, std::vector<chip::PortSet>& sets, unsigned worker)>;
 
-// Runs `fn` once per destination switch (in chip id order of its NICs) and compresses the
-// result into range writes per (node, class), classes joined where their writes coincide.
-// `port_class[slot]` gives each input port's class (< classes).
+// Threads the routing engines and the verifier spread per-destination work over: one per core,
+// at most kMaxRouteWorkers, and never more than there are pieces of work. The results do not
+// depend on it.
+unsigned route_workers(size_t pieces);
+// Makes route_workers() use this many threads instead of one per core (0: one per core again);
+// tests use it to show that the results do not depend on it.
+void set_route_workers(unsigned workers);
+
+// Runs `fn` once per destination switch and compresses the result, in chip id order of the
+// switches' NICs, into range writes per (node, class), classes joined where their writes
+// coincide. `port_class[slot]` gives each input port's class (< classes). The switches are
+// computed in batches spread over route_workers() threads; compression stays in order, so the
+// writes are the same whatever the number of threads.
 RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t classes,
                          const std::vector<uint8_t>& port_class, const SwitchRouteFn& fn);
 

@@ -9,7 +9,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <future>
+#include <memory>
 
 #include "chip/data_vc.h"
 #include "nm/routing_internal.h"
@@ -83,66 +86,105 @@ Tables build_tables(const FabricMap& map, const PortGraph& g, const RouteSet& rs
   return t;
 }
 
-}  // namespace
-
-RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
-  RouteCheck out;
-  PortGraph g(map.topology);
-  Tables t = build_tables(map, g, rs, out);
-  const size_t states = t.node_of_state.size();
-  std::vector<uint32_t> cursor(t.range_begin);  // destinations come in increasing order
-  auto lookup = [&](uint32_t x, uint32_t d) -> PortSet {
-    uint32_t& c = cursor[x];
-    while (c < t.range_end[x] && t.ranges[c].end <= d) ++c;
-    return c < t.range_end[x] && t.ranges[c].first <= d ? t.ranges[c].ports : PortSet{};
-  };
-  std::vector<std::pair<uint16_t, uint32_t>> nics;
-  for (uint32_t v = 0; v < map.num_nodes(); ++v)
-    if (map.topology.is_nic(v)) nics.emplace_back(map.chip_id[v], v);
-  std::sort(nics.begin(), nics.end());
-  const uint64_t n_nics = nics.size();
-  out.nic_pairs = n_nics * (n_nics > 0 ? n_nics - 1 : 0);
-
-  enum : uint8_t { kWhite, kGray, kBlack };
-  std::vector<uint32_t> epoch(states, UINT32_MAX);
-  std::vector<uint8_t> color(states), good(states);
-  std::vector<PortSet> set(states);
-  std::vector<uint32_t> height(states);
-  // Channels: (link slot, VC class) as slot * K + class. dep: the out ports at the link's far
-  // end that packets arriving over it in that class take.
-  const bool by_class = rs.has_vc_rules();
-  const uint32_t K = by_class ? chip::kDataVcClasses : 1;
-  std::vector<PortSet> dep(g.peer.size() * K);
-  std::vector<uint8_t> used(g.peer.size() * K, 0);
-  std::vector<uint32_t> finished;  // by_class: the states in the order the search left them
-  std::vector<uint32_t> sources;
-  std::vector<uint8_t> classes_in(by_class ? states : 0);  // by_class: bit c: arrives in class c
-  bool any_loop = false;
-  struct Frame {
-    uint32_t state;
-    PortSet todo;
-  };
-  std::vector<Frame> stack;
-  auto problem = [&](std::string text) {
-    if (out.problems.size() < kMaxProblems) out.problems.push_back(std::move(text));
-  };
-
+// What every worker reads: the tables as states and ranges, the NICs in chip id order, the
+// range boundaries by destination and the distinct states packets enter the fabric in.
+struct Shared {
+  Shared(const FabricMap& m, const PortGraph& pg, const RouteSet& r, const Tables& tables)
+      : map(m), g(pg), rs(r), t(tables) {}
+  const FabricMap& map;
+  const PortGraph& g;
+  const RouteSet& rs;
+  const Tables& t;
+  bool by_class = false;
+  uint32_t K = 1;
+  std::vector<std::pair<uint16_t, uint32_t>> nics;  // (chip id, node), by chip id
   // Every range boundary, by destination: the states whose entry changes from one destination
   // to the next. Consecutive NICs on one NRC usually differ only in that NRC's own entries
   // (the port of each NIC); their next-hop graphs are then the same up to the last hop, and the
   // result of the first is reused for the others.
   std::vector<std::pair<uint32_t, uint32_t>> boundaries;  // (destination, state)
-  for (uint32_t x = 0; x < states; ++x)
-    for (uint32_t r = t.range_begin[x]; r < t.range_end[x]; ++r) {
-      boundaries.emplace_back(t.ranges[r].first, x);
-      boundaries.emplace_back(t.ranges[r].end, x);
-    }
-  std::sort(boundaries.begin(), boundaries.end());
-  std::vector<uint32_t> states_of_node_begin(map.num_nodes() + 1, 0);
-  for (uint32_t x = 0; x < states; ++x) ++states_of_node_begin[t.node_of_state[x] + 1];
-  for (uint32_t v = 0; v < map.num_nodes(); ++v)
-    states_of_node_begin[v + 1] += states_of_node_begin[v];
+  std::vector<uint32_t> states_of_node_begin;
+  // The states source NICs inject into (the input state of their NRC port), in the order the
+  // NICs first name them, with how many NICs do; entry_of_nic[i]: nics[i]'s (kInf if none).
+  std::vector<std::pair<uint32_t, uint32_t>> entries;  // (state, NICs)
+  std::vector<uint32_t> entry_of_nic;
+};
+
+// One worker's search state and the channel dependencies it found (OR-ed over workers).
+struct Worker {
+  explicit Worker(const Shared& sh)
+      : cursor(sh.t.range_begin),
+        epoch(sh.t.node_of_state.size(), UINT32_MAX),
+        color(sh.t.node_of_state.size()),
+        good(sh.t.node_of_state.size()),
+        set(sh.t.node_of_state.size()),
+        height(sh.t.node_of_state.size()),
+        dep(sh.g.peer.size() * sh.K),
+        used(sh.g.peer.size() * sh.K, 0),
+        classes_in(sh.by_class ? sh.t.node_of_state.size() : 0) {}
+  std::vector<uint32_t> cursor;  // per state, into its ranges; destinations only increase
+  std::vector<uint32_t> epoch;
+  std::vector<uint8_t> color, good;
+  std::vector<PortSet> set;
+  std::vector<uint32_t> height;
+  // Channels: (link slot, VC class) as slot * K + class. dep: the out ports at the link's far
+  // end that packets arriving over it in that class take.
+  std::vector<PortSet> dep;
+  std::vector<uint8_t> used;
+  std::vector<uint32_t> finished;  // by_class: the states in the order the search left them
+  std::vector<uint32_t> sources;
+  std::vector<uint8_t> classes_in;  // by_class: bit c: arrives in class c
+  struct Frame {
+    uint32_t state;
+    PortSet todo;
+  };
+  std::vector<Frame> stack;
+};
+
+// The findings for a run of destinations.
+struct Part {
+  uint64_t reachable = 0, loops = 0, misrouted = 0;
+  uint32_t max_path_nrcs = 0;
+  bool any_loop = false;
+  std::vector<std::string> problems;
+};
+
+// Destinations nics[begin, end), begin the first NIC of its NRC in chip id order (so that
+// the reuse of the destination before never crosses into a part: the parts add up to what one
+// pass over all destinations finds, problems in the same order).
+void verify_part(const Shared& sh, Worker& wk, size_t begin, size_t end, Part& out) {
+  // Plain references: clang 14 cannot capture structured bindings in a lambda.
+  const FabricMap& map = sh.map;
+  const PortGraph& g = sh.g;
+  const RouteSet& rs = sh.rs;
+  const Tables& t = sh.t;
+  const bool by_class = sh.by_class;
+  const uint32_t K = sh.K;
+  const auto& nics = sh.nics;
+  const auto& boundaries = sh.boundaries;
+  std::vector<uint32_t>& cursor = wk.cursor;
+  std::vector<uint32_t>& epoch = wk.epoch;
+  std::vector<uint8_t>& color = wk.color;
+  std::vector<uint8_t>& good = wk.good;
+  std::vector<PortSet>& set = wk.set;
+  std::vector<uint32_t>& height = wk.height;
+  auto& stack = wk.stack;
+  enum : uint8_t { kWhite, kGray, kBlack };
+  auto lookup = [&t, &cursor](uint32_t x, uint32_t d) -> PortSet {
+    uint32_t& c = cursor[x];
+    while (c < t.range_end[x] && t.ranges[c].end <= d) ++c;
+    return c < t.range_end[x] && t.ranges[c].first <= d ? t.ranges[c].ports : PortSet{};
+  };
+  auto problem = [&out](std::string text) {
+    if (out.problems.size() < kMaxProblems) out.problems.push_back(std::move(text));
+  };
   size_t next_boundary = 0;
+  if (begin > 0) {
+    const uint32_t before = nics[begin - 1].first;
+    next_boundary = static_cast<size_t>(
+        std::upper_bound(boundaries.begin(), boundaries.end(), std::pair{before, UINT32_MAX}) -
+        boundaries.begin());
+  }
   struct Last {
     bool valid = false;
     uint32_t dest_switch = fabric::kNoNode;
@@ -150,8 +192,9 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
     bool loop = false, misrouted = false;
   } last;
 
-  for (uint32_t di = 0; di < nics.size(); ++di) {
-    const auto [dchip, dnode] = nics[di];
+  for (size_t di = begin; di < end; ++di) {
+    const uint32_t dchip = nics[di].first, dnode = nics[di].second;
+    const auto stamp = static_cast<uint32_t>(di);
     bool loop = false, misrouted = false;
     const uint32_t dswitch = g.nic_nrc[dnode];
     bool only_own_changed = true;
@@ -159,45 +202,44 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
          ++next_boundary)
       if (t.node_of_state[boundaries[next_boundary].second] != dswitch) only_own_changed = false;
     bool delivers = dswitch != fabric::kNoNode;
-    for (uint32_t x = delivers ? states_of_node_begin[dswitch] : 0;
-         delivers && x < states_of_node_begin[dswitch + 1]; ++x)
+    for (uint32_t x = delivers ? sh.states_of_node_begin[dswitch] : 0;
+         delivers && x < sh.states_of_node_begin[dswitch + 1]; ++x)
       delivers = lookup(x, dchip) == PortSet::of(g.nic_port[dnode]) ||
                  t.range_begin[x] == t.range_end[x];  // a table-less port: same for all
     if (last.valid && delivers && only_own_changed && last.dest_switch == dswitch) {
-      out.reachable_pairs += last.reachable;
+      out.reachable += last.reachable;
       out.loops += last.loop;
       out.misrouted += last.misrouted;
       continue;
     }
-    const uint64_t reachable_before = out.reachable_pairs;
-    // A plain copy: clang 14 cannot capture a structured binding in a lambda.
-    const auto dest_chip = dchip;
+    const uint64_t reachable_before = out.reachable;
     auto discover = [&](uint32_t x) {
-      epoch[x] = di;
+      epoch[x] = stamp;
       color[x] = kWhite;
-      set[x] = lookup(x, dest_chip);
+      set[x] = lookup(x, dchip);
       good[x] = set[x].any();
       height[x] = 1;
       if (!set[x] && !misrouted) {
         misrouted = true;
-        problem(fmt::format("destination {}: no route at NRC chip {}", dest_chip,
+        problem(fmt::format("destination {}: no route at NRC chip {}", dchip,
                             map.chip_id[t.node_of_state[x]]));
       }
     };
-    for (const auto& [schip, snode] : nics) {
-      if (snode == dnode || g.nic_nrc[snode] == fabric::kNoNode) continue;
-      uint32_t s0 = t.state_of_slot[g.base[g.nic_nrc[snode]] + g.nic_port[snode]];
-      if (by_class) sources.push_back(s0);
-      if (epoch[s0] != di) {
+    for (const auto& [s0, injecting] : sh.entries) {
+      // The NICs that inject into s0, the destination itself not counted.
+      const uint32_t senders = injecting - (sh.entry_of_nic[di] == s0 ? 1 : 0);
+      if (senders == 0) continue;
+      if (by_class) wk.sources.push_back(s0);
+      if (epoch[s0] != stamp) {
         discover(s0);
         stack.push_back({s0, set[s0]});
         color[s0] = kGray;
         while (!stack.empty()) {
-          Frame& f = stack.back();
+          Worker::Frame& f = stack.back();
           uint32_t x = f.state, v = t.node_of_state[x];
           if (f.todo.none()) {
             color[x] = kBlack;
-            if (by_class) finished.push_back(x);
+            if (by_class) wk.finished.push_back(x);
             stack.pop_back();
             if (!stack.empty()) {
               uint32_t parent = stack.back().state;
@@ -223,10 +265,10 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
             continue;
           }
           uint32_t child = t.state_of_slot[g.base[w] + g.peer_port[slot]];
-          if (epoch[child] != di) discover(child);
+          if (epoch[child] != stamp) discover(child);
           if (!by_class) {
-            used[slot] = 1;
-            dep[slot] |= set[child];
+            wk.used[slot] = 1;
+            wk.dep[slot] |= set[child];
           }
           if (color[child] == kGray) {
             good[x] = 0;
@@ -244,7 +286,7 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
         }
       }
       if (good[s0]) {
-        ++out.reachable_pairs;
+        out.reachable += senders;
         out.max_path_nrcs = std::max(out.max_path_nrcs, height[s0]);
       }
     }
@@ -252,9 +294,10 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
       // The classes packets for this destination arrive in, states in topological order (the
       // reverse of the order the search left them): from the NICs in class 0, then as each
       // NRC's VC rules move them.
-      for (uint32_t x : finished) classes_in[x] = 0;
-      for (uint32_t s : sources) classes_in[s] = 1;
-      for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
+      auto& classes_in = wk.classes_in;
+      for (uint32_t x : wk.finished) classes_in[x] = 0;
+      for (uint32_t s : wk.sources) classes_in[s] = 1;
+      for (auto it = wk.finished.rbegin(); it != wk.finished.rend(); ++it) {
         const uint32_t x = *it, v = t.node_of_state[x];
         if (!classes_in[x]) continue;
         for (PortSet s = set[x]; s; s = s.without_lowest()) {
@@ -265,20 +308,115 @@ RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
           for (uint8_t c = 0; c < K; ++c) {
             if (!(classes_in[x] & (1u << c))) continue;
             const uint8_t on_link = chip::next_vc_class(c, t.rule_of_state[x], rs.vc_rule(v, p));
-            used[slot * K + on_link] = 1;
-            dep[slot * K + on_link] |= set[child];
+            wk.used[slot * K + on_link] = 1;
+            wk.dep[slot * K + on_link] |= set[child];
             classes_in[child] = static_cast<uint8_t>(classes_in[child] | (1u << on_link));
           }
         }
       }
     }
-    finished.clear();
-    sources.clear();
-    any_loop = any_loop || loop;
+    wk.finished.clear();
+    wk.sources.clear();
+    out.any_loop = out.any_loop || loop;
     out.loops += loop;
     out.misrouted += misrouted;
-    last = {delivers, dswitch, out.reachable_pairs - reachable_before, loop, misrouted};
+    last = {delivers, dswitch, out.reachable - reachable_before, loop, misrouted};
   }
+}
+
+}  // namespace
+
+RouteCheck verify_routes(const FabricMap& map, const RouteSet& rs) {
+  RouteCheck out;
+  PortGraph g(map.topology);
+  Tables t = build_tables(map, g, rs, out);
+  const size_t states = t.node_of_state.size();
+  Shared sh{map, g, rs, t};
+  sh.by_class = rs.has_vc_rules();
+  sh.K = sh.by_class ? chip::kDataVcClasses : 1;
+  const uint32_t K = sh.K;
+  auto& nics = sh.nics;
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    if (map.topology.is_nic(v)) nics.emplace_back(map.chip_id[v], v);
+  std::sort(nics.begin(), nics.end());
+  const uint64_t n_nics = nics.size();
+  out.nic_pairs = n_nics * (n_nics > 0 ? n_nics - 1 : 0);
+  for (uint32_t x = 0; x < states; ++x)
+    for (uint32_t r = t.range_begin[x]; r < t.range_end[x]; ++r) {
+      sh.boundaries.emplace_back(t.ranges[r].first, x);
+      sh.boundaries.emplace_back(t.ranges[r].end, x);
+    }
+  std::sort(sh.boundaries.begin(), sh.boundaries.end());
+  sh.states_of_node_begin.assign(map.num_nodes() + 1, 0);
+  for (uint32_t x = 0; x < states; ++x) ++sh.states_of_node_begin[t.node_of_state[x] + 1];
+  for (uint32_t v = 0; v < map.num_nodes(); ++v)
+    sh.states_of_node_begin[v + 1] += sh.states_of_node_begin[v];
+  sh.entry_of_nic.assign(nics.size(), detail::kInf);
+  {
+    std::vector<uint32_t> index_of(states, detail::kInf);
+    for (size_t i = 0; i < nics.size(); ++i) {
+      const uint32_t snode = nics[i].second;
+      if (g.nic_nrc[snode] == fabric::kNoNode) continue;
+      const uint32_t s0 = t.state_of_slot[g.base[g.nic_nrc[snode]] + g.nic_port[snode]];
+      sh.entry_of_nic[i] = s0;
+      if (index_of[s0] == detail::kInf) {
+        index_of[s0] = static_cast<uint32_t>(sh.entries.size());
+        sh.entries.emplace_back(s0, 0);
+      }
+      ++sh.entries[index_of[s0]].second;
+    }
+  }
+
+  // Parts: runs of whole destination NRCs (a part never starts inside an NRC's run of NICs),
+  // a few per worker, taken in turn by route_workers() threads.
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < nics.size(); ++i)
+    if (i == 0 || g.nic_nrc[nics[i].second] != g.nic_nrc[nics[i - 1].second]) starts.push_back(i);
+  const unsigned workers = detail::route_workers(starts.size());
+  const size_t want = std::min<size_t>(starts.size(), size_t{workers} * 4);
+  std::vector<size_t> bounds;
+  for (size_t k = 0; k < want; ++k) bounds.push_back(starts[k * starts.size() / want]);
+  bounds.push_back(nics.size());
+  std::vector<Part> parts(want);
+  std::vector<std::unique_ptr<Worker>> pool(workers);
+  std::atomic<size_t> next_part{0};
+  auto work = [&](unsigned w) {
+    for (size_t k; (k = next_part.fetch_add(1)) < want;) {
+      if (!pool[w]) pool[w] = std::make_unique<Worker>(sh);
+      verify_part(sh, *pool[w], bounds[k], bounds[k + 1], parts[k]);
+    }
+  };
+  {
+    std::vector<std::future<void>> others;
+    for (unsigned w = 1; w < workers; ++w)
+      others.push_back(std::async(std::launch::async, work, w));
+    work(0);
+    for (auto& f : others) f.get();
+  }
+  bool any_loop = false;
+  for (Part& part : parts) {
+    out.reachable_pairs += part.reachable;
+    out.loops += part.loops;
+    out.misrouted += part.misrouted;
+    out.max_path_nrcs = std::max(out.max_path_nrcs, part.max_path_nrcs);
+    any_loop = any_loop || part.any_loop;
+    for (std::string& text : part.problems)
+      if (out.problems.size() < kMaxProblems) out.problems.push_back(std::move(text));
+  }
+  // The channel dependencies, OR-ed over the workers.
+  std::vector<PortSet> dep(g.peer.size() * K);
+  std::vector<uint8_t> used(g.peer.size() * K, 0);
+  for (const auto& wk : pool) {
+    if (!wk) continue;
+    for (size_t c = 0; c < dep.size(); ++c) {
+      dep[c] |= wk->dep[c];
+      used[c] = used[c] | wk->used[c];
+    }
+  }
+  const bool by_class = sh.by_class;
+  auto problem = [&](std::string text) {
+    if (out.problems.size() < kMaxProblems) out.problems.push_back(std::move(text));
+  };
 
   // Kahn's algorithm over the channels that carry traffic.
   const auto num_channels = static_cast<uint32_t>(dep.size());
