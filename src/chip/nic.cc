@@ -242,7 +242,7 @@ void Nic::push_event(VpState& v, EqEntry e) {
     v.eq.push_back(e);
   else
     v.eq_waiting.push_back(e);
-  eq_busy_ |= uint64_t{1} << (&v - vps_.data());
+  eq_busy_ |= uint64_t{1} << v.index;
   ++interrupts_;
 }
 

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -324,6 +325,30 @@ class Nic : public Chip {
     bool group_data_valid = false;
     CpData group_acc;  // ... and the accumulator
     bool group_acc_valid = false;
+    uint8_t index = 0;  // which VP
+  };
+  // The VPs' state, made when a VP is first used. A VP holds about 700 bytes, so 40 made with
+  // every NIC would cost 28 KiB per NIC (half a gigabyte for TH-2's 18,304), where most VPs of a
+  // large model are never used. Reading a VP never used gives its state at power-on.
+  class VpTable {
+   public:
+    VpState& operator[](size_t vp) {
+      std::unique_ptr<VpState>& v = vps_[vp];
+      if (!v) {
+        v = std::make_unique<VpState>();
+        v->index = static_cast<uint8_t>(vp);
+      }
+      return *v;
+    }
+    const VpState& operator[](size_t vp) const { return vps_[vp] ? *vps_[vp] : unused(); }
+    static constexpr size_t size() { return kNumVps; }
+
+   private:
+    static const VpState& unused() {
+      static const VpState v;
+      return v;
+    }
+    std::array<std::unique_ptr<VpState>, kNumVps> vps_;
   };
   // A transfer this NIC started (source side), by tag.
   struct TxTransfer {
@@ -402,7 +427,7 @@ class Nic : public Chip {
   void push_event(VpState& v, EqEntry e);
   NicRx enqueue(VpState& v, const MpqEntry& e);
 
-  std::array<VpState, kNumVps> vps_;
+  VpTable vps_;
   Att att_;
   const AttTable* att_table_ = &att_;
   HostMemory* host_ = nullptr;

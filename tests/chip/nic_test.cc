@@ -24,7 +24,7 @@ wire::MgmtDescriptorBytes descriptor(uint16_t tid, bool fence = false) {
 // (chip/network_port.h), the same rule the fabric's plans use.
 TEST(NicTest, NetworkPortIsTheFirstUpPortToAnNrc) {
   Nic nic(3);
-  EXPECT_EQ(nic.network_port(), 0);  // none qualifies yet
+  EXPECT_EQ(nic.network_port(), 0);                    // none qualifies yet
   nic.link_up(0, {true, wire::ChipType::kNic, 5, 0});  // cabled back to back to another HCA
   nic.link_up(2, {true, wire::ChipType::kNrc, 9, 4});
   EXPECT_EQ(nic.network_port(), 2);
@@ -113,6 +113,27 @@ TEST(NicTest, CompletionsBeyondAFullEqWaitAndArriveInOrder) {
   }
   EXPECT_FALSE(n.poll_eq(8));
   EXPECT_EQ(n.eq_waiting(8), 0u);
+}
+
+// A VP's state exists once the VP is used: a NIC of a large model stays small, a VP never used
+// reads as at power-on, and each VP's completions land in its own EQ (and its bit of EQ_BUSY).
+TEST(NicTest, VpsHoldStateOnlyOnceUsed) {
+  EXPECT_LT(sizeof(Nic), 4096u);
+  Nic n;
+  n.set_chip_id(1);
+  EXPECT_EQ(n.read_register(reg::vp_register(20, reg::vp::kMpqCount)).value, 0u);
+  EXPECT_EQ(n.read_register(reg::vp_register(20, reg::vp::kDescDone)).value, 0u);
+  EXPECT_EQ(n.eq_count(20), 0u);
+  EXPECT_EQ(n.mpq_count(20), 0u);
+  const uint8_t msg[4] = {1, 2, 3, 4};
+  for (uint8_t vp : {uint8_t{kNumVps - 1}, uint8_t{0}})
+    ASSERT_TRUE(n.post_mp(vp, 2, 9, msg, /*fence=*/false, /*notify=*/true).ok());
+  while (auto w = n.next_work()) n.complete(w->vp, true);
+  EXPECT_EQ(n.eq_busy(), (uint64_t{1} << (kNumVps - 1)) | 1u);
+  EXPECT_EQ(n.read_register(reg::vp_register(kNumVps - 1, reg::vp::kDescDone)).value, 1u);
+  EXPECT_EQ(n.read_register(reg::vp_register(20, reg::vp::kDescDone)).value, 0u);
+  ASSERT_TRUE(n.poll_eq(kNumVps - 1));
+  EXPECT_EQ(n.eq_busy(), 1u);
 }
 
 TEST(NicTest, ResponsesLandInTheRequestingVpsMpq) {
