@@ -156,8 +156,21 @@ uint16_t crc16(std::span<const uint8_t> data, uint16_t crc) {
 uint16_t crc16_bits(std::span<const uint8_t> data, size_t offset, size_t width, uint16_t crc) {
   if (offset + width > data.size() * 8) return crc;  // callers check bounds; never read past
   size_t end = offset + width;
-  for (; offset + 8 <= end; offset += 8) {
-    crc = feed_byte(crc, static_cast<uint8_t>(get_bits(data, offset, 8)));
+  // Whole 8-bit values go through the tables, sixteen at a time: straight from the buffer when
+  // they are its bytes, else gathered first (a management packet's first flit starts its CRC
+  // at bit 10).
+  if (offset % 8 == 0) {
+    const size_t bytes = width / 8;
+    crc = crc16_tables(data.data() + offset / 8, bytes, crc);
+    offset += bytes * 8;
+  } else {
+    uint8_t gathered[64];
+    while (offset + 8 <= end) {
+      size_t n = 0;
+      for (; n < sizeof gathered && offset + 8 <= end; ++n, offset += 8)
+        gathered[n] = static_cast<uint8_t>(get_bits(data, offset, 8));
+      crc = crc16_tables(gathered, n, crc);
+    }
   }
   unsigned rest = static_cast<unsigned>(end - offset);
   if (rest > 0) {

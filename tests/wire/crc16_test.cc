@@ -67,6 +67,31 @@ TEST(Crc16, PartialBitsMatchBitwiseDefinition) {
   EXPECT_EQ(crc16_bits(buf, 0, 5), crc);
 }
 
+TEST(Crc16, BitsAtEveryOffsetAndLengthMatchTheBitwiseDefinition) {
+  // The reference: one bit at a time, 8-bit values (the last possibly shorter) MSB first.
+  auto bitwise = [](std::span<const uint8_t> d, size_t offset, size_t width, uint16_t crc) {
+    for (size_t at = offset; at < offset + width; at += 8) {
+      const unsigned w = static_cast<unsigned>(std::min<size_t>(8, offset + width - at));
+      const uint64_t v = get_bits(d, at, w);
+      for (unsigned i = w; i-- > 0;) {
+        const bool top = crc & 0x8000;
+        crc = static_cast<uint16_t>(crc << 1);
+        if (static_cast<bool>((v >> i) & 1) != top) crc ^= 0x1021;
+      }
+    }
+    return crc;
+  };
+  std::mt19937 rng(11);
+  std::vector<uint8_t> buf(160);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  for (size_t offset = 0; offset < 16; ++offset)
+    for (size_t width = 0; offset + width <= buf.size() * 8; width += 1 + width / 3) {
+      const uint16_t init = static_cast<uint16_t>(rng());
+      ASSERT_EQ(crc16_bits(buf, offset, width, init), bitwise(buf, offset, width, init))
+          << "offset " << offset << " width " << width;
+    }
+}
+
 TEST(Crc16, DetectsEverySingleBitFlip) {
   std::mt19937 rng(7);
   std::vector<uint8_t> buf(24);
