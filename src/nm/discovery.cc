@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
+#include <vector>
 
 #include "chip/network_port.h"
 #include "chip/nic.h"
@@ -49,7 +49,7 @@ class Bfs {
           Code::kNotFound, 5030,
           "discovery: no port of the server NIC has an NRC at the other end (link down?)");
     const PeerInfo& first = peers[*out];
-    links_.insert(key(server_, *out, first.chip, first.port));
+    links_.push_back(key(server_, *out, first.chip, first.port));
     MgmtTarget t;
     t.chip_id = first.chip;
     t.type = wire::ChipType::kNrc;
@@ -124,7 +124,7 @@ class Bfs {
         uint8_t port = static_cast<uint8_t>(2 * (first_word + i) + half);
         PeerInfo peer = chip::reg::decode_wide_peer(static_cast<uint32_t>(v >> (32 * half)));
         if (!peer.linked) continue;
-        links_.insert(key(t.chip_id, port, peer.chip, peer.port));
+        links_.push_back(key(t.chip_id, port, peer.chip, peer.port));
         if (!peer.nrc) {
           if (!chips_.count(peer.chip)) {
             MgmtTarget n;
@@ -160,6 +160,9 @@ class Bfs {
 
   void build_map() {
     FabricMap& m = result_.map;
+    // Each link was seen from both ends (once from a NIC's NRC): once each, in order.
+    std::sort(links_.begin(), links_.end());
+    links_.erase(std::unique(links_.begin(), links_.end()), links_.end());
     // Ports per chip: NRCs have the radix; NICs as many as seen in use.
     std::map<uint16_t, uint8_t> max_port;
     for (const auto& [a, pa, b, pb] : links_) {
@@ -196,8 +199,8 @@ class Bfs {
   DiscoveryResult result_;
   uint16_t server_ = 0;
   std::map<uint16_t, Chip> chips_;
-  std::vector<uint16_t> order_;  // NRCs in discovery order
-  std::set<LinkKey> links_;
+  std::vector<uint16_t> order_;             // NRCs in discovery order
+  std::vector<LinkKey> links_;              // as found; sorted and made unique by build_map
   std::map<uint16_t, std::string> beyond_;  // chips beyond the source routes' reach, and why
 };
 
