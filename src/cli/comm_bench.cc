@@ -56,6 +56,16 @@ glex_rdma_req request(glex_ep_addr_t peer, uint32_t op, void* local, glex_mem_ha
   return r;
 }
 
+// Posts a put, retrying while the queue or the CQ is full (a full CQ is emptied: this test
+// keeps no completion).
+void post_put(glex_ep_handle_t ep, const glex_rdma_req& r) {
+  glex_cq_entry e;
+  while (glex_rdma(ep, &r) == GLEX_BUSY) {
+    while (glex_poll_cq(ep, &e) == GLEX_SUCCESS) {
+    }
+  }
+}
+
 MemInfo learn(glex_ep_handle_t ep) {
   glex_mp mp;
   glex_recv_mp(ep, -1, &mp);
@@ -148,23 +158,27 @@ double worker(const std::string& kind, size_t bytes, int iters, std::string* err
     void* mine;
     expose(dev, ep, peer, 64, GLEX_MEM_WRITE | GLEX_MEM_READ, &mine);
     MemInfo theirs = learn(ep);
+    // A put's source may be read after glex_rdma returns (between hosts the daemon reads it),
+    // so it is not rewritten until the put has surely been read: iteration i writes slot i % 2,
+    // and by iteration i + 2 this side has seen the peer's answer to put i.
     glex_mem_handle_t lmh;
-    uint64_t value = 0;
-    glex_register_mem(dev, &value, sizeof value, GLEX_MEM_READ, &lmh);
-    glex_rdma_req r = request(peer, GLEX_OP_PUT, &value, lmh, bytes, theirs);
+    uint64_t value[2] = {0, 0};
+    glex_register_mem(dev, value, sizeof value, GLEX_MEM_READ, &lmh);
+    glex_rdma_req r = request(peer, GLEX_OP_PUT, value, lmh, bytes, theirs);
     auto* flag = static_cast<volatile uint64_t*>(mine);
     double t0 = 0;
     for (int i = 1; i <= warm + iters; ++i) {
       if (i == warm + 1) t0 = now_s();
-      value = static_cast<uint64_t>(i);
+      value[i % 2] = static_cast<uint64_t>(i);
+      r.local_addr = &value[i % 2];
       if (rank == 0) {
-        glex_rdma(ep, &r);
+        post_put(ep, r);
         while (*flag != static_cast<uint64_t>(i)) {
         }
       } else {
         while (*flag != static_cast<uint64_t>(i)) {
         }
-        glex_rdma(ep, &r);
+        post_put(ep, r);
       }
     }
     result = (now_s() - t0) / iters / 2 * 1e6;
