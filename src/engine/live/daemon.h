@@ -45,7 +45,8 @@ struct DaemonOptions {
   bool impaired = false;
   ImpairmentConfig impairment;
   uint64_t op_timeout_ns = 5'000'000'000;       // a remote operation with no answer fails then
-  uint64_t spin_ns = 50'000;                    // poll this long before sleeping
+  uint64_t spin_ns = 50'000;                    // poll this long before sleeping (while a core
+                                                // is free: FabricDaemon::spin_pays)
   uint64_t liveness_interval_ns = 100'000'000;  // scan for processes that died
   // Largest frame to another host's daemon, [kMinFrameBytes, kMaxLinkPayload]; 0: by the MTU of
   // the path to each peer host (frame_bytes_for_mtu, link.h).
@@ -406,6 +407,10 @@ class FabricDaemon {
   std::set<uint32_t> mgmt_waiting_;     // NICs whose management packets wait for MPQ room
   std::vector<uint8_t> scratch_;
   uint64_t next_liveness_ = 0;
+  // Whether polling before sleeping pays (spin_pays), as last judged and when.
+  bool spin_pays_ = true;
+  uint64_t spin_judged_ns_ = 0;
+  bool spin_pays(uint64_t now_ns);
   std::deque<std::vector<uint8_t>> arrived_waiting_;  // direct items held for a full MPQ
   uint64_t next_impair_flush_ = 0;
   uint64_t next_op_scan_ = 0;
