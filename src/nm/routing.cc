@@ -176,7 +176,12 @@ RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t clas
     i = j + 1;
   }
   const unsigned workers = route_workers(groups.size());
-  const size_t batch = std::min<size_t>(groups.size(), size_t{workers} * 16);
+  // Up to 16 switches a worker per batch (fewer thread starts), within 64 MiB of sets: they are
+  // indexed by node, so a large fabric's are large.
+  const size_t set_bytes = std::max<size_t>(1, size_t{n} * classes * sizeof(PortSet));
+  const size_t batch =
+      std::min<size_t>({groups.size(), size_t{workers} * 16,
+                        std::max<size_t>(workers, (size_t{64} << 20) / set_bytes)});
   std::vector<std::vector<PortSet>> sets(batch,
                                          std::vector<PortSet>(static_cast<size_t>(n) * classes));
   // Worker w computes the batch's groups w, w + workers, ...
