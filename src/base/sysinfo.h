@@ -1,5 +1,7 @@
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,13 @@ inline double proc_status_mb(const char* key) {
     if (std::strncmp(line, key, n) == 0) kb = std::atof(line + n);
   std::fclose(f);
   return kb / 1024.0;
+}
+
+// The machine's online cores, at least 1: what thread counts default to, and what runnable_tasks
+// is compared with (both count the whole machine, as /proc/loadavg does).
+inline unsigned online_cores() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? static_cast<unsigned>(n) : 1u;
 }
 
 // The tasks running or ready to run on the machine, from a /proc/loadavg line ("0.52 0.58 0.59

@@ -31,6 +31,7 @@
 
 #include "base/env.h"
 #include "base/json_text.h"
+#include "base/sysinfo.h"
 #include "cli/bench_sim.h"
 #include "cli/fabric_live.h"
 #include "cli/json_out.h"
@@ -577,7 +578,7 @@ void run_coll_live(const CollLiveOptions& given) {
     std::fprintf(stderr, "galaxy bench coll-live: Open MPI will not run: %s\n",
                  paths.mpi_missing.c_str());
 
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned cores = online_cores();
   const int most = *std::max_element(o.np.begin(), o.np.end());
   nlohmann::json notes = nlohmann::json::array();
   notes.push_back(fmt::format(

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/env.h"
+#include "base/sysinfo.h"
 #include "base/thread.h"
 #include "engine/live/segment.h"
 
@@ -18,7 +19,7 @@ constexpr uint64_t kHelperPollNs = 200'000;  // after a job, poll this long befo
 CopyEngines::CopyEngines() : creator_pid_(getpid()) {
   // open_live_device has refused a bad value with its name; here it is the table's default.
   const auto n = env_int_or_default("GLEX_COPY_ENGINES");
-  enabled_ = !(n.ok() && *n <= 1) && std::thread::hardware_concurrency() > 1;
+  enabled_ = !(n.ok() && *n <= 1) && online_cores() > 1;
 }
 
 CopyEngines::~CopyEngines() {

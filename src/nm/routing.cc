@@ -9,9 +9,9 @@
 #include <memory>
 #include <numeric>
 #include <span>
-#include <thread>
 #include <tuple>
 
+#include "base/sysinfo.h"
 #include "chip/network_port.h"
 #include "nm/routing_internal.h"
 
@@ -132,7 +132,7 @@ void set_route_workers(unsigned workers) {
 
 unsigned route_workers(size_t pieces) {
   const unsigned set = g_route_workers.load(std::memory_order_relaxed);
-  const unsigned threads = set > 0 ? set : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = set > 0 ? set : online_cores();
   return static_cast<unsigned>(
       std::max<size_t>(1, std::min<size_t>({pieces, threads, kMaxRouteWorkers})));
 }

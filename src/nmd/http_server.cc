@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/json_text.h"
+#include "base/sysinfo.h"
 
 // Beast's string_view is std::string_view (Boost 1.74 defaults to boost::string_view).
 #define BOOST_BEAST_USE_STD_STRING_VIEW 1
@@ -179,8 +180,8 @@ struct Lane {
 constexpr unsigned kMaxAutoLanes = 4;
 
 std::vector<std::unique_ptr<Lane>> make_lanes(int io_threads) {
-  unsigned n = io_threads > 0 ? static_cast<unsigned>(io_threads)
-                              : std::clamp(std::thread::hardware_concurrency(), 1u, kMaxAutoLanes);
+  unsigned n =
+      io_threads > 0 ? static_cast<unsigned>(io_threads) : std::min(online_cores(), kMaxAutoLanes);
   std::vector<std::unique_ptr<Lane>> out;
   for (unsigned i = 0; i < n; ++i) out.push_back(std::make_unique<Lane>(i));
   return out;

@@ -47,15 +47,14 @@ Result<std::unique_ptr<BoardServer>> BoardServer::adopt(int fd, const std::strin
     return make_error(Code::kInvalidArgument, 4747,
                       fmt::format("monitor board: board_fd = {} is not a TCP/IPv4 socket", fd));
   }
-  in_addr want{};
-  if (inet_pton(AF_INET, ip.c_str(), &want) != 1 || bound->sin_addr.s_addr != want.s_addr ||
-      ntohs(bound->sin_port) != port) {
-    char at[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &bound->sin_addr, at, sizeof at);
+  sockaddr_in want{};
+  want.sin_family = AF_INET;
+  want.sin_port = htons(port);
+  if (inet_pton(AF_INET, ip.c_str(), &want.sin_addr) != 1 || !same_endpoint(*bound, want)) {
     ::close(fd);
     return make_error(Code::kInvalidArgument, 4749,
-                      fmt::format("monitor board: board_fd = {} is bound to {}:{}, not {}:{}", fd,
-                                  at, ntohs(bound->sin_port), ip, port));
+                      fmt::format("monitor board: board_fd = {} is bound to {}, not {}:{}", fd,
+                                  endpoint_text(*bound), ip, port));
   }
   const int flags = fcntl(fd, F_GETFL);
   if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0 || listen(fd, 16) != 0) {

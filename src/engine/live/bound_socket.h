@@ -1,12 +1,15 @@
-// What a socket handed to a daemon is bound to (DaemonOptions::socket_fd, board_fd): the daemon
-// checks it is of the kind it needs and bound to the host's own address and port before using it,
-// since a socket bound elsewhere would leave its peers talking to nobody without a word.
+// IPv4 endpoints of the live engine's sockets. What a socket handed to a daemon is bound to
+// (DaemonOptions::socket_fd, board_fd): the daemon checks it is of the kind it needs and bound to
+// the host's own address and port before using it, since a socket bound elsewhere would leave its
+// peers talking to nobody without a word.
 #pragma once
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <optional>
+#include <string>
 
 namespace galaxy::live {
 
@@ -21,6 +24,18 @@ inline std::optional<sockaddr_in> bound_ipv4(int fd, int type) {
       getsockname(fd, reinterpret_cast<sockaddr*>(&got), &al) != 0 || got.sin_family != AF_INET)
     return std::nullopt;
   return got;
+}
+
+// Whether two IPv4 endpoints are the same address and port.
+inline bool same_endpoint(const sockaddr_in& a, const sockaddr_in& b) {
+  return a.sin_addr.s_addr == b.sin_addr.s_addr && a.sin_port == b.sin_port;
+}
+
+// "127.0.0.1:17471", for messages and log lines.
+inline std::string endpoint_text(const sockaddr_in& a) {
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+  return std::string(ip) + ":" + std::to_string(ntohs(a.sin_port));
 }
 
 }  // namespace galaxy::live

@@ -57,13 +57,6 @@ constexpr uint64_t kBistReportWaitNs = 1'000'000'000;
 
 namespace {
 
-// "127.0.0.1:17471", for log lines.
-std::string endpoint_text(const sockaddr_in& a) {
-  char ip[INET_ADDRSTRLEN] = "?";
-  inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
-  return fmt::format("{}:{}", ip, ntohs(a.sin_port));
-}
-
 // The MTU of the kernel's route to `peer` (IP_MTU of a socket connected to it); 0 if unknown.
 uint32_t path_mtu(const sockaddr_in& peer) {
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -587,14 +580,10 @@ Status FabricDaemon::adopt_socket(const sockaddr_in& want) {
     return make_error(Code::kInvalidArgument, 4760,
                       fmt::format("host {}: socket_fd = {} is not a UDP/IPv4 socket", me.name,
                                   options_.socket_fd));
-  const sockaddr_in& got = *bound;
-  if (got.sin_port != want.sin_port || got.sin_addr.s_addr != want.sin_addr.s_addr) {
-    char ip[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &got.sin_addr, ip, sizeof ip);
+  if (!same_endpoint(*bound, want))
     return make_error(Code::kInvalidArgument, 4761,
-                      fmt::format("host {}: socket_fd = {} is bound to {}:{}, not {}:{}", me.name,
-                                  options_.socket_fd, ip, ntohs(got.sin_port), me.ip, me.port));
-  }
+                      fmt::format("host {}: socket_fd = {} is bound to {}, not {}:{}", me.name,
+                                  options_.socket_fd, endpoint_text(*bound), me.ip, me.port));
   const int fl = fcntl(sock_, F_GETFL);
   if (fl < 0 || fcntl(sock_, F_SETFL, fl | O_NONBLOCK) != 0 ||
       fcntl(sock_, F_SETFD, FD_CLOEXEC) != 0)
@@ -639,9 +628,9 @@ std::vector<FabricDaemon::LinkView> FabricDaemon::links() const {
 bool FabricDaemon::spin_pays(uint64_t now_ns) {
   if (now_ns - spin_judged_ns_ >= 1'000'000) {
     spin_judged_ns_ = now_ns;
-    static const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    static const unsigned cores = online_cores();
     const int runnable = runnable_tasks();
-    spin_pays_ = runnable < 0 || cores <= 0 || runnable <= cores;
+    spin_pays_ = runnable < 0 || static_cast<unsigned>(runnable) <= cores;
   }
   return spin_pays_;
 }

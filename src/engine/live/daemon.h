@@ -335,6 +335,8 @@ class FabricDaemon {
   chip::NicPacket nic_packet_;  // a DMA engine's next packet, one reused for all
   ArrivalPaths arrived_paths_;
   void flush_path_counters();
+  // Whether polling before sleeping saves anything now (a core is free).
+  bool spin_pays(uint64_t now_ns);
   // Work that waits, in order, per VP: a VP's later work waits behind its waiting work; other
   // VPs' does not.
   template <class T>
@@ -410,7 +412,6 @@ class FabricDaemon {
   // Whether polling before sleeping pays (spin_pays), as last judged and when.
   bool spin_pays_ = true;
   uint64_t spin_judged_ns_ = 0;
-  bool spin_pays(uint64_t now_ns);
   std::deque<std::vector<uint8_t>> arrived_waiting_;  // direct items held for a full MPQ
   uint64_t next_impair_flush_ = 0;
   uint64_t next_op_scan_ = 0;
