@@ -47,11 +47,11 @@ struct glex_route {
 
 /* Every field of a management request and of its response (docs/system.md 2.2). */
 struct glex_mgmt_info {
-  uint16_t dest_id;  /* 0xFFFF: a chip whose id is not configured yet */
+  uint32_t dest_id;  /* chip id, 0..0x1FFFE; 0x1FFFF: a chip whose id is not configured yet */
   uint8_t dest_type; /* GLEX_CHIP_NIC or GLEX_CHIP_NRC */
   uint8_t dest_vp;   /* VP receiving the response (filled in by send); SMInfo: the other
                         server's VP, set by the caller */
-  uint16_t src_id;   /* response: the answering chip */
+  uint32_t src_id;   /* response: the answering chip */
   uint8_t src_type;
   uint8_t src_vp;
   uint16_t transaction_id;
@@ -116,6 +116,7 @@ typedef uint64_t glex_ep_addr_t;
 #define GLEX_EP_ADDR(node, vp) (((glex_ep_addr_t)(node) << 8) | (glex_ep_addr_t)(vp))
 #define GLEX_EP_ADDR_NODE(a) ((uint32_t)((a) >> 8))
 #define GLEX_EP_ADDR_VP(a) ((uint32_t)((a)&0xFF))
+#define GLEX_MAX_NODE 0x1FFFE /* the largest chip id: ids are 17 bits, all ones unconfigured */
 glex_ep_addr_t glex_ep_addr(glex_ep_handle_t ep);
 
 glex_ret_t glex_create_ep(glex_device_handle_t dev, const struct glex_ep_attr* attr,

@@ -109,6 +109,17 @@ uint64_t summary_pair(const std::vector<PortState>& ports, size_t i, Word word) 
   if (p + 1 < ports.size()) v |= word(ports[p + 1]) << 32;
   return v;
 }
+
+// PEER_SUMMARY_HIGH register i: bit 16 of the chip id of ports 64i .. 64i + 63's linked peers.
+uint64_t summary_high(const std::vector<PortState>& ports, size_t i) {
+  uint64_t v = 0;
+  for (size_t b = 0; b < 64 && 64 * i + b < ports.size(); ++b) {
+    const PortState& s = ports[64 * i + b];
+    if (s.peer.valid && s.link == LinkState::kUp)
+      v |= uint64_t{wire::chip_id_high(s.peer.chip_id)} << b;
+  }
+  return v;
+}
 }  // namespace
 
 RegAccess Chip::read_register(uint16_t addr) {
@@ -118,7 +129,7 @@ RegAccess Chip::read_register(uint16_t addr) {
       return {NmpError::kNone,
               static_cast<uint64_t>(type_) | (uint64_t{num_ports()} << 8) | (uint64_t{1} << 16)};
     case reg::kChipId:
-      return {NmpError::kNone, chip_id_ | (id_valid_ ? uint64_t{1} << 16 : 0)};
+      return {NmpError::kNone, reg::encode_chip_id(chip_id_, id_valid_, wide_ids_)};
     case reg::kChipCtrl:
       return {NmpError::kNone, ctrl_};
     case reg::kMKey:
@@ -175,14 +186,17 @@ RegAccess Chip::read_register(uint16_t addr) {
     return {NmpError::kNone, summary_pair(ports_, addr - reg::kPeerSummary, peer_word)};
   if (addr >= reg::kPeerSummaryWide && addr < reg::kPeerSummaryWide + reg::kPeerSummaryWideWords)
     return {NmpError::kNone, summary_pair(ports_, addr - reg::kPeerSummaryWide, wide_peer_word)};
+  if (addr >= reg::kPeerSummaryHigh && addr < reg::kPeerSummaryHigh + reg::kPeerSummaryHighWords)
+    return {NmpError::kNone, summary_high(ports_, addr - reg::kPeerSummaryHigh)};
   uint8_t p;
   uint16_t off;
   if (in_port_block(addr, ports_.size(), &p, &off)) {
     const PortState& s = ports_[p];
     switch (off) {
       case reg::port::kIdent:
-        return {NmpError::kNone,
-                uint64_t{p} | (uint64_t{chip_id()} << 8) | (uint64_t(type_) << 24)};
+        return {NmpError::kNone, uint64_t{p} | (uint64_t{wire::chip_id_low(chip_id())} << 8) |
+                                     (uint64_t(type_) << 24) |
+                                     (uint64_t{wire::chip_id_high(chip_id())} << 26)};
       case reg::port::kPeerIdent:
         return {NmpError::kNone, peer_word(s) | wide_peer_word(s) << 32};
       case reg::port::kLinkState:
@@ -237,8 +251,9 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
   if (addr >= address_space_) return NmpError::kAddressOutOfRange;
   switch (addr) {
     case reg::kChipId:
-      return (value >> 17) == 0 && (value & 0xFFFF) != wire::kUnconfiguredId ? NmpError::kNone
-                                                                             : NmpError::kBadValue;
+      return (value >> 19) == 0 && reg::chip_id_value(value) != wire::kUnconfiguredId
+                 ? NmpError::kNone
+                 : NmpError::kBadValue;
     case reg::kChipCtrl:
       // [1:0] M_Key level 0-2; [2] fixed output choice, an NRC's only.
       return (value & 3) <= 2 && (value >> 3) == 0 &&
@@ -262,7 +277,7 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
     case reg::kTempLimit:  // 0 .. 200 °C
       return value <= 200'000 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kFaultDest:
-      return (value >> 22) == 0 ? NmpError::kNone : NmpError::kBadValue;
+      return (value >> 23) == 0 ? NmpError::kNone : NmpError::kBadValue;
     case reg::kChipIdent:
     case reg::kMKeyViolations:
     case reg::kTemperature:
@@ -279,7 +294,9 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
       break;
   }
   if ((addr >= reg::kPeerSummary && addr < reg::kPeerSummary + reg::kPeerSummaryWords) ||
-      (addr >= reg::kPeerSummaryWide && addr < reg::kPeerSummaryWide + reg::kPeerSummaryWideWords))
+      (addr >= reg::kPeerSummaryWide &&
+       addr < reg::kPeerSummaryWide + reg::kPeerSummaryWideWords) ||
+      (addr >= reg::kPeerSummaryHigh && addr < reg::kPeerSummaryHigh + reg::kPeerSummaryHighWords))
     return NmpError::kReadOnly;
   uint8_t p;
   uint16_t off;
@@ -303,8 +320,9 @@ NmpError Chip::check_write(uint16_t addr, uint64_t value) const {
 void Chip::write_register(uint16_t addr, uint64_t value) {
   switch (addr) {
     case reg::kChipId:
-      chip_id_ = static_cast<uint16_t>(value);
-      id_valid_ = (value >> 16) & 1;
+      chip_id_ = reg::chip_id_value(value);
+      id_valid_ = reg::chip_id_valid(value);
+      wide_ids_ = reg::chip_id_wide(value);
       return;
     case reg::kChipCtrl:
       ctrl_ = value;

@@ -44,7 +44,7 @@ std::string_view severity_name(Severity s);
 struct PeerIdentity {
   bool valid = false;
   wire::ChipType type = wire::ChipType::kNic;
-  uint16_t chip_id = 0;
+  wire::ChipId chip_id = 0;
   uint8_t port = 0;
   uint8_t num_ports = 0;  // the peer chip's radix, learnt with its identity
   bool operator==(const PeerIdentity&) const = default;
@@ -101,8 +101,8 @@ class Chip {
 
   // Identity: an unconfigured chip answers only DestID all-ones (docs/system.md 2.2).
   bool configured() const { return id_valid_; }
-  uint16_t chip_id() const { return id_valid_ ? chip_id_ : wire::kUnconfiguredId; }
-  void set_chip_id(uint16_t id) {
+  wire::ChipId chip_id() const { return id_valid_ ? chip_id_ : wire::kUnconfiguredId; }
+  void set_chip_id(wire::ChipId id) {
     chip_id_ = id;
     id_valid_ = true;
   }
@@ -188,7 +188,8 @@ class Chip {
   friend class Nma;
   wire::ChipType type_;
   uint32_t address_space_;
-  uint16_t chip_id_ = 0;
+  wire::ChipId chip_id_ = 0;
+  bool wide_ids_ = false;  // CHIP_ID [18]
   bool id_valid_ = false;
   uint64_t ctrl_ = 0;
   uint64_t mkey_ = 0;

@@ -79,7 +79,7 @@ struct CollDescriptor {
   bool fence = false;               // starts after every earlier descriptor of the VP completed
   bool notify = false;              // a completion event when done (errors always write one)
   // kCp
-  uint16_t dest_node = 0;
+  wire::ChipId dest_node = 0;
   uint8_t dest_vp = 0;
   uint16_t increment = 1;              // 1-65535
   uint8_t cp_flags = 0;                // kCpFlag*

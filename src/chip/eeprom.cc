@@ -37,10 +37,15 @@ constexpr uint8_t kMagic[4] = {'G', 'X', 'E', '1'};
 constexpr uint8_t kRecRegister = 0x01;
 constexpr uint8_t kRecRoute = 0x02;      // ports 0-31: 32-bit input mask and port set
 constexpr uint8_t kRecWideRoute = 0x03;  // ports 0-127: 128-bit input mask and port set
-constexpr size_t kMaxRecordBytes = 37;
+constexpr uint8_t kRecFarRoute = 0x04;   // as wide, destinations past 65,535: 3-byte first, count
+constexpr size_t kMaxRecordBytes = 39;
 
 size_t record_bytes(uint8_t type) {
-  return type == kRecRegister ? 11 : type == kRecRoute ? 13 : type == kRecWideRoute ? 37 : 0;
+  return type == kRecRegister    ? 11
+         : type == kRecRoute     ? 13
+         : type == kRecWideRoute ? 37
+         : type == kRecFarRoute  ? 39
+                                 : 0;
 }
 
 void put_le(std::vector<uint8_t>& out, uint64_t v, int bytes) {
@@ -63,16 +68,17 @@ std::vector<uint8_t> encode_boot_image(const BootImage& image) {
     put_le(out, r.value, 8);
   }
   for (const auto& r : image.routes) {
-    const bool wide = r.inputs.beyond(32) || r.ports.beyond(32);
-    out.push_back(wide ? kRecWideRoute : kRecRoute);
+    const bool far = r.first > 0xFFFF || r.count > 0xFFFF;
+    const bool wide = far || r.inputs.beyond(32) || r.ports.beyond(32);
+    out.push_back(far ? kRecFarRoute : wide ? kRecWideRoute : kRecRoute);
     auto put_set = [&](const PortSet& p) {
       if (!wide) return put_le(out, p.word(0), 4);
       put_le(out, p.word(0), 8);
       put_le(out, p.word(1), 8);
     };
     put_set(r.inputs);
-    put_le(out, r.first, 2);
-    put_le(out, r.count, 2);
+    put_le(out, r.first, far ? 3 : 2);
+    put_le(out, r.count, far ? 3 : 2);
     put_set(r.ports);
   }
   put_le(out, wire::crc16(out), 2);
@@ -113,11 +119,16 @@ Result<BootImage> decode_boot_image(std::span<const uint8_t> in) {
                             static_cast<uint16_t>(get_le(in, off + 5, 2)),
                             static_cast<uint16_t>(get_le(in, off + 7, 2)),
                             PortSet::from_words(get_le(in, off + 9, 4))});
-    } else {
+    } else if (type == kRecWideRoute) {
       img.routes.push_back({PortSet::from_words(get_le(in, off + 1, 8), get_le(in, off + 9, 8)),
                             static_cast<uint16_t>(get_le(in, off + 17, 2)),
                             static_cast<uint16_t>(get_le(in, off + 19, 2)),
                             PortSet::from_words(get_le(in, off + 21, 8), get_le(in, off + 29, 8))});
+    } else {
+      img.routes.push_back({PortSet::from_words(get_le(in, off + 1, 8), get_le(in, off + 9, 8)),
+                            static_cast<uint32_t>(get_le(in, off + 17, 3)),
+                            static_cast<uint32_t>(get_le(in, off + 20, 3)),
+                            PortSet::from_words(get_le(in, off + 23, 8), get_le(in, off + 31, 8))});
     }
     off += need;
   }

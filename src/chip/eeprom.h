@@ -45,8 +45,8 @@ struct BootRegister {
 };
 struct BootRoute {
   PortSet inputs;
-  uint16_t first = 0;
-  uint16_t count = 0;
+  uint32_t first = 0;  // destinations as RT_SELECT takes them (17 bits)
+  uint32_t count = 0;
   PortSet ports;
   bool operator==(const BootRoute&) const = default;
 };

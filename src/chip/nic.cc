@@ -94,8 +94,8 @@ Status Nic::post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor) {
   return {};
 }
 
-Status Nic::post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<const uint8_t> data,
-                    bool fence, bool notify) {
+Status Nic::post_mp(uint8_t vp, wire::ChipId dest_node, uint8_t dest_vp,
+                    std::span<const uint8_t> data, bool fence, bool notify) {
   GALAXY_TRY(check_vp(vp));
   if (dest_vp >= kNumVps)
     return make_error(Code::kOutOfRange, 2044,

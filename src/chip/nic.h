@@ -90,7 +90,7 @@ struct NicPacket {
 struct MpqEntry {
   wire::PacketKind kind = wire::PacketKind::kMp;
   bool management = false;
-  uint16_t src_node = 0;
+  wire::ChipId src_node = 0;
   uint8_t src_vp = 0;
   uint8_t length = 0;  // valid bytes of data
   std::array<uint8_t, kMpPayloadBytes> data{};
@@ -159,7 +159,7 @@ class Nic : public Chip {
   Status post_mgmt(uint8_t vp, std::span<const uint8_t> descriptor);
   // fence: start after every earlier descriptor of the VP completed; notify: write a completion
   // event when the MP is out (errors always write one).
-  Status post_mp(uint8_t vp, uint16_t dest_node, uint8_t dest_vp, std::span<const uint8_t> data,
+  Status post_mp(uint8_t vp, wire::ChipId dest_node, uint8_t dest_vp, std::span<const uint8_t> data,
                  bool fence = false, bool notify = false);
   // An RDMA descriptor in wire form (wire/rdma_descriptor.h), fetched and checked when it
   // starts: a malformed one completes with an error event.
@@ -267,7 +267,7 @@ class Nic : public Chip {
  private:
   struct QueuedDescriptor {
     enum class Kind : uint8_t { kMgmt, kMp, kRdma, kColl };
-    QueuedDescriptor(Kind k, bool fen, uint64_t seq, std::vector<uint8_t> b, uint16_t node = 0,
+    QueuedDescriptor(Kind k, bool fen, uint64_t seq, std::vector<uint8_t> b, wire::ChipId node = 0,
                      uint8_t vp = 0, bool notify_ = false)
         : kind(k),
           fence(fen),
@@ -280,7 +280,7 @@ class Nic : public Chip {
     bool fence = false;
     uint64_t sequence = 0;
     std::vector<uint8_t> bytes;  // management: the 64-byte descriptor; MP: the data
-    uint16_t dest_node = 0;
+    wire::ChipId dest_node = 0;
     uint8_t dest_vp = 0;
     bool notify = false;   // MP: a completion event when it is out
     uint16_t trigger = 0;  // CPs it waits for at the head (RDMA: its cp_count; kColl)
@@ -375,7 +375,7 @@ class Nic : public Chip {
   };
   // A remote get being answered by DMA engine 1.
   struct ReadJob {
-    uint16_t requester = 0;
+    wire::ChipId requester = 0;
     uint8_t requester_vp = 0;
     uint16_t tag = 0;
     uint64_t source = 0;  // our address
@@ -407,10 +407,11 @@ class Nic : public Chip {
   bool next_response_packet(NicPacket& out);
   void finish_tx(uint16_t slot, uint16_t error_id);
   void abort_slot(uint16_t slot, uint16_t error_id);
-  void send_ack(uint16_t dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id, uint64_t bytes);
+  void send_ack(wire::ChipId dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id,
+                uint64_t bytes);
   NicRx rx_write(const wire::DataPacket& p, const ArrivedPacket& arrived);
-  NicRx rx_count(uint32_t key, RxTransfer& t);
-  void rx_finish(uint32_t key, RxTransfer& t);
+  NicRx rx_count(uint64_t key, RxTransfer& t);
+  void rx_finish(uint64_t key, RxTransfer& t);
   NicRx rx_response(const wire::DataPacket& p, const ArrivedPacket& arrived);
   NicRx rx_read_request(const wire::DataPacket& p, const ArrivedPacket& arrived);
   NicRx rx_ack(const wire::DataPacket& p, const ArrivedPacket& arrived);
@@ -436,8 +437,8 @@ class Nic : public Chip {
   Fifo<uint16_t> tx_active_;  // DMA engine 0's work, in start order
   Fifo<ReadJob> reads_;       // DMA engine 1's work
   Fifo<wire::DataPacket> acks_;
-  std::unordered_map<uint32_t, RxTransfer> rx_;
-  std::unordered_map<uint16_t, uint64_t> answers_from_;  // acks and read responses, by node
+  std::unordered_map<uint64_t, RxTransfer> rx_;              // by (source node, tag): rx_key
+  std::unordered_map<wire::ChipId, uint64_t> answers_from_;  // acks and read responses, by node
   uint8_t rr_next_ = 0;
   static_assert(kNumVps <= 64);
   uint64_t dq_busy_ = 0;

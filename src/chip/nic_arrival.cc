@@ -32,7 +32,7 @@ Status decode_arriving_flits(std::span<const uint8_t> bytes, LinkFlits* out,
 namespace {
 
 // The checks after decoding: the packet is for this NIC and one of its VPs.
-Status check_destination(uint16_t chip_id, const wire::DataHead& h, wire::DataDefect* defect) {
+Status check_destination(wire::ChipId chip_id, const wire::DataHead& h, wire::DataDefect* defect) {
   if (h.dest_node != chip_id) {
     *defect = wire::DataDefect::kMisrouted;
     return make_error(
@@ -50,8 +50,8 @@ Status check_destination(uint16_t chip_id, const wire::DataHead& h, wire::DataDe
 
 }  // namespace
 
-Status check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes, wire::DataPacket* out,
-                            wire::DataDefect* defect) {
+Status check_arriving_bytes(wire::ChipId chip_id, std::span<const uint8_t> bytes,
+                            wire::DataPacket* out, wire::DataDefect* defect) {
   if (wire::decode_clean_data_packet(bytes, out))
     return check_destination(chip_id, out->head, defect);
   LinkFlits flits;  // only a packet with something wrong is decoded flit by flit
@@ -65,7 +65,7 @@ Status check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes, wi
   return check_destination(chip_id, out->head, defect);
 }
 
-Result<wire::DataPacket> check_arriving(uint16_t chip_id, std::span<const wire::Flit> flits,
+Result<wire::DataPacket> check_arriving(wire::ChipId chip_id, std::span<const wire::Flit> flits,
                                         wire::DataDefect* defect) {
   auto p = wire::decode_data_packet(flits);
   if (!p.ok()) {

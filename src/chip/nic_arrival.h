@@ -40,14 +40,14 @@ struct ArrivedPacket {
 // and the full decoders name its defect: on error *defect says how the packet is dirty; E2078
 // it is not 1 to 2 * wire::kMaxDataPacketFlits whole flits. A discard keeps `bytes` (the flits
 // that decoded encode to them again).
-Status check_arriving_bytes(uint16_t chip_id, std::span<const uint8_t> bytes, wire::DataPacket* out,
-                            wire::DataDefect* defect);
+Status check_arriving_bytes(wire::ChipId chip_id, std::span<const uint8_t> bytes,
+                            wire::DataPacket* out, wire::DataDefect* defect);
 // The decoding alone (the first step of check_arriving_bytes).
 Status decode_arriving_flits(std::span<const uint8_t> bytes, LinkFlits* flits,
                              wire::DataDefect* defect);
 // The checks of decoded flits: the packet decodes (wire/), is for this NIC (E2050 misrouted) and
 // for one of its VPs (E2051).
-Result<wire::DataPacket> check_arriving(uint16_t chip_id, std::span<const wire::Flit> flits,
+Result<wire::DataPacket> check_arriving(wire::ChipId chip_id, std::span<const wire::Flit> flits,
                                         wire::DataDefect* defect);
 
 }  // namespace galaxy::chip

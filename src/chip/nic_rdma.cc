@@ -347,7 +347,7 @@ void Nic::finish_tx(uint16_t slot, uint16_t error_id) {
   tx_free_.push_back(slot);
 }
 
-void Nic::send_ack(uint16_t dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id,
+void Nic::send_ack(wire::ChipId dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id,
                    uint64_t bytes) {
   DataPacket a;
   a.head.kind = PacketKind::kAck;
@@ -460,7 +460,7 @@ NicRx Nic::rx_write(const DataPacket& p, const ArrivedPacket& arrived) {
     return bad(2071, fmt::format("RDMA packet of {} bytes at offset {} of a {}-byte transfer to "
                                  "{:#x} is not where the transfer is cut",
                                  h.bytes, p.ext.offset, p.ext.length, p.ext.address));
-  const uint32_t key = (uint32_t{h.src_node} << 16) | h.tag;
+  const uint64_t key = (uint64_t{h.src_node} << 16) | h.tag;
   auto it = rx_.find(key);
   if (it == rx_.end()) {
     if (rx_.size() >= kMaxRxTransfers)
@@ -496,16 +496,16 @@ NicRx Nic::rx_write(const DataPacket& p, const ArrivedPacket& arrived) {
   return rx_count(key, t);
 }
 
-NicRx Nic::rx_count(uint32_t key, RxTransfer& t) {
+NicRx Nic::rx_count(uint64_t key, RxTransfer& t) {
   const NicRx result = t.error_id != 0 ? NicRx::kRefused : NicRx::kDelivered;
   if (++t.counted == t.total) rx_finish(key, t);
   return result;
 }
 
-void Nic::rx_finish(uint32_t key, RxTransfer& t) {
+void Nic::rx_finish(uint64_t key, RxTransfer& t) {
   uint16_t err = t.error_id;
   if (err == 0) err = flush_host();  // every data byte is written before the notice and the ack
-  const uint16_t src = static_cast<uint16_t>(key >> 16);
+  const auto src = static_cast<wire::ChipId>(key >> 16);
   const uint16_t tag = static_cast<uint16_t>(key);
   if (err == 0 && t.has_notice) {
     const DataPacket& n = t.notice;

@@ -96,9 +96,9 @@ Status Nrc::set_routes(PortSet inputs, uint32_t first, uint32_t count, PortSet p
                       fmt::format("route: input ports {} or port set {} names a port beyond {}",
                                   to_hex(inputs), to_hex(ports), num_ports()));
   if (count == 0 || first + count > kMaxRouteDestinations)
-    return make_error(
-        Code::kOutOfRange, 2033,
-        fmt::format("route: first = {} count = {} outside 65,536 destinations", first, count));
+    return make_error(Code::kOutOfRange, 2033,
+                      fmt::format("route: first = {} count = {} outside {} destinations", first,
+                                  count, kMaxRouteDestinations));
   mask &= port_mask();
   const bool whole = mask == port_mask();
   // Group the masked ports by the table they share now; a group that covers every user of

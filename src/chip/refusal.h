@@ -40,7 +40,7 @@ constexpr bool answers_discard(const wire::DataHead& h) {
 }
 
 // The refusal chip `at` sends for the MP whose head is `mp`, refused with `error_id`.
-inline wire::DataPacket mp_refusal(const wire::DataHead& mp, uint16_t at, uint16_t error_id) {
+inline wire::DataPacket mp_refusal(const wire::DataHead& mp, wire::ChipId at, uint16_t error_id) {
   wire::DataPacket a;
   a.head.kind = wire::PacketKind::kAck;
   a.head.vc = data_vc(a.head.kind);
@@ -55,7 +55,7 @@ inline wire::DataPacket mp_refusal(const wire::DataHead& mp, uint16_t at, uint16
 }
 
 // The answer to a discarded packet, if it gets one (see above).
-inline std::optional<wire::DataPacket> refusal_of(const wire::DataHead& h, uint16_t at,
+inline std::optional<wire::DataPacket> refusal_of(const wire::DataHead& h, wire::ChipId at,
                                                   uint16_t error_id) {
   if (!answers_discard(h)) return std::nullopt;
   return mp_refusal(h, at, error_id);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "base/radix.h"
+#include "wire/chip_id.h"
 
 namespace galaxy::chip::reg {
 
@@ -13,7 +14,9 @@ inline constexpr uint32_t kNrcAddressSpace = 1u << 15;
 
 // Common block (both chips).
 inline constexpr uint16_t kChipIdent = 0x000;       // RO [1:0] type, [15:8] ports, [31:16] model
-inline constexpr uint16_t kChipId = 0x001;          // RW [15:0] id, [16] valid (configured)
+inline constexpr uint16_t kChipId = 0x001;          // RW [15:0] id, [16] valid (configured),
+                                                    //    [17] bit 16 of the id, [18] the
+                                                    //    fabric's ids are wide (below)
 inline constexpr uint16_t kChipCtrl = 0x002;        // RW [1:0] M_Key protect level, [2] below
 inline constexpr uint16_t kMKey = 0x003;            // WO (reads 0): management key
 inline constexpr uint16_t kMKeyViolations = 0x004;  // RO counter
@@ -44,7 +47,8 @@ inline constexpr uint64_t kCtrlFixedChoice = 1u << 2;
 
 // NRC route-table access through indirect registers (docs/registers.md "Route tables").
 inline constexpr uint16_t kRtSelect = 0x040;  // RW [23:0] input-port mask, [39:24] first dest,
-                                              //    [55:40] entry count (1..65535)
+                                              //    [55:40] entry count (1..131,071), [61] and
+                                              //    [62] their bit 16 (chip/rt_select.h)
 inline constexpr uint16_t kRtData = 0x041;    // W: port set for every selected entry;
                                               // R: port set of (lowest masked port, first dest)
 inline constexpr uint16_t kRtEntriesWritten = 0x042;  // RO counter of entries written
@@ -63,12 +67,18 @@ inline constexpr uint16_t kPeerSummaryWords = 16;  // 32 ports; absent ones read
 // 2i+1 in register i, up to kMaxSwitchPorts ports; discovery reads these.
 inline constexpr uint16_t kPeerSummaryWide = 0x080;
 inline constexpr uint16_t kPeerSummaryWideWords = kMaxSwitchPorts / 2;  // 64
+// Bit 16 of each peer's chip id, which neither peer identity format holds: bit i of register w is
+// port 64w + i's (0 for a port with no linked peer). Only a fabric of more than 65,535 chips sets
+// any (wire/chip_id.h).
+inline constexpr uint16_t kPeerSummaryHigh = 0x0C0;
+inline constexpr uint16_t kPeerSummaryHighWords = kMaxSwitchPorts / 64;  // 2
 
 // Per-port block: base + port * stride.
 inline constexpr uint16_t kPortBase = 0x100;
 inline constexpr uint16_t kPortStride = 0x20;
 namespace port {
-inline constexpr uint16_t kIdent = 0x00;            // RO [7:0] port, [23:8] chip id, [25:24] type
+inline constexpr uint16_t kIdent = 0x00;            // RO [7:0] port, [23:8] chip id, [25:24] type,
+                                                    //    [26] bit 16 of the chip id
 inline constexpr uint16_t kPeerIdent = 0x01;        // RO [31:0] peer identity, [63:32] wide
                                                     //    peer identity (formats below)
 inline constexpr uint16_t kLinkState = 0x02;        // RO [1:0] LinkState, [11:8] lanes up
@@ -136,32 +146,33 @@ inline constexpr uint16_t kErrBufData = 0x801;  // RO 13 registers: first 104 by
 inline constexpr uint16_t kErrBufWords = 13;
 
 // 32-bit peer identity format (PEER_IDENT and each half of PEER_SUMMARY).
-//   [0] valid, [1] type (0 NIC, 1 NRC), [6:2] peer port, [7] link up, [23:8] peer chip id,
-//   [31:24] number of ports of the peer chip (exchanged with the identity at link training)
+//   [0] valid, [1] type (0 NIC, 1 NRC), [6:2] peer port, [7] link up, [23:8] peer chip id (its
+//   low 16 bits; bit 16 in PEER_SUMMARY_HIGH), [31:24] number of ports of the peer chip
+//   (exchanged with the identity at link training)
 // The 5-bit port field holds a port above 31 modulo 32: PEER_SUMMARY_WIDE names it whole.
-inline constexpr uint32_t encode_peer(bool valid, bool nrc, uint8_t port, bool up, uint16_t id,
+inline constexpr uint32_t encode_peer(bool valid, bool nrc, uint8_t port, bool up, wire::ChipId id,
                                       uint8_t peer_ports = 0) {
   return (valid ? 1u : 0u) | (nrc ? 2u : 0u) | (uint32_t{port & 31u} << 2) | (up ? 0x80u : 0u) |
-         (uint32_t{id} << 8) | (uint32_t{peer_ports} << 24);
+         (wire::chip_id_low(id) << 8) | (uint32_t{peer_ports} << 24);
 }
 
 // 32-bit wide peer identity format (PEER_IDENT [63:32] and each half of PEER_SUMMARY_WIDE),
 // for ports and radices up to kMaxSwitchPorts. Only a peer on a link that is up is named; a
 // port whose link is down or that has no peer reads 0.
-//   [0] linked, [1] type (0 NIC, 1 NRC), [8:2] peer port (0-127), [24:9] peer chip id,
-//   [31:25] number of ports of the peer chip minus 1 (1-128)
+//   [0] linked, [1] type (0 NIC, 1 NRC), [8:2] peer port (0-127), [24:9] peer chip id (its low 16
+//   bits; bit 16 in PEER_SUMMARY_HIGH), [31:25] number of ports of the peer chip minus 1 (1-128)
 struct WidePeer {
   bool linked = false;
   bool nrc = false;
   uint8_t port = 0;
-  uint16_t chip = 0;
-  uint16_t ports = 0;  // the peer's radix; 0 when not linked
+  wire::ChipId chip = 0;  // decoded: the low 16 bits (with_high_bit adds bit 16)
+  uint16_t ports = 0;     // the peer's radix; 0 when not linked
   bool operator==(const WidePeer&) const = default;
 };
 inline constexpr uint32_t encode_wide_peer(const WidePeer& p) {
   if (!p.linked || p.ports == 0) return 0;
-  return 1u | (p.nrc ? 2u : 0u) | (uint32_t{p.port & 127u} << 2) | (uint32_t{p.chip} << 9) |
-         (uint32_t{(p.ports - 1u) & 127u} << 25);
+  return 1u | (p.nrc ? 2u : 0u) | (uint32_t{p.port & 127u} << 2) |
+         (wire::chip_id_low(p.chip) << 9) | (uint32_t{(p.ports - 1u) & 127u} << 25);
 }
 inline constexpr WidePeer decode_wide_peer(uint32_t w) {
   WidePeer p;
@@ -169,18 +180,48 @@ inline constexpr WidePeer decode_wide_peer(uint32_t w) {
   p.linked = true;
   p.nrc = (w >> 1) & 1;
   p.port = static_cast<uint8_t>((w >> 2) & 127);
-  p.chip = static_cast<uint16_t>((w >> 9) & 0xFFFF);
+  p.chip = (w >> 9) & 0xFFFF;
   p.ports = static_cast<uint16_t>((w >> 25) + 1);
   return p;
 }
 
-// FAULT_DEST: the server a chip's fault reports go to, [15:0] its NIC id and [21:16] its VP
-// (the master, when several servers manage the fabric: nm/galaxy_sm.h).
-inline constexpr uint64_t encode_fault_dest(uint16_t nic, uint8_t vp) {
-  return nic | (uint64_t{vp & 63u} << 16);
+// Peer `port`'s identity with bit 16 of its chip id from PEER_SUMMARY_HIGH register `high`
+// (the register holding ports 64 * (port / 64) ...).
+inline constexpr WidePeer with_high_bit(WidePeer p, unsigned port, uint64_t high) {
+  if (p.linked) p.chip = wire::chip_id_of(p.chip, high >> (port % 64));
+  return p;
 }
-inline constexpr uint16_t fault_dest_nic(uint64_t v) {
-  return static_cast<uint16_t>(v & 0xFFFF);
+
+// CHIP_ID's value for chip id `id`, valid (configured) or not. `wide`: the chip belongs to a
+// fabric whose ids may take 17 bits (more than 65,535 chips), set with the ids by whoever
+// configures them, as an InfiniBand SM enables extended LIDs for a whole subnet; a management
+// server whose NIC says so reads its peers' bit 16 in discovery (PEER_SUMMARY_HIGH), which a
+// fabric of 16-bit ids never pays for.
+inline constexpr uint64_t encode_chip_id(wire::ChipId id, bool valid = true, bool wide = false) {
+  return wire::chip_id_low(id) | (valid ? uint64_t{1} << 16 : 0) |
+         uint64_t{wire::chip_id_high(id)} << 17 | (wide ? uint64_t{1} << 18 : 0);
+}
+inline constexpr bool chip_id_wide(uint64_t v) {
+  return (v >> 18) & 1;
+}
+// The most chips a fabric of 16-bit ids holds (ids 0 .. 0xFFFE, all ones unconfigured).
+inline constexpr uint32_t kNarrowChips = 0xFFFF;
+inline constexpr wire::ChipId chip_id_value(uint64_t v) {
+  return wire::chip_id_of(v, v >> 17);
+}
+inline constexpr bool chip_id_valid(uint64_t v) {
+  return (v >> 16) & 1;
+}
+
+// FAULT_DEST: the server a chip's fault reports go to, [15:0] its NIC id, [21:16] its VP and
+// [22] bit 16 of the NIC id (the master, when several servers manage the fabric:
+// nm/galaxy_sm.h).
+inline constexpr uint64_t encode_fault_dest(wire::ChipId nic, uint8_t vp) {
+  return wire::chip_id_low(nic) | (uint64_t{vp & 63u} << 16) |
+         uint64_t{wire::chip_id_high(nic)} << 22;
+}
+inline constexpr wire::ChipId fault_dest_nic(uint64_t v) {
+  return wire::chip_id_of(v, v >> 22);
 }
 inline constexpr uint8_t fault_dest_vp(uint64_t v) {
   return static_cast<uint8_t>((v >> 16) & 63);

@@ -15,10 +15,12 @@
 
 #include "base/status.h"
 #include "chip/port_set.h"
+#include "wire/chip_id.h"
 
 namespace galaxy::chip {
 
-inline constexpr uint32_t kMaxRouteDestinations = 65536;
+// One entry per chip id a destination may have (wire/chip_id.h).
+inline constexpr uint32_t kMaxRouteDestinations = uint32_t{1} << wire::kChipIdBits;
 // Above this many runs a table changes to one index per destination (and stays so).
 inline constexpr size_t kMaxRouteRuns = 1024;
 
@@ -29,7 +31,8 @@ class RouteTable {
     if (!flat_) return run_at(dest);
     return palette_[flat_index(dest)];
   }
-  // Sets `count` entries from `start`; the table grows as needed (at most 65,536 entries).
+  // Sets `count` entries from `start`; the table grows as needed (at most kMaxRouteDestinations
+  // entries).
   Status set_range(uint32_t start, uint32_t count, PortSet ports);
   // As set_range for the ports in `mask` only: each entry keeps its ports outside the mask
   // (RT_DATA written for one half of a 128-port switch, docs/registers.md).

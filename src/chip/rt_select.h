@@ -20,6 +20,8 @@
 namespace galaxy::chip {
 
 inline constexpr unsigned kRtInputGroupPorts = 24;
+// The most entries one RT_SELECT names (its count field's 17 bits).
+inline constexpr uint32_t kMaxRtCount = wire::kChipIdMask;
 inline constexpr unsigned kRtDataPorts = 64;
 
 // How many output halves RT_DATA takes on a switch of `num_ports`: one write (or read) each.
@@ -33,8 +35,8 @@ constexpr PortSet rt_data_ports(unsigned half, uint64_t value) {
 
 struct RtSelect {
   uint32_t mask = 0;        // [23:0] input ports 24 * group + i
-  uint16_t first = 0;       // [39:24] first destination
-  uint16_t count = 0;       // [55:40] entries, 1..65535
+  uint32_t first = 0;       // [39:24] first destination, bit 16 in [61]
+  uint32_t count = 0;       // [55:40] entries, 1..131,071, bit 16 in [62]
   uint8_t group = 0;        // [58:56] input group, 0..5
   bool all_inputs = false;  // [59] every input port (mask and group 0)
   uint8_t half = 0;         // [60] RT_DATA holds output ports 64 * half ...
@@ -42,22 +44,24 @@ struct RtSelect {
   static RtSelect decode(uint64_t v) {
     RtSelect s;
     s.mask = static_cast<uint32_t>(v & 0xFFFFFF);
-    s.first = static_cast<uint16_t>((v >> 24) & 0xFFFF);
-    s.count = static_cast<uint16_t>((v >> 40) & 0xFFFF);
+    s.first = wire::chip_id_of(v >> 24, v >> 61);
+    s.count = wire::chip_id_of(v >> 40, v >> 62);
     s.group = static_cast<uint8_t>((v >> 56) & 7);
     s.all_inputs = ((v >> 59) & 1) != 0;
     s.half = static_cast<uint8_t>((v >> 60) & 1);
     return s;
   }
   uint64_t encode() const {
-    return (uint64_t{mask} & 0xFFFFFF) | (uint64_t{first} << 24) | (uint64_t{count} << 40) |
-           (uint64_t{group} & 7) << 56 | uint64_t{all_inputs} << 59 | (uint64_t{half} & 1) << 60;
+    return (uint64_t{mask} & 0xFFFFFF) | uint64_t{wire::chip_id_low(first)} << 24 |
+           uint64_t{wire::chip_id_low(count)} << 40 | (uint64_t{group} & 7) << 56 |
+           uint64_t{all_inputs} << 59 | (uint64_t{half} & 1) << 60 |
+           uint64_t{wire::chip_id_high(first)} << 61 | uint64_t{wire::chip_id_high(count)} << 62;
   }
-  // Whether an NRC of `num_ports` takes the value (bits 61-63 zero, a count, a range inside
+  // Whether an NRC of `num_ports` takes the value (bit 63 zero, a count, a range inside
   // the table, a mask and group naming its ports only, a half it has).
   static bool valid(uint64_t v, unsigned num_ports) {
     const RtSelect s = decode(v);
-    if ((v >> 61) != 0 || s.count == 0 || uint32_t{s.first} + s.count > kMaxRouteDestinations)
+    if ((v >> 63) != 0 || s.count == 0 || uint32_t{s.first} + s.count > kMaxRouteDestinations)
       return false;
     if (s.all_inputs && (s.mask != 0 || s.group != 0)) return false;
     if (s.half * kRtDataPorts >= num_ports) return false;
@@ -94,7 +98,7 @@ struct RtWrite {
 // The writes that store `ports` for destinations [first, first + count) on every input port in
 // `inputs` of a switch of `num_ports`: one per output half the switch has, times one per input
 // group the inputs touch (a single "all inputs" write when they are all of the switch's ports).
-inline std::vector<RtWrite> rt_writes(PortSet inputs, uint16_t first, uint16_t count, PortSet ports,
+inline std::vector<RtWrite> rt_writes(PortSet inputs, uint32_t first, uint32_t count, PortSet ports,
                                       unsigned num_ports) {
   std::vector<RtWrite> out;
   const unsigned halves = rt_halves(num_ports);
@@ -125,7 +129,7 @@ inline std::vector<RtWrite> rt_writes(PortSet inputs, uint16_t first, uint16_t c
 
 // The selection of one entry (input port `in`, destination `dest`) and output half `half`, to
 // read it back through RT_DATA.
-inline uint64_t rt_select_entry(unsigned in, uint16_t dest, unsigned half = 0) {
+inline uint64_t rt_select_entry(unsigned in, uint32_t dest, unsigned half = 0) {
   RtSelect s;
   s.group = static_cast<uint8_t>(in / kRtInputGroupPorts);
   s.mask = 1u << (in % kRtInputGroupPorts);

@@ -36,8 +36,10 @@ const std::vector<Family>& families() {
        "fattree",
        {"fattree:k=8,levels=3", "fattree:k=12,levels=3", "fattree:k=16,levels=3",
         "fattree:k=20,levels=3", "fattree:k=24,levels=3", "fattree:k=28,levels=3",
-        "fattree:k=32,levels=3", "fattree:k=40,levels=3", "fattree:k=48,levels=3"},
-       "3-level k-ary fat trees, 128 to 27,648 NICs (switches of 8 to 48 ports)"},
+        "fattree:k=32,levels=3", "fattree:k=40,levels=3", "fattree:k=48,levels=3",
+        "fattree:k=56,levels=3", "fattree:k=64,levels=3"},
+       "3-level k-ary fat trees, 128 to 65,536 NICs (switches of 8 to 64 ports; from k=64, 70,656 "
+       "chips, 17-bit chip ids)"},
       {"dragonfly",
        "dragonfly",
        {"dragonfly:a=4,p=2,h=2", "dragonfly:a=8,p=4,h=4", "dragonfly:a=12,p=6,h=6",

@@ -121,7 +121,7 @@ struct Traffic {
     ++sent[i];
     wire::RdmaDescriptor r;
     r.op = wire::RdmaOp::kWrite;
-    r.remote_node = static_cast<uint16_t>(f->chip(topo.nic_node(d)).chip_id());
+    r.remote_node = f->chip(topo.nic_node(d)).chip_id();
     r.remote_vp = kVp;
     r.length = bytes;
     r.local_address = kSrcBase;

@@ -246,7 +246,7 @@ std::pair<uint64_t, uint64_t> send_mps(Session& s, uint32_t count, uint64_t seed
   for (uint32_t i = 0; i < count; ++i) {
     size_t a = pick(rng), b = pick(rng);
     if (a == b) b = (b + 1) % nics.size();
-    if (f.post_mp(nics[a], 0, static_cast<uint16_t>(nics[b]), 1, data).ok()) ++sent;
+    if (f.post_mp(nics[a], 0, static_cast<wire::ChipId>(nics[b]), 1, data).ok()) ++sent;
   }
   f.sim().run();
   f.set_mpq_listener(nullptr);

@@ -3,6 +3,7 @@
 #include "cli/option_checks.h"
 #include "cli/session.h"
 #include "engine/sim/load.h"
+#include "wire/chip_id.h"
 
 namespace galaxy::cli {
 
@@ -14,7 +15,7 @@ void add_session_options(CLI::App* cmd, SessionOptions& o) {
   cmd->add_option("--load", o.load, "background load: " + sim::load_names())->capture_default_str();
   cmd->add_option("--server-nic", o.server_nic, "NIC index of the management server")
       ->capture_default_str()
-      ->check(integer_in(0, 65534));
+      ->check(integer_in(0, wire::kMaxChipId));
   cmd->add_option("--seed", o.seed, "random seed of the simulation")
       ->capture_default_str()
       ->check(any_uint64());

@@ -517,12 +517,12 @@ glex_ret_t glex_coll_create(glex_ep_handle_t ep, uint32_t rank, uint32_t size,
   g->timeout_ms = attr && attr->timeout_ms > 0 ? attr->timeout_ms : kDefaultTimeoutMs;
   g->data_bytes = attr && attr->scratch_bytes ? attr->scratch_bytes : kDefaultScratch;
   for (uint32_t r = 0; r < size; ++r) {
-    if (GLEX_EP_ADDR_VP(addrs[r]) > 63 || GLEX_EP_ADDR_NODE(addrs[r]) > 0xFFFF)
+    if (GLEX_EP_ADDR_VP(addrs[r]) > 63 || GLEX_EP_ADDR_NODE(addrs[r]) > galaxy::wire::kMaxChipId)
       return set_error(GLEX_INVALID_PARAM,
                        fmt::format("E6324 glex_coll_create: addrs[{}] = {:#x} is not an "
                                    "endpoint address",
                                    r, addrs[r]));
-    g->peers.push_back({static_cast<uint16_t>(GLEX_EP_ADDR_NODE(addrs[r])),
+    g->peers.push_back({static_cast<galaxy::wire::ChipId>(GLEX_EP_ADDR_NODE(addrs[r])),
                         static_cast<uint8_t>(GLEX_EP_ADDR_VP(addrs[r]))});
   }
   const glex_device::CollTiming t = ep->device->coll_timing();

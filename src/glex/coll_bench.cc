@@ -232,8 +232,8 @@ class Run {
   coll::Tree tree_;
   std::vector<Host> hosts_;
   std::vector<coll::Peer> peers_;
-  std::unordered_map<uint32_t, uint32_t> member_of_;     // NIC node -> rank
-  std::unordered_map<uint16_t, uint32_t> rank_of_chip_;  // NIC chip id -> rank
+  std::unordered_map<uint32_t, uint32_t> member_of_;         // NIC node -> rank
+  std::unordered_map<wire::ChipId, uint32_t> rank_of_chip_;  // NIC chip id -> rank
   std::vector<uint8_t> data_;
   uint32_t iteration_ = 0;  // the collective all members are in
   uint32_t finished_ = 0;   // members done with it

@@ -42,7 +42,7 @@ struct Tree {
 uint32_t choose_degree(uint32_t size, uint64_t level_ps, uint64_t child_ps);
 
 struct Peer {
-  uint16_t node = 0;
+  wire::ChipId node = 0;
   uint8_t vp = 0;
 };
 // Memory a member registered: its key as descriptors carry it, and an address in it.

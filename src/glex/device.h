@@ -32,7 +32,7 @@ struct glex_device {
   virtual galaxy::Result<galaxy::wire::MgmtPacket> wait_mgmt(uint8_t vp, uint64_t timeout_ps) = 0;
   virtual uint64_t now_ps() const = 0;
   virtual galaxy::Result<uint64_t> read_local_register(uint16_t addr) = 0;
-  virtual uint16_t chip_id() const = 0;
+  virtual galaxy::wire::ChipId chip_id() const = 0;
 
   virtual glex_ret_t register_mem(void* addr, uint64_t len, uint32_t access, glex_mem_handle_t* mh);
   virtual glex_ret_t deregister_mem(glex_mem_handle_t mh);

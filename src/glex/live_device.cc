@@ -188,12 +188,20 @@ class LiveDevice final : public glex_device {
       if (p.chip == live::kNoChip) return uint64_t{0};
       const live::ChipInfo& c = seg_->chip(p.chip);
       const bool up = p.up.load() != 0, nrc = c.type != 0;
-      chip::reg::WidePeer wide{up, nrc, static_cast<uint8_t>(p.port), static_cast<uint16_t>(p.chip),
+      chip::reg::WidePeer wide{up, nrc, static_cast<uint8_t>(p.port),
+                               static_cast<wire::ChipId>(p.chip),
                                static_cast<uint16_t>(c.num_ports)};
       return chip::reg::encode_peer(true, nrc, static_cast<uint8_t>(p.port), up,
-                                    static_cast<uint16_t>(p.chip),
+                                    static_cast<wire::ChipId>(p.chip),
                                     static_cast<uint8_t>(c.num_ports)) |
              uint64_t{chip::reg::encode_wide_peer(wide)} << 32;
+    }
+    if (addr == chip::reg::kChipId)  // a live fabric's ids are 16-bit (live_spec.cc)
+      return chip::reg::encode_chip_id(static_cast<wire::ChipId>(node_));
+    if (addr == chip::reg::kPeerSummaryHigh) {
+      live::PeerInfo& p = seg_->peer(node_, 0);
+      if (p.chip == live::kNoChip || p.up.load() == 0) return uint64_t{0};
+      return uint64_t{wire::chip_id_high(static_cast<wire::ChipId>(p.chip))};
     }
     return make_error(Code::kUnsupported, 6105,
                       fmt::format("register {:#x}: on a live fabric the host reads only its "
@@ -201,7 +209,7 @@ class LiveDevice final : public glex_device {
                                   addr));
   }
 
-  uint16_t chip_id() const override { return static_cast<uint16_t>(node_); }
+  wire::ChipId chip_id() const override { return static_cast<wire::ChipId>(node_); }
 
   glex_ret_t register_mem(void* addr, uint64_t len, uint32_t access,
                           glex_mem_handle_t* mh) override {
@@ -349,10 +357,11 @@ class LiveDevice final : public glex_device {
       case chip::MpqAdmit::kWait:
         return set_error(GLEX_BUSY, fmt::format("E6115 the MPQ of {}:{} is full; retry", dn, dv));
     }
-    live::fill_mpq(t, c, pos,
-                   wire::mp_word::make(wire::MpKind::kUser, mp_flags, static_cast<uint8_t>(dv), vp,
-                                       static_cast<uint16_t>(node_), static_cast<uint8_t>(len), 0),
-                   data);
+    live::fill_mpq(
+        t, c, pos,
+        wire::mp_word::make(wire::MpKind::kUser, mp_flags, static_cast<uint8_t>(dv), vp,
+                            static_cast<wire::ChipId>(node_), static_cast<uint8_t>(len), 0),
+        data);
     path->add(wire::packet_traffic(wire::kMpBytes));
     complete_local(vp, flags, OpCode::kMp, len);
     return GLEX_SUCCESS;

@@ -23,7 +23,9 @@ using simwire::Op;
 
 class SimClientDevice final : public glex_device {
  public:
-  SimClientDevice(int fd, uint16_t chip_id) : fd_(fd), chip_id_(chip_id) { add_event_waiter(this); }
+  SimClientDevice(int fd, wire::ChipId chip_id) : fd_(fd), chip_id_(chip_id) {
+    add_event_waiter(this);
+  }
   ~SimClientDevice() override {
     remove_event_waiter(this);
     ::close(fd_);
@@ -78,7 +80,7 @@ class SimClientDevice final : public glex_device {
     if (call(q, &r) != GLEX_SUCCESS) return make_error(Code::kOutOfRange, 6183, r.error);
     return r.a[0];
   }
-  uint16_t chip_id() const override { return chip_id_; }
+  wire::ChipId chip_id() const override { return chip_id_; }
 
   glex_ret_t register_mem(void* addr, uint64_t len, uint32_t access,
                           glex_mem_handle_t* mh) override {
@@ -254,7 +256,7 @@ class SimClientDevice final : public glex_device {
   }
 
   int fd_;
-  uint16_t chip_id_;
+  wire::ChipId chip_id_;
 };
 
 }  // namespace
@@ -310,7 +312,7 @@ Result<std::unique_ptr<glex_device>> open_sim_client(const std::string& fabric, 
     return make_error(r.ret == GLEX_NO_RESOURCE ? Code::kResourceExhausted : Code::kInvalidArgument,
                       6189, r.error);
   }
-  return std::unique_ptr<glex_device>(new SimClientDevice(fd, static_cast<uint16_t>(r.a[0])));
+  return std::unique_ptr<glex_device>(new SimClientDevice(fd, static_cast<wire::ChipId>(r.a[0])));
 }
 
 }  // namespace galaxy::glex

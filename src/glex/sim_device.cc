@@ -53,7 +53,7 @@ class SimDevice final : public glex_device {
     return a.value;
   }
 
-  uint16_t chip_id() const override { return host_.chip_id(); }
+  wire::ChipId chip_id() const override { return host_.chip_id(); }
 
   glex_ret_t register_mem(void* addr, uint64_t len, uint32_t access,
                           glex_mem_handle_t* mh) override {

@@ -133,7 +133,7 @@ SimHost::~SimHost() {
   nic().attach_host_memory(nullptr);
 }
 
-uint16_t SimHost::chip_id() const {
+wire::ChipId SimHost::chip_id() const {
   return fabric_.chip(node_).chip_id();
 }
 
@@ -238,7 +238,7 @@ glex_ret_t SimHost::send_mp(uint8_t vp, glex_ep_addr_t dest, std::span<const uin
   if (glex_ret_t r = check_vp_open(vp, "glex_send_mp"); r != GLEX_SUCCESS) return r;
   if (glex_ret_t r = check_dest(dest); r != GLEX_SUCCESS) return r;
   const uint64_t seq = nic().next_sequence(vp);
-  Status s = fabric_.post_mp(node_, vp, static_cast<uint16_t>(GLEX_EP_ADDR_NODE(dest)),
+  Status s = fabric_.post_mp(node_, vp, static_cast<wire::ChipId>(GLEX_EP_ADDR_NODE(dest)),
                              static_cast<uint8_t>(GLEX_EP_ADDR_VP(dest)), data,
                              (flags & GLEX_FLAG_FENCE) != 0, (flags & GLEX_FLAG_LOCAL_CQ) != 0);
   if (!s.ok())
@@ -262,7 +262,7 @@ glex_ret_t SimHost::rdma(uint8_t vp, const glex_rdma_req& r, std::span<const uin
                                : wire::RdmaOp::kWrite;
   d.fen = (r.flags & GLEX_FLAG_FENCE) != 0;
   d.local_cq = (r.flags & GLEX_FLAG_LOCAL_CQ) != 0;
-  d.remote_node = static_cast<uint16_t>(GLEX_EP_ADDR_NODE(r.target));
+  d.remote_node = static_cast<wire::ChipId>(GLEX_EP_ADDR_NODE(r.target));
   d.remote_vp = static_cast<uint8_t>(GLEX_EP_ADDR_VP(r.target));
   d.length = static_cast<uint32_t>(r.len);
   d.remote_address = r.remote_addr;

@@ -68,7 +68,7 @@ class SimHost {
   SimHost& operator=(const SimHost&) = delete;
 
   uint32_t node() const { return node_; }
-  uint16_t chip_id() const;
+  wire::ChipId chip_id() const;
   chip::Nic& nic() const { return fabric_.nic(node_); }
   sim::SimFabric& fabric() const { return fabric_; }
   const ProcessMemory& memory() const { return memory_; }

@@ -31,7 +31,7 @@ struct BistOptions {
 
 struct BistLinkResult {
   BistPort at;
-  uint16_t chip_id = 0;
+  wire::ChipId chip_id = 0;
   bool started = false;  // the BIST_CTRL write was accepted
   bool running = false;  // still running when read
   bool done = false;

@@ -18,7 +18,7 @@ class CooperativePort final : public MgmtPort {
   CooperativePort(MgmtPort& inner, Picoseconds slice, std::function<void()> serve_others)
       : inner_(inner), slice_(slice), serve_others_(std::move(serve_others)) {}
 
-  uint16_t server_chip_id() const override { return inner_.server_chip_id(); }
+  wire::ChipId server_chip_id() const override { return inner_.server_chip_id(); }
   uint8_t server_vp() const override { return inner_.server_vp(); }
   Status send(const MgmtRequest& r, uint16_t tid) override;
   Result<wire::MgmtPacket> receive(Picoseconds timeout) override;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "chip/network_port.h"
@@ -42,6 +43,16 @@ class Bfs {
       return peers.back().linked && peers.back().nrc;
     });
     if (peers.empty() && unreadable) return *unreadable;
+    // Whether this fabric's chip ids may take 17 bits, as the server NIC's CHIP_ID says; then
+    // bit 16 of its NRC's chip id (registers.h PEER_SUMMARY_HIGH).
+    if (auto id = port.read_local_register(chip::reg::kChipId); id.ok())
+      wide_ids_ = chip::reg::chip_id_wide(*id);
+    if (out && wide_ids_) {
+      auto high =
+          port.read_local_register(static_cast<uint16_t>(chip::reg::kPeerSummaryHigh + *out / 64));
+      if (!high.ok()) return high.error();
+      peers[*out] = chip::reg::with_high_bit(peers[*out], *out, *high);
+    }
     server_ = port.server_chip_id();
     chips_[server_] = {false, 0, {}, 0};
     if (!out)
@@ -80,8 +91,8 @@ class Bfs {
     MgmtTarget target;
     uint16_t ports = 0;
   };
-  using LinkKey = std::tuple<uint16_t, uint8_t, uint16_t, uint8_t>;
-  static LinkKey key(uint16_t a, uint8_t pa, uint16_t b, uint8_t pb) {
+  using LinkKey = std::tuple<wire::ChipId, uint8_t, wire::ChipId, uint8_t>;
+  static LinkKey key(wire::ChipId a, uint8_t pa, wire::ChipId b, uint8_t pb) {
     return std::make_tuple(a, pa, b, pb) < std::make_tuple(b, pb, a, pa) ? LinkKey{a, pa, b, pb}
                                                                          : LinkKey{b, pb, a, pa};
   }
@@ -89,7 +100,7 @@ class Bfs {
   // A chip found at `port` of chip `from` whose route from the server NIC, or back, would need
   // more hops than a management packet's source route holds (docs/system.md 2.2): it is not reached
   // by a truncated route (which would lead elsewhere) but reported, once.
-  void beyond_reach(uint16_t chip, uint16_t from, uint8_t port) {
+  void beyond_reach(wire::ChipId chip, wire::ChipId from, uint8_t port) {
     beyond_.emplace(chip, fmt::format("E5031 chip {} (at port {} of chip {}) is not managed: its "
                                       "route from the server NIC or back needs more than {} "
                                       "NRC hops (20 through ports above 31), the most a "
@@ -97,32 +108,68 @@ class Bfs {
                                       chip, port, from, wire::kMaxRouteHops));
   }
 
-  // A newly found NRC: read the peer identity of all its ports, two registers per packet.
-  // `ports` is the radix the neighbour learnt with the identity.
+  // A newly found NRC: read the peer identity of all its ports, two registers per packet, and
+  // on a fabric of wide chip ids bit 16 of their ids (PEER_SUMMARY_HIGH, one register per 64
+  // ports; in the packet of the last identity register when it has room). `ports` is the radix
+  // the neighbour learnt with the identity. Identities are taken in as their packets arrive, or
+  // on a fabric of wide ids once all of the NRC's have.
   void visit(const MgmtTarget& t, uint8_t hops, uint16_t ports) {
     chips_[t.chip_id] = {true, hops, t, ports};
     order_.push_back(t.chip_id);
-    unsigned words = (ports + 1u) / 2;
-    for (unsigned w = 0; w < words; w += 2) {
-      uint16_t a0 = static_cast<uint16_t>(chip::reg::kPeerSummaryWide + w);
-      MgmtRequest r = w + 1 < words ? MgmtRequest::read2(t, a0, static_cast<uint16_t>(a0 + 1))
-                                    : MgmtRequest::read(t, a0);
+    std::vector<uint16_t> addrs;
+    const unsigned words = (ports + 1u) / 2;
+    for (unsigned w = 0; w < words; ++w)
+      addrs.push_back(static_cast<uint16_t>(chip::reg::kPeerSummaryWide + w));
+    for (unsigned w = 0; wide_ids_ && w * 64 < ports; ++w)
+      addrs.push_back(static_cast<uint16_t>(chip::reg::kPeerSummaryHigh + w));
+    auto summary = std::make_shared<Summary>();
+    summary->values.resize(addrs.size());
+    summary->words = words;
+    summary->ports = ports;
+    for (size_t i = 0; i < addrs.size(); i += 2) {
+      MgmtRequest r = i + 1 < addrs.size() ? MgmtRequest::read2(t, addrs[i], addrs[i + 1])
+                                           : MgmtRequest::read(t, addrs[i]);
       ++result_.requests;
-      req_.submit(r, [this, t, hops, w](const MgmtReply& reply) { on_summary(t, hops, w, reply); });
+      ++summary->waiting;
+      req_.submit(r, [this, t, hops, i, summary](const MgmtReply& reply) {
+        on_summary(t, hops, i, *summary, reply);
+      });
     }
   }
 
-  void on_summary(const MgmtTarget& t, uint8_t hops, unsigned first_word, const MgmtReply& reply) {
+  // The registers a visit reads: the identity words, then any PEER_SUMMARY_HIGH words.
+  struct Summary {
+    std::vector<uint64_t> values;
+    unsigned words = 0;
+    uint16_t ports = 0;
+    unsigned waiting = 0;
+  };
+
+  void on_summary(const MgmtTarget& t, uint8_t hops, size_t first, Summary& s,
+                  const MgmtReply& reply) {
+    --s.waiting;
     if (!reply.status.ok()) {
       ++result_.failed_requests;
       result_.problems.push_back(fmt::format("chip {}: {}", t.chip_id, reply.status.to_string()));
-      return;
+    } else {
+      for (uint8_t i = 0; i < reply.response.data.count && first + i < s.values.size(); ++i)
+        s.values[first + i] = reply.response.data.value[i];
+      if (!wide_ids_) take_peers(t, hops, s, first, std::min<size_t>(first + 2, s.words));
     }
-    for (uint8_t i = 0; i < reply.response.data.count; ++i) {
-      uint64_t v = reply.response.data.value[i];
+    // A failed read loses only the ports it covered (they read as no peer).
+    if (wide_ids_ && s.waiting == 0) take_peers(t, hops, s, 0, s.words);
+  }
+
+  // The peers in identity words [first, end) of `s`.
+  void take_peers(const MgmtTarget& t, uint8_t hops, const Summary& s, size_t first, size_t end) {
+    for (size_t w = first; w < end; ++w) {
+      uint64_t v = s.values[w];
       for (int half = 0; half < 2; ++half) {
-        uint8_t port = static_cast<uint8_t>(2 * (first_word + i) + half);
-        PeerInfo peer = chip::reg::decode_wide_peer(static_cast<uint32_t>(v >> (32 * half)));
+        uint8_t port = static_cast<uint8_t>(2 * w + half);
+        if (port >= s.ports) continue;
+        const uint64_t high = wide_ids_ ? s.values[s.words + port / 64] : 0;
+        PeerInfo peer = chip::reg::with_high_bit(
+            chip::reg::decode_wide_peer(static_cast<uint32_t>(v >> (32 * half))), port, high);
         if (!peer.linked) continue;
         links_.push_back(key(t.chip_id, port, peer.chip, peer.port));
         if (!peer.nrc) {
@@ -164,16 +211,16 @@ class Bfs {
     std::sort(links_.begin(), links_.end());
     links_.erase(std::unique(links_.begin(), links_.end()), links_.end());
     // Ports per chip: NRCs have the radix; NICs as many as seen in use.
-    std::map<uint16_t, uint8_t> max_port;
+    std::map<wire::ChipId, uint8_t> max_port;
     for (const auto& [a, pa, b, pb] : links_) {
       max_port[a] = std::max(max_port[a], pa);
       max_port[b] = std::max(max_port[b], pb);
     }
-    std::vector<uint16_t> ids{server_};
-    for (uint16_t id : order_) ids.push_back(id);
+    std::vector<wire::ChipId> ids{server_};
+    for (wire::ChipId id : order_) ids.push_back(id);
     for (const auto& [id, c] : chips_)
       if (!c.nrc && id != server_) ids.push_back(id);
-    for (uint16_t id : ids) {
+    for (wire::ChipId id : ids) {
       const Chip& c = chips_[id];
       uint32_t ports = c.nrc ? c.ports : static_cast<uint32_t>(max_port[id]) + 1;
       auto node = m.topology.add_node(c.nrc ? fabric::NodeKind::kNrc : fabric::NodeKind::kNic,
@@ -197,11 +244,12 @@ class Bfs {
   Requester& req_;
   DiscoveryOptions opt_;
   DiscoveryResult result_;
-  uint16_t server_ = 0;
-  std::map<uint16_t, Chip> chips_;
-  std::vector<uint16_t> order_;             // NRCs in discovery order
-  std::vector<LinkKey> links_;              // as found; sorted and made unique by build_map
-  std::map<uint16_t, std::string> beyond_;  // chips beyond the source routes' reach, and why
+  wire::ChipId server_ = 0;
+  bool wide_ids_ = false;  // CHIP_ID [18] of the server NIC: read PEER_SUMMARY_HIGH
+  std::map<wire::ChipId, Chip> chips_;
+  std::vector<wire::ChipId> order_;             // NRCs in discovery order
+  std::vector<LinkKey> links_;                  // as found; sorted and made unique by build_map
+  std::map<wire::ChipId, std::string> beyond_;  // chips beyond the source routes' reach, and why
 };
 
 }  // namespace
@@ -217,7 +265,7 @@ bool same_fabric(const FabricMap& found, const fabric::Topology& plan) {
 
 std::vector<CablingIssue> check_cabling(const FabricMap& found, const fabric::Topology& plan) {
   std::vector<CablingIssue> out;
-  auto fname = [&](uint16_t chip, uint8_t port) {
+  auto fname = [&](wire::ChipId chip, uint8_t port) {
     return fmt::format(
         "{}:{}", chip < plan.num_nodes() ? plan.name(chip) : fmt::format("chip{}", chip), port);
   };
@@ -225,20 +273,20 @@ std::vector<CablingIssue> check_cabling(const FabricMap& found, const fabric::To
   for (uint32_t v = 0; v < plan.num_nodes(); ++v) {
     for (uint8_t p = 0; p < plan.num_ports(v); ++p) {
       auto want = plan.peer({v, p});
-      auto it = found.node_of.find(static_cast<uint16_t>(v));
+      auto it = found.node_of.find(static_cast<wire::ChipId>(v));
       std::optional<fabric::PortRef> got;
       if (it != found.node_of.end() && p < found.topology.num_ports(it->second))
         got = found.topology.peer({it->second, p});
       if (want && (want->node < v || (want->node == v && want->port < p))) continue;  // once
       if (want && !got) {
-        out.push_back({CablingIssue::Kind::kMissing, fname(static_cast<uint16_t>(v), p),
-                       fname(static_cast<uint16_t>(want->node), want->port),
+        out.push_back({CablingIssue::Kind::kMissing, fname(static_cast<wire::ChipId>(v), p),
+                       fname(static_cast<wire::ChipId>(want->node), want->port),
                        "planned link not found"});
       } else if (want && got) {
-        uint16_t gchip = found.chip_id[got->node];
+        wire::ChipId gchip = found.chip_id[got->node];
         if (gchip != want->node || got->port != want->port)
-          out.push_back({CablingIssue::Kind::kMiswired, fname(static_cast<uint16_t>(v), p),
-                         fname(static_cast<uint16_t>(want->node), want->port),
+          out.push_back({CablingIssue::Kind::kMiswired, fname(static_cast<wire::ChipId>(v), p),
+                         fname(static_cast<wire::ChipId>(want->node), want->port),
                          fmt::format("found connected to {} instead", fname(gchip, got->port))});
       }
     }
@@ -248,7 +296,7 @@ std::vector<CablingIssue> check_cabling(const FabricMap& found, const fabric::To
     for (uint8_t p = 0; p < found.topology.num_ports(n); ++p) {
       auto got = found.topology.peer({n, p});
       if (!got || got->node < n) continue;
-      uint16_t a = found.chip_id[n], b = found.chip_id[got->node];
+      wire::ChipId a = found.chip_id[n], b = found.chip_id[got->node];
       bool planned = a < plan.num_nodes() && p < plan.num_ports(a) && plan.peer({a, p});
       if (!planned)
         out.push_back(

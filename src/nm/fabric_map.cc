@@ -9,7 +9,7 @@ namespace galaxy::nm {
 std::optional<MgmtTarget> target_along(const fabric::Topology& t,
                                        const std::vector<uint32_t>& parent,
                                        const std::vector<uint8_t>& port_to_parent, uint32_t to,
-                                       uint16_t chip) {
+                                       wire::ChipId chip) {
   // Walk from `to` back to the server: the forward route is the reverse of the output ports
   // taken by each NRC on the way down; the backward route is each chip's port to its parent.
   std::vector<uint32_t> path;
@@ -68,6 +68,10 @@ void recompute_routes(FabricMap& map) {
 Result<FabricMap> map_from_topology(const fabric::Topology& t, uint32_t server) {
   if (server >= t.num_nodes() || !t.is_nic(server))
     return make_error(Code::kNotFound, 5020, fmt::format("server node {} is not a NIC", server));
+  if (t.num_nodes() > wire::kMaxChips)
+    return make_error(Code::kOutOfRange, 5021,
+                      fmt::format("fabric has {} chips; chip ids are {}-bit (at most {} chips)",
+                                  t.num_nodes(), wire::kChipIdBits, wire::kMaxChips));
   FabricMap m;
   m.topology = t;
   m.server_node = server;
@@ -76,9 +80,9 @@ Result<FabricMap> map_from_topology(const fabric::Topology& t, uint32_t server) 
   m.target.resize(n);
   m.hops.resize(n, 0);
   for (uint32_t v = 0; v < n; ++v) {
-    m.chip_id[v] = static_cast<uint16_t>(v);
-    m.node_of[static_cast<uint16_t>(v)] = v;
-    m.target[v].chip_id = static_cast<uint16_t>(v);
+    m.chip_id[v] = static_cast<wire::ChipId>(v);
+    m.node_of[static_cast<wire::ChipId>(v)] = v;
+    m.target[v].chip_id = static_cast<wire::ChipId>(v);
     m.target[v].type = t.is_nic(v) ? wire::ChipType::kNic : wire::ChipType::kNrc;
   }
   recompute_routes(m);

@@ -14,11 +14,11 @@
 namespace galaxy::nm {
 
 struct FabricMap {
-  fabric::Topology topology;       // node ids in discovery order; the server NIC is node 0
-  std::vector<uint16_t> chip_id;   // node -> chip id
-  std::vector<MgmtTarget> target;  // node -> how to reach it (NICs: through their NRC)
-  std::vector<uint8_t> hops;       // node -> h (NRCs strictly between the server and it)
-  std::unordered_map<uint16_t, uint32_t> node_of;  // chip id -> node
+  fabric::Topology topology;          // node ids in discovery order; the server NIC is node 0
+  std::vector<wire::ChipId> chip_id;  // node -> chip id
+  std::vector<MgmtTarget> target;     // node -> how to reach it (NICs: through their NRC)
+  std::vector<uint8_t> hops;          // node -> h (NRCs strictly between the server and it)
+  std::unordered_map<wire::ChipId, uint32_t> node_of;  // chip id -> node
   uint32_t server_node = 0;
   // For the routing engines: no range write may cover a destination the engine left without a
   // route at that (node, input class). The chips never use such entries (no packet for that
@@ -48,6 +48,6 @@ void recompute_routes(FabricMap& map);
 std::optional<MgmtTarget> target_along(const fabric::Topology& t,
                                        const std::vector<uint32_t>& parent,
                                        const std::vector<uint8_t>& port_to_parent, uint32_t to,
-                                       uint16_t chip);
+                                       wire::ChipId chip);
 
 }  // namespace galaxy::nm

@@ -13,7 +13,7 @@
 namespace galaxy::nm {
 
 namespace {
-std::string chip_name(const FabricMap& map, uint16_t chip) {
+std::string chip_name(const FabricMap& map, wire::ChipId chip) {
   auto it = map.node_of.find(chip);
   return it == map.node_of.end() ? fmt::format("chip{}", chip) : map.topology.name(it->second);
 }
@@ -142,13 +142,13 @@ FabricMap without_links(const FabricMap& map, const std::vector<fabric::PortRef>
   return out;
 }
 
-Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, uint16_t chip,
+Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map, wire::ChipId chip,
                                        uint8_t port) {
-  return rediscover_region(req, map, std::vector<std::pair<uint16_t, uint8_t>>{{chip, port}});
+  return rediscover_region(req, map, std::vector<std::pair<wire::ChipId, uint8_t>>{{chip, port}});
 }
 
-Result<RegionUpdate> rediscover_region(Requester& req, FabricMap& map,
-                                       const std::vector<std::pair<uint16_t, uint8_t>>& reported) {
+Result<RegionUpdate> rediscover_region(
+    Requester& req, FabricMap& map, const std::vector<std::pair<wire::ChipId, uint8_t>>& reported) {
   RegionUpdate out;
   const std::vector<MgmtTarget> before = map.target;
   // The reported links are down even if neither end can be read: out of the map first, so that

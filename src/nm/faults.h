@@ -17,7 +17,7 @@ namespace galaxy::nm {
 
 struct FaultRecord {
   Picoseconds time = 0;  // when the server received it
-  uint16_t chip = 0;
+  wire::ChipId chip = 0;
   std::string location;  // chip name:port
   uint8_t port = 0;
   uint8_t code = 0;
@@ -44,11 +44,11 @@ FaultRecord decode_fault(const wire::MgmtPacket& report, const FabricMap& map, P
 
 // The outcome of handling a link-down report.
 struct RegionUpdate {
-  std::vector<std::pair<uint16_t, uint8_t>> links_down;  // (chip, port) ends found down
+  std::vector<std::pair<wire::ChipId, uint8_t>> links_down;  // (chip, port) ends found down
   uint64_t requests = 0;
-  uint64_t routes_changed = 0;   // chips whose source route had to change
-  uint64_t unreachable = 0;      // chips no longer reachable at all
-  std::vector<uint16_t> silent;  // chips that answered no read: taken out of the map whole
+  uint64_t routes_changed = 0;       // chips whose source route had to change
+  uint64_t unreachable = 0;          // chips no longer reachable at all
+  std::vector<wire::ChipId> silent;  // chips that answered no read: taken out of the map whole
 };
 
 // Removes the reported links from the map, recomputes the source routes of every chip (a BFS on
@@ -57,9 +57,10 @@ struct RegionUpdate {
 // map too, and so does every link of a chip that answers none of its reads (a dead chip; the
 // caller may sweep to confirm). One batch for reports that arrived together (the neighbours of
 // a chip that died), so that a silent chip costs one timeout, not one per report.
-Result<RegionUpdate> rediscover_region(Requester& requester, FabricMap& map,
-                                       const std::vector<std::pair<uint16_t, uint8_t>>& reported);
-Result<RegionUpdate> rediscover_region(Requester& requester, FabricMap& map, uint16_t chip,
+Result<RegionUpdate> rediscover_region(
+    Requester& requester, FabricMap& map,
+    const std::vector<std::pair<wire::ChipId, uint8_t>>& reported);
+Result<RegionUpdate> rediscover_region(Requester& requester, FabricMap& map, wire::ChipId chip,
                                        uint8_t port);
 
 // A port's link as read from the chip (LINK_STATE, HANDSHAKES): what the server checks when

@@ -19,7 +19,7 @@ wire::SmState state_of(const wire::NmpSmInfo& i) {
 
 }  // namespace
 
-uint64_t default_sm_guid(uint16_t nic, uint8_t vp) {
+uint64_t default_sm_guid(wire::ChipId nic, uint8_t vp) {
   return kSmGuidBase | (uint64_t{nic} << 8) | vp;
 }
 
@@ -64,11 +64,11 @@ std::vector<SmPeer> GalaxySm::standbys() const {
   return out;
 }
 
-bool GalaxySm::is_self(uint16_t chip, uint8_t vp) const {
+bool GalaxySm::is_self(wire::ChipId chip, uint8_t vp) const {
   return chip == requester_.port().server_chip_id() && vp == requester_.port().server_vp();
 }
 
-std::optional<SmPeer> GalaxySm::peer_at(const FabricMap& map, uint16_t chip, uint8_t vp) const {
+std::optional<SmPeer> GalaxySm::peer_at(const FabricMap& map, wire::ChipId chip, uint8_t vp) const {
   auto it = map.node_of.find(chip);
   if (it == map.node_of.end()) return std::nullopt;
   const MgmtTarget& t = map.target[it->second];

@@ -39,12 +39,12 @@ struct GalaxySmOptions {
 };
 
 // A GUID for the server at (NIC chip id, VP): unique per endpoint, stable across restarts.
-uint64_t default_sm_guid(uint16_t nic, uint8_t vp);
+uint64_t default_sm_guid(wire::ChipId nic, uint8_t vp);
 
 // Another server as this one knows it.
 struct SmPeer {
   wire::NmpSmInfo info;
-  uint16_t chip = 0;  // its NIC
+  wire::ChipId chip = 0;  // its NIC
   uint8_t vp = 0;
   wire::SourceRoute to;    // the way to its NIC
   wire::SourceRoute back;  // its way back to this server
@@ -119,21 +119,21 @@ class GalaxySm {
  private:
   struct ChipsMaster {
     bool reporting = false;  // fault reporting on: a master wrote the chip
-    uint16_t chip = 0;
+    wire::ChipId chip = 0;
     uint8_t vp = 0;
   };
   // What the first managed NRC of `map` names as the master.
   Result<ChipsMaster> chips_master(const FabricMap& map,
                                    const std::function<bool(uint32_t)>& include);
   // The server at (chip, vp) as a peer reached through `map` (nullopt: its NIC is not in it).
-  std::optional<SmPeer> peer_at(const FabricMap& map, uint16_t chip, uint8_t vp) const;
+  std::optional<SmPeer> peer_at(const FabricMap& map, wire::ChipId chip, uint8_t vp) const;
   // An SMInfo Get, or a Set with `control`, to `peer` -> its answer (the peer updated from it).
   // `once`: one attempt answered within poll_interval (a poll), else the requester's retries.
   Result<SmPeer> ask(const SmPeer& peer, wire::NmpType type, wire::SmControl control,
                      bool once = false);
   // Asks the server the chips name; -> it, when it answers master with this fabric's key.
   std::optional<SmPeer> live_master_at(const FabricMap& map, const ChipsMaster& named);
-  bool is_self(uint16_t chip, uint8_t vp) const;
+  bool is_self(wire::ChipId chip, uint8_t vp) const;
   void serve(const wire::MgmtPacket& request);
   void demote_to(SmPeer master);
 

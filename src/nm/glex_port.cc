@@ -21,8 +21,8 @@ GlexMgmtPort::~GlexMgmtPort() {
   glex_destroy_ep(ep_);
 }
 
-uint16_t GlexMgmtPort::server_chip_id() const {
-  return static_cast<uint16_t>(glex_device_node(device_));
+wire::ChipId GlexMgmtPort::server_chip_id() const {
+  return static_cast<wire::ChipId>(glex_device_node(device_));
 }
 uint8_t GlexMgmtPort::server_vp() const {
   return static_cast<uint8_t>(glex_ep_vp(ep_));

@@ -16,7 +16,7 @@ class GlexMgmtPort final : public MgmtPort {
   static Result<std::unique_ptr<GlexMgmtPort>> open(glex_device_handle_t device, int32_t vp = -1);
   ~GlexMgmtPort() override;
 
-  uint16_t server_chip_id() const override;
+  wire::ChipId server_chip_id() const override;
   uint8_t server_vp() const override;
   Status send(const MgmtRequest& request, uint16_t transaction_id) override;
   Result<wire::MgmtPacket> receive(Picoseconds timeout) override;

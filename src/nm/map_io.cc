@@ -69,7 +69,7 @@ Result<FabricMap> read_map(std::string_view text, std::string_view source) {
     if (!id.is_number_unsigned() || id.get<uint64_t>() >= wire::kUnconfiguredId)
       return bad(5705, fmt::format("chip_id[{}] = {} is not a chip id (0-{})", v,
                                    excerpt(json_text(id)), wire::kUnconfiguredId - 1));
-    const auto chip = static_cast<uint16_t>(id.get<uint64_t>());
+    const auto chip = static_cast<wire::ChipId>(id.get<uint64_t>());
     if (!m.node_of.emplace(chip, v).second)
       return bad(5706,
                  fmt::format("chip id {} is given to nodes {} and {}", chip, m.node_of[chip], v));

@@ -19,7 +19,7 @@ inline constexpr Picoseconds kSec = units::kSecond;
 
 // Where a request goes: the chip and the two source routes (docs/system.md 2.2).
 struct MgmtTarget {
-  uint16_t chip_id = wire::kUnconfiguredId;
+  wire::ChipId chip_id = wire::kUnconfiguredId;
   wire::ChipType type = wire::ChipType::kNrc;
   wire::SourceRoute forward;
   wire::SourceRoute backward;
@@ -40,7 +40,7 @@ struct MgmtRequest {
                             uint64_t v1);
   // An SMInfo packet of `type` to the server at (`nic`, `vp`): it travels `to` (its backward
   // route) and names `back` as the way back (its forward route); `sm_key` in the key field.
-  static MgmtRequest sm_info(wire::NmpType type, uint16_t nic, uint8_t vp,
+  static MgmtRequest sm_info(wire::NmpType type, wire::ChipId nic, uint8_t vp,
                              const wire::SourceRoute& to, const wire::SourceRoute& back,
                              uint64_t sm_key, const wire::NmpSmInfo& info);
 };
@@ -49,7 +49,7 @@ class MgmtPort {
  public:
   virtual ~MgmtPort() = default;
   // The server NIC's chip id and the VP responses and fault reports come back to.
-  virtual uint16_t server_chip_id() const = 0;
+  virtual wire::ChipId server_chip_id() const = 0;
   virtual uint8_t server_vp() const = 0;
   // Queue one request; it does not wait for the answer.
   virtual Status send(const MgmtRequest& request, uint16_t transaction_id) = 0;

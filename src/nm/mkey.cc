@@ -10,7 +10,7 @@
 
 namespace galaxy::nm {
 
-uint64_t mkey_of(const MKeyPolicy& p, uint16_t chip_id) {
+uint64_t mkey_of(const MKeyPolicy& p, wire::ChipId chip_id) {
   if (!p.enabled() || !p.per_chip) return p.key;
   // SplitMix64's finaliser over the key and the chip id: every chip a different, well-mixed key.
   uint64_t z = p.key ^ (uint64_t{chip_id} * 0x9E3779B97F4A7C15ull);

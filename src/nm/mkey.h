@@ -27,7 +27,7 @@ struct MKeyPolicy {
 };
 
 // The key a request to chip `chip_id` carries under `p` (0 when no key is placed).
-uint64_t mkey_of(const MKeyPolicy& p, uint16_t chip_id);
+uint64_t mkey_of(const MKeyPolicy& p, wire::ChipId chip_id);
 
 struct MKeyPlacement {
   uint32_t chips = 0;   // chips that now hold the key

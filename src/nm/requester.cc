@@ -15,7 +15,7 @@ MgmtRequest MgmtRequest::read(const MgmtTarget& t, uint16_t addr) {
   return r;
 }
 
-MgmtRequest MgmtRequest::sm_info(wire::NmpType type, uint16_t nic, uint8_t vp,
+MgmtRequest MgmtRequest::sm_info(wire::NmpType type, wire::ChipId nic, uint8_t vp,
                                  const wire::SourceRoute& to, const wire::SourceRoute& back,
                                  uint64_t sm_key, const wire::NmpSmInfo& info) {
   MgmtRequest r;
@@ -96,13 +96,13 @@ bool Requester::try_send(Pending& p) {
   return true;
 }
 
-void Requester::release(uint16_t chip) {
+void Requester::release(wire::ChipId chip) {
   auto it = per_chip_.find(chip);
   if (it != per_chip_.end() && --it->second == 0) per_chip_.erase(it);
   if (parked_.count(chip)) ready_.push_back(chip);
 }
 
-bool Requester::full(uint16_t chip) const {
+bool Requester::full(wire::ChipId chip) const {
   auto it = per_chip_.find(chip);
   return it != per_chip_.end() && it->second >= options_.per_chip_window;
 }
@@ -115,7 +115,7 @@ void Requester::issue() {
     if (!queue_.empty()) {
       Pending p = std::move(queue_.front());
       queue_.pop_front();
-      const uint16_t chip = p.request.target.chip_id;
+      const wire::ChipId chip = p.request.target.chip_id;
       auto it = parked_.find(chip);
       if (it != parked_.end()) {
         it->second.push_back(std::move(p));  // behind its chip's earlier requests
@@ -129,7 +129,7 @@ void Requester::issue() {
       continue;
     }
     if (ready_.empty()) return;
-    const uint16_t chip = ready_.front();
+    const wire::ChipId chip = ready_.front();
     ready_.pop_front();
     auto it = parked_.find(chip);
     if (it == parked_.end()) continue;

@@ -90,9 +90,9 @@ class Requester {
   void issue();
   bool try_send(Pending& p);
   // One fewer in flight to `chip`; its parked requests become ready when its window has room.
-  void release(uint16_t chip);
+  void release(wire::ChipId chip);
   // Whether `chip`'s window is full.
-  bool full(uint16_t chip) const;
+  bool full(wire::ChipId chip) const;
   void complete(uint16_t tid, const MgmtReply& reply);
   void expire(Picoseconds now);
   // The port itself failed (Code::kIoError: its device or its server is gone): every request in
@@ -111,10 +111,10 @@ class Requester {
   // goes to `ready_` when an answer makes room, so that each request is moved once, not passed
   // over again on every call (a load of a million range writes queues them all at once).
   Fifo<Pending> queue_;
-  std::unordered_map<uint16_t, Fifo<Pending>> parked_;  // by target chip, in submission order
-  Fifo<uint16_t> ready_;  // chips with parked requests that got room, in that order
-  std::unordered_map<uint16_t, Pending> in_flight_;  // by transaction id
-  std::unordered_map<uint16_t, unsigned> per_chip_;  // in flight per target chip
+  std::unordered_map<wire::ChipId, Fifo<Pending>> parked_;  // by target chip, in submission order
+  Fifo<wire::ChipId> ready_;  // chips with parked requests that got room, in that order
+  std::unordered_map<uint16_t, Pending> in_flight_;      // by transaction id
+  std::unordered_map<wire::ChipId, unsigned> per_chip_;  // in flight per target chip
   // (deadline, tid) of every attempt in send order: with one timeout for all, the earliest
   // deadline in flight is the first entry whose request is still in flight with that deadline.
   Fifo<std::pair<Picoseconds, uint16_t>> deadlines_;

@@ -13,6 +13,7 @@
 
 #include "base/sysinfo.h"
 #include "chip/network_port.h"
+#include "chip/rt_select.h"
 #include "nm/routing_internal.h"
 
 namespace galaxy::nm {
@@ -34,13 +35,13 @@ bool RouteSet::has_vc_rules() const {
   return false;
 }
 
-void RangeCompressor::add(uint16_t dest, PortSet ports, std::vector<RangeWrite>& out) {
+void RangeCompressor::add(uint32_t dest, PortSet ports, std::vector<RangeWrite>& out) {
   if (ports.none()) {  // no route: a state no packet enters, so any set will do
     if (exact_) finish(out);
     return;
   }
-  // RT_SELECT's count is 16 bits: a range holds at most 65,535 entries.
-  if (open_ && ports == ports_ && dest > last_ && uint32_t{dest} - first_ < 65535) {
+  // RT_SELECT's count field bounds a range.
+  if (open_ && ports == ports_ && dest > last_ && dest - first_ < chip::kMaxRtCount) {
     last_ = dest;
     return;
   }
@@ -51,7 +52,7 @@ void RangeCompressor::add(uint16_t dest, PortSet ports, std::vector<RangeWrite>&
 }
 
 void RangeCompressor::finish(std::vector<RangeWrite>& out) {
-  if (open_) out.push_back({inputs_, first_, static_cast<uint16_t>(last_ - first_ + 1), ports_});
+  if (open_) out.push_back({inputs_, first_, last_ - first_ + 1, ports_});
   open_ = false;
 }
 
@@ -156,7 +157,7 @@ RouteSet build_route_set(const FabricMap& map, const PortGraph& g, uint32_t clas
       used[v * classes + k] = mask[k].any();
     }
   }
-  std::vector<std::pair<uint16_t, uint32_t>> nics;  // (chip id, NIC node)
+  std::vector<std::pair<wire::ChipId, uint32_t>> nics;  // (chip id, NIC node)
   for (uint32_t v = 0; v < n; ++v)
     if (map.topology.is_nic(v) && g.nic_nrc[v] != fabric::kNoNode)
       nics.emplace_back(map.chip_id[v], v);
@@ -397,9 +398,9 @@ Result<RouteSet> route_updown(const FabricMap& map, const Spec& spec) {
     return RouteSet{"updown", std::vector<std::vector<RangeWrite>>(map.num_nodes()), {}};
   std::vector<uint32_t> roots;
   if (spec.has("root")) {
-    auto chip = spec.get_int("root", 0, 0, 65534);
+    auto chip = spec.get_int("root", 0, 0, wire::kMaxChipId);
     GALAXY_TRY(chip);
-    auto it = map.node_of.find(static_cast<uint16_t>(*chip));
+    auto it = map.node_of.find(static_cast<wire::ChipId>(*chip));
     if (it == map.node_of.end() || map.topology.is_nic(it->second))
       return make_error(Code::kNotFound, 5100,
                         fmt::format("root = {} is not the chip id of a discovered NRC", *chip));
@@ -434,7 +435,7 @@ Result<RouteSet> route_updown(const FabricMap& map, const Spec& spec) {
   plan.order.assign(map.num_nodes(), 0);
   for (uint32_t v : g.nrcs) {
     uint64_t height = dist[v] == kInf ? 0 : (uint64_t{1} << 20) - dist[v];
-    plan.order[v] = (height << 32) | (0xFFFFu - map.chip_id[v]);
+    plan.order[v] = (height << 32) | (wire::kChipIdMask - map.chip_id[v]);
   }
   return route_updown_with(map, g, plan, "updown");
 }

@@ -37,8 +37,8 @@ namespace galaxy::nm {
 // addressed to them, so their entries are harmless.
 struct RangeWrite {
   chip::PortSet inputs;
-  uint16_t first_dest = 0;
-  uint16_t count = 0;  // 1..65535
+  uint32_t first_dest = 0;
+  uint32_t count = 0;  // 1..chip::kMaxRtCount
   chip::PortSet ports;
   bool operator==(const RangeWrite&) const = default;
 };
@@ -75,15 +75,15 @@ class RangeCompressor {
  public:
   explicit RangeCompressor(chip::PortSet inputs = {}, bool exact = false)
       : inputs_(inputs), exact_(exact) {}
-  void add(uint16_t dest, chip::PortSet ports, std::vector<RangeWrite>& out);
+  void add(uint32_t dest, chip::PortSet ports, std::vector<RangeWrite>& out);
   void finish(std::vector<RangeWrite>& out);
 
  private:
   chip::PortSet inputs_;
   bool exact_ = false;
   bool open_ = false;
-  uint16_t first_ = 0;
-  uint16_t last_ = 0;
+  uint32_t first_ = 0;
+  uint32_t last_ = 0;
   chip::PortSet ports_;
 };
 

@@ -140,7 +140,7 @@ Result<std::vector<uint32_t>> dimension_order(const FabricMap& map, const PortGr
     return order;
   }
   // How often each coordinate changes between NICs taken in chip-id order.
-  std::vector<std::pair<uint16_t, uint32_t>> nics;  // (chip id, its NRC)
+  std::vector<std::pair<wire::ChipId, uint32_t>> nics;  // (chip id, its NRC)
   for (uint32_t v = 0; v < map.num_nodes(); ++v)
     if (map.topology.is_nic(v) && g.nic_nrc[v] != fabric::kNoNode &&
         gr.coord[g.nic_nrc[v]][0] != kInf)

@@ -97,7 +97,7 @@ struct Shared {
   const Tables& t;
   bool by_class = false;
   uint32_t K = 1;
-  std::vector<std::pair<uint16_t, uint32_t>> nics;  // (chip id, node), by chip id
+  std::vector<std::pair<wire::ChipId, uint32_t>> nics;  // (chip id, node), by chip id
   // Every range boundary, by destination: the states whose entry changes from one destination
   // to the next. Consecutive NICs on one NRC usually differ only in that NRC's own entries
   // (the port of each NIC); their next-hop graphs are then the same up to the last hop, and the

@@ -71,7 +71,7 @@ bool scanned(const FabricMap& map, uint32_t v, const ScanOptions& o) {
 Shortfall shortfall(const FabricMap& map, const fabric::Topology& plan) {
   Shortfall out;
   for (uint32_t c = 0; c < plan.num_nodes(); ++c) {
-    auto it = map.node_of.find(static_cast<uint16_t>(c));
+    auto it = map.node_of.find(static_cast<wire::ChipId>(c));
     if (it == map.node_of.end()) {
       out.unreached.push_back(static_cast<uint16_t>(c));
       continue;
@@ -83,7 +83,7 @@ Shortfall shortfall(const FabricMap& map, const fabric::Topology& plan) {
       if (!want) continue;
       if (p < map.topology.num_ports(node) && map.topology.peer({node, end.port})) continue;
       // Both ends reached and both without a peer: one link, listed at its lower end.
-      auto other = map.node_of.find(static_cast<uint16_t>(want->node));
+      auto other = map.node_of.find(static_cast<wire::ChipId>(want->node));
       if (other != map.node_of.end() && (want->node < c || (want->node == c && want->port < p)) &&
           !(want->port < map.topology.num_ports(other->second) &&
             map.topology.peer({other->second, want->port})))

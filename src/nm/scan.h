@@ -70,7 +70,7 @@ struct PortStatus {
 
 struct ChipStatus {
   uint32_t node = 0;  // FabricMap node
-  uint16_t chip_id = 0;
+  wire::ChipId chip_id = 0;
   bool responding = true;
   std::vector<PortStatus> ports;
   // TEMPERATURE and VOLTAGE, when ScanOptions::environment read them.
@@ -84,7 +84,7 @@ struct ScanResult {
   std::vector<uint32_t> non_responding;  // nodes given up after retries
   // Chips of ScanOptions::plan missing from the map (chip ids, ascending): no route leads to
   // them, so none was asked.
-  std::vector<uint16_t> unreached;
+  std::vector<wire::ChipId> unreached;
   uint64_t requests = 0;         // request packets sent, retries included
   uint64_t responses = 0;        // response packets received, error responses included
   uint64_t error_responses = 0;  // refusals by an NMA
@@ -126,7 +126,7 @@ struct PlannedLink {
   fabric::PortRef peer;  // where its cable leads in the plan
 };
 struct Shortfall {
-  std::vector<uint16_t> unreached;  // chips not in the map, ascending
+  std::vector<wire::ChipId> unreached;  // chips not in the map, ascending
   // Planned links at a reached chip that discovery found without a peer: the port's link is
   // down (the peer's host or daemon gone, the cable cut, the port forced down). A link whose ends
   // were both reached is listed once, at its lower end.
@@ -136,7 +136,7 @@ Shortfall shortfall(const FabricMap& map, const fabric::Topology& plan);
 
 struct RegisterChange {
   uint32_t node = 0;
-  uint16_t chip_id = 0;
+  wire::ChipId chip_id = 0;
   uint8_t port = 0;
   uint8_t reg = 0;  // index into status_registers()
   uint64_t old_value = 0;

@@ -21,7 +21,7 @@ uint16_t link_state_addr(uint8_t port) {
 }  // namespace
 
 RouteEntryRead read_route_entry(Requester& requester, const MgmtTarget& nrc, unsigned num_ports,
-                                uint8_t in_port, uint16_t dest_chip) {
+                                uint8_t in_port, wire::ChipId dest_chip) {
   RouteEntryRead out;
   for (unsigned h = 0; h < chip::rt_halves(num_ports); ++h) {
     MgmtReply sel =

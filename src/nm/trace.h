@@ -28,7 +28,7 @@ struct PortLinkState {
 
 struct TraceHop {
   uint32_t node = 0;  // FabricMap node
-  uint16_t chip_id = 0;
+  wire::ChipId chip_id = 0;
   std::string name;
   uint8_t in_port = 0;
   chip::PortSet allowed;  // port set of the route-table entry
@@ -44,7 +44,7 @@ const char* trace_failure_name(TraceFailure f);
 struct Trace {
   uint32_t src_node = 0;
   uint32_t dst_node = 0;
-  uint16_t dst_chip = 0;
+  wire::ChipId dst_chip = 0;
   bool reachable = false;
   std::vector<TraceHop> hops;  // NRCs in path order; the failing one last
   TraceFailure failure = TraceFailure::kNone;
@@ -67,7 +67,7 @@ struct RouteEntryRead {
   std::optional<MgmtReply> failed;
 };
 RouteEntryRead read_route_entry(Requester& requester, const MgmtTarget& nrc, unsigned num_ports,
-                                uint8_t in_port, uint16_t dest_chip);
+                                uint8_t in_port, wire::ChipId dest_chip);
 
 // Debugging aid: programs min-hop route tables towards one destination NIC on every NRC of the
 // map (all linked input ports; port set = every port on a shortest path), one RT_SELECT/RT_DATA

@@ -19,7 +19,7 @@ Result<EventQuery> event_query(const ApiRequest& r) {
   if (!since.ok()) return since.error();
   auto until = query_int(r, "until_us", 0, INT64_MAX, INT64_MAX);
   if (!until.ok()) return until.error();
-  auto chip = query_int(r, "chip", 0, 65534, -1);
+  auto chip = query_int(r, "chip", 0, wire::kMaxChipId, -1);
   if (!chip.ok()) return chip.error();
   auto limit = query_int(r, "limit", 1, 10000, 200);
   if (!limit.ok()) return limit.error();

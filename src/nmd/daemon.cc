@@ -537,14 +537,14 @@ void Daemon::record_link_change_locked(const nm::LinkChange& c, const nm::FaultR
   }
   e.detail = json_text(detail);
   note(std::move(e));
-  const std::pair<uint16_t, uint8_t> end{static_cast<uint16_t>(c.chip), c.port};
+  const std::pair<wire::ChipId, uint8_t> end{static_cast<wire::ChipId>(c.chip), c.port};
   if (c.up) {
     // Either end may have recorded the down: the link is up at both.
     reported_down_.erase(end);
     const fabric::Topology& plan = session_.plan();
     if (c.chip < plan.num_nodes() && c.port < plan.num_ports(c.chip))
       if (auto peer = plan.peer({c.chip, c.port}))
-        reported_down_.erase({static_cast<uint16_t>(peer->node), peer->port});
+        reported_down_.erase({static_cast<wire::ChipId>(peer->node), peer->port});
     any_up = true;
   } else {
     reported_down_[end] = clock_us();
@@ -569,7 +569,7 @@ void Daemon::check_chips_locked(std::vector<std::pair<uint32_t, uint8_t>>& downs
     const uint32_t chip = *to_check_.begin();
     to_check_.erase(to_check_.begin());
     const nm::FabricMap& map = session_.discovery.map;
-    auto node = map.node_of.find(static_cast<uint16_t>(chip));
+    auto node = map.node_of.find(static_cast<wire::ChipId>(chip));
     if (node == map.node_of.end() || map.hops[node->second] == UINT8_MAX) continue;
     auto links = nm::read_port_links(*session_.requester, map, node->second);
     ++counters_.chips_checked;
@@ -674,8 +674,8 @@ void Daemon::after_link_changes_locked(const std::vector<std::pair<uint32_t, uin
   if (!downs.empty()) {
     // One re-discovery for the batch: the reports of a chip's neighbours when it died arrive
     // together, and a silent chip then costs one timeout.
-    std::vector<std::pair<uint16_t, uint8_t>> reported;
-    for (auto [chip, port] : downs) reported.push_back({static_cast<uint16_t>(chip), port});
+    std::vector<std::pair<wire::ChipId, uint8_t>> reported;
+    for (auto [chip, port] : downs) reported.push_back({static_cast<wire::ChipId>(chip), port});
     const std::string from = downs.size() == 1 ? location_of(downs[0].first, downs[0].second)
                                                : fmt::format("{} ports", downs.size());
     auto upd = nm::rediscover_region(*session_.requester, session_.discovery.map, reported);
@@ -693,7 +693,7 @@ void Daemon::after_link_changes_locked(const std::vector<std::pair<uint32_t, uin
                                fmt::format("found down after a report from {}; {} source routes "
                                            "changed, {} chips unreachable",
                                            from, upd->routes_changed, upd->unreachable));
-      for (uint16_t c : upd->silent)
+      for (wire::ChipId c : upd->silent)
         note({.kind = EventKind::kAlarm,
               .severity = EventSeverity::kMajor,
               .location = location_of(c, -1),
@@ -903,7 +903,7 @@ nlohmann::json Daemon::finish_scan_locked(nm::ScanResult result, double wall_s) 
   if (d) {
     summary.update(scan_diff_json(session_, *d, 0, false));
     for (uint32_t node : d->stopped_answering) {
-      uint16_t chip = session_.discovery.map.chip_id[node];
+      wire::ChipId chip = session_.discovery.map.chip_id[node];
       note({.kind = EventKind::kAlarm,
             .severity = EventSeverity::kMajor,
             .location = location_of(chip, -1),
@@ -997,24 +997,24 @@ Result<nlohmann::json> Daemon::sweep_locked(bool route) {
     for (auto [chip, port] : downs)
       alarm_link_down_locked(chip, port, "found down by a discovery sweep");
   }
-  std::set<uint16_t> before, after;
-  for (uint16_t c : old_map.chip_id) before.insert(c);
-  for (uint16_t c : new_map.chip_id) after.insert(c);
-  std::vector<uint16_t> gone, came;
+  std::set<wire::ChipId> before, after;
+  for (wire::ChipId c : old_map.chip_id) before.insert(c);
+  for (wire::ChipId c : new_map.chip_id) after.insert(c);
+  std::vector<wire::ChipId> gone, came;
   std::set_difference(before.begin(), before.end(), after.begin(), after.end(),
                       std::back_inserter(gone));
   std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
                       std::back_inserter(came));
   const int64_t links_delta = static_cast<int64_t>(new_map.topology.num_links()) -
                               static_cast<int64_t>(old_map.topology.num_links());
-  for (uint16_t c : gone)
+  for (wire::ChipId c : gone)
     note({.kind = EventKind::kAlarm,
           .severity = EventSeverity::kMajor,
           .location = location_of(c, -1),
           .chip = c,
           .cause = "chip gone",
           .detail = "not found by the sweep"});
-  for (uint16_t c : came)
+  for (wire::ChipId c : came)
     note({.kind = EventKind::kLog,
           .location = location_of(c, -1),
           .chip = c,
@@ -1279,13 +1279,13 @@ void Daemon::rebuild_view_locked() {
   for (uint32_t n = 0; n < plan.num_nodes(); ++n) {
     ChipView& c = v->chips[n];
     c.in_region = in_region(n);
-    auto it = map.node_of.find(static_cast<uint16_t>(n));
+    auto it = map.node_of.find(static_cast<wire::ChipId>(n));
     if (it != map.node_of.end() && map.hops[it->second] != UINT8_MAX) c.hops = map.hops[it->second];
   }
   for (uint32_t i = 0; i < map.topology.num_nics(); ++i)
     v->nic_chips.push_back(map.chip_id[map.topology.nic_node(i)]);
   for (uint32_t n = 0; n < plan.num_nodes(); ++n) {
-    auto mit = map.node_of.find(static_cast<uint16_t>(n));
+    auto mit = map.node_of.find(static_cast<wire::ChipId>(n));
     for (uint8_t p = 0; p < v->chips[n].ports; ++p) {
       PortView& pv = v->ports[v->chips[n].first_port + p];
       auto peer = plan.peer({n, p});
@@ -1300,9 +1300,9 @@ void Daemon::rebuild_view_locked() {
                kRetrans = reg_index("RETRANSMISSIONS"), kCrc = reg_index("CRC_ERRORS");
   if (last_scan_) {
     v->scans = counters_.scans;
-    std::set<uint16_t> silent;
+    std::set<wire::ChipId> silent;
     for (uint32_t node : last_scan_->non_responding) silent.insert(map.chip_id[node]);
-    for (uint16_t chip : last_scan_->unreached)
+    for (wire::ChipId chip : last_scan_->unreached)
       if (chip < v->chips.size()) v->chips[chip].responding = false;
     for (const nm::ChipStatus& cs : last_scan_->chips) {
       if (cs.chip_id >= v->chips.size()) continue;
@@ -1557,7 +1557,7 @@ Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) cons
   // A name of the described fabric (plan) first: chip id = plan node on every engine.
   Result<uint32_t> node = uint32_t{0};
   if (auto n = s.plan().resolve(text); n.ok()) {
-    auto it = s.discovery.map.node_of.find(static_cast<uint16_t>(*n));
+    auto it = s.discovery.map.node_of.find(static_cast<wire::ChipId>(*n));
     if (it == s.discovery.map.node_of.end())
       return make_error(Code::kNotFound, 8211,
                         fmt::format("chip = '{}' (chip {}) was not discovered", text, *n));
@@ -1566,7 +1566,7 @@ Result<uint32_t> Daemon::resolve(const Session& s, const std::string& text) cons
     node = find_node(s, text);
     if (!node.ok()) return node;
   }
-  const uint16_t chip = s.discovery.map.chip_id[*node];
+  const wire::ChipId chip = s.discovery.map.chip_id[*node];
   if (!in_region(chip))
     return make_error(Code::kNotFound, 8225,
                       fmt::format("chip = '{}' (chip {}) is outside this daemon's region ({})",
@@ -1758,7 +1758,7 @@ Result<nlohmann::json> Daemon::chip_status(const std::string& chip) {
   auto r = scanner.scan_once(so);
   if (!r.ok()) return r.error();
   const nm::ChipStatus& cur = r->chips.front();
-  const uint16_t chip_id = cur.chip_id;
+  const wire::ChipId chip_id = cur.chip_id;
   if (!cur.responding)
     return make_error(Code::kTimeout, 8222,
                       fmt::format("chip = '{}' did not answer the status reads", chip));

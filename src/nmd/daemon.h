@@ -340,7 +340,7 @@ class Daemon {
   std::map<uint32_t, ChipRead> chip_reads_;  // the device view's previous read of each chip
   // Ports reported down (chip id, port) -> when: down until a scan that started later reads
   // them up (a scan that began before the report may have read the link still up).
-  std::map<std::pair<uint16_t, uint8_t>, int64_t> reported_down_;
+  std::map<std::pair<wire::ChipId, uint8_t>, int64_t> reported_down_;
   int64_t last_scan_started_us_ = 0;
   DaemonCounters counters_;
   int64_t next_scan_us_ = 0;

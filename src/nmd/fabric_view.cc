@@ -402,7 +402,7 @@ Result<uint32_t> resolve_in_view(const FabricView& v, const std::string& text) {
     if (!i.ok()) return i.error();
     return v.nic_chips[*i];
   }
-  auto id = parse_int("chip", text, 0, 65534);
+  auto id = parse_int("chip", text, 0, wire::kMaxChipId);
   if (id.ok()) {
     if (*id >= static_cast<int64_t>(v.chips.size()))
       return make_error(

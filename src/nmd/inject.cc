@@ -123,7 +123,7 @@ Result<nlohmann::json> inject_op(Session& s, const InjectRequest& r) {
     // FAULT_STATUS read in band shows the latched fault (and lets the chip's NMA send the report
     // when reporting is enabled).
     const nm::FabricMap& m = s.discovery.map;
-    auto it = m.node_of.find(static_cast<uint16_t>(r.chip));
+    auto it = m.node_of.find(static_cast<wire::ChipId>(r.chip));
     Result<uint64_t> status =
         make_error(Code::kNotFound, 9232, fmt::format("chip {} was not discovered", r.chip));
     if (it != m.node_of.end() && it->second == m.server_node) {

@@ -37,7 +37,7 @@ nlohmann::json link_json(const nm::PortLinkState& l) {
 }
 
 // Where a chip sits, from the described fabric (chip id = plan node).
-nlohmann::json place_json(const Session& s, uint16_t chip) {
+nlohmann::json place_json(const Session& s, wire::ChipId chip) {
   const fabric::Topology& plan = s.plan();
   if (chip >= plan.num_nodes()) return nullptr;
   const fabric::Location& l = plan.location(chip);

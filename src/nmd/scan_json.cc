@@ -6,7 +6,7 @@ namespace galaxy::nmd {
 
 namespace {
 
-std::string chip_name(const Session& s, uint16_t chip) {
+std::string chip_name(const Session& s, wire::ChipId chip) {
   const auto& plan = s.plan();
   return chip < plan.num_nodes() ? plan.name(chip) : fmt::format("chip{}", chip);
 }
@@ -18,7 +18,7 @@ nlohmann::json scan_summary_json(const Session& s, const nm::ScanResult& r, unsi
   for (const auto& c : r.chips) (s.discovery.map.topology.is_nic(c.node) ? nic : nrc) += 1;
   nlohmann::json dead = nlohmann::json::array();
   for (size_t i = 0; i < r.non_responding.size() && dead.size() < top; ++i) {
-    uint16_t id = s.discovery.map.chip_id[r.non_responding[i]];
+    wire::ChipId id = s.discovery.map.chip_id[r.non_responding[i]];
     dead.push_back({{"chip", id}, {"name", chip_name(s, id)}, {"reached_by_discovery", true}});
   }
   for (size_t i = 0; i < r.unreached.size() && dead.size() < top; ++i)

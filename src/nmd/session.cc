@@ -153,7 +153,7 @@ Status use_saved_map(Session& s, const SessionOptions& o) {
   auto m = nm::read_map(*text, o.map_file);
   if (!m.ok()) return m.error();
   GALAXY_TRY(nm::check_map_against(*m, s.plan()));
-  const uint16_t server = s.device->chip_id(), saved = m->chip_id[m->server_node];
+  const wire::ChipId server = s.device->chip_id(), saved = m->chip_id[m->server_node];
   if (server != saved)
     return make_error(Code::kInvalidArgument, 5709,
                       fmt::format("map file '{}' was saved from chip {}'s view, this server is "
@@ -196,7 +196,7 @@ Result<uint32_t> find_node(const Session& s, const std::string& text) {
   // file's order; names, descriptions, GUIDs); the map then says where discovery found it.
   auto planned = s.plan().resolve(text);
   if (planned.ok()) {
-    auto it = m.node_of.find(static_cast<uint16_t>(*planned));
+    auto it = m.node_of.find(static_cast<wire::ChipId>(*planned));
     if (it == m.node_of.end())
       return make_error(Code::kNotFound, 9011,
                         fmt::format("chip {} ({}) was not discovered", *planned,

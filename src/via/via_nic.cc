@@ -30,7 +30,7 @@ bool parse_device(const char* name, std::string* fabric, std::string* host, int3
     } else if (part.rfind("nic=", 0) == 0) {
       char* end = nullptr;
       const long v = std::strtol(part.c_str() + 4, &end, 0);
-      if (*end || v < 0 || v > 0xFFFF) return false;
+      if (*end || v < 0 || v > GLEX_MAX_NODE) return false;
       *nic = static_cast<int32_t>(v);
     } else {
       return false;
@@ -345,7 +345,7 @@ VIP_RETURN VipNSInit(VIP_NIC_HANDLE nic, VIP_PVOID info) {
     if (!(ls >> name)) continue;
     char* end = nullptr;
     const long v = (ls >> id) ? std::strtol(id.c_str(), &end, 0) : -1;
-    if (id.empty() || *end || v < 0 || v > 0xFFFF || (ls >> extra)) {
+    if (id.empty() || *end || v < 0 || v > GLEX_MAX_NODE || (ls >> extra)) {
       nic->hosts.clear();
       return fail(VIP_ERROR_NAMESERVICE,
                   fmt::format("E6525 VipNSInit: {} line {}: \"{}\": want <name> <NIC chip id>",

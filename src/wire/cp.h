@@ -16,7 +16,7 @@ namespace galaxy::wire {
 struct Cp {
   uint8_t target_vp = 0;  // VP whose CP counter is incremented, 0-63
   uint8_t src_vp = 0;     // 0-63
-  uint16_t src_node = 0;
+  ChipId src_node = 0;
   uint16_t increment = 1;     // added to the CP counter, 1-65535
   bool write_to_mpq = false;  // also write the CP into the target VP's MPQ
   bool replace_data = false;  // data replaces that of the queued MP descriptor it triggers

@@ -14,18 +14,20 @@ namespace galaxy::wire {
 namespace {
 
 // Offsets in the head flit's 192-bit payload.
-constexpr size_t kKindBit = 0;        // 4 bits
-constexpr size_t kDestVpBit = 4;      // 6 bits
-constexpr size_t kSrcVpBit = 10;      // 6 bits
-constexpr size_t kDestNodeBit = 16;   // 16 bits
-constexpr size_t kSrcNodeBit = 32;    // 16 bits
-constexpr size_t kLengthBit = 48;     // 7 bits
-constexpr size_t kTagBit = 55;        // 16 bits
-constexpr size_t kBytesBit = 71;      // 8 bits
-constexpr size_t kFlagsBit = 79;      // 4 bits
-constexpr size_t kCrcBit = 83;        // 16 bits
-constexpr size_t kHopsBit = 99;       // 8 bits, not covered by the CRC (each NRC rewrites it)
-constexpr size_t kReservedBit = 107;  // 85 bits
+constexpr size_t kKindBit = 0;            // 4 bits
+constexpr size_t kDestVpBit = 4;          // 6 bits
+constexpr size_t kSrcVpBit = 10;          // 6 bits
+constexpr size_t kDestNodeBit = 16;       // 16 bits
+constexpr size_t kSrcNodeBit = 32;        // 16 bits
+constexpr size_t kLengthBit = 48;         // 7 bits
+constexpr size_t kTagBit = 55;            // 16 bits
+constexpr size_t kBytesBit = 71;          // 8 bits
+constexpr size_t kFlagsBit = 79;          // 4 bits
+constexpr size_t kCrcBit = 83;            // 16 bits
+constexpr size_t kHopsBit = 99;           // 8 bits, not covered by the CRC (each NRC rewrites it)
+constexpr size_t kDestNodeHighBit = 107;  // bit 16 of dest_node
+constexpr size_t kSrcNodeHighBit = 108;   // bit 16 of src_node
+constexpr size_t kReservedBit = 109;      // 83 bits
 // Offsets in the extension flit's payload.
 constexpr size_t kAddressBit = 0;  // 64 bits
 constexpr size_t kKeyBit = 64;     // 32 bits
@@ -70,8 +72,10 @@ PayloadWords head_words(const DataHead& h, uint16_t length_flits, uint16_t crc, 
   set_field(w, kKindBit, 4, static_cast<uint8_t>(h.kind));
   set_field(w, kDestVpBit, 6, h.dest_vp);
   set_field(w, kSrcVpBit, 6, h.src_vp);
-  set_field(w, kDestNodeBit, 16, h.dest_node);
-  set_field(w, kSrcNodeBit, 16, h.src_node);
+  set_field(w, kDestNodeBit, 16, chip_id_low(h.dest_node));
+  set_field(w, kDestNodeHighBit, 1, chip_id_high(h.dest_node));
+  set_field(w, kSrcNodeBit, 16, chip_id_low(h.src_node));
+  set_field(w, kSrcNodeHighBit, 1, chip_id_high(h.src_node));
   set_field(w, kLengthBit, 7, length_flits);
   set_field(w, kTagBit, 16, h.tag);
   set_field(w, kBytesBit, 8, h.bytes);
@@ -142,8 +146,8 @@ DataHead head_fields(const PayloadWords& head, uint8_t vc) {
   h.kind = static_cast<PacketKind>(get_field(head, kKindBit, 4));
   h.dest_vp = static_cast<uint8_t>(get_field(head, kDestVpBit, 6));
   h.src_vp = static_cast<uint8_t>(get_field(head, kSrcVpBit, 6));
-  h.dest_node = static_cast<uint16_t>(get_field(head, kDestNodeBit, 16));
-  h.src_node = static_cast<uint16_t>(get_field(head, kSrcNodeBit, 16));
+  h.dest_node = chip_id_of(get_field(head, kDestNodeBit, 16), get_field(head, kDestNodeHighBit, 1));
+  h.src_node = chip_id_of(get_field(head, kSrcNodeBit, 16), get_field(head, kSrcNodeHighBit, 1));
   h.length_flits = static_cast<uint16_t>(get_field(head, kLengthBit, 7));
   h.tag = static_cast<uint16_t>(get_field(head, kTagBit, 16));
   h.bytes = static_cast<uint8_t>(get_field(head, kBytesBit, 8));
@@ -153,10 +157,10 @@ DataHead head_fields(const PayloadWords& head, uint8_t vc) {
   return h;
 }
 
-// The head's reserved bits 107-191.
+// The head's reserved bits 109-191.
 uint64_t head_reserved(const PayloadWords& head) {
-  static_assert(kReservedBit == 107 && kFlitPayloadBits == 192);
-  return (head[1] >> 43) | head[2];
+  static_assert(kReservedBit == 109 && kFlitPayloadBits == 192);
+  return (head[1] >> 45) | head[2];
 }
 
 // Whether decode_data_head accepts the head (its checks, without their messages).
@@ -193,6 +197,13 @@ Status check_head(const DataHead& h, bool encoding) {
     return make_error(Code::kOutOfRange, 1702,
                       fmt::format("data head: {} = {} exceeds {}", dest ? "dest_vp" : "src_vp",
                                   dest ? h.dest_vp : h.src_vp, kMaxVp));
+  }
+  if (h.dest_node > kChipIdMask || h.src_node > kChipIdMask) {
+    bool dest = h.dest_node > kChipIdMask;
+    return make_error(
+        Code::kOutOfRange, 1707,
+        fmt::format("data head: {} = {:#x} exceeds the {}-bit chip id",
+                    dest ? "dest_node" : "src_node", dest ? h.dest_node : h.src_node, kChipIdBits));
   }
   if (h.bytes > kDataPacketBytes)
     return make_error(code, encoding ? 1703 : kErrTooLong,

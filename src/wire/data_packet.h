@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "wire/chip_id.h"
 #include "wire/flit.h"
 
 namespace galaxy::wire {
@@ -40,8 +41,8 @@ inline constexpr uint8_t kDataFlagsMask = 0x0F;
 struct DataHead {
   PacketKind kind = PacketKind::kMp;
   uint8_t vc = 0;  // 0..5 except 3 (management)
-  uint16_t dest_node = 0;
-  uint16_t src_node = 0;
+  ChipId dest_node = 0;
+  ChipId src_node = 0;
   uint8_t dest_vp = 0;
   uint8_t src_vp = 0;
   uint16_t length_flits = 2;  // whole packet, head included: 2 + ceil(bytes / 24); 2..8

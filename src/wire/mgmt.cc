@@ -40,7 +40,7 @@ constexpr size_t kErrorUsedBits = 24;
 constexpr size_t kFaultUsedBits = 56;
 // SMInfo: guid 0-63, act_count 64-95, priority 96-99, state 100-103, control 104-111,
 // successor chip 112-127, successor VP 128-135.
-constexpr size_t kSmInfoUsedBits = 136;
+constexpr size_t kSmInfoUsedBits = 137;
 constexpr uint8_t kMaxSmState = 3;
 constexpr uint8_t kMaxNmpError = static_cast<uint8_t>(NmpError::kBadValue);
 
@@ -226,18 +226,20 @@ Status encode_nmp_data(std::string_view format, NmpType t, const NmpData& d, std
       put_bits(buf, off + 24, 32, d.fault_detail);
       break;
     case DataShape::kSmInfo:
-      if (d.sm.priority > 15 || d.sm.state > kMaxSmState || d.sm.control > kMaxSmControl)
+      if (d.sm.priority > 15 || d.sm.state > kMaxSmState || d.sm.control > kMaxSmControl ||
+          d.sm.successor_chip > kChipIdMask)
         return make_error(Code::kOutOfRange, 1157,
                           fmt::format("{}: SMInfo priority = {} (0-15), state = {} (0-{}), "
-                                      "control = {} (0-{})",
+                                      "control = {} (0-{}), successor_chip = {:#x} (0-{:#x})",
                                       format, d.sm.priority, d.sm.state, kMaxSmState, d.sm.control,
-                                      kMaxSmControl));
+                                      kMaxSmControl, d.sm.successor_chip, kChipIdMask));
       put_bits(buf, off, 64, d.sm.guid);
       put_bits(buf, off + 64, 32, d.sm.act_count);
       put_bits(buf, off + 96, 4, d.sm.priority);
       put_bits(buf, off + 100, 4, d.sm.state);
       put_bits(buf, off + 104, 8, d.sm.control);
-      put_bits(buf, off + 112, 16, d.sm.successor_chip);
+      put_bits(buf, off + 112, 16, chip_id_low(d.sm.successor_chip));
+      put_bits(buf, off + 136, 1, chip_id_high(d.sm.successor_chip));
       put_bits(buf, off + 128, 8, d.sm.successor_vp);
       break;
   }
@@ -299,7 +301,7 @@ Result<NmpData> decode_nmp_data(std::string_view format, NmpType t, std::span<co
       d.sm.priority = static_cast<uint8_t>(get_bits(buf, off + 96, 4));
       d.sm.state = static_cast<uint8_t>(get_bits(buf, off + 100, 4));
       d.sm.control = static_cast<uint8_t>(get_bits(buf, off + 104, 8));
-      d.sm.successor_chip = static_cast<uint16_t>(get_bits(buf, off + 112, 16));
+      d.sm.successor_chip = chip_id_of(get_bits(buf, off + 112, 16), get_bits(buf, off + 136, 1));
       d.sm.successor_vp = static_cast<uint8_t>(get_bits(buf, off + 128, 8));
       if (d.sm.state > kMaxSmState || d.sm.control > kMaxSmControl)
         return make_error(Code::kMalformed, 1158,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "wire/chip_id.h"
 #include "wire/flit.h"
 #include "wire/source_route.h"
 
@@ -16,9 +17,6 @@ namespace galaxy::wire {
 
 enum class ChipType : uint8_t { kNic = 0, kNrc = 1 };
 std::string_view chip_type_name(ChipType t);
-
-// DestID all ones addresses a chip whose id has not been configured yet (docs/system.md 2.2).
-inline constexpr uint16_t kUnconfiguredId = 0xFFFF;
 
 // The 11 NMP types of docs/system.md 2.2 and SMInfo. Bit 4 marks EEPROM access; 0x20 is the fault
 // report.
@@ -83,7 +81,7 @@ struct NmpSmInfo {
   uint8_t state = 0;       // SmState: 0 not active, 1 discovering, 2 standby, 3 master (0-3)
   uint8_t control = 0;     // Set: SmControl (1 handover ... 5 discover); 0 in Get and response
   // A master's answer names the standby that takes over when it dies (kNoSuccessorVp: none).
-  uint16_t successor_chip = 0;
+  ChipId successor_chip = 0;
   uint8_t successor_vp = 0xFF;
   bool operator==(const NmpSmInfo&) const = default;
 };
@@ -120,9 +118,9 @@ struct MgmtPacket {
   uint8_t length_flits = 4;
   uint8_t hop_count = 0;  // hops already taken on the active route
   // key fields, covered by the tail CRC
-  uint16_t dest_id = kUnconfiguredId;
+  ChipId dest_id = kUnconfiguredId;
   ChipType dest_type = ChipType::kNrc;
-  uint16_t src_id = 0;
+  ChipId src_id = 0;
   ChipType src_type = ChipType::kNic;
   uint8_t dest_vp = 0;  // VP that receives the response (6 bits)
   uint8_t src_vp = 0;   // VP that sent the request (6 bits)
@@ -171,7 +169,7 @@ void set_mgmt_hop_count(std::span<uint8_t> bytes, uint8_t hop_count);
 // The 512-bit management descriptor submitted to an SDQ (docs/system.md 2.2); 1024 bits, the wide
 // variant, when a route names a port above 31.
 struct MgmtDescriptor {
-  uint16_t dest_id = kUnconfiguredId;
+  ChipId dest_id = kUnconfiguredId;
   uint8_t dest_vp = 0;
   uint8_t src_vp = 0;
   ChipType dest_type = ChipType::kNrc;

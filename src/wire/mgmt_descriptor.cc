@@ -33,7 +33,8 @@ constexpr size_t kMKeyBit = 64;           // 64 bits
 constexpr size_t kForwardRouteBit = 128;
 constexpr size_t kBackwardRouteBit = 233;
 constexpr size_t kNmpDataBit = 338;
-constexpr size_t kReserved1Bit = 506;  // 6 bits
+constexpr size_t kDestIdHighBit = 506;  // bit 16 of dest_id
+constexpr size_t kReserved1Bit = 507;   // 5 bits
 // The wide variant's second 64 bytes.
 constexpr size_t kForwardRouteExtBit = 512;                         // 60 bits
 constexpr size_t kBackwardRouteExtBit = 512 + kSourceRouteExtBits;  // 60 bits
@@ -54,7 +55,8 @@ Result<MgmtDescriptorBytes> encode_mgmt_descriptor(const MgmtDescriptor& d) {
     unsigned value;
     unsigned max;
   };
-  const Limit limits[] = {{"dest_vp", d.dest_vp, kMaxVp},
+  const Limit limits[] = {{"dest_id", d.dest_id, kChipIdMask},
+                          {"dest_vp", d.dest_vp, kMaxVp},
                           {"src_vp", d.src_vp, kMaxVp},
                           {"dest_type", static_cast<unsigned>(d.dest_type), 1},
                           {"rt_type", d.rt_type, 1},
@@ -90,7 +92,8 @@ Result<MgmtDescriptorBytes> encode_mgmt_descriptor(const MgmtDescriptor& d) {
   put_bits(b, kNmpTypeBit, 6, static_cast<uint8_t>(d.nmp_type));
   put_bits(b, kDestVpBit, 6, d.dest_vp);
   put_bits(b, kSrcVpBit, 6, d.src_vp);
-  put_bits(b, kDestIdBit, 16, d.dest_id);
+  put_bits(b, kDestIdBit, 16, chip_id_low(d.dest_id));
+  put_bits(b, kDestIdHighBit, 1, chip_id_high(d.dest_id));
   put_bits(b, kTransactionIdBit, 16, d.transaction_id);
   put_bits(b, kMKeyBit, 64, d.m_key);
   if (Status s = encode_source_route(d.forward_route, b, kForwardRouteBit, wide); !s.ok()) {
@@ -129,7 +132,7 @@ Result<MgmtDescriptor> decode_mgmt_descriptor(std::span<const uint8_t> b) {
     return make_error(Code::kMalformed, 1212,
                       fmt::format("mgmt descriptor: nmp_type = {:#x} is not an NMP type", type));
   }
-  GALAXY_TRY(check_zero_bits(kFormat, b, kReserved1Bit, 6));
+  GALAXY_TRY(check_zero_bits(kFormat, b, kReserved1Bit, 5));
   if (wide) GALAXY_TRY(check_zero_bits(kFormat, b, kReserved2Bit, kReserved2Bits));
   MgmtDescriptor d;
   d.head = true;
@@ -145,7 +148,7 @@ Result<MgmtDescriptor> decode_mgmt_descriptor(std::span<const uint8_t> b) {
   d.dest_type = static_cast<ChipType>(get_bits(b, kDestTypeBit, 1));
   d.dest_vp = static_cast<uint8_t>(get_bits(b, kDestVpBit, 6));
   d.src_vp = static_cast<uint8_t>(get_bits(b, kSrcVpBit, 6));
-  d.dest_id = static_cast<uint16_t>(get_bits(b, kDestIdBit, 16));
+  d.dest_id = chip_id_of(get_bits(b, kDestIdBit, 16), get_bits(b, kDestIdHighBit, 1));
   d.transaction_id = static_cast<uint16_t>(get_bits(b, kTransactionIdBit, 16));
   d.m_key = get_bits(b, kMKeyBit, 64);
   auto forward = decode_source_route(b, kForwardRouteBit);

@@ -34,8 +34,10 @@ constexpr size_t kRintBit = pbit(0, 57);
 constexpr size_t kNmpTypeBit = pbit(0, 58);
 constexpr size_t kTransactionIdBit = pbit(0, 64);
 constexpr size_t kForwardRouteBit = pbit(0, 80);
-constexpr size_t kWideBit = pbit(0, 185);       // ext: 1 = the routes' extensions (wide or long)
-constexpr size_t kReserved0Bit = pbit(0, 186);  // 6 bits
+constexpr size_t kWideBit = pbit(0, 185);        // ext: 1 = the routes' extensions (wide or long)
+constexpr size_t kDestIdHighBit = pbit(0, 186);  // bit 16 of dest_id
+constexpr size_t kSrcIdHighBit = pbit(0, 187);   // bit 16 of src_id
+constexpr size_t kReserved0Bit = pbit(0, 188);   // 4 bits
 // Flit 1 (body).
 constexpr size_t kBackwardRouteBit = pbit(1, 0);
 constexpr size_t kReserved1Bit = pbit(1, 105);  // 23 bits
@@ -174,6 +176,13 @@ Result<MgmtPacketBytes> encode_mgmt_packet(const MgmtPacket& p) {
         fmt::format("mgmt packet: dest_type/src_type = {}/{}, expected 0 or 1",
                     static_cast<unsigned>(p.dest_type), static_cast<unsigned>(p.src_type)));
   }
+  if (p.dest_id > kChipIdMask || p.src_id > kChipIdMask) {
+    bool dest = p.dest_id > kChipIdMask;
+    return make_error(
+        Code::kOutOfRange, 1106,
+        fmt::format("mgmt packet: {} = {:#x} exceeds the {}-bit chip id",
+                    dest ? "dest_id" : "src_id", dest ? p.dest_id : p.src_id, kChipIdBits));
+  }
   const bool wide = p.forward_route.needs_ext() || p.backward_route.needs_ext();
   MgmtPacketBytes b{};
   for (unsigned k = 0; k < kMgmtPacketFlits; ++k) {
@@ -182,9 +191,11 @@ Result<MgmtPacketBytes> encode_mgmt_packet(const MgmtPacket& p) {
   }
   put_bits(b, kLengthBit, 5, p.length_flits);
   put_bits(b, kHopCountBit, 5, p.hop_count);
-  put_bits(b, kDestIdBit, 16, p.dest_id);
+  put_bits(b, kDestIdBit, 16, chip_id_low(p.dest_id));
+  put_bits(b, kDestIdHighBit, 1, chip_id_high(p.dest_id));
   put_bits(b, kDestTypeBit, 1, static_cast<uint8_t>(p.dest_type));
-  put_bits(b, kSrcIdBit, 16, p.src_id);
+  put_bits(b, kSrcIdBit, 16, chip_id_low(p.src_id));
+  put_bits(b, kSrcIdHighBit, 1, chip_id_high(p.src_id));
   put_bits(b, kSrcTypeBit, 1, static_cast<uint8_t>(p.src_type));
   put_bits(b, kDestVpBit, 6, p.dest_vp);
   put_bits(b, kSrcVpBit, 6, p.src_vp);
@@ -218,7 +229,7 @@ Result<MgmtPacket> decode_mgmt_packet(std::span<const uint8_t> b) {
   }
   auto routing = read_routing(b);
   if (!routing.ok()) return routing.error();
-  GALAXY_TRY(check_zero_bits(kFormat, b, kReserved0Bit, 6));
+  GALAXY_TRY(check_zero_bits(kFormat, b, kReserved0Bit, 4));
   GALAXY_TRY(check_zero_bits(kFormat, b, kReserved1Bit, 23));
   GALAXY_TRY(check_zero_bits(kFormat, b, kReserved2Bit, 24));
   if (routing->wide) {
@@ -230,9 +241,9 @@ Result<MgmtPacket> decode_mgmt_packet(std::span<const uint8_t> b) {
   p.length_flits = kMgmtPacketFlits;
   p.hop_count = routing->hop_count;
   p.nmp_type = routing->nmp_type;
-  p.dest_id = static_cast<uint16_t>(get_bits(b, kDestIdBit, 16));
+  p.dest_id = chip_id_of(get_bits(b, kDestIdBit, 16), get_bits(b, kDestIdHighBit, 1));
   p.dest_type = static_cast<ChipType>(get_bits(b, kDestTypeBit, 1));
-  p.src_id = static_cast<uint16_t>(get_bits(b, kSrcIdBit, 16));
+  p.src_id = chip_id_of(get_bits(b, kSrcIdBit, 16), get_bits(b, kSrcIdHighBit, 1));
   p.src_type = static_cast<ChipType>(get_bits(b, kSrcTypeBit, 1));
   p.dest_vp = static_cast<uint8_t>(get_bits(b, kDestVpBit, 6));
   p.src_vp = static_cast<uint8_t>(get_bits(b, kSrcVpBit, 6));

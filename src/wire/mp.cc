@@ -23,6 +23,7 @@ Result<MpBytes> encode_mp(const Mp& m) {
                           {"flags", m.flags, 15},
                           {"target_vp", m.target_vp, kMaxVp},
                           {"src_vp", m.src_vp, kMaxVp},
+                          {"src_node", m.src_node, kChipIdMask},
                           {"length", m.length, kMpPayloadBytes}};
   for (const Limit& l : limits) {
     if (l.value > l.max) {
@@ -50,7 +51,7 @@ Result<Mp> decode_mp(std::span<const uint8_t> b) {
   }
   m.kind = static_cast<MpKind>(kind(w));
   if ((w & kReservedMask) != 0) {
-    return make_error(Code::kMalformed, 1312, "mp: reserved header bits 20-23/47 set, expected 0");
+    return make_error(Code::kMalformed, 1312, "mp: reserved header bits 20-23 set, expected 0");
   }
   m.length = length(w);
   if (m.length > kMpPayloadBytes) {

@@ -7,6 +7,7 @@
 #include <span>
 
 #include "base/status.h"
+#include "wire/chip_id.h"
 
 namespace galaxy::wire {
 
@@ -30,7 +31,7 @@ struct Mp {
   uint8_t flags = 0;      // 4 bits
   uint8_t target_vp = 0;  // VP whose MPQ receives it, 0-63
   uint8_t src_vp = 0;     // 0-63
-  uint16_t src_node = 0;
+  ChipId src_node = 0;
   uint8_t length = 0;  // valid payload bytes, 0-120
   uint16_t tag = 0;    // free for software (e.g. a message sequence number)
   std::array<uint8_t, kMpPayloadBytes> payload{};
@@ -46,15 +47,18 @@ using MpBytes = std::array<uint8_t, kMpBytes>;
 // tells a freshly written cell from one of the previous lap; on the wire they are 0.
 namespace mp_word {
 inline constexpr unsigned kKindBit = 0, kFlagsBit = 4, kTargetVpBit = 8, kSrcVpBit = 14,
-                          kLapBit = 20, kSrcNodeBit = 24, kLengthBit = 40, kTagBit = 48;
-inline constexpr uint64_t kReservedMask = (uint64_t{0xF} << kLapBit) | (uint64_t{1} << 47);
+                          kLapBit = 20, kSrcNodeBit = 24, kLengthBit = 40, kSrcNodeHighBit = 47,
+                          kTagBit = 48;
+inline constexpr uint64_t kReservedMask = uint64_t{0xF} << kLapBit;
 inline constexpr uint8_t kMaxVp = 63;
 // Fields are masked to their widths; callers check ranges (encode_mp does).
 constexpr uint64_t make(MpKind kind, uint8_t flags, uint8_t target_vp, uint8_t src_vp,
-                        uint16_t src_node, uint8_t length, uint16_t tag) {
+                        ChipId src_node, uint8_t length, uint16_t tag) {
   return (uint64_t{static_cast<uint8_t>(kind) & 0xFu} << kKindBit) |
          (uint64_t{flags & 0xFu} << kFlagsBit) | (uint64_t{target_vp & 0x3Fu} << kTargetVpBit) |
-         (uint64_t{src_vp & 0x3Fu} << kSrcVpBit) | (uint64_t{src_node} << kSrcNodeBit) |
+         (uint64_t{src_vp & 0x3Fu} << kSrcVpBit) |
+         (uint64_t{chip_id_low(src_node)} << kSrcNodeBit) |
+         (uint64_t{chip_id_high(src_node)} << kSrcNodeHighBit) |
          (uint64_t{length & 0x7Fu} << kLengthBit) | (uint64_t{tag} << kTagBit);
 }
 constexpr uint8_t kind(uint64_t w) {
@@ -72,8 +76,8 @@ constexpr uint8_t src_vp(uint64_t w) {
 constexpr uint8_t lap(uint64_t w) {
   return static_cast<uint8_t>((w >> kLapBit) & 0xF);
 }
-constexpr uint16_t src_node(uint64_t w) {
-  return static_cast<uint16_t>(w >> kSrcNodeBit);
+constexpr ChipId src_node(uint64_t w) {
+  return chip_id_of(w >> kSrcNodeBit, w >> kSrcNodeHighBit);
 }
 constexpr uint8_t length(uint64_t w) {
   return static_cast<uint8_t>((w >> kLengthBit) & 0x7F);

@@ -9,16 +9,17 @@
 namespace galaxy::wire {
 namespace {
 
-constexpr size_t kOpBit = 0;             // 2 bits
-constexpr size_t kFenBit = 2;            // 1 bit
-constexpr size_t kCompletionBit = 3;     // 3 bits
-constexpr size_t kLocalCqBit = 6;        // 1 bit
-constexpr size_t kReserved0Bit = 7;      // 1 bit
-constexpr size_t kRemoteVpBit = 8;       // 6 bits
-constexpr size_t kReserved1Bit = 14;     // 2 bits
-constexpr size_t kRemoteNodeBit = 16;    // 16 bits
-constexpr size_t kLengthBit = 32;        // 32 bits
-constexpr size_t kLocalAddressBit = 64;  // 64 bits
+constexpr size_t kOpBit = 0;               // 2 bits
+constexpr size_t kFenBit = 2;              // 1 bit
+constexpr size_t kCompletionBit = 3;       // 3 bits
+constexpr size_t kLocalCqBit = 6;          // 1 bit
+constexpr size_t kReserved0Bit = 7;        // 1 bit
+constexpr size_t kRemoteVpBit = 8;         // 6 bits
+constexpr size_t kRemoteNodeHighBit = 14;  // bit 16 of remote_node
+constexpr size_t kReserved1Bit = 15;       // 1 bit
+constexpr size_t kRemoteNodeBit = 16;      // 16 bits
+constexpr size_t kLengthBit = 32;          // 32 bits
+constexpr size_t kLocalAddressBit = 64;    // 64 bits
 constexpr size_t kRemoteAddressBit = 128;
 constexpr size_t kRemoteKeyBit = 192;  // 32 bits
 constexpr size_t kCpCountBit = 224;    // 16 bits
@@ -84,6 +85,11 @@ Result<std::vector<uint8_t>> encode_rdma_descriptor(const RdmaDescriptor& d) {
         Code::kOutOfRange, 1412,
         fmt::format("rdma descriptor: remote_vp = {} exceeds {}", d.remote_vp, kMaxVp));
   }
+  if (d.remote_node > kChipIdMask) {
+    return make_error(Code::kOutOfRange, 1414,
+                      fmt::format("rdma descriptor: remote_node = {:#x} exceeds the {}-bit chip id",
+                                  d.remote_node, kChipIdBits));
+  }
   bool immediate = d.op == RdmaOp::kImmediate;
   if (immediate && (d.length < 1 || d.length > kMaxImmediateBytes)) {
     return make_error(Code::kOutOfRange, 1413,
@@ -97,7 +103,8 @@ Result<std::vector<uint8_t>> encode_rdma_descriptor(const RdmaDescriptor& d) {
   put_bits(s, kCompletionBit, 3, static_cast<uint8_t>(d.completion));
   put_bits(s, kLocalCqBit, 1, d.local_cq);
   put_bits(s, kRemoteVpBit, 6, d.remote_vp);
-  put_bits(s, kRemoteNodeBit, 16, d.remote_node);
+  put_bits(s, kRemoteNodeBit, 16, chip_id_low(d.remote_node));
+  put_bits(s, kRemoteNodeHighBit, 1, chip_id_high(d.remote_node));
   put_bits(s, kLengthBit, 32, d.length);
   if (!immediate) put_bits(s, kLocalAddressBit, 64, d.local_address);
   put_bits(s, kRemoteAddressBit, 64, d.remote_address);
@@ -143,18 +150,18 @@ Result<RdmaDescriptor> decode_rdma_descriptor(std::span<const uint8_t> b) {
         fmt::format("rdma descriptor: completion = {} exceeds {}", completion, kMaxCompletion));
   }
   d.completion = static_cast<Completion>(completion);
-  uint64_t reserved = get_bits(b, kReserved0Bit, 1) | get_bits(b, kReserved1Bit, 2) |
+  uint64_t reserved = get_bits(b, kReserved0Bit, 1) | get_bits(b, kReserved1Bit, 1) |
                       get_bits(b, kReserved2Bit, 16);
   if (reserved != 0) {
     return make_error(Code::kMalformed, 1422,
-                      "rdma descriptor: reserved bits 7/14-15/240-255 set, expected 0");
+                      "rdma descriptor: reserved bits 7/15/240-255 set, expected 0");
   }
   d.local_cq = get_bits(b, kLocalCqBit, 1) != 0;
   d.local_key = static_cast<uint32_t>(get_bits(b, kLocalKeyBit, 32));
   d.notify_key = static_cast<uint32_t>(get_bits(b, kNotifyKeyBit, 32));
   d.fen = get_bits(b, kFenBit, 1) != 0;
   d.remote_vp = static_cast<uint8_t>(get_bits(b, kRemoteVpBit, 6));
-  d.remote_node = static_cast<uint16_t>(get_bits(b, kRemoteNodeBit, 16));
+  d.remote_node = chip_id_of(get_bits(b, kRemoteNodeBit, 16), get_bits(b, kRemoteNodeHighBit, 1));
   d.length = static_cast<uint32_t>(get_bits(b, kLengthBit, 32));
   d.local_address = get_bits(b, kLocalAddressBit, 64);
   d.remote_address = get_bits(b, kRemoteAddressBit, 64);

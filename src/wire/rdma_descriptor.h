@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "wire/chip_id.h"
 
 namespace galaxy::wire {
 
@@ -41,7 +42,7 @@ struct RdmaDescriptor {
   Completion completion = Completion::kNone;
   bool local_cq = false;  // a success completes into the local CQ too (errors always do)
   uint8_t remote_vp = 0;  // 0-63
-  uint16_t remote_node = 0;
+  ChipId remote_node = 0;
   uint32_t length = 0;         // bytes; 1-128 for an immediate RDMA
   uint64_t local_address = 0;  // not carried by an immediate RDMA (must be 0)
   uint64_t remote_address = 0;

@@ -9,6 +9,7 @@
 #include "chip/forwarding.h"
 #include "chip/nic.h"
 #include "chip/registers.h"
+#include "chip/rt_select.h"
 #include "chip_test_util.h"
 
 namespace galaxy::chip {
@@ -26,7 +27,7 @@ TEST(RouteTableTest, RangesPaletteAndGrowth) {
   EXPECT_EQ(t.get(60), 0b11u);
   EXPECT_EQ(t.get(100), 0u);
   EXPECT_EQ(t.palette_size(), 3u);
-  EXPECT_FALSE(t.set_range(65530, 10, 1).ok());
+  EXPECT_FALSE(t.set_range(kMaxRouteDestinations - 6, 10, 1).ok());
   EXPECT_FALSE(t.set_range(0, 0, 1).ok());
   EXPECT_EQ(t.runs(), 3u);
   // More than kMaxRouteRuns runs change the table to one index per destination, and more than
@@ -312,6 +313,74 @@ TEST(NrcTest, PeerIdentityLearntAndSummarisedTwoPortsPerRegister) {
   EXPECT_EQ(n.read_register(reg::kPeerSummary + 16).error, wire::NmpError::kAddressOutOfRange);
 }
 
+// 17-bit chip ids (wire/chip_id.h, docs/registers.md): CHIP_ID keeps TH-2's [15:0] and [16] valid
+// and takes bit 16 in [17] and the fabric's wide-id mode in [18]; PORT_IDENT names the chip's
+// bit 16 in [26]; the peer identities keep 16 bits and PEER_SUMMARY_HIGH holds each peer's bit 16;
+// FAULT_DEST the server NIC's in [22]; RT_SELECT first and count theirs in [61] and [62].
+TEST(NrcTest, SeventeenBitChipIdsInTheRegisters) {
+  Nrc n;
+  BootImage img;
+  img.registers = {{reg::kChipId, reg::encode_chip_id(0x1ABCD, true, true)}};
+  // A range past destination 65,535: the far route record.
+  img.routes = {{PortSet::first(24), 0xFFF0, 0x20, PortSet::from_words(1u << 3)}};
+  auto bytes = encode_boot_image(img);
+  EXPECT_EQ(decode_boot_image(bytes).value(), img);
+  n.eeprom().write_block(0, bytes);
+  ASSERT_TRUE(n.power_on().ok());
+  EXPECT_EQ(n.chip_id(), 0x1ABCDu);
+  const uint64_t id = n.read_register(reg::kChipId).value;
+  EXPECT_EQ(id, 0xABCDu | 1u << 16 | 1u << 17 | 1u << 18);
+  EXPECT_TRUE(reg::chip_id_wide(id));
+  EXPECT_EQ((n.read_register(reg::kPortBase + reg::port::kIdent).value >> 8) & 0xFFFF, 0xABCDu);
+  EXPECT_EQ((n.read_register(reg::kPortBase + reg::port::kIdent).value >> 26) & 1, 1u);
+  EXPECT_EQ(n.allowed_ports(0, 0x1000F), PortSet::from_words(1u << 3));
+  EXPECT_EQ(n.allowed_ports(0, 0xFFEF), PortSet{});
+  // Bit 16 of a written id takes; the unconfigured id and bits above 18 are refused.
+  EXPECT_EQ(n.check_write(reg::kChipId, reg::encode_chip_id(wire::kUnconfiguredId)),
+            wire::NmpError::kBadValue);
+  EXPECT_EQ(n.check_write(reg::kChipId, uint64_t{1} << 19), wire::NmpError::kBadValue);
+  EXPECT_EQ(n.check_write(reg::kChipId, reg::encode_chip_id(0xFFFF)), wire::NmpError::kNone);
+
+  n.link_up(0, {true, wire::ChipType::kNic, 0x10007, 0, 1});
+  n.link_up(1, {true, wire::ChipType::kNrc, 0xFFFF, 13, 24});
+  n.link_up(23, {true, wire::ChipType::kNic, 0x1FFFE, 0, 1});
+  const uint64_t wide = n.read_register(reg::kPeerSummaryWide).value;
+  EXPECT_EQ(reg::decode_wide_peer(static_cast<uint32_t>(wide)).chip, 0x0007u);  // 16 bits only
+  const uint64_t high = n.read_register(reg::kPeerSummaryHigh).value;
+  EXPECT_EQ(high, (1u << 0) | (1u << 23));
+  EXPECT_EQ(reg::with_high_bit(reg::decode_wide_peer(static_cast<uint32_t>(wide)), 0, high).chip,
+            0x10007u);
+  EXPECT_EQ(
+      reg::with_high_bit(reg::decode_wide_peer(static_cast<uint32_t>(wide >> 32)), 1, high).chip,
+      0xFFFFu);
+  EXPECT_EQ(n.read_register(reg::kPeerSummaryHigh + 1).value, 0u);  // ports 64-127: none here
+  EXPECT_EQ(n.check_write(reg::kPeerSummaryHigh, 0), wire::NmpError::kReadOnly);
+  n.link_down(0);
+  EXPECT_EQ(n.read_register(reg::kPeerSummaryHigh).value, 1u << 23);  // only linked peers
+
+  ASSERT_EQ(n.check_write(reg::kFaultDest, reg::encode_fault_dest(0x1ABCD, 5)),
+            wire::NmpError::kNone);
+  EXPECT_EQ(reg::fault_dest_nic(reg::encode_fault_dest(0x1ABCD, 5)), 0x1ABCDu);
+  EXPECT_EQ(reg::fault_dest_vp(reg::encode_fault_dest(0x1ABCD, 5)), 5u);
+
+  RtSelect sel;
+  sel.all_inputs = true;
+  sel.first = 0x1FF00;
+  sel.count = 0x1FFFF - 0x1FF00 + 1;
+  const uint64_t v = sel.encode();
+  EXPECT_EQ((v >> 61) & 3, 1u);  // first's bit 16
+  EXPECT_EQ(RtSelect::decode(v).first, 0x1FF00u);
+  EXPECT_EQ(RtSelect::decode(v).count, 0x100u);
+  EXPECT_TRUE(RtSelect::valid(v, 64));
+  sel.count = 0x101;  // one entry past the last destination
+  EXPECT_FALSE(RtSelect::valid(sel.encode(), 64));
+  sel.first = 1;
+  sel.count = kMaxRtCount;                  // every destination but 0
+  EXPECT_EQ((sel.encode() >> 61) & 3, 2u);  // count's bit 16
+  EXPECT_EQ(RtSelect::decode(sel.encode()).count, 0x1FFFFu);
+  EXPECT_TRUE(RtSelect::valid(sel.encode(), 64));
+}
+
 TEST(EepromTest, BootImageLoadsRegistersAndRoutesAtPowerOn) {
   Nrc n;
   BootImage img;
@@ -352,17 +421,17 @@ TEST(EepromTest, BadBootImagesChangeNothing) {
   EXPECT_FALSE(blank.configured());
 }
 
-// Found by fuzz_boot_image: a route record whose range runs past destination 65,535 passed the
+// Found by fuzz_boot_image: a route record whose range runs past the last destination passed the
 // pre-check, so the registers before it were applied and then set_routes() failed.
 TEST(EepromTest, RouteRangeBeyondTheTableChangesNothing) {
   BootImage img;
   img.registers = {{reg::kChipId, 7 | (1u << 16)}, {reg::kScratch, 0x1234}};
-  img.routes = {{0x3, 65535, 2, 0x4}};
+  img.routes = {{0x3, kMaxRouteDestinations - 1, 2, 0x4}};
   Nrc n;
   n.eeprom().write_block(0, encode_boot_image(img));
   auto s = n.power_on();
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message.find("first=65535 count=2"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("first=131071 count=2"), std::string::npos) << s.error().message;
   EXPECT_FALSE(n.configured());
   EXPECT_EQ(n.read_register(reg::kScratch).value, 0u);
   EXPECT_EQ(n.read_register(reg::kRtEntriesWritten).value, 0u);

@@ -21,7 +21,7 @@ void expect_routes_reach_their_chips(Requester& req, const FabricMap& map, int l
                [&](const MgmtReply& x) { got = x; });
     req.run();
     ASSERT_TRUE(got.status.ok()) << got.status.to_string();
-    EXPECT_EQ(got.response.data.value[0] & 0xFFFF, map.chip_id[v]);
+    EXPECT_EQ(chip::reg::chip_id_value(got.response.data.value[0]), map.chip_id[v]);
     ++checked;
   }
 }
@@ -61,6 +61,53 @@ INSTANTIATE_TEST_SUITE_P(Live, DiscoveryTest,
                                             ::testing::Values("fattree:k=4,levels=2",
                                                               "fattree:k=4,levels=3")),
                          [](const auto& i) { return testing::param_name(std::get<1>(i.param)); });
+
+// A fabric whose chip ids run from 0xFFF0 across 65,535 (17-bit ids, wire/chip_id.h): its chips
+// say so in CHIP_ID, discovery reads each NRC's PEER_SUMMARY_HIGH with its peer identities and
+// finds every chip under its whole id, 0xFFFF (all ones in 16 bits, but no longer "unconfigured")
+// and those above 0x10000 included, every link where it is, and routes that reach each chip.
+TEST(DiscoveryTest, ChipIdsPastSixteenBitsAreFoundWhole) {
+  constexpr uint32_t kFirst = 0xFFF0;
+  for (bool pipelined : {false, true}) {
+    sim::SimOptions so;
+    so.first_chip_id = kFirst;
+    auto s = SimServer::make_with("fattree:k=4,levels=3", so);
+    const auto& plan = s.fabric->topology();
+    Requester req(*s.port, {});
+    DiscoveryOptions o;
+    o.pipelined = pipelined;
+    auto r = discover(req, o);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    EXPECT_TRUE(r->problems.empty()) << r->problems.front();
+    EXPECT_EQ(r->failed_requests, 0u);
+    ASSERT_EQ(r->map.num_nodes(), plan.num_nodes());
+    std::vector<bool> seen(plan.num_nodes());
+    for (uint32_t n = 0; n < r->map.num_nodes(); ++n) {
+      const uint32_t v = r->map.chip_id[n] - kFirst;  // the plan's node of this chip
+      ASSERT_LT(v, plan.num_nodes()) << "chip id " << r->map.chip_id[n];
+      EXPECT_FALSE(seen[v]);
+      seen[v] = true;
+      EXPECT_EQ(r->map.topology.is_nic(n), plan.is_nic(v));
+      for (uint8_t p = 0; p < r->map.topology.num_ports(n); ++p) {
+        auto got = r->map.topology.peer({n, p});
+        auto want = plan.peer({v, p});
+        ASSERT_EQ(got.has_value(), want.has_value()) << "chip " << r->map.chip_id[n] << ":" << p;
+        if (!got) continue;
+        EXPECT_EQ(r->map.chip_id[got->node], kFirst + want->node);
+        EXPECT_EQ(got->port, want->port);
+      }
+    }
+    EXPECT_TRUE(r->map.node_of.count(0xFFFF));
+    EXPECT_TRUE(r->map.node_of.count(kFirst + plan.num_nodes() - 1));
+    // Identity words as on any fabric, plus one PEER_SUMMARY_HIGH register per NRC: the 4-port
+    // NRCs' two identity registers and it take two packets.
+    uint64_t want = 0;
+    for (uint32_t v = 0; v < plan.num_nodes(); ++v)
+      if (!plan.is_nic(v)) want += ((plan.num_ports(v) + 1) / 2 + 1 + 1) / 2;
+    EXPECT_EQ(r->requests, want);
+    expect_routes_reach_their_chips(req, r->map, 40);
+  }
+}
 
 // A chain of 30 NRCs: the 21st from the server NIC would need a 21-hop route back, more than a
 // management packet's source route holds. It is reported by name and nothing is sent to it by a

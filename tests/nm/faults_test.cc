@@ -130,10 +130,10 @@ TEST_P(FaultsBackends, AChipThatDiesIsTakenOutInOneBatchFromItsNeighboursReports
   ports.push_back(back);
   for (uint8_t p : ports) ASSERT_TRUE(testing::force_link_down(req, map, {dead, p}).ok());
   req.drain_faults(s->wait(50 * kUs));
-  std::vector<std::pair<uint16_t, uint8_t>> reported;
+  std::vector<std::pair<wire::ChipId, uint8_t>> reported;
   for (const auto& f : faults)
     if (f.cause == "link_down" && f.chip != map.chip_id[dead])
-      reported.push_back({static_cast<uint16_t>(f.chip), f.port});
+      reported.push_back({static_cast<wire::ChipId>(f.chip), f.port});
   // Reports whose fault route crossed the dead chip are lost; the rest say which links went.
   ASSERT_GE(reported.size(), 1u) << "a neighbour reports";
   const Picoseconds t0 = s->port->now();

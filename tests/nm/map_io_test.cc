@@ -130,7 +130,7 @@ TEST(MapIo, MalformedFilesAreRefusedWithTheirIds) {
       {head("-1", list(ids, -1, "")), 5704},
       {head(good_map.topology.is_nic(other) ? "\"x\"" : std::to_string(other), list(ids, -1, "")),
        5704},
-      {head(srv, list(ids, 1, "65535")), 5705},
+      {head(srv, list(ids, 1, "131071")), 5705},
       {head(srv, list(ids, 1, "\"1\"")), 5705},
       {head(srv, list(ids, 1, "0")), 5706},
       {head(srv, list(ids, -1, "") + ",\"exact_ranges\":1"), 5707},

@@ -30,10 +30,15 @@ struct SimServer {
   uint32_t server_node = 0;
 
   static SimServer make(const std::string& spec, uint64_t seed = 1) {
+    sim::SimOptions o;
+    o.seed = seed;
+    return make_with(spec, o);
+  }
+  static SimServer make_with(const std::string& spec, const sim::SimOptions& options) {
     SimServer s;
     auto topo = fabric::build_topology(spec).value();
-    s.fabric = std::move(
-        sim::SimFabric::create(topo, sim::default_timing().value(), {seed, true}).value());
+    s.fabric =
+        std::move(sim::SimFabric::create(topo, sim::default_timing().value(), options).value());
     s.server_node = s.fabric->topology().nic_node(0);
     s.device = glex::open_sim_device(*s.fabric, s.server_node);
     s.port = std::move(GlexMgmtPort::open(s.device.get()).value());

@@ -204,14 +204,14 @@ TEST(ScanTest, ChipsOfThePlanThatDiscoveryDidNotReachAreNotResponding) {
   ASSERT_TRUE(found.ok()) << found.error().to_string();
 
   // The chips discovery no longer finds: the NRC cut off and what lies behind it.
-  std::vector<uint16_t> gone, gone_nrcs;
+  std::vector<wire::ChipId> gone, gone_nrcs;
   for (uint32_t c = 0; c < plan.num_nodes(); ++c)
     if (!found->map.node_of.contains(static_cast<uint16_t>(c)))
-      gone.push_back(static_cast<uint16_t>(c));
+      gone.push_back(static_cast<wire::ChipId>(c));
   ASSERT_TRUE(std::count(gone.begin(), gone.end(), full.chip_id[cut]) == 1);
   ASSERT_GT(gone.size(), 1u);
   EXPECT_EQ(found->map.num_nodes() + gone.size(), plan.num_nodes());
-  for (uint16_t c : gone)
+  for (wire::ChipId c : gone)
     if (!plan.is_nic(c)) gone_nrcs.push_back(c);
 
   const Shortfall sf = shortfall(found->map, plan);

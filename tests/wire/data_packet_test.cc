@@ -283,7 +283,7 @@ TEST(DataPacket, DecodeClassifiesDirtyPackets) {
   EXPECT_TRUE(FailsWith(decode_data_packet(f), "flit 2 on vc 2, the head on vc 1"));
   f = good;
   put_bits(f[0].payload, 150, 1, 1);
-  EXPECT_TRUE(FailsWith(decode_data_packet(f), "reserved payload bits 107-191"));
+  EXPECT_TRUE(FailsWith(decode_data_packet(f), "reserved payload bits 109-191"));
   f = good;
   f[3].payload[20] = 1;
   EXPECT_TRUE(FailsWith(decode_data_packet(f), "tail padding"));

@@ -38,10 +38,11 @@ TEST(MgmtDescriptor, GoldenEepromWrite) {
   auto b = encode_mgmt_descriptor(sample_write());
   ASSERT_TRUE(b.ok()) << b.error().to_string();
   // Byte 0 = head, fen, rt_type, type 2, inst bit 0 = 0xab; byte 1 = inst bits 1-2, rint,
-  // dest_type, nmp_type bits 0-2 = 0x7a (docs/protocol.md).
+  // dest_type, nmp_type bits 0-2 = 0x7a (docs/protocol.md). DestID all ones (unconfigured):
+  // bytes 4-5 0xffff and bit 506, its bit 16 (byte 63 = 0x04).
   EXPECT_EQ(hex(*b),
             "ab7a0a04ffff02011032547698badcfe21010000000000000000000000c20700000000000000000000"
-            "000c00000400fcff03000000000080868a020000000000");
+            "000c00000400fcff03000000000080868a020000000004");
 }
 
 TEST(MgmtDescriptor, FieldsSitWhereTheProtocolDocSays) {
@@ -166,7 +167,7 @@ TEST(MgmtDescriptor, DecodeRejectsMalformed) {
   EXPECT_TRUE(FailsWith(edited(0, 1, 0), "mgmt descriptor: head = 0"));
   EXPECT_TRUE(FailsWith(edited(13, 6, 0x33), "nmp_type = 0x33"));
   EXPECT_TRUE(FailsWith(edited(31, 1, 1), "wide = 1 but length = 64 bytes (expected 128)"));
-  EXPECT_TRUE(FailsWith(edited(510, 1, 1), "reserved bits 506-511"));
+  EXPECT_TRUE(FailsWith(edited(510, 1, 1), "reserved bits 507-511"));
   EXPECT_TRUE(FailsWith(edited(128, 5, 22), "a route of 22 hops without the extension"));
   EXPECT_TRUE(FailsWith(edited(233 + 5 * 4, 5, 3), "backward_route: source route: unused hop3"));
   EXPECT_TRUE(FailsWith(edited(338, 3, 7), "data.count = 7 exceeds 6"));

@@ -279,7 +279,7 @@ TEST(MgmtPacket, DecodeRejectsMalformed) {
   EXPECT_TRUE(FailsWith(r, "forward route hop_num = 21"));
   r = decode_edited([](auto& b) { put_bits(b, pbit(0, 5), 5, 3); });
   EXPECT_TRUE(FailsWith(r, "hop_count = 3 exceeds"));
-  r = decode_edited([](auto& b) { put_bits(b, pbit(0, 186), 1, 1); });
+  r = decode_edited([](auto& b) { put_bits(b, pbit(0, 188), 1, 1); });
   EXPECT_TRUE(FailsWith(r, "reserved bits"));
   r = decode_edited([](auto& b) { put_bits(b, pbit(3, 100), 1, 1); });
   EXPECT_TRUE(FailsWith(r, "reserved bits"));

@@ -51,7 +51,7 @@ TEST(Mp, HeaderWordIsBytesZeroToSeven) {
   EXPECT_EQ(lapped & ~(uint64_t{0xF} << 20), w);
   std::array<uint8_t, kMpBytes> b{};
   for (unsigned i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(lapped >> (8 * i));
-  EXPECT_TRUE(FailsWith(decode_mp(b), "reserved header bits 20-23/47 set"));
+  EXPECT_TRUE(FailsWith(decode_mp(b), "reserved header bits 20-23 set"));
   for (unsigned i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(w >> (8 * i));
   auto m = decode_mp(b);
   ASSERT_TRUE(m.ok());
@@ -103,8 +103,9 @@ TEST(Mp, DecodeRejectsMalformed) {
   b[2] = 0x10;  // bit 20
   EXPECT_TRUE(FailsWith(decode_mp(b), "reserved header bits"));
   b = good;
-  b[5] = 0x80;  // bit 47
-  EXPECT_TRUE(FailsWith(decode_mp(b), "reserved header bits"));
+  b[5] |= 0x80;  // bit 47: bit 16 of src_node
+  ASSERT_TRUE(decode_mp(b).ok());
+  EXPECT_EQ(decode_mp(b)->src_node, decode_mp(good)->src_node | 0x10000);
   b = good;
   b[5] = 121;
   EXPECT_TRUE(FailsWith(decode_mp(b), "length = 121 exceeds 120"));

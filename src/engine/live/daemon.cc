@@ -233,7 +233,7 @@ Status rdma_descriptor(const EgressRdma& d, uint32_t num_chips, wire::RdmaDescri
   w.completion = (d.flags & kFlagRemoteEvent) ? wire::Completion::kEvent : wire::Completion::kNone;
   w.local_cq = (d.flags & kFlagLocalCq) != 0;
   w.remote_vp = d.dest_vp;
-  w.remote_node = static_cast<uint16_t>(d.dest_node);
+  w.remote_node = d.dest_node;
   w.length = static_cast<uint32_t>(d.length);
   w.remote_address = d.remote_addr;
   w.remote_key = wire_key(d.remote_mh);
@@ -412,7 +412,7 @@ Status FabricDaemon::init() {
       chips_[n] = std::make_unique<chip::Nrc>(ports);
     // Factory programming: the chip id in the EEPROM boot image (as the simulated engine).
     chip::BootImage img;
-    img.registers.push_back({chip::reg::kChipId, n | (uint64_t{1} << 16)});
+    img.registers.push_back({chip::reg::kChipId, chip::reg::encode_chip_id(n)});
     chips_[n]->eeprom().write_block(0, chip::encode_boot_image(img));
     GALAXY_TRY(chips_[n]->power_on());
     (void)chips_[n]->take_link_control_changes();  // the links start below
@@ -1173,7 +1173,7 @@ void FabricDaemon::discard_data(const Forwarded& f, std::span<const uint8_t> pac
   const uint16_t id = at_nic                                 ? chip::kErrNicPortDown
                       : f.kind == Forwarded::Kind::kHopLimit ? chip::kErrHopLimit
                                                              : chip::kErrNoUsableRoute;
-  auto refusal = chip::refusal_of(*head, static_cast<uint16_t>(f.chip), id);
+  auto refusal = chip::refusal_of(*head, static_cast<wire::ChipId>(f.chip), id);
   if (refusal) send_from(f.chip, f.port, *refusal);
 }
 
@@ -1640,7 +1640,7 @@ bool FabricDaemon::deliver_mp(uint32_t nic, const wire::DataPacket& mp) {
   // A refused MP is answered by a refusal (chip/refusal.h).
   auto refuse = [&](uint16_t id) {
     ++stats_.mps_refused;
-    send_data(nic, chip::mp_refusal(h, static_cast<uint16_t>(nic), id));
+    send_data(nic, chip::mp_refusal(h, static_cast<wire::ChipId>(nic), id));
     return true;
   };
   if (!slot || h.dest_vp >= kVps) return refuse(kErrMpNoVp);
@@ -2112,7 +2112,7 @@ void FabricDaemon::set_port_link(fabric::PortRef end, bool up) {
   if (up) {
     const fabric::PortRef other = *t.peer(end);
     c.link_up(end.port, {true, t.is_nic(other.node) ? wire::ChipType::kNic : wire::ChipType::kNrc,
-                         static_cast<uint16_t>(other.node), other.port,
+                         static_cast<wire::ChipId>(other.node), other.port,
                          static_cast<uint8_t>(t.num_ports(other.node))});
   } else {
     c.link_down(end.port);

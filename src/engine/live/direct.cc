@@ -17,8 +17,8 @@ wire::DataPacket mp_packet(uint32_t src_node, uint8_t src_vp, uint32_t dest_node
   wire::DataPacket p;
   p.head.kind = wire::PacketKind::kMp;
   p.head.vc = chip::data_vc(p.head.kind);
-  p.head.dest_node = static_cast<uint16_t>(dest_node);
-  p.head.src_node = static_cast<uint16_t>(src_node);
+  p.head.dest_node = static_cast<wire::ChipId>(dest_node);
+  p.head.src_node = static_cast<wire::ChipId>(src_node);
   p.head.dest_vp = dest_vp;
   p.head.src_vp = src_vp;
   p.head.bytes = length;
@@ -85,7 +85,7 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths*
   if (!nic) return Arrival::kToDaemon;
   wire::DataDefect defect;
   wire::DataPacket p;
-  if (!chip::check_arriving_bytes(static_cast<uint16_t>(at), body, &p, &defect).ok())
+  if (!chip::check_arriving_bytes(static_cast<wire::ChipId>(at), body, &p, &defect).ok())
     return Arrival::kToDaemon;  // its NIC model discards and counts it
   switch (deliver_mp_packet(nic->vps[p.head.dest_vp], p)) {
     case chip::MpqAdmit::kWrite:

@@ -108,7 +108,7 @@ struct EgressColl {
   uint8_t op;         // chip::CombineOp
   int32_t pid;
   uint16_t trigger;
-  uint16_t dest_node;  // kCp
+  uint16_t dest_node;  // kCp (a live fabric holds at most 65,534 chips)
   uint8_t dest_vp;     // kCp
   uint8_t flags;       // kCollFlag*
   uint16_t increment;  // kCp

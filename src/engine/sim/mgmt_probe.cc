@@ -17,7 +17,7 @@ Result<ProbeResult> run_probe(SimFabric& fabric, const ProbeSpec& spec) {
                                   spec.addresses.size(), max_items));
   const auto& topo = fabric.topology();
   wire::MgmtDescriptor d;
-  d.dest_id = static_cast<uint16_t>(spec.target);
+  d.dest_id = static_cast<wire::ChipId>(spec.target);
   d.dest_type = topo.is_nic(spec.target) ? wire::ChipType::kNic : wire::ChipType::kNrc;
   d.dest_vp = spec.vp;
   d.src_vp = spec.vp;

@@ -25,10 +25,12 @@ SimFabric::~SimFabric() = default;
 Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& topology,
                                                      const Timing& timing,
                                                      const SimOptions& options) {
-  if (topology.num_nodes() >= wire::kUnconfiguredId)
-    return make_error(Code::kOutOfRange, 4200,
-                      fmt::format("fabric has {} chips; chip ids are 16-bit (at most 65,534)",
-                                  topology.num_nodes()));
+  if (uint64_t{options.first_chip_id} + topology.num_nodes() > wire::kMaxChips)
+    return make_error(
+        Code::kOutOfRange, 4200,
+        fmt::format("fabric has {} chips from id {}; chip ids are {}-bit (at most {} chips)",
+                    topology.num_nodes(), options.first_chip_id, wire::kChipIdBits,
+                    wire::kMaxChips));
   std::unique_ptr<SimFabric> f(new SimFabric(topology, timing, options));
   const uint32_t n = topology.num_nodes();
   f->chips_.reserve(n);
@@ -60,10 +62,13 @@ Result<std::unique_ptr<SimFabric>> SimFabric::create(const fabric::Topology& top
 }
 
 Status SimFabric::power_on(const SimOptions& options) {
+  const bool wide_ids =
+      uint64_t{options.first_chip_id} + topo_.num_nodes() > chip::reg::kNarrowChips;
   for (uint32_t v = 0; v < topo_.num_nodes(); ++v) {
     if (options.program_chip_ids) {
       chip::BootImage img;
-      img.registers.push_back({chip::reg::kChipId, v | (uint64_t{1} << 16)});
+      img.registers.push_back({chip::reg::kChipId, chip::reg::encode_chip_id(
+                                                       options.first_chip_id + v, true, wide_ids)});
       auto bytes = chip::encode_boot_image(img);
       chips_[v]->eeprom().write_block(0, bytes);
     }
@@ -140,7 +145,7 @@ Status SimFabric::post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescr
   return {};
 }
 
-Status SimFabric::post_mp(uint32_t nic_node, uint8_t vp, uint16_t dest_chip, uint8_t dest_vp,
+Status SimFabric::post_mp(uint32_t nic_node, uint8_t vp, wire::ChipId dest_chip, uint8_t dest_vp,
                           std::span<const uint8_t> data, bool fence, bool notify) {
   if (nic_node >= topo_.num_nodes() || !topo_.is_nic(nic_node))
     return make_error(Code::kNotFound, 4203, fmt::format("node {} is not a NIC", nic_node));
@@ -302,7 +307,7 @@ void SimFabric::discard_data(uint32_t slot, uint32_t node, uint16_t error_id) {
   auto head = chip::routable_head(packet(slot).flits[0]);
   free_packet(slot);
   if (!head) return;
-  auto refusal = chip::refusal_of(*head, static_cast<uint16_t>(node), error_id);
+  auto refusal = chip::refusal_of(*head, static_cast<wire::ChipId>(node), error_id);
   if (!refusal) return;
   auto flits = wire::encode_data_packet(*refusal);
   if (!flits.ok()) return;

@@ -33,6 +33,10 @@ struct SimOptions {
   uint64_t seed = 1;
   // Program every chip's EEPROM with its id (node id) before power-on, as the factory would.
   bool program_chip_ids = true;
+  // Chip v's id is first_chip_id + v: a fabric numbered from elsewhere, as a site's ids may be
+  // (management finds the ids it is given). The host-side entry points below (post_mp,
+  // post_rdma, the glex sim device) name NICs by node, which is their id only from 0.
+  uint32_t first_chip_id = 0;
 };
 
 struct SimStats {
@@ -75,7 +79,7 @@ class SimFabric final : private EventHandler {
   // Host side of a NIC: post a management descriptor or an MP on a VP; the engine runs the NIC.
   Status post_mgmt(uint32_t nic_node, uint8_t vp, const wire::MgmtDescriptor& d);
   // Table-routed data carry the destination NIC's chip id (route tables are indexed by it).
-  Status post_mp(uint32_t nic_node, uint8_t vp, uint16_t dest_chip, uint8_t dest_vp,
+  Status post_mp(uint32_t nic_node, uint8_t vp, wire::ChipId dest_chip, uint8_t dest_vp,
                  std::span<const uint8_t> data, bool fence = false, bool notify = false);
   // RDMA (chip/nic.h): the descriptor in its wire form goes through the NIC's queue; the NIC's
   // DMA engines read and write the host memory below, registered in its ATT.
