@@ -28,6 +28,7 @@ struct SimBenchOptions {
   double time_us = 100;
   double load = 0.3;
   uint32_t bytes = 1024;
+  uint32_t shift = 1;
   bool json = false;
 };
 
@@ -36,7 +37,7 @@ constexpr uint64_t kDstBase = 0x20000000;
 constexpr uint8_t kVp = chip::kPioVps;  // the first DMA VP
 
 // Where each NIC's puts go.
-enum class Pattern : uint8_t { kUniform, kAllToAll, kAdversarial };
+enum class Pattern : uint8_t { kUniform, kAllToAll, kAdversarial, kShift };
 struct PatternInfo {
   const char* name;
   const char* title;
@@ -49,7 +50,10 @@ constexpr PatternInfo kPatterns[] = {
     {"adversarial", "adversarial", Pattern::kAdversarial,
      "a permutation that, under the fixed output choice, puts all of a leaf's traffic on one "
      "up-link (fat trees): the j-th NIC of leaf L sends to leaf L+1+j, to the NIC whose chip id "
-     "is L modulo the leaf's up-links"}};
+     "is L modulo the leaf's up-links"},
+    {"shift", "shift", Pattern::kShift,
+     "NIC i to NIC i + --shift (mod the NICs): with --shift the NICs of a dragonfly group (a*p), "
+     "every group to the next, all over the one global link between them under minimal routing"}};
 
 // The adversarial permutation's destination (NIC index) for every NIC (see kPatterns).
 std::vector<uint32_t> adversarial_destinations(sim::SimFabric& f) {
@@ -88,6 +92,7 @@ struct Traffic {
   sim::SimFabric* f = nullptr;
   Pattern pattern = Pattern::kUniform;
   std::vector<uint32_t> fixed_dest;  // kAdversarial
+  uint32_t shift = 1;                // kShift
   uint32_t bytes = 0;
   sim::Time mean_gap = 0;
   sim::Time end = 0;
@@ -109,6 +114,8 @@ struct Traffic {
         return (i + 1 + sent[i] % (n - 1)) % n;  // shifted exchange: every peer in turn
       case Pattern::kAdversarial:
         return fixed_dest[i];
+      case Pattern::kShift:
+        return (i + shift) % n;
       case Pattern::kUniform:
         break;
     }
@@ -156,6 +163,7 @@ nlohmann::json run_pattern(const SimBenchOptions& o, const PatternInfo& pat, boo
   t.f = &f;
   t.pattern = pat.pattern;
   if (pat.pattern == Pattern::kAdversarial) t.fixed_dest = adversarial_destinations(f);
+  t.shift = o.shift;
   t.bytes = o.bytes;
   t.rng.seed(o.route.session.seed);
   t.key_src.resize(n);
@@ -187,6 +195,7 @@ nlohmann::json run_pattern(const SimBenchOptions& o, const PatternInfo& pat, boo
   const uint64_t packets = f.stats().data_packets_received - pk0;
   const double sim_s = o.time_us * 1e-6;
   return {{"pattern", pat.title},
+          {"engine", o.route.engine},
           {"choice", fixed ? "fixed" : "adaptive"},
           {"nics", n},
           {"sim_time_us", o.time_us},
@@ -217,7 +226,7 @@ void run_bench_sim(const SimBenchOptions& o) {
   for (const PatternInfo& p : kPatterns) {
     names += fmt::format("{}{}", names.empty() ? "" : ", ", p.name);
     if (o.pattern == p.name || o.pattern == "all" ||
-        (o.pattern == "both" && p.pattern != Pattern::kAdversarial))
+        (o.pattern == "both" && p.pattern != Pattern::kAdversarial && p.pattern != Pattern::kShift))
       patterns.push_back(&p);
   }
   if (patterns.empty())
@@ -278,7 +287,13 @@ void add_bench_sim_subcommand(CLI::App* bench) {
       "sim", "The simulated engine's speed: packet-level data traffic, events per wall second");
   c->add_option("--fabric", o->route.session.fabric, "sim:<topology>")->capture_default_str();
   c->add_option("--pattern", o->pattern,
-                "uniform, alltoall, adversarial (fat trees), both (uniform and alltoall) or all")
+                "uniform, alltoall, adversarial (fat trees), shift, both (uniform and alltoall) or "
+                "all")
+      ->capture_default_str();
+  c->add_option("--shift", o->shift, "the shift pattern's distance, in NICs")
+      ->capture_default_str()
+      ->check(integer_in(1, wire::kMaxChipId));
+  c->add_option("--engine", o->route.engine, "routing engine (galaxy route --list)")
       ->capture_default_str();
   c->add_option("--choice", o->choice,
                 "the NRCs' output choice: adaptive (least-loaded allowed port), fixed (the "

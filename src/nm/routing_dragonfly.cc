@@ -8,6 +8,18 @@
 // (link, class). Shortest paths alone (minhop) can take two global links, which one dateline
 // per path does not make safe.
 //
+// `nonminimal=1` adds, beside the minimal ways, non-minimal ones no longer than them (in the
+// spirit of UGAL, Kim et al.; the NRC's adaptive choice, by output load, picks among them): a
+// packet fresh from its NIC may leave its router by one of that router's own global links to an
+// intermediate group I, land on a router that has a global link to the destination's group D,
+// and take it. Input ports then come in three classes (from a NIC, a local link, a global link),
+// so a router tells a packet in transit through I from one fresh from its NIC. Two global links
+// in a row both run in class 1; the dependency global -> global that this adds is made acyclic
+// by taking only intermediate groups numbered above the destination's (a cycle would need the
+// numbers to fall all the way round), which verify_routes again checks over (link, class). An
+// adversarial shift (every NIC of a group to the next group) then spreads over many global
+// links instead of the one between the two groups.
+//
 // Groups are found from the discovered map, not from names or port numbers. The two ends of a
 // local link share every other router of their group as neighbours (a - 2 of them); the ends of
 // a global link share only routers that happen to hold global links to both. Links are taken as
@@ -42,7 +54,10 @@ struct Exit {
 }  // namespace
 
 Result<RouteSet> route_dragonfly(const FabricMap& map, const Spec& spec) {
-  GALAXY_TRY(spec.check_known({}));
+  GALAXY_TRY(spec.check_known({"nonminimal"}));
+  auto nonminimal_r = spec.get_int("nonminimal", 0, 0, 1);
+  GALAXY_TRY(nonminimal_r);
+  const bool nonminimal = *nonminimal_r != 0;
   PortGraph g(map.topology);
   const uint32_t n = map.num_nodes();
   // Neighbour routers of each router, sorted, for the triangle test.
@@ -145,14 +160,30 @@ Result<RouteSet> route_dragonfly(const FabricMap& map, const Spec& spec) {
     return it->second;
   };
 
+  // Input port classes: one for all (minimal), or from a NIC, a local link, a global link.
+  enum : uint8_t { kFromNic = 0, kFromLocal = 1, kFromGlobal = 2 };
+  const uint32_t classes = nonminimal ? 3 : 1;
   std::vector<uint8_t> port_class(g.peer.size(), 0);
+  if (nonminimal)
+    for (uint32_t v : g.nrcs)
+      for (uint32_t p = 0; p < g.ports(v); ++p) {
+        const uint32_t slot = g.base[v] + p;
+        if (g.nrc_peer(slot)) port_class[slot] = dateline_port[slot] ? kFromGlobal : kFromLocal;
+      }
+  // The global link of router v to group gd, if it has one.
+  auto own_exit = [&](uint32_t v, uint32_t gd) -> const Exit* {
+    for (const Exit& e : exits[group[v] * groups + gd])
+      if (e.router == v) return &e;
+    return nullptr;
+  };
   auto rs = build_route_set(
-      map, g, 1, port_class, [&](uint32_t d, std::vector<chip::PortSet>& sets, unsigned) {
+      map, g, classes, port_class, [&](uint32_t d, std::vector<chip::PortSet>& sets, unsigned) {
         const uint32_t gd = group[d];
         for (uint32_t v : g.nrcs) {
           if (v == d) continue;
           if (group[v] == gd) {
-            sets[v] = chip::PortSet::of(port_to(v, d));
+            for (uint32_t k = 0; k < classes; ++k)
+              sets[v * classes + k] = chip::PortSet::of(port_to(v, d));
             continue;
           }
           // The exits of v's group that reach d in the fewest hops.
@@ -168,7 +199,27 @@ Result<RouteSet> route_dragonfly(const FabricMap& map, const Spec& spec) {
               s.set(port);
             }
           }
-          sets[v] = s;
+          if (!nonminimal) {
+            sets[v] = s;
+            continue;
+          }
+          sets[v * classes + kFromLocal] = s;
+          // In transit through this group (arrived over a global link, not in D's group): on
+          // by this router's own link to D, taken only from groups numbered above D's.
+          if (group[v] > gd)
+            if (const Exit* e = own_exit(v, gd)) sets[v * classes + kFromGlobal].set(e->port);
+          // Fresh from a NIC: also by this router's own global links to an intermediate group
+          // numbered above D's whose landing router goes on to D, where no longer than minimal.
+          chip::PortSet fresh = s;
+          for (uint32_t p = 0; p < g.ports(v); ++p) {
+            const uint32_t slot = g.base[v] + p;
+            if (!dateline_port[slot]) continue;
+            const uint32_t lands = g.peer[slot];
+            if (group[lands] <= gd) continue;
+            const Exit* on = own_exit(lands, gd);
+            if (on && 2u + (on->lands != d) <= best) fresh.set(p);
+          }
+          sets[v * classes + kFromNic] = fresh;
         }
       });
   rs.engine = "dragonfly";

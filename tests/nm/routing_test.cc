@@ -58,26 +58,32 @@ TEST_P(EngineTest, RoutesEveryPairAsClaimed) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fabrics, EngineTest,
-    ::testing::Values(
-        Case{"fattree:k=4,levels=3", "fattree", true}, Case{"fattree:k=4,levels=3", "updown", true},
-        Case{"fattree:k=4,levels=3", "minhop", true}, Case{"fattree:k=4,levels=2", "fattree", true},
-        Case{"th2:cabinets=3", "fattree", true}, Case{"th2:cabinets=3", "updown", true},
-        Case{"mesh:3x3", "dor", true}, Case{"mesh:3x3", "updown", true},
-        Case{"mesh:3x3,nics=2", "dor", true},
-        Case{"mesh:3x3", "minhop", false},            // all minimal turns: a cycle
-        Case{"torus:4x4", "dor", true},               // datelines: two VC classes per ring
-        Case{"torus:4x4", "dor:datelines=0", false},  // one class on a ring
-        Case{"torus:4x4", "updown", true}, Case{"torus:4x4", "minhop", false},
-        Case{"torus:5x4", "dor", true}, Case{"torus:5x4", "dor:datelines=0", false},
-        Case{"torus:4x4x4", "dor", true}, Case{"torus:6x3x5,nics=2", "dor", true},
-        // Rings of 3: the shorter way is never more than one hop, no cycle.
-        Case{"torus:3x3x3", "dor", true}, Case{"dragonfly", "updown", true},
-        Case{"dragonfly", "fattree", true}, Case{"dragonfly", "minhop", false},
-        Case{"dragonfly", "dragonfly", true},
-        Case{"dragonfly:a=4,p=2,h=2,g=5", "dragonfly", true},  // pairs joined twice
-        Case{"dragonfly:a=3,p=1,h=1", "dragonfly", true},
-        Case{"dragonfly:a=6,p=3,h=3", "dragonfly", true}, Case{"line:n=5", "minhop", true},
-        Case{"line:n=5", "updown", true}, Case{"line:n=5", "dor", true}),
+    ::testing::Values(Case{"fattree:k=4,levels=3", "fattree", true},
+                      Case{"fattree:k=4,levels=3", "updown", true},
+                      Case{"fattree:k=4,levels=3", "minhop", true},
+                      Case{"fattree:k=4,levels=2", "fattree", true},
+                      Case{"th2:cabinets=3", "fattree", true},
+                      Case{"th2:cabinets=3", "updown", true}, Case{"mesh:3x3", "dor", true},
+                      Case{"mesh:3x3", "updown", true}, Case{"mesh:3x3,nics=2", "dor", true},
+                      Case{"mesh:3x3", "minhop", false},  // all minimal turns: a cycle
+                      Case{"torus:4x4", "dor", true},     // datelines: two VC classes per ring
+                      Case{"torus:4x4", "dor:datelines=0", false},  // one class on a ring
+                      Case{"torus:4x4", "updown", true}, Case{"torus:4x4", "minhop", false},
+                      Case{"torus:5x4", "dor", true}, Case{"torus:5x4", "dor:datelines=0", false},
+                      Case{"torus:4x4x4", "dor", true}, Case{"torus:6x3x5,nics=2", "dor", true},
+                      // Rings of 3: the shorter way is never more than one hop, no cycle.
+                      Case{"torus:3x3x3", "dor", true}, Case{"dragonfly", "updown", true},
+                      Case{"dragonfly", "fattree", true}, Case{"dragonfly", "minhop", false},
+                      Case{"dragonfly", "dragonfly", true},
+                      Case{"dragonfly:a=4,p=2,h=2,g=5", "dragonfly", true},  // pairs joined twice
+                      Case{"dragonfly:a=3,p=1,h=1", "dragonfly", true},
+                      Case{"dragonfly:a=6,p=3,h=3", "dragonfly", true},
+                      Case{"dragonfly", "dragonfly:nonminimal=1", true},
+                      Case{"dragonfly:a=4,p=2,h=2,g=5", "dragonfly:nonminimal=1", true},
+                      Case{"dragonfly:a=3,p=1,h=1", "dragonfly:nonminimal=1", true},
+                      Case{"dragonfly:a=6,p=3,h=3", "dragonfly:nonminimal=1", true},
+                      Case{"line:n=5", "minhop", true}, Case{"line:n=5", "updown", true},
+                      Case{"line:n=5", "dor", true}),
     [](const ::testing::TestParamInfo<Case>& i) {
       std::string s = i.param.fabric + "_" + i.param.engine;
       for (char& ch : s)
@@ -171,6 +177,48 @@ TEST(RoutingTest, DragonflyIsMinimalWithGlobalLinksAsDatelines) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("no global link"), std::string::npos)
       << bad.error().to_string();
+}
+
+// The dragonfly engine with non-minimal ways (nonminimal=1): a packet fresh from its NIC may also
+// go by its router's own global link to an intermediate group and on to the destination's group,
+// where that is no longer than the minimal way; packets from local links keep the minimal ways.
+// Still at most 4 NRCs, still deadlock free with the global links as datelines (and not without).
+TEST(RoutingTest, DragonflyNonMinimalAddsWaysNoLongerThanMinimal) {
+  FabricMap map = map_of("dragonfly:a=6,p=3,h=3");  // ports 0-2 NICs, 3-7 local, 8-10 global
+  auto minimal = compute_routes(map, "dragonfly").value();
+  auto rs = compute_routes(map, "dragonfly:nonminimal=1").value();
+  RouteCheck check = verify_routes(map, rs);
+  EXPECT_TRUE(check.deadlock_free) << (check.problems.empty() ? "" : check.problems[0]);
+  EXPECT_EQ(check.reachable_pairs, check.nic_pairs);
+  EXPECT_EQ(check.max_path_nrcs, 4u);
+  auto set_at = [](const RouteSet& r, uint32_t v, unsigned in_port, wire::ChipId dest) {
+    for (const RangeWrite& w : r.writes[v])
+      if (w.inputs.test(in_port) && w.first_dest <= dest && dest < w.first_dest + w.count)
+        return w.ports;
+    return chip::PortSet{};
+  };
+  const auto& t = map.topology;
+  uint64_t wider = 0, entries = 0;
+  for (uint32_t v = 0; v < map.num_nodes(); ++v) {
+    if (t.is_nic(v)) continue;
+    for (uint32_t d = 0; d < map.num_nodes(); ++d) {
+      if (!t.is_nic(d) || t.peer({d, 0})->node == v) continue;
+      const wire::ChipId dest = map.chip_id[d];
+      const chip::PortSet from_nic = set_at(rs, v, 0, dest), from_local = set_at(rs, v, 3, dest);
+      // Local inputs: the minimal ways; NIC inputs: those and perhaps more, all global.
+      EXPECT_EQ(from_local, set_at(minimal, v, 3, dest));
+      EXPECT_EQ(from_nic & from_local, from_local) << "NRC " << v << " dest " << dest;
+      const chip::PortSet extra = from_nic & ~from_local;
+      for (unsigned p = 0; p < 8; ++p) EXPECT_FALSE(extra.test(p)) << "a non-minimal local hop";
+      wider += extra.any();
+      ++entries;
+    }
+  }
+  EXPECT_GT(wider, entries / 100) << wider << " of " << entries << " entries";  // 1,350 of 38,646
+  RouteSet one_class = rs;
+  one_class.vc_rules.clear();
+  EXPECT_FALSE(verify_routes(map, one_class).deadlock_free);
+  EXPECT_FALSE(compute_routes(map, "dragonfly:nonminimal=2").ok());
 }
 
 // A fat tree that lost switches: for every one and every two NRCs (not the server's) of a
@@ -290,9 +338,13 @@ TEST(RoutingTest, RoutesAndChecksAreTheSameOnAnyNumberOfThreads) {
     return {*rs, check};
   };
   const std::pair<std::string, std::string> cases[] = {
-      {"th2:cabinets=3", "fattree"}, {"fattree:k=8,levels=3", "updown"},
-      {"torus:4x4x4", "dor"},        {"dragonfly:a=6,p=3,h=3", "dragonfly"},
-      {"mesh:4x4", "minhop"},        {"fattree:k=4,levels=3", "minhop"}};
+      {"th2:cabinets=3", "fattree"},
+      {"fattree:k=8,levels=3", "updown"},
+      {"torus:4x4x4", "dor"},
+      {"dragonfly:a=6,p=3,h=3", "dragonfly"},
+      {"dragonfly:a=6,p=3,h=3", "dragonfly:nonminimal=1"},
+      {"mesh:4x4", "minhop"},
+      {"fattree:k=4,levels=3", "minhop"}};
   for (const auto& [fabric, engine] : cases)
     for (bool cut : {false, true}) {
       SCOPED_TRACE(fabric + " " + engine + (cut ? " cut short" : ""));
