@@ -32,8 +32,16 @@ struct Range {
   PortSet ports;
 };
 
+// next_of_slot's marks for a port whose peer is not an NRC (its low bits: the NIC's node).
+constexpr uint32_t kNextNic = 0x80000000u;
+constexpr uint32_t kNextNone = detail::kInf;
+
 struct Tables {
   std::vector<uint32_t> state_of_slot;  // NRC port slot -> state (kInf for NIC ports)
+  // NRC port slot -> the state a packet sent out of it enters at the far end: the far NRC's
+  // input state, kNextNic | the NIC's node, or kNextNone (no link). One read where the search
+  // would chase the peer, its base and its port.
+  std::vector<uint32_t> next_of_slot;
   std::vector<uint32_t> node_of_state;
   std::vector<uint8_t> rule_of_state;  // the VC rule of its input ports
   std::vector<uint32_t> range_begin;   // state -> ranges [begin, end)
@@ -83,6 +91,14 @@ Tables build_tables(const FabricMap& map, const PortGraph& g, const RouteSet& rs
       t.range_end.push_back(static_cast<uint32_t>(t.ranges.size()));
     }
   }
+  t.next_of_slot.assign(g.peer.size(), kNextNone);
+  for (uint32_t v : g.nrcs)
+    for (uint32_t p = 0; p < g.ports(v); ++p) {
+      const uint32_t slot = g.base[v] + p, w = g.peer[slot];
+      if (w == fabric::kNoNode) continue;
+      t.next_of_slot[slot] =
+          map.topology.is_nic(w) ? kNextNic | w : t.state_of_slot[g.base[w] + g.peer_port[slot]];
+    }
   return t;
 }
 
@@ -114,19 +130,21 @@ struct Shared {
 struct Worker {
   explicit Worker(const Shared& sh)
       : cursor(sh.t.range_begin),
-        epoch(sh.t.node_of_state.size(), UINT32_MAX),
-        color(sh.t.node_of_state.size()),
-        good(sh.t.node_of_state.size()),
-        set(sh.t.node_of_state.size()),
-        height(sh.t.node_of_state.size()),
+        visit(sh.t.node_of_state.size()),
         dep(sh.g.peer.size() * sh.K),
         used(sh.g.peer.size() * sh.K, 0),
         classes_in(sh.by_class ? sh.t.node_of_state.size() : 0) {}
   std::vector<uint32_t> cursor;  // per state, into its ranges; destinations only increase
-  std::vector<uint32_t> epoch;
-  std::vector<uint8_t> color, good;
-  std::vector<PortSet> set;
-  std::vector<uint32_t> height;
+  // A state's search record for the current destination (valid while epoch is its stamp), in
+  // one place: the search reaches states in no order, so each is one cache miss, not five.
+  struct Visit {
+    PortSet set;  // its entry for the destination
+    uint32_t epoch = UINT32_MAX;
+    uint32_t height = 0;  // NRCs on the longest path from it
+    uint8_t color = 0;
+    uint8_t good = 0;  // every path from it ends at the destination
+  };
+  std::vector<Visit> visit;
   // Channels: (link slot, VC class) as slot * K + class. dep: the out ports at the link's far
   // end that packets arriving over it in that class take.
   std::vector<PortSet> dep;
@@ -163,11 +181,7 @@ void verify_part(const Shared& sh, Worker& wk, size_t begin, size_t end, Part& o
   const auto& nics = sh.nics;
   const auto& boundaries = sh.boundaries;
   std::vector<uint32_t>& cursor = wk.cursor;
-  std::vector<uint32_t>& epoch = wk.epoch;
-  std::vector<uint8_t>& color = wk.color;
-  std::vector<uint8_t>& good = wk.good;
-  std::vector<PortSet>& set = wk.set;
-  std::vector<uint32_t>& height = wk.height;
+  std::vector<Worker::Visit>& vis = wk.visit;
   auto& stack = wk.stack;
   enum : uint8_t { kWhite, kGray, kBlack };
   auto lookup = [&t, &cursor](uint32_t x, uint32_t d) -> PortSet {
@@ -214,12 +228,13 @@ void verify_part(const Shared& sh, Worker& wk, size_t begin, size_t end, Part& o
     }
     const uint64_t reachable_before = out.reachable;
     auto discover = [&](uint32_t x) {
-      epoch[x] = stamp;
-      color[x] = kWhite;
-      set[x] = lookup(x, dchip);
-      good[x] = set[x].any();
-      height[x] = 1;
-      if (!set[x] && !misrouted) {
+      Worker::Visit& r = vis[x];
+      r.epoch = stamp;
+      r.color = kWhite;
+      r.set = lookup(x, dchip);
+      r.good = r.set.any();
+      r.height = 1;
+      if (!r.set && !misrouted) {
         misrouted = true;
         problem(fmt::format("destination {}: no route at NRC chip {}", dchip,
                             map.chip_id[t.node_of_state[x]]));
@@ -230,31 +245,32 @@ void verify_part(const Shared& sh, Worker& wk, size_t begin, size_t end, Part& o
       const uint32_t senders = injecting - (sh.entry_of_nic[di] == s0 ? 1 : 0);
       if (senders == 0) continue;
       if (by_class) wk.sources.push_back(s0);
-      if (epoch[s0] != stamp) {
+      if (vis[s0].epoch != stamp) {
         discover(s0);
-        stack.push_back({s0, set[s0]});
-        color[s0] = kGray;
+        stack.push_back({s0, vis[s0].set});
+        vis[s0].color = kGray;
         while (!stack.empty()) {
           Worker::Frame& f = stack.back();
           uint32_t x = f.state, v = t.node_of_state[x];
           if (f.todo.none()) {
-            color[x] = kBlack;
+            vis[x].color = kBlack;
             if (by_class) wk.finished.push_back(x);
             stack.pop_back();
             if (!stack.empty()) {
-              uint32_t parent = stack.back().state;
-              good[parent] = good[parent] && good[x];
-              height[parent] = std::max(height[parent], height[x] + 1);
+              Worker::Visit& parent = vis[stack.back().state];
+              parent.good = parent.good && vis[x].good;
+              parent.height = std::max(parent.height, vis[x].height + 1);
             }
             continue;
           }
           uint32_t p = static_cast<uint32_t>(f.todo.lowest());
           f.todo = f.todo.without_lowest();
           uint32_t slot = g.base[v] + p;
-          uint32_t w = p < g.ports(v) ? g.peer[slot] : fabric::kNoNode;
-          if (w == fabric::kNoNode || map.topology.is_nic(w)) {
+          const uint32_t next = p < g.ports(v) ? t.next_of_slot[slot] : kNextNone;
+          if (next == kNextNone || (next & kNextNic)) {
+            const uint32_t w = next == kNextNone ? fabric::kNoNode : next & ~kNextNic;
             if (w != dnode) {
-              good[x] = 0;
+              vis[x].good = 0;
               if (!misrouted)
                 problem(fmt::format(
                     "destination {}: NRC chip {} may send it out of port {} {}", dchip,
@@ -264,30 +280,31 @@ void verify_part(const Shared& sh, Worker& wk, size_t begin, size_t end, Part& o
             }
             continue;
           }
-          uint32_t child = t.state_of_slot[g.base[w] + g.peer_port[slot]];
-          if (epoch[child] != stamp) discover(child);
+          const uint32_t child = next;
+          if (vis[child].epoch != stamp) discover(child);
+          const Worker::Visit& c = vis[child];
           if (!by_class) {
             wk.used[slot] = 1;
-            wk.dep[slot] |= set[child];
+            wk.dep[slot] |= c.set;
           }
-          if (color[child] == kGray) {
-            good[x] = 0;
+          if (c.color == kGray) {
+            vis[x].good = 0;
             if (!loop)
               problem(fmt::format("destination {}: loop through NRC chip {} port {}", dchip,
                                   map.chip_id[v], p));
             loop = true;
-          } else if (color[child] == kBlack) {
-            good[x] = good[x] && good[child];
-            height[x] = std::max(height[x], height[child] + 1);
+          } else if (c.color == kBlack) {
+            vis[x].good = vis[x].good && c.good;
+            vis[x].height = std::max(vis[x].height, c.height + 1);
           } else {
-            color[child] = kGray;
-            stack.push_back({child, set[child]});
+            vis[child].color = kGray;
+            stack.push_back({child, c.set});
           }
         }
       }
-      if (good[s0]) {
+      if (vis[s0].good) {
         out.reachable += senders;
-        out.max_path_nrcs = std::max(out.max_path_nrcs, height[s0]);
+        out.max_path_nrcs = std::max(out.max_path_nrcs, vis[s0].height);
       }
     }
     if (by_class && !loop) {
@@ -300,16 +317,16 @@ void verify_part(const Shared& sh, Worker& wk, size_t begin, size_t end, Part& o
       for (auto it = wk.finished.rbegin(); it != wk.finished.rend(); ++it) {
         const uint32_t x = *it, v = t.node_of_state[x];
         if (!classes_in[x]) continue;
-        for (PortSet s = set[x]; s; s = s.without_lowest()) {
+        for (PortSet s = vis[x].set; s; s = s.without_lowest()) {
           const auto p = static_cast<uint32_t>(s.lowest());
           const uint32_t slot = g.base[v] + p;
           if (p >= g.ports(v) || !g.nrc_peer(slot)) continue;
-          const uint32_t child = t.state_of_slot[g.base[g.peer[slot]] + g.peer_port[slot]];
+          const uint32_t child = t.next_of_slot[slot];
           for (uint8_t c = 0; c < K; ++c) {
             if (!(classes_in[x] & (1u << c))) continue;
             const uint8_t on_link = chip::next_vc_class(c, t.rule_of_state[x], rs.vc_rule(v, p));
             wk.used[slot * K + on_link] = 1;
-            wk.dep[slot * K + on_link] |= set[child];
+            wk.dep[slot * K + on_link] |= vis[child].set;
             classes_in[child] = static_cast<uint8_t>(classes_in[child] | (1u << on_link));
           }
         }
