@@ -5,6 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
 
 namespace galaxy::wire {
 
@@ -28,5 +33,11 @@ constexpr uint32_t chip_id_high(ChipId id) {
 constexpr ChipId chip_id_of(uint64_t low, uint64_t high) {
   return static_cast<ChipId>((low & 0xFFFF) | ((high & 1) << 16));
 }
+
+// Why an encoder refuses the first of `ids` (field name, id) wider than 17 bits ("<format>:
+// <name> = 0x20000 exceeds the 17-bit chip id"), or nothing when all fit. Each encoder gives the
+// refusal its own error id.
+std::optional<std::string> chip_id_refusal(
+    std::string_view format, std::initializer_list<std::pair<std::string_view, ChipId>> ids);
 
 }  // namespace galaxy::wire

@@ -198,13 +198,9 @@ Status check_head(const DataHead& h, bool encoding) {
                       fmt::format("data head: {} = {} exceeds {}", dest ? "dest_vp" : "src_vp",
                                   dest ? h.dest_vp : h.src_vp, kMaxVp));
   }
-  if (h.dest_node > kChipIdMask || h.src_node > kChipIdMask) {
-    bool dest = h.dest_node > kChipIdMask;
-    return make_error(
-        Code::kOutOfRange, 1707,
-        fmt::format("data head: {} = {:#x} exceeds the {}-bit chip id",
-                    dest ? "dest_node" : "src_node", dest ? h.dest_node : h.src_node, kChipIdBits));
-  }
+  if (auto why =
+          chip_id_refusal("data head", {{"dest_node", h.dest_node}, {"src_node", h.src_node}}))
+    return make_error(Code::kOutOfRange, 1707, *why);
   if (h.bytes > kDataPacketBytes)
     return make_error(code, encoding ? 1703 : kErrTooLong,
                       fmt::format("data head: bytes = {} exceeds {}", h.bytes, kDataPacketBytes));

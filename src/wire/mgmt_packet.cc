@@ -176,13 +176,8 @@ Result<MgmtPacketBytes> encode_mgmt_packet(const MgmtPacket& p) {
         fmt::format("mgmt packet: dest_type/src_type = {}/{}, expected 0 or 1",
                     static_cast<unsigned>(p.dest_type), static_cast<unsigned>(p.src_type)));
   }
-  if (p.dest_id > kChipIdMask || p.src_id > kChipIdMask) {
-    bool dest = p.dest_id > kChipIdMask;
-    return make_error(
-        Code::kOutOfRange, 1106,
-        fmt::format("mgmt packet: {} = {:#x} exceeds the {}-bit chip id",
-                    dest ? "dest_id" : "src_id", dest ? p.dest_id : p.src_id, kChipIdBits));
-  }
+  if (auto why = chip_id_refusal(kFormat, {{"dest_id", p.dest_id}, {"src_id", p.src_id}}))
+    return make_error(Code::kOutOfRange, 1106, *why);
   const bool wide = p.forward_route.needs_ext() || p.backward_route.needs_ext();
   MgmtPacketBytes b{};
   for (unsigned k = 0; k < kMgmtPacketFlits; ++k) {

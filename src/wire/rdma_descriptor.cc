@@ -85,11 +85,8 @@ Result<std::vector<uint8_t>> encode_rdma_descriptor(const RdmaDescriptor& d) {
         Code::kOutOfRange, 1412,
         fmt::format("rdma descriptor: remote_vp = {} exceeds {}", d.remote_vp, kMaxVp));
   }
-  if (d.remote_node > kChipIdMask) {
-    return make_error(Code::kOutOfRange, 1414,
-                      fmt::format("rdma descriptor: remote_node = {:#x} exceeds the {}-bit chip id",
-                                  d.remote_node, kChipIdBits));
-  }
+  if (auto why = chip_id_refusal("rdma descriptor", {{"remote_node", d.remote_node}}))
+    return make_error(Code::kOutOfRange, 1414, *why);
   bool immediate = d.op == RdmaOp::kImmediate;
   if (immediate && (d.length < 1 || d.length > kMaxImmediateBytes)) {
     return make_error(Code::kOutOfRange, 1413,
