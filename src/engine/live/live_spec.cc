@@ -181,7 +181,9 @@ Result<LiveFabric> parse_live_fabric(const std::string& spec) {
   f.topology = std::move(*topo);
   if (f.topology.num_nodes() > 0xFFFE)
     return make_error(Code::kOutOfRange, 4708,
-                      fmt::format("a live fabric of {} chips exceeds the 16-bit chip ids",
+                      fmt::format("a live fabric of {} chips exceeds 65,534, the most its "
+                                  "shared-memory segments name (16-bit chip ids there; a "
+                                  "simulated fabric takes up to 131,071)",
                                   f.topology.num_nodes()));
   assign_hosts(f);
   return f;
