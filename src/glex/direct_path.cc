@@ -408,16 +408,40 @@ void DirectPath::flush(Peer& p) {
   }
 }
 
-// A link whose peer is gone (it said so, or fell silent for the link's dead time, or never
-// answered): what it did not acknowledge goes to the daemon, and the targets it served are asked
-// about again.
+// Whether a peer whose link fell silent still holds, at the same address, a VP this process
+// sends to, as its host's daemon answers the directory (which checks the owner is alive). A
+// process stopped or starved past the link's dead time is not gone: what it received but had not
+// acknowledged would reach it twice if the daemon carried it too, so its link waits, Down and
+// handshaking, and resumes exactly once when it answers. Asked again each dead time.
+bool DirectPath::still_there(Peer& p, uint64_t key, uint64_t now) {
+  const uint64_t dead_ns = p.link->config().dead_after_ns;
+  if (p.alive_ns != 0 && now - p.alive_ns < dead_ns) return true;
+  for (const auto& [target, t] : targets_) {
+    if (t.key != key) continue;
+    const uint32_t node = static_cast<uint32_t>(target >> 8);
+    const live::HostAddress& host = seg_.host_address(seg_.chip(node).host);
+    if (host.ip == 0 || host.port == 0) continue;
+    auto a = live::ask_directory(host.ip, host.port, node, static_cast<uint8_t>(target & 0xFF),
+                                 kDirectoryTimeoutMs);
+    if (a.ok() && a->status == live::DirectoryStatus::kOpen &&
+        address_key(host.ip, a->port) == key) {
+      p.alive_ns = now;
+      return true;
+    }
+  }
+  return false;
+}
+
+// A link whose peer is gone (it said so, or fell silent for the link's dead time and its daemon
+// no longer names it, or it never answered): what it did not acknowledge goes to the daemon,
+// and the targets it served are asked about again.
 void DirectPath::reap(uint64_t now) {
   for (auto it = peers_.begin(); it != peers_.end();) {
     Peer& p = it->second;
     const live::LinkStats& s = p.link->stats();
     const bool failed =
         p.link->state() == live::LinkState::kDown
-            ? (s.link_downs > 0 || p.link->peer_disabled())
+            ? (p.link->peer_disabled() || (s.link_downs > 0 && !still_there(p, it->first, now)))
             : (s.handshakes == 0 && now - p.created_ns > p.link->config().dead_after_ns);
     if (!failed) {
       ++it;

@@ -85,6 +85,7 @@ class DirectPath {
     std::deque<std::vector<uint8_t>> backlog;  // items the link has not taken yet, in order
     size_t rx_offset = 0;                      // into the payload whose items are being delivered
     uint64_t created_ns = 0;
+    uint64_t alive_ns = 0;  // when its daemon last said it still holds a VP we send to
   };
   struct Target {
     uint64_t key = 0;  // the peer's address key, 0: not direct
@@ -95,7 +96,8 @@ class DirectPath {
   uint32_t link_id(uint64_t peer_key) const;
   Peer* peer_for(uint64_t key, const sockaddr_in& a, uint64_t now);
   Target lookup(uint32_t node, uint8_t vp, uint64_t now);
-  void service(uint64_t now);  // mu_ held
+  bool still_there(Peer& p, uint64_t key, uint64_t now);  // mu_ held
+  void service(uint64_t now);                             // mu_ held
   void receive(uint64_t now);
   void on_datagram(std::span<const uint8_t> d, const sockaddr_in& from, uint64_t now);
   void deliver(Peer& p);

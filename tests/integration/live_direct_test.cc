@@ -198,6 +198,66 @@ TEST_F(LiveDirect, TheMpsOfAReceiverThatDiedAreRefusedNotLost) {
   close(ready[1]);
 }
 
+// A receiver stopped (or starved) longer than the link's dead time is not dead: the sender's link
+// goes Down, but the receiver's daemon still names it, so the link waits, handshaking, and
+// resumes when the receiver runs again. Every MP arrives once and in order; had the sender handed
+// what it had not seen acknowledged to the daemons, the receiver would take those MPs twice.
+TEST_F(LiveDirect, AReceiverStoppedPastTheDeadTimeGetsEveryMpOnceInOrder) {
+  Port a(f(), 0, 0);
+  ASSERT_TRUE(a.ok()) << glex_last_error();
+  const glex_ep_addr_t to = a.addr();
+  const LiveFabricUnderTest& fab = f();
+  constexpr uint64_t kMps = 3000;
+  const pid_t child = fork();
+  if (child == 0) {
+    Port c(fab, 1, 0);
+    if (!c.ok() || glex_send_mp(c.ep, to, "here", 4, 0) != GLEX_SUCCESS) _exit(10);
+    for (uint64_t i = 0; i < kMps; ++i) {
+      glex_mp mp;
+      if (glex_recv_mp(c.ep, kWaitMs, &mp) != GLEX_SUCCESS) _exit(11);
+      uint64_t seq;
+      std::memcpy(&seq, mp.data, sizeof seq);
+      if (seq != i) {
+        std::fprintf(stderr, "receiver: MP %llu came as %llu\n", static_cast<unsigned long long>(i),
+                     static_cast<unsigned long long>(seq));
+        _exit(12);
+      }
+    }
+    glex_mp extra;
+    _exit(glex_recv_mp(c.ep, 500, &extra) == GLEX_TIMEOUT ? 0 : 13);  // 13: a duplicate
+  }
+  glex_mp mp;
+  ASSERT_EQ(glex_recv_mp(a.ep, kWaitMs, &mp), GLEX_SUCCESS) << glex_last_error();
+  const glex_ep_addr_t peer = mp.src;
+  uint64_t sent = 0;
+  auto send_some = [&](uint64_t until, std::chrono::milliseconds within) {
+    const auto deadline = DirectClock::now() + within;
+    while (sent < until && DirectClock::now() < deadline) {
+      const glex_ret_t r = glex_send_mp(a.ep, peer, &sent, sizeof sent, 0);
+      if (r == GLEX_SUCCESS)
+        ++sent;
+      else if (r != GLEX_BUSY)
+        break;
+    }
+  };
+  // Stopped in the middle of a burst: frames it took are not yet acknowledged.
+  using std::chrono::milliseconds;
+  send_some(kMps / 3, milliseconds(30000));
+  kill(child, SIGSTOP);
+  send_some(2 * kMps / 3, milliseconds(200));       // into the window and the backlog, while room
+  std::this_thread::sleep_for(milliseconds(3000));  // the link's dead time is 2 s
+  kill(child, SIGCONT);
+  send_some(kMps, milliseconds(30000));
+  EXPECT_EQ(sent, kMps) << glex_last_error();
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "receiver exit " << WEXITSTATUS(status) << " (12: out of order, 13: a duplicate)";
+  // Nothing came back as refused: the MPs went to a live receiver.
+  glex_cq_entry c{};
+  EXPECT_NE(glex_poll_cq(a.ep, &c), GLEX_SUCCESS) << glex_error_string(c.status);
+}
+
 // The lossy link of the issue (5% drop, 1% duplicate, 2% reorder, 1% corrupt), on the direct
 // links too, with the daemons stopped so that nothing else can carry the MPs: every MP arrives
 // once and in order.
