@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <random>
@@ -62,7 +63,19 @@ uint64_t align_region(uint64_t v) {
 }  // namespace
 
 bool process_alive(int32_t pid) {
-  return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+  if (pid <= 0 || (kill(pid, 0) != 0 && errno != EPERM)) return false;
+  // A process killed but not yet waited for by its parent is a zombie: it still has a pid, but
+  // nothing of it runs or will answer.
+  char path[32];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return true;  // no /proc: as kill() says
+  char buf[256];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* close = std::strrchr(buf, ')');  // "pid (comm) state ...": comm may hold ')'
+  return !(close && close[1] == ' ' && close[2] == 'Z');
 }
 
 Result<std::unique_ptr<Segment>> Segment::create(const LiveFabric& f, int host) {

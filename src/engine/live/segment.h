@@ -44,7 +44,8 @@ inline constexpr uint32_t kNoChip = UINT32_MAX;
 bool futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns);
 void futex_wake(std::atomic<uint32_t>* word);
 uint64_t monotonic_ns();
-// Whether a process exists (a VP, a registration or a daemon whose owner died is reclaimed).
+// Whether a process exists and is not a zombie (a VP, a registration or a daemon whose owner
+// died is reclaimed).
 bool process_alive(int32_t pid);
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
