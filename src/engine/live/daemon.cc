@@ -2035,11 +2035,19 @@ void FabricDaemon::timers(uint64_t now) {
 
 void FabricDaemon::scan_liveness() {
   const SegHeader& h = seg_->header();
+  // Each owner asked once a scan: many VPs, registrations and transfers share a few processes,
+  // and the question reads /proc (a zombie is not alive).
+  std::unordered_map<int32_t, bool> known;
+  auto alive = [&known](int32_t pid) {
+    auto [it, fresh] = known.try_emplace(pid, false);
+    if (fresh) it->second = process_alive(pid);
+    return it->second;
+  };
   for (uint32_t s = 0; s < h.num_local_nics; ++s) {
     NicSlot& nic = seg_->nic_slot(s);
     for (VpSlot& vp : nic.vps) {
       int32_t pid = vp.owner_pid.load();
-      if (!vp.open.load() || process_alive(pid)) continue;
+      if (!vp.open.load() || alive(pid)) continue;
       // The owner died: its VP closes, so senders get an error instead of filling its MPQ.
       vp.open.store(0, std::memory_order_release);
       vp.direct_port.store(0);
@@ -2050,7 +2058,7 @@ void FabricDaemon::scan_liveness() {
                 &vp - nic.vps);
     }
     for (AttEntry& e : nic.att)
-      if (e.state.load() == 2 && !process_alive(e.pid)) {
+      if (e.state.load() == 2 && !alive(e.pid)) {
         e.generation++;
         e.state.store(0, std::memory_order_release);
       }
@@ -2070,7 +2078,7 @@ void FabricDaemon::scan_liveness() {
   // Transfers of a process that died end now: nobody waits for them.
   std::vector<uint64_t> orphaned;
   for (const auto& [key, op] : nic_ops_)
-    if (!process_alive(op.pid)) orphaned.push_back(key);
+    if (!alive(op.pid)) orphaned.push_back(key);
   for (uint64_t key : orphaned) {
     nic_ops_.erase(key);
     const OpKey k = OpKey::unpack(key);

@@ -1,5 +1,5 @@
 // Writing an MPQ of the shared segment: chip::mpq_admit over a VP (a cell is claimed only when
-// the VP is open, and the owner's liveness, a syscall, is asked only when the ring is full),
+// the VP is open, and the owner's liveness, a read of /proc, is asked only when the ring is full),
 // then the cell filled as the wire MP. Every live path that writes an MPQ (same-host sender,
 // daemon delivering an MP or a management response) uses these two.
 #pragma once
