@@ -170,6 +170,17 @@ DirectPath::Peer* DirectPath::peer_for(uint64_t key, const sockaddr_in& a, uint6
   return &p;
 }
 
+// The address key at which VP `vp` of NIC `node` receives, as its host's daemon answers the
+// directory (the VP open and its owner alive); 0 when it does not, or no answer came.
+uint64_t DirectPath::ask_where(uint32_t node, uint8_t vp) const {
+  const live::HostAddress& host = seg_.host_address(seg_.chip(node).host);
+  if (host.ip == 0 || host.port == 0) return 0;
+  auto a = live::ask_directory(host.ip, host.port, node, vp, kDirectoryTimeoutMs);
+  return a.ok() && a->status == live::DirectoryStatus::kOpen && a->port != 0
+             ? address_key(host.ip, a->port)
+             : 0;
+}
+
 DirectPath::Target DirectPath::lookup(uint32_t node, uint8_t vp, uint64_t now) {
   const uint64_t key = uint64_t{node} << 8 | vp;
   {
@@ -181,12 +192,7 @@ DirectPath::Target DirectPath::lookup(uint32_t node, uint8_t vp, uint64_t now) {
   }
   Target t;
   t.asked_ns = now;
-  const live::HostAddress& host = seg_.host_address(seg_.chip(node).host);
-  if (host.ip != 0 && host.port != 0) {
-    auto a = live::ask_directory(host.ip, host.port, node, vp, kDirectoryTimeoutMs);
-    if (a.ok() && a->status == live::DirectoryStatus::kOpen && a->port != 0)
-      t.key = address_key(host.ip, a->port);
-  }
+  t.key = ask_where(node, vp);
   std::lock_guard<std::mutex> g(mu_);
   targets_[key] = t;
   return t;
@@ -417,17 +423,11 @@ bool DirectPath::still_there(Peer& p, uint64_t key, uint64_t now) {
   const uint64_t dead_ns = p.link->config().dead_after_ns;
   if (p.alive_ns != 0 && now - p.alive_ns < dead_ns) return true;
   for (const auto& [target, t] : targets_) {
-    if (t.key != key) continue;
-    const uint32_t node = static_cast<uint32_t>(target >> 8);
-    const live::HostAddress& host = seg_.host_address(seg_.chip(node).host);
-    if (host.ip == 0 || host.port == 0) continue;
-    auto a = live::ask_directory(host.ip, host.port, node, static_cast<uint8_t>(target & 0xFF),
-                                 kDirectoryTimeoutMs);
-    if (a.ok() && a->status == live::DirectoryStatus::kOpen &&
-        address_key(host.ip, a->port) == key) {
-      p.alive_ns = now;
-      return true;
-    }
+    if (t.key != key ||
+        ask_where(static_cast<uint32_t>(target >> 8), static_cast<uint8_t>(target & 0xFF)) != key)
+      continue;
+    p.alive_ns = now;
+    return true;
   }
   return false;
 }

@@ -95,6 +95,7 @@ class DirectPath {
   static uint64_t address_key(uint32_t ip, uint16_t port) { return uint64_t{ip} << 16 | port; }
   uint32_t link_id(uint64_t peer_key) const;
   Peer* peer_for(uint64_t key, const sockaddr_in& a, uint64_t now);
+  uint64_t ask_where(uint32_t node, uint8_t vp) const;
   Target lookup(uint32_t node, uint8_t vp, uint64_t now);
   bool still_there(Peer& p, uint64_t key, uint64_t now);  // mu_ held
   void service(uint64_t now);                             // mu_ held
