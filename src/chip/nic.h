@@ -21,6 +21,7 @@
 #include "chip/data_vc.h"
 #include "chip/host_memory.h"
 #include "chip/nic_arrival.h"
+#include "chip/rdma_transfer.h"
 #include "chip/refusal.h"
 #include "wire/data_packet.h"
 #include "wire/mgmt.h"
@@ -58,8 +59,6 @@ inline constexpr size_t kCpLatchDepth = 64;
 
 // Transfers a NIC has started and not yet seen completed (tags in flight).
 inline constexpr uint16_t kMaxTransfers = 4096;
-// Transfers a NIC tracks as a target at once (packets of a transfer may arrive in any order).
-inline constexpr size_t kMaxRxTransfers = 65536;
 // Host memory is read in 1 KiB requests into an 8 KiB receive FIFO (docs/system.md 1.1).
 inline constexpr uint64_t kHostReadChunk = 1024;
 inline constexpr uint64_t kHostReadFifo = 8192;
@@ -363,32 +362,8 @@ class Nic : public Chip {
     uint64_t received = 0;   // get: packets of the response written
     uint16_t error_id = 0;   // get: the first failure writing the response
   };
-  // A transfer this NIC is the target of, by (source node, tag).
-  struct RxTransfer {
-    uint8_t src_vp = 0;
-    uint32_t counted = 0;
-    uint32_t total = 0;  // 0 until a data packet says
-    uint16_t error_id = 0;
-    uint64_t bytes = 0;
-    bool has_notice = false;
-    wire::DataPacket notice;
-  };
-  // A remote get being answered by DMA engine 1.
-  struct ReadJob {
-    wire::ChipId requester = 0;
-    uint8_t requester_vp = 0;
-    uint16_t tag = 0;
-    uint64_t source = 0;  // our address
-    uint32_t source_key = 0;
-    uint64_t dest = 0;  // the requester's address
-    uint32_t dest_key = 0;
-    uint32_t length = 0;
-    uint64_t sent = 0;
-    bool event = false;
-    uint64_t notify_address = 0;
-    uint32_t notify_key = 0;
-    std::array<uint8_t, wire::kNotifyDataBytes> notify_data{};
-  };
+  using ReadJob = RdmaReadJob;
+  struct TargetHost;  // the NIC's host side as RdmaTarget uses it
   Status check_vp(uint8_t vp) const;
   // Room in `vp`'s descriptor queue (HDQ or SDQ); the error carries `error_id`.
   Status check_room(uint8_t vp, uint16_t error_id) const;
@@ -410,8 +385,6 @@ class Nic : public Chip {
   void send_ack(wire::ChipId dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id,
                 uint64_t bytes);
   NicRx rx_write(const wire::DataPacket& p, const ArrivedPacket& arrived);
-  NicRx rx_count(uint64_t key, RxTransfer& t);
-  void rx_finish(uint64_t key, RxTransfer& t);
   NicRx rx_response(const wire::DataPacket& p, const ArrivedPacket& arrived);
   NicRx rx_read_request(const wire::DataPacket& p, const ArrivedPacket& arrived);
   NicRx rx_ack(const wire::DataPacket& p, const ArrivedPacket& arrived);
@@ -437,7 +410,7 @@ class Nic : public Chip {
   Fifo<uint16_t> tx_active_;  // DMA engine 0's work, in start order
   Fifo<ReadJob> reads_;       // DMA engine 1's work
   Fifo<wire::DataPacket> acks_;
-  std::unordered_map<uint64_t, RxTransfer> rx_;              // by (source node, tag): rx_key
+  RdmaTarget target_;                                        // transfers this NIC receives
   std::unordered_map<wire::ChipId, uint64_t> answers_from_;  // acks and read responses, by node
   uint8_t rr_next_ = 0;
   static_assert(kNumVps <= 64);

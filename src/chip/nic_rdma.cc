@@ -48,19 +48,6 @@ bool starts_host_read(uint64_t offset, uint64_t n) {
          (offset + (n ? n - 1 : 0)) / kHostReadChunk != (offset - 1) / kHostReadChunk;
 }
 
-// Whether a packet's offset and size are where the transfer's own cutting puts them.
-bool placed(const wire::DataExt& x, uint8_t bytes) {
-  if (x.length == 0) return x.offset == 0 && bytes == 0;
-  return x.offset < x.length && bytes == wire::packet_bytes_at(x.address, x.length, x.offset);
-}
-
-// Read request payload layout, bit offsets (wire/data_packet.h kReadRequestBytes).
-constexpr size_t kRqLocalAddress = 0;
-constexpr size_t kRqLocalKey = 64;
-constexpr size_t kRqNotifyKey = 96;
-constexpr size_t kRqNotifyAddress = 128;
-constexpr size_t kRqNotifyData = 24;  // bytes
-
 }  // namespace
 
 Nic::TxTransfer* Nic::tx_by_tag(uint16_t tag) {
@@ -122,13 +109,11 @@ std::optional<NicWork> Nic::start_rdma(uint8_t vp, VpState& v, QueuedDescriptor&
 
 bool Nic::finish_packet(NicPacket& out, DmaEngine e, uint32_t host_bytes) {
   DataPacket& p = out.packet;
-  p.head.vc = data_vc(p.head.kind);
-  p.head.src_node = chip_id();
-  if (Status s = wire::check_data_packet(p); !s.ok()) {  // a field out of range: it never leaves
+  if (Status s = seal_data_packet(p, chip_id());
+      !s.ok()) {  // a field out of range: it never leaves
     discard(std::span<const uint8_t>{}, s.error(), wire::DataDefect::kMalformed);
     return false;
   }
-  p.head.length_flits = static_cast<uint16_t>(wire::data_packet_flits(p.head.bytes));
   out.head = p.head;
   out.engine = e;
   out.host_read_bytes = host_bytes;
@@ -178,35 +163,17 @@ bool Nic::next_local_packet(NicPacket& out) {
     const wire::RdmaDescriptor& d = t.d;
     out.starts_host_read = false;
     DataPacket& p = out.packet;
-    p.head = {};
-    p.ext = {};
-    p.head.dest_node = d.remote_node;
-    p.head.dest_vp = d.remote_vp;
-    p.head.src_vp = t.vp;
-    p.head.tag = tag_of(slot, t.generation);
-    p.head.flags = wire::kDataFlagInTransfer;
+    const uint16_t tag = tag_of(slot, t.generation);
     if (d.op == RdmaOp::kRead) {
-      p.head.kind = PacketKind::kRdmaReadRequest;
-      if (d.completion == Completion::kEvent) p.head.flags |= wire::kDataFlagNotified;
-      p.ext = {d.remote_address, d.remote_key, 0, d.length};
-      p.head.bytes = static_cast<uint8_t>(wire::kReadRequestBytes);
-      put_bits(p.payload, kRqLocalAddress, 64, d.local_address);
-      put_bits(p.payload, kRqLocalKey, 32, d.local_key);
-      put_bits(p.payload, kRqNotifyKey, 32, d.notify_key);
-      put_bits(p.payload, kRqNotifyAddress, 64, d.notify_address);
-      std::copy(d.notify_data.begin(), d.notify_data.end(), &p.payload[kRqNotifyData]);
+      rdma_read_request_packet(d, t.vp, tag, p);
       t.data_done = true;
       t.phase = TxTransfer::Phase::kAwaitResponses;
       tx_active_.pop_front();
       return finish_packet(out, DmaEngine::kLocalRead, 0);
     }
     const bool notice = d.completion != Completion::kNone;
-    if (notice) p.head.flags |= wire::kDataFlagNotified;
     if (!t.data_done) {
-      const uint64_t n = wire::packet_bytes_at(d.remote_address, d.length, t.sent);
-      p.head.kind = d.op == RdmaOp::kImmediate ? PacketKind::kImmediate : PacketKind::kRdmaWrite;
-      p.head.bytes = static_cast<uint8_t>(n);
-      p.ext = {d.remote_address, d.remote_key, static_cast<uint32_t>(t.sent), d.length};
+      const uint64_t n = rdma_data_packet(d, t.vp, tag, t.sent, p);
       uint32_t host_bytes = 0;
       bool starts = false;
       if (d.op == RdmaOp::kImmediate) {
@@ -235,24 +202,7 @@ bool Nic::next_local_packet(NicPacket& out) {
       return true;
     }
     // The notice, after the data: the target applies it once every data packet is written.
-    p.head.bytes = static_cast<uint8_t>(wire::kNotifyDataBytes);
-    std::copy(d.notify_data.begin(), d.notify_data.end(), p.payload.begin());
-    switch (d.completion) {
-      case Completion::kEvent:
-        p.head.kind = PacketKind::kEvent;
-        p.ext = {d.notify_address, d.notify_key, 0, kEventBytes};
-        break;
-      case Completion::kTrailingImmediate:
-        p.head.kind = PacketKind::kImmediate;
-        p.head.flags |= wire::kDataFlagTrailing;
-        p.ext = {d.notify_address, d.notify_key, 0, wire::kNotifyDataBytes};
-        break;
-      case Completion::kTrailingMp:
-      case Completion::kNone:
-        p.head.kind = PacketKind::kMp;
-        p.head.flags |= wire::kDataFlagTrailing;
-        break;
-    }
+    rdma_notice_packet(d, t.vp, tag, p);
     t.phase = TxTransfer::Phase::kAwaitAck;
     tx_active_.pop_front();
     return finish_packet(out, DmaEngine::kLocalRead, 0);
@@ -264,15 +214,8 @@ bool Nic::next_local_packet(NicPacket& out) {
 bool Nic::next_response_packet(NicPacket& out) {  // in `out`, as next_local_packet's
   while (!reads_.empty()) {
     ReadJob& j = reads_.front();
-    const uint64_t n = wire::packet_bytes_at(j.dest, j.length, j.sent);
     DataPacket& p = out.packet;
-    p.head = {};
-    p.head.kind = PacketKind::kRdmaReadResponse;
-    p.head.dest_node = j.requester;
-    p.head.dest_vp = j.requester_vp;
-    p.head.tag = j.tag;
-    p.head.bytes = static_cast<uint8_t>(n);
-    p.ext = {j.dest, j.dest_key, static_cast<uint32_t>(j.sent), j.length};
+    const uint64_t n = rdma_response_packet(j, p);
     const uint16_t err =
         read_host(j.source_key, j.source + j.sent, std::span(p.payload).first(n), kAccessRead);
     if (err != 0) {
@@ -350,12 +293,7 @@ void Nic::finish_tx(uint16_t slot, uint16_t error_id) {
 void Nic::send_ack(wire::ChipId dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id,
                    uint64_t bytes) {
   DataPacket a;
-  a.head.kind = PacketKind::kAck;
-  a.head.dest_node = dest;
-  a.head.dest_vp = dest_vp;
-  a.head.tag = tag;
-  a.ext.offset = error_id;
-  a.ext.length = static_cast<uint32_t>(bytes);
+  rdma_ack_packet(dest, dest_vp, tag, error_id, bytes, a);
   acks_.push_back(a);
 }
 
@@ -384,13 +322,29 @@ uint16_t Nic::flush_host() {
   return st.ok() ? 0 : st.error().id;
 }
 
+// The NIC's host side as the target of transfers sees it (chip/rdma_transfer.h).
+struct Nic::TargetHost {
+  Nic& nic;
+  const ArrivedPacket& arrived;
+  const AttTable& att() const { return *nic.att_table_; }
+  uint16_t write(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data, uint32_t access) {
+    return nic.write_host(key, vaddr, data, access);
+  }
+  uint16_t flush() { return nic.flush_host(); }
+  bool mp(const wire::DataHead& h, std::span<const uint8_t> data) {
+    return nic.receive_mp(h, data) != NicRx::kDiscarded;
+  }
+  void ack(wire::ChipId dest, uint8_t vp, uint16_t tag, uint16_t error_id, uint64_t bytes) {
+    nic.send_ack(dest, vp, tag, error_id, bytes);
+  }
+  void discard(const Error& why) { nic.discard(arrived, why, wire::DataDefect::kMalformed); }
+  void written(uint64_t bytes) { nic.rdma_bytes_written_ += bytes; }
+};
+
 uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
                              const std::array<uint8_t, wire::kNotifyDataBytes>& data) {
-  return write_event_checked(*att_table_, key, addr, data,
-                             [&](uint32_t k, uint64_t a, std::span<const uint8_t> word) {
-                               uint16_t err = write_host(k, a, word, kAccessWrite);
-                               return err != 0 ? err : flush_host();  // word 0 before word 1
-                             });
+  TargetHost host{*this, ArrivedPacket(std::span<const uint8_t>{})};
+  return RdmaTarget::write_event(host, key, addr, data);
 }
 
 NicRx Nic::receive_packet_bytes(std::span<const uint8_t> bytes) {
@@ -446,132 +400,30 @@ NicRx Nic::receive_checked(const DataPacket& packet, const ArrivedPacket& arrive
 }
 
 NicRx Nic::rx_write(const DataPacket& p, const ArrivedPacket& arrived) {
-  const wire::DataHead& h = p.head;
-  auto bad = [&](uint16_t id, std::string why) {
-    discard(arrived, make_error(Code::kMalformed, id, std::move(why)),
-            wire::DataDefect::kMalformed);
-    return NicRx::kDiscarded;
-  };
-  if (!(h.flags & wire::kDataFlagInTransfer))
-    return bad(2070, fmt::format("RDMA packet (kind {}) outside a transfer",
-                                 static_cast<unsigned>(h.kind)));
-  const bool notice = (h.flags & wire::kDataFlagTrailing) || h.kind == PacketKind::kEvent;
-  if (!notice && !placed(p.ext, h.bytes))
-    return bad(2071, fmt::format("RDMA packet of {} bytes at offset {} of a {}-byte transfer to "
-                                 "{:#x} is not where the transfer is cut",
-                                 h.bytes, p.ext.offset, p.ext.length, p.ext.address));
-  const uint64_t key = (uint64_t{h.src_node} << 16) | h.tag;
-  auto it = rx_.find(key);
-  if (it == rx_.end()) {
-    if (rx_.size() >= kMaxRxTransfers)
-      return bad(2072, fmt::format("{} transfers already in progress at this NIC", rx_.size()));
-    it = rx_.emplace(key, RxTransfer{}).first;
-    it->second.src_vp = h.src_vp;
+  TargetHost host{*this, arrived};
+  switch (target_.write(p, host)) {
+    case RdmaRx::kDelivered:
+      return NicRx::kDelivered;
+    case RdmaRx::kRefused:
+      return NicRx::kRefused;
+    case RdmaRx::kDiscarded:
+      break;
   }
-  RxTransfer& t = it->second;
-  if (notice) {
-    if (t.has_notice) return bad(2073, fmt::format("second completion notice for tag {}", h.tag));
-    t.has_notice = true;
-    t.notice = p;
-    return rx_count(key, t);
-  }
-  const uint32_t total = static_cast<uint32_t>(wire::packets_for(p.ext.address, p.ext.length)) +
-                         ((h.flags & wire::kDataFlagNotified) ? 1 : 0);
-  if (t.total == 0) {
-    t.total = total;
-    // The whole transfer is checked before any of it is written (docs/system.md 1.1).
-    Status st =
-        check_rdma_target(*att_table_, RdmaOp::kWrite, p.ext.key, p.ext.address, p.ext.length);
-    if (!st.ok()) t.error_id = st.error().id;
-  } else if (t.total != total) {
-    return bad(2074, fmt::format("packet of tag {} says {} packets, the transfer {}", h.tag, total,
-                                 t.total));
-  }
-  if (t.error_id == 0)
-    t.error_id = write_host(p.ext.key, p.ext.address + p.ext.offset, p.data(), kAccessWrite);
-  if (t.error_id == 0) {
-    t.bytes += h.bytes;
-    rdma_bytes_written_ += h.bytes;
-  }
-  return rx_count(key, t);
-}
-
-NicRx Nic::rx_count(uint64_t key, RxTransfer& t) {
-  const NicRx result = t.error_id != 0 ? NicRx::kRefused : NicRx::kDelivered;
-  if (++t.counted == t.total) rx_finish(key, t);
-  return result;
-}
-
-void Nic::rx_finish(uint64_t key, RxTransfer& t) {
-  uint16_t err = t.error_id;
-  if (err == 0) err = flush_host();  // every data byte is written before the notice and the ack
-  const auto src = static_cast<wire::ChipId>(key >> 16);
-  const uint16_t tag = static_cast<uint16_t>(key);
-  if (err == 0 && t.has_notice) {
-    const DataPacket& n = t.notice;
-    std::array<uint8_t, wire::kNotifyDataBytes> data{};
-    std::copy_n(n.payload.begin(), std::min<size_t>(n.head.bytes, data.size()), data.begin());
-    switch (n.head.kind) {
-      case PacketKind::kEvent:
-        err = write_event_at(n.ext.key, n.ext.address, data);
-        break;
-      case PacketKind::kImmediate:
-        err = write_host(n.ext.key, n.ext.address, n.data(), kAccessWrite);
-        if (err == 0) err = flush_host();
-        if (err == 0) rdma_bytes_written_ += n.data().size();
-        break;
-      default: {  // the trailing MP, into the target VP's MPQ
-        wire::DataHead mh = n.head;
-        mh.kind = PacketKind::kMp;
-        if (receive_mp(mh, n.data()) == NicRx::kDiscarded) err = 2049;
-        break;
-      }
-    }
-  }
-  send_ack(src, t.src_vp, tag, err, t.bytes);
-  rx_.erase(key);
+  return NicRx::kDiscarded;
 }
 
 NicRx Nic::rx_read_request(const DataPacket& p, const ArrivedPacket& arrived) {
-  const wire::DataHead& h = p.head;
-  if (h.bytes != wire::kReadRequestBytes) {
-    discard(arrived,
-            make_error(Code::kMalformed, 2075,
-                       fmt::format("read request of {} bytes, expected {}", h.bytes,
-                                   wire::kReadRequestBytes)),
-            wire::DataDefect::kMalformed);
-    return NicRx::kDiscarded;
-  }
-  ReadJob j;
-  j.requester = h.src_node;
-  j.requester_vp = h.src_vp;
-  j.tag = h.tag;
-  j.source = p.ext.address;
-  j.source_key = p.ext.key;
-  j.length = p.ext.length;
-  j.dest = get_bits(p.payload, kRqLocalAddress, 64);
-  j.dest_key = static_cast<uint32_t>(get_bits(p.payload, kRqLocalKey, 32));
-  j.event = (h.flags & wire::kDataFlagNotified) != 0;
-  j.notify_key = static_cast<uint32_t>(get_bits(p.payload, kRqNotifyKey, 32));
-  j.notify_address = get_bits(p.payload, kRqNotifyAddress, 64);
-  std::copy_n(&p.payload[kRqNotifyData], wire::kNotifyDataBytes, j.notify_data.begin());
-  const RdmaNotify event{j.notify_key, j.notify_address};
-  Status st = check_rdma_target(*att_table_, RdmaOp::kRead, j.source_key, j.source, j.length,
-                                j.event ? &event : nullptr);
-  if (!st.ok()) {
-    send_ack(j.requester, j.requester_vp, j.tag, st.error().id, 0);
-    return NicRx::kRefused;
-  }
-  reads_.push_back(j);
+  TargetHost host{*this, arrived};
+  std::optional<RdmaReadJob> j = target_.read_request(p, host);
+  if (!j) return check_read_request(p).ok() ? NicRx::kRefused : NicRx::kDiscarded;
+  reads_.push_back(*j);
   return NicRx::kDelivered;
 }
 
 NicRx Nic::rx_response(const DataPacket& p, const ArrivedPacket& arrived) {
   const wire::DataHead& h = p.head;
   TxTransfer* t = tx_by_tag(h.tag);
-  if (!t || t->d.op != RdmaOp::kRead || t->phase != TxTransfer::Phase::kAwaitResponses ||
-      h.src_node != t->d.remote_node || p.ext.address != t->d.local_address ||
-      p.ext.length != t->d.length || !placed(p.ext, h.bytes)) {
+  if (!t || t->phase != TxTransfer::Phase::kAwaitResponses || !rdma_response_answers(t->d, p)) {
     discard(arrived,
             make_error(Code::kMalformed, 2076,
                        fmt::format("read response (tag {:#x}, from node {}, {} bytes at offset "

@@ -1,0 +1,251 @@
+// The packets of an RDMA transfer and the target's handling of them (docs/system.md 1.1), written
+// once for every NIC end that runs transfers packet by packet: chip::Nic (both engines), and a
+// live process that sends and receives transfers on its direct links to other hosts
+// (glex/direct_rdma.h). The initiator cuts a put at the destination's 128-byte boundaries, sends
+// its notice after the data, and completes on the target's one ack; a get is one read request
+// answered by response packets. The target checks the whole transfer before any byte is written,
+// applies the notice once every data packet is written, and acknowledges once.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+
+#include "base/bits.h"
+#include "base/status.h"
+#include "chip/att.h"
+#include "chip/event.h"
+#include "chip/rdma_rules.h"
+#include "wire/data_packet.h"
+#include "wire/rdma_descriptor.h"
+
+namespace galaxy::chip {
+
+// Transfers an end tracks as a target at once (packets of a transfer may arrive in any order).
+inline constexpr size_t kMaxRxTransfers = 65536;
+
+// Whether a packet's offset and size are where the transfer's own cutting puts them.
+inline bool rdma_placed(const wire::DataExt& x, uint8_t bytes) {
+  if (x.length == 0) return x.offset == 0 && bytes == 0;
+  return x.offset < x.length && bytes == wire::packet_bytes_at(x.address, x.length, x.offset);
+}
+
+// The initiator's packets. Each sets the head and extension of `p` (the caller's payload past
+// what it writes is left as it was); the caller then seals it (seal_data_packet).
+//
+// The data packet that starts `sent` bytes into put or immediate `d`; returns its byte count,
+// whose payload the caller supplies (an immediate's from the descriptor: rdma_immediate_bytes).
+uint64_t rdma_data_packet(const wire::RdmaDescriptor& d, uint8_t src_vp, uint16_t tag,
+                          uint64_t sent, wire::DataPacket& p);
+// The notice that follows a put's or immediate's data (d.completion != kNone).
+void rdma_notice_packet(const wire::RdmaDescriptor& d, uint8_t src_vp, uint16_t tag,
+                        wire::DataPacket& p);
+// A get's one read request.
+void rdma_read_request_packet(const wire::RdmaDescriptor& d, uint8_t src_vp, uint16_t tag,
+                              wire::DataPacket& p);
+// The target's one answer to a transfer (or a get's refusal): `error_id` 0 or why it failed.
+void rdma_ack_packet(wire::ChipId dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id,
+                     uint64_t bytes, wire::DataPacket& p);
+// A packet's VC, source and length, then its fields checked (wire::check_data_packet).
+Status seal_data_packet(wire::DataPacket& p, wire::ChipId src);
+
+// A remote get being answered: what its read request said.
+struct RdmaReadJob {
+  wire::ChipId requester = 0;
+  uint8_t requester_vp = 0;
+  uint16_t tag = 0;
+  uint64_t source = 0;  // the target's address
+  uint32_t source_key = 0;
+  uint64_t dest = 0;  // the requester's address
+  uint32_t dest_key = 0;
+  uint32_t length = 0;
+  uint64_t sent = 0;
+  bool event = false;
+  uint64_t notify_address = 0;
+  uint32_t notify_key = 0;
+  std::array<uint8_t, wire::kNotifyDataBytes> notify_data{};
+};
+// The response packet at job.sent (its payload the caller reads from source + sent); returns its
+// byte count.
+uint64_t rdma_response_packet(const RdmaReadJob& j, wire::DataPacket& p);
+// Whether response `p` answers get `d` (its source, address, length and cut); the tag is the
+// caller's to match.
+bool rdma_response_answers(const wire::RdmaDescriptor& d, const wire::DataPacket& p);
+
+enum class RdmaRx : uint8_t {
+  kDelivered,  // taken (written, or counted towards its transfer)
+  kRefused,    // part of a transfer the target refused: nothing written, the ack says why
+  kDiscarded,  // malformed: Host::discard said why
+};
+
+// The target's side. `Host` supplies, each returning 0 or the error id of a failure:
+//   const AttTable& att();
+//   uint16_t write(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data, uint32_t access);
+//   uint16_t flush();                       // every write visible before anyone is told
+//   bool mp(const wire::DataHead& h, std::span<const uint8_t> data);  // a trailing MP; false:
+//                                                                     // not delivered
+//   void ack(wire::ChipId dest, uint8_t dest_vp, uint16_t tag, uint16_t error_id, uint64_t bytes);
+//   void discard(const Error& why);         // a malformed packet, into the error buffer
+//   void written(uint64_t bytes);           // RDMA payload bytes written into host memory
+class RdmaTarget {
+ public:
+  // A put's, immediate's or event's packet, or a trailing notice.
+  template <class Host>
+  RdmaRx write(const wire::DataPacket& p, Host& host);
+  // A read request, decoded and checked: the job to answer, or nothing (refused: acked; or
+  // malformed: discarded).
+  template <class Host>
+  std::optional<RdmaReadJob> read_request(const wire::DataPacket& p, Host& host);
+  // The event a get's target writes once it has read everything.
+  template <class Host>
+  static uint16_t write_event(Host& host, uint32_t key, uint64_t address,
+                              const std::array<uint8_t, wire::kNotifyDataBytes>& data);
+  size_t in_progress() const { return rx_.size(); }
+
+ private:
+  struct Transfer {
+    uint8_t src_vp = 0;
+    uint32_t counted = 0;
+    uint32_t total = 0;  // 0 until a data packet says
+    uint16_t error_id = 0;
+    uint64_t bytes = 0;
+    bool has_notice = false;
+    wire::DataPacket notice;
+  };
+  template <class Host>
+  RdmaRx count(uint64_t key, Transfer& t, Host& host);
+  template <class Host>
+  void finish(uint64_t key, Transfer& t, Host& host);
+
+  std::unordered_map<uint64_t, Transfer> rx_;  // by (source node, tag)
+};
+
+// Why a read request is malformed (E2075), or 0.
+Status check_read_request(const wire::DataPacket& p);
+// A read request's fields.
+RdmaReadJob read_job_of(const wire::DataPacket& p);
+
+template <class Host>
+uint16_t RdmaTarget::write_event(Host& host, uint32_t key, uint64_t address,
+                                 const std::array<uint8_t, wire::kNotifyDataBytes>& data) {
+  return write_event_checked(host.att(), key, address, data,
+                             [&](uint32_t k, uint64_t a, std::span<const uint8_t> word) {
+                               uint16_t err = host.write(k, a, word, kAccessWrite);
+                               return err != 0 ? err : host.flush();  // word 0 before word 1
+                             });
+}
+
+template <class Host>
+RdmaRx RdmaTarget::write(const wire::DataPacket& p, Host& host) {
+  const wire::DataHead& h = p.head;
+  auto bad = [&](uint16_t id, std::string why) {
+    host.discard(make_error(Code::kMalformed, id, std::move(why)));
+    return RdmaRx::kDiscarded;
+  };
+  if (!(h.flags & wire::kDataFlagInTransfer))
+    return bad(2070, fmt::format("RDMA packet (kind {}) outside a transfer",
+                                 static_cast<unsigned>(h.kind)));
+  const bool notice = (h.flags & wire::kDataFlagTrailing) || h.kind == wire::PacketKind::kEvent;
+  if (!notice && !rdma_placed(p.ext, h.bytes))
+    return bad(2071, fmt::format("RDMA packet of {} bytes at offset {} of a {}-byte transfer to "
+                                 "{:#x} is not where the transfer is cut",
+                                 h.bytes, p.ext.offset, p.ext.length, p.ext.address));
+  const uint64_t key = (uint64_t{h.src_node} << 16) | h.tag;
+  auto it = rx_.find(key);
+  if (it == rx_.end()) {
+    if (rx_.size() >= kMaxRxTransfers)
+      return bad(2072, fmt::format("{} transfers already in progress at this NIC", rx_.size()));
+    it = rx_.emplace(key, Transfer{}).first;
+    it->second.src_vp = h.src_vp;
+  }
+  Transfer& t = it->second;
+  if (notice) {
+    if (t.has_notice) return bad(2073, fmt::format("second completion notice for tag {}", h.tag));
+    t.has_notice = true;
+    t.notice = p;
+    return count(key, t, host);
+  }
+  const uint32_t total = static_cast<uint32_t>(wire::packets_for(p.ext.address, p.ext.length)) +
+                         ((h.flags & wire::kDataFlagNotified) ? 1 : 0);
+  if (t.total == 0) {
+    t.total = total;
+    // The whole transfer is checked before any of it is written (docs/system.md 1.1).
+    Status st =
+        check_rdma_target(host.att(), wire::RdmaOp::kWrite, p.ext.key, p.ext.address, p.ext.length);
+    if (!st.ok()) t.error_id = st.error().id;
+  } else if (t.total != total) {
+    return bad(2074, fmt::format("packet of tag {} says {} packets, the transfer {}", h.tag, total,
+                                 t.total));
+  }
+  if (t.error_id == 0)
+    t.error_id = host.write(p.ext.key, p.ext.address + p.ext.offset, p.data(), kAccessWrite);
+  if (t.error_id == 0) {
+    t.bytes += h.bytes;
+    host.written(h.bytes);
+  }
+  return count(key, t, host);
+}
+
+template <class Host>
+RdmaRx RdmaTarget::count(uint64_t key, Transfer& t, Host& host) {
+  const RdmaRx result = t.error_id != 0 ? RdmaRx::kRefused : RdmaRx::kDelivered;
+  if (++t.counted == t.total) finish(key, t, host);
+  return result;
+}
+
+template <class Host>
+void RdmaTarget::finish(uint64_t key, Transfer& t, Host& host) {
+  uint16_t err = t.error_id;
+  if (err == 0) err = host.flush();  // every data byte is written before the notice and the ack
+  const auto src = static_cast<wire::ChipId>(key >> 16);
+  const uint16_t tag = static_cast<uint16_t>(key);
+  if (err == 0 && t.has_notice) {
+    const wire::DataPacket& n = t.notice;
+    std::array<uint8_t, wire::kNotifyDataBytes> data{};
+    std::copy_n(n.payload.begin(), std::min<size_t>(n.head.bytes, data.size()), data.begin());
+    switch (n.head.kind) {
+      case wire::PacketKind::kEvent:
+        err = write_event(host, n.ext.key, n.ext.address, data);
+        break;
+      case wire::PacketKind::kImmediate:
+        err = host.write(n.ext.key, n.ext.address, n.data(), kAccessWrite);
+        if (err == 0) err = host.flush();
+        if (err == 0) host.written(n.data().size());
+        break;
+      default: {  // the trailing MP, into the target VP's MPQ
+        wire::DataHead mh = n.head;
+        mh.kind = wire::PacketKind::kMp;
+        if (!host.mp(mh, n.data())) err = 2049;
+        break;
+      }
+    }
+  }
+  const uint64_t bytes = t.bytes;
+  const uint8_t src_vp = t.src_vp;
+  rx_.erase(key);
+  host.ack(src, src_vp, tag, err, bytes);
+}
+
+template <class Host>
+std::optional<RdmaReadJob> RdmaTarget::read_request(const wire::DataPacket& p, Host& host) {
+  if (Status st = check_read_request(p); !st.ok()) {
+    host.discard(st.error());
+    return std::nullopt;
+  }
+  RdmaReadJob j = read_job_of(p);
+  const RdmaNotify event{j.notify_key, j.notify_address};
+  Status st = check_rdma_target(host.att(), wire::RdmaOp::kRead, j.source_key, j.source, j.length,
+                                j.event ? &event : nullptr);
+  if (!st.ok()) {
+    host.ack(j.requester, j.requester_vp, j.tag, st.error().id, 0);
+    return std::nullopt;
+  }
+  return j;
+}
+
+}  // namespace galaxy::chip
