@@ -131,7 +131,7 @@ DirectPath::~DirectPath() {
   }
   const uint64_t now = live::monotonic_ns();
   for (auto& [k, p] : peers_) {
-    deliver(p);  // what arrived for VPs now closed goes to the daemon, which refuses it
+    deliver(p, k);  // what arrived for VPs now closed goes to the daemon, which refuses it
     (void)rescue(p);
     p.link->set_disabled(true, now);
     flush(p);
@@ -256,6 +256,93 @@ DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forw
   return Sent::kSent;
 }
 
+DirectPath::Sent DirectPath::send_transfer(uint32_t dest, uint8_t dest_vp, const live::Forwarded& f,
+                                           StartFn start) {
+  if (fd_ < 0 || !transfers_ || !live::enters_target_host(seg_, f, dest)) return Sent::kNotDirect;
+  const uint64_t now = live::monotonic_ns();
+  const Target t = lookup(dest, dest_vp, now);
+  if (t.key == 0) return Sent::kNotDirect;
+  // No lease: the target's answer must reach memory whether or not this thread polls again
+  // (a transfer's initiator may wait on memory, not in libglex), so the NIC thread keeps the
+  // socket.
+  std::lock_guard<std::mutex> g(mu_);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = static_cast<uint32_t>(t.key >> 16);
+  a.sin_port = htons(static_cast<uint16_t>(t.key & 0xFFFF));
+  Peer* peer = peer_for(t.key, a, now);
+  if (!peer) return Sent::kNotDirect;
+  auto* vc_tx = seg_.counters(seg_.chip(f.chip).local, f.port).direct_vc_tx;
+  const bool sent = start(t.key, [&](std::span<const uint8_t> items, size_t count) {
+    if (!enqueue_items(*peer, items, now)) return false;
+    const uint8_t vc = wire::flit_vc(items.subspan(sizeof(live::ItemHead)));
+    vc_tx[vc].fetch_add(count, std::memory_order_relaxed);
+    return true;
+  });
+  if (!sent) return Sent::kBusy;
+  flush(*peer);
+  next_deadline_ = std::min(next_deadline_, peer->link->next_deadline_ns());
+  if (next_deadline_ < nic_sleep_until_.load(std::memory_order_acquire)) {
+    const uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+  return Sent::kSent;
+}
+
+bool DirectPath::enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t now) {
+  if (p.backlog.size() >= kMaxBacklog) return false;
+  // What is older goes first: the frame being filled, then the backlog.
+  if (!p.pending.empty() && !send_pending(p, now)) {
+    p.backlog.push_back(std::move(p.pending));
+    p.pending.clear();
+  }
+  if (!p.backlog.empty()) push_backlog(p, now);
+  const bool up = p.link->state() == live::LinkState::kUp;
+  const size_t frame = p.link->config().max_payload;
+  while (!items.empty()) {
+    // A frame's worth of whole items.
+    size_t n = 0;
+    for (std::span<const uint8_t> item; n < items.size(); n += item.size()) {
+      item = live::item_at(items, n);
+      if (item.empty() || (n > 0 && n + item.size() > frame)) break;
+    }
+    if (n == 0) return true;  // this end encoded them: cannot be malformed
+    const std::span<const uint8_t> part = items.first(n);
+    if (up && p.backlog.empty() && p.link->can_send() && p.link->send(part, now).ok()) {
+    } else {
+      p.backlog.emplace_back(part.begin(), part.end());
+    }
+    items = items.subspan(n);
+  }
+  return true;
+}
+
+void DirectPath::reply(Peer& p, const wire::DataPacket& packet, uint32_t from_nic, uint64_t now) {
+  const uint32_t dest = packet.head.dest_node;
+  live::PathCounters& path = replies_.at(seg_, from_nic, 0, dest);
+  if (path.result.kind != live::Forwarded::Kind::kLeavesHost ||
+      !live::enters_target_host(seg_, path.result, dest)) {
+    log::warn(6214,
+              "an answer to a transfer from NIC {} to NIC {} dropped: its path does not lead "
+              "straight back to the link it came by (the transfer times out at its initiator)",
+              from_nic, dest);
+    return;
+  }
+  if (!live::leaving_item(packet, path.result, &reply_item_).ok()) return;
+  path.add(wire::packet_traffic(packet.head.bytes));
+  seg_.counters(seg_.chip(path.result.chip).local, path.result.port)
+      .direct_vc_tx[wire::flit_vc(
+          std::span<const uint8_t>(reply_item_).subspan(sizeof(live::ItemHead)))]
+      .fetch_add(1, std::memory_order_relaxed);
+  // Answers share frames: the frame being filled leaves once the arrivals are handled.
+  if (p.backlog.empty() && p.pending.size() + reply_item_.size() <= p.link->config().max_payload) {
+    p.pending.insert(p.pending.end(), reply_item_.begin(), reply_item_.end());
+    return;
+  }
+  if (!enqueue_items(p, reply_item_, now))  // a backlog this long: the answer waits anyway
+    p.backlog.push_back(reply_item_);
+}
+
 bool DirectPath::send_pending(Peer& p, uint64_t now) {
   if (p.pending.empty()) return true;
   if (!p.link->can_send() || !p.link->send(p.pending, now).ok()) return false;
@@ -288,7 +375,7 @@ void DirectPath::release() {
 void DirectPath::service(uint64_t now) {
   receive(now);
   for (auto& [k, p] : peers_) {
-    if (p.link->has_delivered()) deliver(p);
+    if (p.link->has_delivered()) deliver(p, k);
     if (now >= next_deadline_) p.link->on_timer(now);
     // The frame being filled is older than what waits in the backlog.
     if (send_pending(p, now) && !p.backlog.empty()) push_backlog(p, now);
@@ -304,6 +391,7 @@ void DirectPath::service(uint64_t now) {
       }
   }
   reap(now);
+  if (transfers_) transfers_->service(now);
   next_deadline_ = UINT64_MAX;
   for (auto& [k, p] : peers_) next_deadline_ = std::min(next_deadline_, p.link->next_deadline_ns());
 }
@@ -362,7 +450,7 @@ void DirectPath::on_datagram(std::span<const uint8_t> d, const sockaddr_in& from
   p->link->on_datagram(d, now);
 }
 
-void DirectPath::deliver(Peer& p) {
+void DirectPath::deliver(Peer& p, uint64_t key) {
   while (p.link->has_delivered()) {
     const std::span<const uint8_t> payload = p.link->peek_delivered();
     while (p.rx_offset < payload.size()) {
@@ -373,10 +461,19 @@ void DirectPath::deliver(Peer& p) {
         break;
       }
       Error why;
-      switch (live::arrive_direct(seg_, item, &arrivals_, &why)) {
+      live::TransferArrival transfer;
+      switch (live::arrive_direct(seg_, item, &arrivals_, &why, transfers_ ? &transfer : nullptr)) {
         case live::Arrival::kDelivered:
           ++arrived_;
           break;
+        case live::Arrival::kTransfer: {
+          const uint64_t now = live::monotonic_ns();
+          transfers_->arrived(transfer, key, [&](const wire::DataPacket& a, uint32_t from_nic) {
+            reply(p, a, from_nic, now);
+          });
+          ++arrived_;
+          break;
+        }
         case live::Arrival::kHold:
           return;  // the MPQ is full: this link's items wait, in order, for its reader
         case live::Arrival::kToDaemon:
@@ -392,6 +489,8 @@ void DirectPath::deliver(Peer& p) {
     p.link->release_delivered();
     p.rx_offset = 0;
   }
+  // The answers the arrivals made leave together.
+  (void)send_pending(p, live::monotonic_ns());
 }
 
 // A datagram the kernel refuses (its buffer full) is as lost on the wire: the link layer sends
@@ -447,11 +546,12 @@ void DirectPath::reap(uint64_t now) {
       ++it;
       continue;
     }
-    deliver(p);
+    deliver(p, it->first);
     if (p.link->has_delivered() || !rescue(p)) {
       ++it;  // what arrived waits for room in its MPQ, or the egress ring is full: again later
       continue;
     }
+    if (transfers_) transfers_->peer_gone(it->first);
     for (auto t = targets_.begin(); t != targets_.end();)
       t = t->second.key == it->first ? targets_.erase(t) : std::next(t);
     it = peers_.erase(it);
@@ -494,6 +594,9 @@ bool DirectPath::rescue(Peer& p) {
   // for (the daemon empties it within a loop), and an MP that still finds no room is reported.
   for (const auto& payload : rescued_)
     for_each_item(payload, [&](std::span<const uint8_t> item) {
+      // A transfer's packets fail with the link (DirectRdma::peer_gone): the daemons' NICs
+      // know nothing of the transfer.
+      if (!live::item_is_mp(item)) return;
       const uint64_t give_up = live::monotonic_ns() + 100'000'000;
       while (!to_daemon(live::EgressKind::kLeaving, item)) {
         if (live::monotonic_ns() > give_up) {

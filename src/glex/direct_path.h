@@ -27,6 +27,7 @@
 #include "engine/live/forward.h"
 #include "engine/live/link.h"
 #include "engine/live/segment.h"
+#include "glex/direct_rdma.h"
 #include "wire/data_packet.h"
 
 namespace galaxy::glex {
@@ -67,6 +68,15 @@ class DirectPath {
   // share their frame, at most until the caller's lease runs out.
   Sent send_mp(const wire::DataPacket& p, const live::Forwarded& f, bool more = false);
 
+  // An RDMA transfer to VP `dest_vp` of NIC `dest` whose path from this process's NIC leaves the
+  // host where `f` says: `start(peer, send)` (DirectRdma::start) hands its packets to `send`,
+  // all of them or none, for the link to the process at address key `peer`; kBusy when it
+  // refused them.
+  using StartFn = FunctionRef<bool(uint64_t peer, DirectRdma::SendFn send)>;
+  Sent send_transfer(uint32_t dest, uint8_t dest_vp, const live::Forwarded& f, StartFn start);
+  // The transfers of this process's direct links (set once, before start()).
+  void set_transfers(DirectRdma* t) { transfers_ = t; }
+
   // Whether any link exists (a wait then polls the socket).
   bool active() const { return active_.load(std::memory_order_relaxed); }
   // From the application's threads: takes what arrived, runs the links' timers, without blocking
@@ -101,7 +111,12 @@ class DirectPath {
   void service(uint64_t now);                             // mu_ held
   void receive(uint64_t now);
   void on_datagram(std::span<const uint8_t> d, const sockaddr_in& from, uint64_t now);
-  void deliver(Peer& p);
+  void deliver(Peer& p, uint64_t key);
+  // A transfer's answer (an ack, a read response) from local NIC `from_nic` back on `p`'s link.
+  void reply(Peer& p, const wire::DataPacket& packet, uint32_t from_nic, uint64_t now);
+  // Items for `p`'s link, in order behind what waits: what the link takes now goes, the rest
+  // waits in the backlog. False (nothing queued) when the backlog is full.
+  bool enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t now);
   void flush(Peer& p);
   void send_datagram(const Peer& p, std::span<const uint8_t> d);
   void reap(uint64_t now);
@@ -135,6 +150,9 @@ class DirectPath {
   uint64_t next_impair_flush_ = 0;
   uint32_t rx_streak_ = 0;       // consecutive looks at the socket that found something
   live::ArrivalPaths arrivals_;  // the counters of the ports arriving MPs passed
+  live::SendPaths replies_;      // of the ports transfers' answers pass
+  DirectRdma* transfers_ = nullptr;
+  std::vector<uint8_t> reply_item_;
   std::vector<uint8_t> item_;
   std::vector<uint8_t> dgram_;
   std::vector<std::vector<uint8_t>> to_send_;

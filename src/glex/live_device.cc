@@ -83,7 +83,9 @@ class LiveDevice final : public glex_device {
         spin_ns_(spin_ns) {
     paths_.resize(seg_->num_chips());
     paths_back_.resize(seg_->num_chips());
+    rdma_ = std::make_unique<DirectRdma>(*seg_, *nic_, node_);
     direct_ = std::make_unique<DirectPath>(*seg_);
+    direct_->set_transfers(rdma_.get());
   }
   ~LiveDevice() override {
     flush_counters();
@@ -546,6 +548,7 @@ class LiveDevice final : public glex_device {
     d.cp_count = cp_count;
     std::memset(d.reserved, 0, sizeof d.reserved);
     if (imm) std::memcpy(d.imm, r.local_addr, r.len);
+    if (glex_ret_t ret; !triggered && direct_transfer(vp, r, d, local, &ret)) return ret;
     if (triggered || !seg_->is_local(dn) ||
         path_to(dn).result.kind == live::Forwarded::Kind::kLeavesHost ||
         (op == OpCode::kGet && path_from(dn).result.kind == live::Forwarded::Kind::kLeavesHost)) {
@@ -592,6 +595,60 @@ class LiveDevice final : public glex_device {
     return complete(vp, r, static_cast<glex_ret_t>(f.status), err, f.reason);
   }
 
+  // Between hosts, a transfer of at most DirectRdma::kMaxBytes whose path leaves this host
+  // straight into its target's, to a VP whose owner has a socket of its own: the two processes
+  // run their NICs' parts of it on their direct link (glex/direct_rdma.h), not the daemons.
+  // False when it is not such a transfer (the daemon's NIC takes it); else *ret is the result.
+  bool direct_transfer(uint8_t vp, const glex_rdma_req& r, const live::EgressRdma& d,
+                       const live::AttEntry& local, glex_ret_t* ret) {
+    const uint32_t dn = d.dest_node;
+    if (r.len > DirectRdma::kMaxBytes || seg_->is_local(dn)) return false;
+    live::PathCounters& path = path_to(dn);
+    if (path.result.kind != live::Forwarded::Kind::kLeavesHost) return false;
+    wire::RdmaDescriptor& w = scratch_;
+    // A descriptor the wire cannot carry, or one with a trailing MP (the target's MPQ is its
+    // daemon's to write): the daemon's NIC reports or runs it.
+    if (!live::rdma_descriptor(d, seg_->num_chips(), &w).ok() ||
+        w.completion == wire::Completion::kTrailingMp)
+      return false;
+    const OpCode op = static_cast<OpCode>(r.op);
+    if (nic_->vps[vp].cq.size() + live::CqRing::kRelease >= live::kCqDepth) {
+      *ret = set_error(GLEX_BUSY, fmt::format("E6134 the CQ of vp {} is full; poll it", vp));
+      return true;
+    }
+    const Status st = op == OpCode::kImm
+                          ? chip::check_rdma_start(w, live::SegmentAtt(*nic_))
+                          : chip::check_rdma_start(w, live::SegmentAtt(*nic_, w.local_key, local));
+    if (!st.ok()) {
+      *ret = GLEX_SUCCESS;
+      if (chip::completes_locally(true, true)) {
+        const live::RdmaFailure f = live::rdma_failure(st.error().id, op);
+        *ret = complete(vp, r, static_cast<glex_ret_t>(f.status), st.error().id, f.reason);
+      }
+      return true;
+    }
+    const DirectRdma::Request req{vp, op, r.flags, r.cookie, r.len};
+    switch (direct_->send_transfer(dn, d.dest_vp, path.result,
+                                   [&](uint64_t peer, DirectRdma::SendFn send) {
+                                     return rdma_->start(req, w, path.result, peer, send);
+                                   })) {
+      case DirectPath::Sent::kSent:
+        path.add(op == OpCode::kGet ? wire::packet_traffic(wire::kReadRequestBytes)
+                                    : wire::transfer_traffic(r.remote_addr, r.len));
+        *ret = GLEX_SUCCESS;
+        return true;
+      case DirectPath::Sent::kBusy:
+        *ret =
+            set_error(GLEX_BUSY, fmt::format("E6215 the direct link to NIC {} has no room for the "
+                                             "transfer; retry",
+                                             dn));
+        return true;
+      case DirectPath::Sent::kNotDirect:
+        break;
+    }
+    return false;
+  }
+
  public:
   glex_ret_t poll_cq(uint8_t vp, int32_t timeout_ms, glex_cq_entry* out) override {
     live::CqRing& q = nic_->vps[vp].cq;
@@ -623,9 +680,11 @@ class LiveDevice final : public glex_device {
                          fmt::format("E6126 {} descriptors of vp {} still outstanding after {} ms",
                                      s.outstanding.load(), vp, timeout_ms));
       if (now < spin_until) {
-        live::cpu_relax();
+        // Direct transfers complete as their answers are taken off the links.
+        if (!direct_->active() || !direct_->poll()) live::cpu_relax();
         continue;
       }
+      if (direct_->active()) direct_->release();
       flush_counters();
       uint32_t v = s.cq.futex.load();
       s.cq.waiters.fetch_add(1);
@@ -806,6 +865,7 @@ class LiveDevice final : public glex_device {
   std::array<bool, live::kVps> my_vps_{};
   std::array<bool, live::kVps> coll_used_{};  // VPs with collective work in the daemon's NIC
   std::set<uint64_t> my_registrations_;
+  std::unique_ptr<DirectRdma> rdma_;            // transfers on the direct links (outlives them)
   std::unique_ptr<DirectPath> direct_;          // to processes on other hosts
   std::vector<live::PathCounters> paths_back_;  // get responses, by target NIC
   // The names the daemon wrote into the segment, read once.

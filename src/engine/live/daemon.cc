@@ -163,6 +163,10 @@ RdmaFailure rdma_failure(uint16_t id, OpCode op) {
     case kErrMemoryOwnerGone:
     case kErrMpOwnerGone:
       return {OpStatus::kPeerDead, "target process is gone"};
+    case kErrDirectPeerGone:
+      return {OpStatus::kPeerDead, "target process is gone (its direct link gave up)"};
+    case kErrDirectNoAnswer:
+      return {OpStatus::kTimeout, "no answer on the direct link within the timeout"};
     case kErrMemoryUnmapped:
       return {OpStatus::kAccessError, "memory not mapped"};
     case kErrMemoryDeregistered:

@@ -107,6 +107,10 @@ struct RdmaFailure {
   const char* reason;
 };
 RdmaFailure rdma_failure(uint16_t id, OpCode op);
+// Why a transfer on a direct link between processes failed (glex/direct_rdma.h): the link gave
+// up (its peer is gone), or no answer came within the operation timeout.
+inline constexpr uint16_t kErrDirectPeerGone = 6167;
+inline constexpr uint16_t kErrDirectNoAnswer = 6168;
 // A process's RDMA request as a NIC descriptor (wire/rdma_descriptor.h), its fields checked as
 // the network's would be: E4753 malformed, E4738/E4739 a handle the wire cannot carry, E4754 a
 // local handle that names no registration.

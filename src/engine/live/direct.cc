@@ -7,6 +7,7 @@
 #include "chip/data_vc.h"
 #include "chip/forwarding.h"
 #include "chip/nic_arrival.h"
+#include "chip/refusal.h"
 #include "engine/live/mpq_claim.h"
 #include "wire/mp.h"
 
@@ -52,8 +53,8 @@ Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<u
   return {};
 }
 
-Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths,
-                      Error* why) {
+Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths, Error* why,
+                      TransferArrival* transfer) {
   ItemHead h;
   if (!read_data_item_head(item, seg.num_chips(), seg.max_ports(), &h)) {
     *why = make_error(Code::kMalformed, 4891,
@@ -74,9 +75,10 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths*
   // model discards and counts it.
   const std::span<const uint8_t> body = item.subspan(sizeof h);
   const std::optional<wire::DataHead> head = chip::routable_head(body);
-  if (!head || head->kind != wire::PacketKind::kMp ||
-      (head->flags & wire::kDataFlagInTransfer) != 0)
-    return Arrival::kToDaemon;
+  if (!head) return Arrival::kToDaemon;
+  const bool mp =
+      head->kind == wire::PacketKind::kMp && (head->flags & wire::kDataFlagInTransfer) == 0;
+  if (!mp && (!transfer || head->kind == wire::PacketKind::kCp)) return Arrival::kToDaemon;
   PathCounters& path = paths->at(seg, entry.chip, entry.port, head->dest_node, head->hops,
                                  chip::vc_class_of(head->vc));
   if (path.result.kind != Forwarded::Kind::kDelivered) return Arrival::kToDaemon;
@@ -87,6 +89,14 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths*
   wire::DataPacket p;
   if (!chip::check_arriving_bytes(static_cast<wire::ChipId>(at), body, &p, &defect).ok())
     return Arrival::kToDaemon;  // its NIC model discards and counts it
+  if (!mp) {
+    if (p.head.kind == wire::PacketKind::kAck && p.ext.address == chip::kMpRefusedAckAddress)
+      return Arrival::kToDaemon;  // an NRC's refusal of an MP: the daemon's NIC reports it
+    path.add(wire::Traffic{1, p.head.bytes, p.head.length_flits});
+    transfer->packet = p;
+    transfer->nic = at;
+    return Arrival::kTransfer;
+  }
   switch (deliver_mp_packet(nic->vps[p.head.dest_vp], p)) {
     case chip::MpqAdmit::kWrite:
       path.add(wire::Traffic{1, 0, p.head.length_flits});
@@ -96,6 +106,13 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths*
     default:
       return Arrival::kToDaemon;  // not open or its owner gone: the daemon refuses it
   }
+}
+
+bool item_is_mp(std::span<const uint8_t> item) {
+  if (item.size() <= sizeof(ItemHead)) return false;
+  const std::optional<wire::DataHead> head = chip::routable_head(item.subspan(sizeof(ItemHead)));
+  return head && head->kind == wire::PacketKind::kMp &&
+         (head->flags & wire::kDataFlagInTransfer) == 0;
 }
 
 }  // namespace galaxy::live

@@ -46,13 +46,28 @@ Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<u
 enum class Arrival : uint8_t {
   kDelivered,  // written into the target VP's MPQ, the ports it passed counted
   kHold,       // the target's MPQ is full: try it again later, in order
-  kToDaemon,   // anything but a clean MP for an open VP of this host: the daemon's to handle
+  kToDaemon,   // anything but a clean MP for an open VP or a transfer's packet: the daemon's
   kDropped,    // not an item of the direct path at all (*why says so)
+  kTransfer,   // a clean packet of a direct transfer (glex/direct_rdma.h): in *transfer
+};
+
+// A packet of an RDMA transfer between processes (put, immediate and get data, notices, read
+// requests, acks) that passed the NIC's arrival checks at local NIC `nic`.
+struct TransferArrival {
+  wire::DataPacket packet;
+  uint32_t nic = 0;
 };
 
 // A link item that arrived on a process's direct path, handled as the process's host would:
 // E4891 the item's head is malformed or not a data packet, E4892 the chip and port it left from
 // do not lead into this host. The ports it passed count in `paths` once it is delivered.
-Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths, Error* why);
+// With `transfer`, a transfer's packet is kTransfer (the process runs the NIC's rules on it);
+// without, the daemon's.
+Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths, Error* why,
+                      TransferArrival* transfer = nullptr);
+
+// Whether an item of the direct path carries an MP (its head's kind; false for a malformed one):
+// only MPs are handed to the daemon when a link gives up (a transfer's packets fail with it).
+bool item_is_mp(std::span<const uint8_t> item);
 
 }  // namespace galaxy::live

@@ -1,0 +1,299 @@
+#include "glex/direct_rdma.h"
+
+#include <fmt/format.h>
+
+#include "base/log.h"
+#include "engine/live/daemon.h"
+
+namespace galaxy::glex {
+
+namespace {
+
+constexpr unsigned kTagSlotBits = 12;
+static_assert(chip::kMaxTransfers == 1u << kTagSlotBits);
+
+uint16_t tag_of(uint16_t slot, uint8_t generation) {
+  return static_cast<uint16_t>(((generation & 0xFu) << kTagSlotBits) | slot);
+}
+
+// Whether a packet moves a transfer's data or notice into the target (a put's, an immediate's).
+bool is_target_write(const wire::DataPacket& p) {
+  switch (p.head.kind) {
+    case wire::PacketKind::kRdmaWrite:
+    case wire::PacketKind::kImmediate:
+    case wire::PacketKind::kEvent:
+      return true;
+    case wire::PacketKind::kMp:
+      return (p.head.flags & wire::kDataFlagInTransfer) != 0;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+// A NIC's host side as chip::RdmaTarget uses it, in this process: the host's ATT and memory
+// port for the NIC the packet arrived at; answers go back on the link it came by.
+struct DirectRdma::TargetHost {
+  TargetNic& t;
+  uint32_t nic;
+  ReplyFn reply;
+  const chip::AttTable& att() const { return t.att; }
+  uint16_t write(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data, uint32_t access) {
+    Status st = t.att.translate_pieces(key, vaddr, data.size(), access,
+                                       [&](uint64_t phys, uint64_t off, uint64_t n) {
+                                         return t.memory.write(phys, data.subspan(off, n));
+                                       });
+    return st.ok() ? 0 : st.error().id;
+  }
+  uint16_t read(uint32_t key, uint64_t vaddr, std::span<uint8_t> out, uint32_t access) {
+    Status st = t.att.translate_pieces(key, vaddr, out.size(), access,
+                                       [&](uint64_t phys, uint64_t off, uint64_t n) {
+                                         return t.memory.read(phys, out.subspan(off, n));
+                                       });
+    return st.ok() ? 0 : st.error().id;
+  }
+  uint16_t flush() {
+    Status st = t.memory.flush();
+    return st.ok() ? 0 : st.error().id;
+  }
+  // Trailing MPs are not sent direct (DirectRdma::start): one here is not this path's.
+  bool mp(const wire::DataHead&, std::span<const uint8_t>) { return false; }
+  void ack(wire::ChipId dest, uint8_t vp, uint16_t tag, uint16_t error_id, uint64_t bytes) {
+    wire::DataPacket a;
+    chip::rdma_ack_packet(dest, vp, tag, error_id, bytes, a);
+    if (chip::seal_data_packet(a, nic).ok()) reply(a, nic);
+  }
+  void discard(const Error& why) {
+    log::warn(why.id, "a transfer's packet on a direct link discarded: {}", why.message);
+  }
+  void written(uint64_t) {}
+};
+
+DirectRdma::DirectRdma(live::Segment& seg, live::NicSlot& nic, uint32_t node)
+    : seg_(seg), nic_(nic), node_(node), own_att_(nic), own_memory_(nic) {}
+
+DirectRdma::Tx* DirectRdma::tx_by_tag(uint16_t tag) {
+  const size_t slot = tag & (chip::kMaxTransfers - 1);
+  if (slot >= tx_.size()) return nullptr;
+  Tx& t = tx_[slot];
+  if (!t.used || tag_of(0, t.generation) != (tag & 0xF000)) return nullptr;
+  return &t;
+}
+
+bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
+                       const live::Forwarded& leaving, uint64_t peer, SendFn send) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (free_.empty() && tx_.size() < chip::kMaxTransfers) {
+    const size_t old = tx_.size();
+    tx_.resize(std::min<size_t>(chip::kMaxTransfers, std::max<size_t>(16, old * 2)));
+    for (size_t i = tx_.size(); i > old; --i) free_.push_back(static_cast<uint16_t>(i - 1));
+  }
+  if (free_.empty()) return false;  // every tag in flight: busy
+  const uint16_t slot = free_.back();
+  Tx& t = tx_[slot];
+  const uint16_t tag = tag_of(slot, t.generation);
+  // The packets in the order the NIC's DMA engine 0 sends them: a get's request; a put's or an
+  // immediate's data, then its notice.
+  items_.clear();
+  size_t count = 0;
+  wire::DataPacket p;
+  auto add = [&]() {
+    if (!chip::seal_data_packet(p, node_).ok() || !live::leaving_item(p, leaving, &item_).ok())
+      return false;
+    items_.insert(items_.end(), item_.begin(), item_.end());
+    ++count;
+    return true;
+  };
+  uint16_t read_error = 0;
+  if (d.op == wire::RdmaOp::kRead) {
+    chip::rdma_read_request_packet(d, r.vp, tag, p);
+    if (!add()) return false;
+  } else {
+    own_memory_.begin_round();  // the buffer as it is now, not as a previous transfer read it
+    own_memory_.set_time(live::monotonic_ns());
+    for (uint64_t sent = 0; read_error == 0;) {
+      const uint64_t n = chip::rdma_data_packet(d, r.vp, tag, sent, p);
+      if (d.op == wire::RdmaOp::kImmediate) {
+        std::copy_n(d.immediate_data.begin() + sent, n, p.payload.begin());
+      } else {
+        Status st = own_att_.translate_pieces(
+            d.local_key, d.local_address + sent, n, chip::kAccessNone,
+            [&](uint64_t phys, uint64_t off, uint64_t k) {
+              return own_memory_.read(phys, std::span(p.payload).subspan(off, k));
+            });
+        if (!st.ok()) {
+          read_error = st.error().id;
+          break;
+        }
+      }
+      if (!add()) return false;
+      sent += n;
+      if (sent >= d.length) break;
+    }
+    if (read_error == 0 && d.completion != wire::Completion::kNone) {
+      chip::rdma_notice_packet(d, r.vp, tag, p);
+      if (!add()) return false;
+    }
+  }
+  in_flight_[r.vp].fetch_add(1, std::memory_order_relaxed);
+  nic_.vps[r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
+  if (read_error != 0) {  // nothing left: the descriptor completes with the read's error
+    complete({r, read_error});
+    return true;
+  }
+  free_.pop_back();
+  t.used = true;
+  t.r = r;
+  t.d = d;
+  t.peer = peer;
+  t.deadline = live::monotonic_ns() + kTimeoutNs;
+  t.received = 0;
+  t.error_id = 0;
+  if (!send(items_, count)) {
+    t.used = false;
+    free_.push_back(slot);
+    in_flight_[r.vp].fetch_sub(1, std::memory_order_relaxed);
+    nic_.vps[r.vp].outstanding.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+void DirectRdma::finish(uint16_t slot, uint16_t error_id) {
+  Tx& t = tx_[slot];
+  if (error_id == 0 && t.d.op == wire::RdmaOp::kRead) {  // the data, then the CQ
+    Status st = own_memory_.flush();
+    if (!st.ok()) error_id = st.error().id;
+  }
+  const Completion c{t.r, error_id};
+  t.used = false;
+  ++t.generation;
+  free_.push_back(slot);
+  complete(c);
+}
+
+// The rule of every descriptor (chip::completes_locally) and the daemon's words for a failure
+// (live::rdma_failure). The VP's count of outstanding descriptors, which fences wait on, drops
+// at once; a CQ entry that finds its CQ full waits, in order, for its owner to poll (service),
+// as the daemon holds its completions back.
+void DirectRdma::complete(const Completion& c) {
+  const Request& r = c.r;
+  live::VpSlot& vp = nic_.vps[r.vp];
+  if (chip::completes_locally((r.flags & live::kFlagLocalCq) != 0, c.error_id != 0) &&
+      (!waiting_.empty() || !push(c)))
+    waiting_.push_back(c);
+  in_flight_[r.vp].fetch_sub(1, std::memory_order_release);
+  vp.outstanding.fetch_sub(1, std::memory_order_release);
+  live::futex_wake(&vp.cq.futex);
+}
+
+bool DirectRdma::push(const Completion& c) {
+  const Request& r = c.r;
+  live::VpSlot& vp = nic_.vps[r.vp];
+  if (c.error_id == 0)
+    return live::push_completion(vp, r.op, live::OpStatus::kSuccess, r.cookie, r.length, 0, "");
+  const live::RdmaFailure f = live::rdma_failure(c.error_id, r.op);
+  return live::push_completion(vp, r.op, f.status, r.cookie, 0, c.error_id, f.reason);
+}
+
+DirectRdma::TargetNic& DirectRdma::target_nic(uint32_t nic) {
+  auto& t = target_nics_[nic];
+  if (!t) t = std::make_unique<TargetNic>(*seg_.nic_of(nic));
+  return *t;
+}
+
+void DirectRdma::arrived(const live::TransferArrival& a, uint64_t peer, ReplyFn reply) {
+  const wire::DataPacket& p = a.packet;
+  std::lock_guard<std::mutex> g(mu_);
+  if (p.head.kind == wire::PacketKind::kAck) return on_ack(p);
+  if (p.head.kind == wire::PacketKind::kRdmaReadResponse) return on_response(p);
+  TargetNic& t = target_nic(a.nic);
+  t.memory.begin_round();
+  t.memory.set_time(live::monotonic_ns());
+  TargetHost host{t, a.nic, reply};
+  chip::RdmaTarget& target = targets_[peer];
+  if (is_target_write(p)) {
+    (void)target.write(p, host);
+  } else if (p.head.kind == wire::PacketKind::kRdmaReadRequest) {
+    if (std::optional<chip::RdmaReadJob> j = target.read_request(p, host))
+      answer_get(t, *j, a.nic, reply);
+  } else {
+    log::warn(6169, "a packet of kind {} on a direct link is no part of a transfer: dropped",
+              static_cast<unsigned>(p.head.kind));
+  }
+}
+
+// DMA engine 1's work for one get, as the NIC does it: the responses in order, each read from
+// the target's memory; a read that fails ends the get with an ack naming the failure; the
+// event, when asked for, once everything is read.
+void DirectRdma::answer_get(TargetNic& t, chip::RdmaReadJob j, uint32_t nic, ReplyFn reply) {
+  TargetHost host{t, nic, reply};
+  wire::DataPacket p;
+  do {
+    const uint64_t n = chip::rdma_response_packet(j, p);
+    const uint16_t err = host.read(j.source_key, j.source + j.sent, std::span(p.payload).first(n),
+                                   chip::kAccessRead);
+    if (err != 0) return host.ack(j.requester, j.requester_vp, j.tag, err, j.sent);
+    j.sent += n;
+    if (j.sent >= j.length && j.event)
+      (void)chip::RdmaTarget::write_event(host, j.notify_key, j.notify_address, j.notify_data);
+    if (chip::seal_data_packet(p, static_cast<wire::ChipId>(nic)).ok()) reply(p, nic);
+  } while (j.sent < j.length);
+}
+
+void DirectRdma::on_response(const wire::DataPacket& p) {
+  Tx* t = tx_by_tag(p.head.tag);
+  if (!t || !chip::rdma_response_answers(t->d, p)) {
+    log::warn(6185,
+              "a read response (tag {:#x}, from node {}, {} bytes at offset {}) on a direct link "
+              "answers no get of this process: dropped",
+              p.head.tag, p.head.src_node, p.head.bytes, p.ext.offset);
+    return;
+  }
+  if (t->error_id == 0) {
+    Status st =
+        own_att_.translate_pieces(t->d.local_key, t->d.local_address + p.ext.offset, p.head.bytes,
+                                  chip::kAccessNone, [&](uint64_t phys, uint64_t off, uint64_t n) {
+                                    return own_memory_.write(phys, p.data().subspan(off, n));
+                                  });
+    if (!st.ok()) t->error_id = st.error().id;
+  }
+  t->deadline = live::monotonic_ns() + kTimeoutNs;  // it moves
+  if (++t->received == wire::packets_for(t->d.local_address, t->d.length))
+    finish(static_cast<uint16_t>(p.head.tag & (chip::kMaxTransfers - 1)), t->error_id);
+}
+
+void DirectRdma::on_ack(const wire::DataPacket& p) {
+  Tx* t = tx_by_tag(p.head.tag);
+  const uint16_t err = static_cast<uint16_t>(p.ext.offset);
+  if (!t || p.head.src_node != t->d.remote_node || p.ext.offset > 0xFFFF ||
+      (t->d.op == wire::RdmaOp::kRead && err == 0)) {
+    log::warn(6213,
+              "an ack (tag {:#x}, from node {}) on a direct link for no transfer of this "
+              "process: dropped",
+              p.head.tag, p.head.src_node);
+    return;
+  }
+  finish(static_cast<uint16_t>(p.head.tag & (chip::kMaxTransfers - 1)), err);
+}
+
+void DirectRdma::peer_gone(uint64_t peer) {
+  std::lock_guard<std::mutex> g(mu_);
+  targets_.erase(peer);
+  for (size_t slot = 0; slot < tx_.size(); ++slot)
+    if (tx_[slot].used && tx_[slot].peer == peer)
+      finish(static_cast<uint16_t>(slot), live::kErrDirectPeerGone);
+}
+
+void DirectRdma::service(uint64_t now) {
+  std::lock_guard<std::mutex> g(mu_);
+  while (!waiting_.empty() && push(waiting_.front())) waiting_.pop_front();
+  if (now < next_timeout_check_) return;
+  next_timeout_check_ = now + 100'000'000;
+  for (size_t slot = 0; slot < tx_.size(); ++slot)
+    if (tx_[slot].used && now > tx_[slot].deadline)
+      finish(static_cast<uint16_t>(slot), live::kErrDirectNoAnswer);
+}
+
+}  // namespace galaxy::glex
