@@ -24,7 +24,7 @@ namespace galaxy::glex {
 namespace {
 
 constexpr size_t kRxBatch = 16;
-constexpr size_t kRxBytes = live::kLinkFrameOverhead + 8192;
+constexpr size_t kRxBytes = live::kLinkFrameOverhead + live::kMaxDefaultFrameBytes;
 // How long closing waits for the peers to acknowledge what it sent, so that little is left for
 // the daemon to send again.
 constexpr uint64_t kCloseDrainNs = 200'000'000;
@@ -160,6 +160,9 @@ DirectPath::Peer* DirectPath::peer_for(uint64_t key, const sockaddr_in& a, uint6
   live::LinkConfig c;
   c.link_id = link_id(key);
   c.closing_is_routine = true;  // processes close their links with them
+  // Frames of one IP packet each, as the daemons' (a lost fragment would lose the frame).
+  const uint32_t mtu = live::path_mtu(a);
+  c.max_payload = live::frame_bytes_for_mtu(mtu != 0 ? mtu : live::kAssumedMtu);
   p.link = std::make_unique<live::Link>(c);
   p.created_ns = now;
   const live::SegHeader& h = seg_.header();
@@ -279,7 +282,12 @@ DirectPath::Sent DirectPath::send_transfer(uint32_t dest, uint8_t dest_vp, const
     vc_tx[vc].fetch_add(count, std::memory_order_relaxed);
     return true;
   });
-  if (!sent) return Sent::kBusy;
+  if (!sent) {
+    // The caller retries: meanwhile what the link brought (the answers that make room) is
+    // taken.
+    service(now);
+    return Sent::kBusy;
+  }
   flush(*peer);
   next_deadline_ = std::min(next_deadline_, peer->link->next_deadline_ns());
   if (next_deadline_ < nic_sleep_until_.load(std::memory_order_acquire)) {
@@ -293,22 +301,33 @@ bool DirectPath::enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t
   if (p.backlog.size() >= kMaxBacklog) return false;
   // What is older goes first: the frame being filled, then the backlog.
   if (!p.pending.empty() && !send_pending(p, now)) {
-    p.backlog.push_back(std::move(p.pending));
+    p.backlog.push_front(std::move(p.pending));
     p.pending.clear();
   }
   if (!p.backlog.empty()) push_backlog(p, now);
-  const bool up = p.link->state() == live::LinkState::kUp;
   const size_t frame = p.link->config().max_payload;
+  const bool up = p.link->state() == live::LinkState::kUp;
   while (!items.empty()) {
-    // A frame's worth of whole items.
+    // The whole items that fill what the last frame waiting has room for, or a new frame.
+    const size_t room = !p.backlog.empty() && p.backlog.back().size() < frame
+                            ? frame - p.backlog.back().size()
+                            : frame;
     size_t n = 0;
     for (std::span<const uint8_t> item; n < items.size(); n += item.size()) {
       item = live::item_at(items, n);
-      if (item.empty() || (n > 0 && n + item.size() > frame)) break;
+      if (item.empty() || n + item.size() > room) break;
     }
-    if (n == 0) return true;  // this end encoded them: cannot be malformed
+    if (n == 0) {
+      if (room < frame) {  // the next item opens a new frame
+        p.backlog.emplace_back();
+        continue;
+      }
+      return true;  // this end encoded them: cannot be malformed
+    }
     const std::span<const uint8_t> part = items.first(n);
-    if (up && p.backlog.empty() && p.link->can_send() && p.link->send(part, now).ok()) {
+    if (p.backlog.empty() && up && p.link->can_send() && p.link->send(part, now).ok()) {
+    } else if (!p.backlog.empty() && p.backlog.back().size() + n <= frame) {
+      p.backlog.back().insert(p.backlog.back().end(), part.begin(), part.end());
     } else {
       p.backlog.emplace_back(part.begin(), part.end());
     }
@@ -328,19 +347,29 @@ void DirectPath::reply(Peer& p, const wire::DataPacket& packet, uint32_t from_ni
               from_nic, dest);
     return;
   }
-  if (!live::leaving_item(packet, path.result, &reply_item_).ok()) return;
-  path.add(wire::packet_traffic(packet.head.bytes));
-  seg_.counters(seg_.chip(path.result.chip).local, path.result.port)
-      .direct_vc_tx[wire::flit_vc(
-          std::span<const uint8_t>(reply_item_).subspan(sizeof(live::ItemHead)))]
-      .fetch_add(1, std::memory_order_relaxed);
-  // Answers share frames: the frame being filled leaves once the arrivals are handled.
-  if (p.backlog.empty() && p.pending.size() + reply_item_.size() <= p.link->config().max_payload) {
-    p.pending.insert(p.pending.end(), reply_item_.begin(), reply_item_.end());
+  auto count = [&](std::span<const uint8_t> item) {
+    path.add(wire::packet_traffic(packet.head.bytes));
+    seg_.counters(seg_.chip(path.result.chip).local, path.result.port)
+        .direct_vc_tx[wire::flit_vc(item.subspan(sizeof(live::ItemHead)))]
+        .fetch_add(1, std::memory_order_relaxed);
+  };
+  // Answers share frames: the frame being filled (encoded in place) leaves once the arrivals
+  // are handled, and behind a backlog they join its last frame.
+  constexpr size_t kMaxItem = sizeof(live::ItemHead) + wire::kMaxDataPacketLinkBytes;
+  if (p.backlog.empty() && p.pending.size() + kMaxItem <= p.link->config().max_payload) {
+    const size_t at = p.pending.size();
+    if (live::append_leaving_item(packet, path.result, &p.pending).ok())
+      count(std::span<const uint8_t>(p.pending).subspan(at));
     return;
   }
-  if (!enqueue_items(p, reply_item_, now))  // a backlog this long: the answer waits anyway
-    p.backlog.push_back(reply_item_);
+  if (!live::leaving_item(packet, path.result, &reply_item_).ok()) return;
+  count(reply_item_);
+  if (!enqueue_items(p, reply_item_, now)) {  // a backlog this long: the answer waits anyway
+    if (p.backlog.back().size() + reply_item_.size() <= p.link->config().max_payload)
+      p.backlog.back().insert(p.backlog.back().end(), reply_item_.begin(), reply_item_.end());
+    else
+      p.backlog.push_back(reply_item_);
+  }
 }
 
 bool DirectPath::send_pending(Peer& p, uint64_t now) {

@@ -84,6 +84,8 @@ DirectRdma::Tx* DirectRdma::tx_by_tag(uint16_t tag) {
 bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
                        const live::Forwarded& leaving, uint64_t peer, SendFn send) {
   std::lock_guard<std::mutex> g(mu_);
+  uint64_t& peer_bytes = peer_bytes_[peer];
+  if (peer_bytes != 0 && peer_bytes + d.length > kMaxPeerBytes) return false;
   if (free_.empty() && tx_.size() < chip::kMaxTransfers) {
     const size_t old = tx_.size();
     tx_.resize(std::min<size_t>(chip::kMaxTransfers, std::max<size_t>(16, old * 2)));
@@ -99,9 +101,9 @@ bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
   size_t count = 0;
   wire::DataPacket p;
   auto add = [&]() {
-    if (!chip::seal_data_packet(p, node_).ok() || !live::leaving_item(p, leaving, &item_).ok())
+    if (!chip::seal_data_packet(p, node_).ok() ||
+        !live::append_leaving_item(p, leaving, &items_).ok())
       return false;
-    items_.insert(items_.end(), item_.begin(), item_.end());
     ++count;
     return true;
   };
@@ -157,6 +159,7 @@ bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
     nic_.vps[r.vp].outstanding.fetch_sub(1, std::memory_order_relaxed);
     return false;
   }
+  peer_bytes += d.length;
   return true;
 }
 
@@ -167,6 +170,10 @@ void DirectRdma::finish(uint16_t slot, uint16_t error_id) {
     if (!st.ok()) error_id = st.error().id;
   }
   const Completion c{t.r, error_id};
+  if (auto it = peer_bytes_.find(t.peer); it != peer_bytes_.end()) {
+    it->second -= std::min<uint64_t>(it->second, t.d.length);
+    if (it->second == 0) peer_bytes_.erase(it);
+  }
   t.used = false;
   ++t.generation;
   free_.push_back(slot);

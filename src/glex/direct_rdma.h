@@ -37,9 +37,13 @@ class DirectRdma {
  public:
   // Largest transfer that goes direct. Larger ones stream through the daemons' NICs, whose
   // frames carry more per datagram (measured: docs/live.md).
-  static constexpr uint64_t kMaxBytes = 64 * 1024;
+  static constexpr uint64_t kMaxBytes = 256 * 1024;
   // A transfer with no answer this long fails (as the daemon's operation timeout).
   static constexpr uint64_t kTimeoutNs = 5'000'000'000;
+  // Bytes of transfers (a put's data, a get's response) in flight to one peer: beyond, a start
+  // is busy before anything is read or encoded, so what waits is the caller's descriptor, not
+  // megabytes of packets in either process (the link's window is 2 MiB of frames).
+  static constexpr uint64_t kMaxPeerBytes = 1 << 20;
 
   DirectRdma(live::Segment& seg, live::NicSlot& nic, uint32_t node);
   DirectRdma(const DirectRdma&) = delete;
@@ -53,7 +57,8 @@ class DirectRdma {
     uint64_t cookie = 0;
     uint64_t length = 0;
   };
-  // Sends a transfer's packets through `send` (all of them, or none: false), `d` having passed
+  // Sends a transfer's packets through `send` (all of them, or none: false, also when the
+  // peer has kMaxPeerBytes in flight), `d` having passed
   // chip::check_rdma_start, on the link to the process at address key `peer`. Reads the
   // initiator's memory as the NIC's DMA engine 0 does; a read that fails completes the
   // descriptor with its error, as the NIC's does.
@@ -114,12 +119,12 @@ class DirectRdma {
   live::SegmentAtt own_att_;
   live::SegmentHostMemory own_memory_;
   std::unordered_map<uint64_t, chip::RdmaTarget> targets_;  // by peer: what each sends us
+  std::unordered_map<uint64_t, uint64_t> peer_bytes_;       // by peer: bytes of Tx in flight
   std::unordered_map<uint32_t, std::unique_ptr<TargetNic>> target_nics_;
   std::deque<Completion> waiting_;  // completions that found their CQ full
   std::array<std::atomic<uint32_t>, live::kVps> in_flight_{};
   uint64_t next_timeout_check_ = 0;
   std::vector<uint8_t> items_;
-  std::vector<uint8_t> item_;
 };
 
 }  // namespace galaxy::glex

@@ -57,20 +57,6 @@ constexpr uint64_t kBistReportWaitNs = 1'000'000'000;
 
 namespace {
 
-// The MTU of the kernel's route to `peer` (IP_MTU of a socket connected to it); 0 if unknown.
-uint32_t path_mtu(const sockaddr_in& peer) {
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  int mtu = 0;
-  socklen_t len = sizeof mtu;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0 ||
-      getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) != 0)
-    mtu = 0;
-  close(fd);
-  return mtu > 0 ? static_cast<uint32_t>(mtu) : 0;
-}
-
-constexpr uint32_t kAssumedMtu = 1500;  // Ethernet's, where the route's cannot be read
 // queue_item starts a frame with any item, so the smallest frame must hold the largest one.
 static_assert(kMinFrameBytes >= sizeof(ItemHead) + sizeof(BistPattern) &&
               kMinFrameBytes >= sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes);

@@ -36,18 +36,27 @@ bool enters_target_host(Segment& seg, const Forwarded& f, uint32_t dest) {
 }
 
 Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out) {
-  auto flits = wire::encode_data_packet(p);
-  if (!flits.ok())
+  out->clear();
+  return append_leaving_item(p, f, out);
+}
+
+Status append_leaving_item(const wire::DataPacket& p, const Forwarded& f,
+                           std::vector<uint8_t>* out) {
+  const size_t start = out->size();
+  out->resize(start + sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes);
+  std::span<uint8_t> body(out->data() + start + sizeof(ItemHead), wire::kMaxDataPacketLinkBytes);
+  auto n = wire::encode_data_packet_bytes(p, body);
+  if (!n.ok()) {
+    out->resize(start);
     return make_error(Code::kInvalidArgument, 4890,
                       fmt::format("a data packet leaving chip {} port {} does not encode: {}",
-                                  f.chip, f.port, flits.error().message));
-  const size_t n = flits->size() * wire::kFlitBytes;
-  out->resize(sizeof(ItemHead) + n);
-  const ItemHead h{static_cast<uint16_t>(out->size()), static_cast<uint8_t>(ItemType::kData),
-                   f.port, f.chip};
-  std::memcpy(out->data(), &h, sizeof h);
-  wire::encode_flits(*flits, out->data() + sizeof h);
-  std::span<uint8_t> bytes(out->data() + sizeof h, n);
+                                  f.chip, f.port, n.error().message));
+  }
+  out->resize(start + sizeof(ItemHead) + *n);
+  const ItemHead h{static_cast<uint16_t>(sizeof(ItemHead) + *n),
+                   static_cast<uint8_t>(ItemType::kData), f.port, f.chip};
+  std::memcpy(out->data() + start, &h, sizeof h);
+  std::span<uint8_t> bytes(out->data() + start + sizeof h, *n);
   wire::set_data_hops(bytes, f.hops_passed);
   set_vc_class(bytes, f.vc_class);
   return {};

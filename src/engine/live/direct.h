@@ -42,6 +42,9 @@ bool enters_target_host(Segment& seg, const Forwarded& f, uint32_t dest);
 // with the NRCs passed so far and in the VC class of that link. Replaces *out. E4890: the packet
 // does not encode.
 Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out);
+// The same appended to *out (a frame's worth of items built in place).
+Status append_leaving_item(const wire::DataPacket& p, const Forwarded& f,
+                           std::vector<uint8_t>* out);
 
 enum class Arrival : uint8_t {
   kDelivered,  // written into the target VP's MPQ, the ports it passed counted

@@ -1,6 +1,9 @@
 #include "engine/live/link.h"
 
 #include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -64,6 +67,18 @@ uint64_t default_epoch() {
 }
 
 }  // namespace
+
+uint32_t path_mtu(const sockaddr_in& peer) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  int mtu = 0;
+  socklen_t len = sizeof mtu;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&peer), sizeof peer) != 0 ||
+      getsockopt(fd, IPPROTO_IP, IP_MTU, &mtu, &len) != 0)
+    mtu = 0;
+  close(fd);
+  return mtu > 0 ? static_cast<uint32_t>(mtu) : 0;
+}
 
 uint32_t frame_bytes_for_mtu(uint32_t mtu) {
   constexpr uint32_t kIpHeader = 20, kUdpHeader = 8;

@@ -58,6 +58,8 @@
 //   docs/system.md 1.3), each with a link id of its own (docs/live.md).
 #pragma once
 
+#include <netinet/in.h>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -96,6 +98,9 @@ inline constexpr uint32_t kMinFrameBytes = 1200;
 // The default frame size over a path of `mtu` bytes (IPv4, UDP): the most that fits in
 // kMaxFragmentsPerFrame packets, within [kMinFrameBytes, kMaxDefaultFrameBytes].
 uint32_t frame_bytes_for_mtu(uint32_t mtu);
+// The MTU of the kernel's route to `peer` (IP_MTU of a socket connected to it); 0 if unknown.
+uint32_t path_mtu(const sockaddr_in& peer);
+inline constexpr uint32_t kAssumedMtu = 1500;  // Ethernet's, where the route's cannot be read
 
 // Bounds window and rx_credits so that every live sequence number is within 2^31 of another.
 inline constexpr uint32_t kMaxLinkWindow = 1u << 20;
