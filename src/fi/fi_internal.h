@@ -273,6 +273,9 @@ struct Endpoint {
   };
   std::unordered_map<glex_ep_addr_t, Peer> peers;
   std::deque<OutMp> out;
+  // Rendezvous reads the NIC refused busy (its queue, or the transfers in flight to that peer,
+  // full), posted again in order by progress.
+  std::deque<std::pair<glex_rdma_req, RdmaOp*>> reads_waiting;
   std::unordered_map<uint64_t, RtsSend> rts;  // (peer's address, number) -> the send
   uint32_t rdma_in_flight = 0;
   uint64_t last_progress_ns = 0;                  // when progress last returned

@@ -87,6 +87,8 @@ void send_fin(Endpoint* ep, glex_ep_addr_t peer, uint32_t seq, uint64_t status) 
   queue_mp(ep, peer, &h, sizeof h, nullptr, 0, nullptr);
 }
 
+void fail_read(Endpoint* ep, RdmaOp* rd, glex_ret_t ret);
+
 // A matched message into its receive: copied (a short one) or read (a long one).
 void deliver(Endpoint* ep, Recv& r, const Arrival& a, const char* bytes) {
   OpDone op = r.op;
@@ -127,20 +129,39 @@ void deliver(Endpoint* ep, Recv& r, const Arrival& a, const char* bytes) {
     q.remote_addr = a.rts_addr;
     q.remote_mh = a.rts_mh;
     q.cookie = reinterpret_cast<uint64_t>(rd);
-    ret = glex_rdma(ep->ep, &q);
+    // Behind reads already waiting, in order; a busy NIC makes this one wait too.
+    ret = ep->reads_waiting.empty() ? glex_rdma(ep->ep, &q) : GLEX_BUSY;
+    if (ret == GLEX_BUSY) {
+      ep->reads_waiting.emplace_back(q, rd);
+      ret = GLEX_SUCCESS;
+    }
   }
-  if (ret != GLEX_SUCCESS) {
-    FI_WARN(provider(), FI_LOG_EP_DATA,
-            "E6602 reading a long message of %llu bytes from %#llx: %s\n",
-            static_cast<unsigned long long>(a.len), static_cast<unsigned long long>(a.src),
-            glex_last_error());
-    release(ep, rd->local_mh, rd->own_mh);
-    send_fin(ep, a.src, a.seq, 1);
-    complete(ep, rd->op, -fi_error_of(ret));
-    delete rd;
-    return;
-  }
+  if (ret != GLEX_SUCCESS) return fail_read(ep, rd, ret);
   ++ep->rdma_in_flight;
+}
+
+void fail_read(Endpoint* ep, RdmaOp* rd, glex_ret_t ret) {
+  FI_WARN(provider(), FI_LOG_EP_DATA, "E6602 reading a long message of %llu bytes from %#llx: %s\n",
+          static_cast<unsigned long long>(rd->op.len), static_cast<unsigned long long>(rd->peer),
+          glex_last_error());
+  release(ep, rd->local_mh, rd->own_mh);
+  send_fin(ep, rd->peer, rd->seq, 1);
+  complete(ep, rd->op, -fi_error_of(ret));
+  delete rd;
+}
+
+// The reads a busy NIC refused, posted again in order until it refuses one more.
+void flush_reads(Endpoint* ep) {
+  while (!ep->reads_waiting.empty()) {
+    auto [q, rd] = ep->reads_waiting.front();
+    const glex_ret_t ret = glex_rdma(ep->ep, &q);
+    if (ret == GLEX_BUSY) return;
+    ep->reads_waiting.pop_front();
+    if (ret != GLEX_SUCCESS) {
+      --ep->rdma_in_flight;
+      fail_read(ep, rd, ret);
+    }
+  }
 }
 
 // A complete message, in its source's order: into the first receive it matches, else kept.
@@ -347,7 +368,8 @@ void progress(Endpoint* ep) {
   // The caller's own time since the last call ended: short when it polls in a loop.
   const uint64_t start = now_ns();
   const bool tight = start - ep->last_progress_ns < kPollGapNs;
-  bool moved = !ep->out.empty();
+  bool moved = !ep->out.empty() || !ep->reads_waiting.empty();
+  flush_reads(ep);
   flush_out(ep);
   glex_mp mp;
   for (int i = 0; i < 256; ++i) {
@@ -646,6 +668,11 @@ void drain_and_release(Endpoint* ep) {
     progress(ep);
     if (ep->rdma_in_flight || !ep->out.empty()) glex_fence(ep->ep, 1);
   }
+  for (auto& [q, rd] : ep->reads_waiting) {  // never posted: nothing of them is in the NIC
+    release(ep, rd->local_mh, rd->own_mh);
+    delete rd;
+  }
+  ep->reads_waiting.clear();
   for (auto& [key, s] : ep->rts) glex_deregister_mem(ep->domain->dev, s.mh);
   ep->rts.clear();
   ep->out.clear();

@@ -200,6 +200,64 @@ static void check_order(void) {
   if (failures == before) printf("ok order\n");
 }
 
+/* A window of long messages whose reads, all at once, are more than the NIC lets be in flight
+ * to one peer (between hosts, 1 MiB): the receiver's reads wait and go as room comes, every
+ * message lands whole and each send and receive completes once. */
+static void check_window(void) {
+  enum { kCount = 24 };
+  const size_t n = small ? 20000 : 200000;
+  char* bufs = malloc((size_t)kCount * n);
+  struct fi_context ctx[kCount];
+  const int before = failures;
+  if (rank == 1) {
+    for (int i = 0; i < kCount; ++i) {
+      memset(bufs + (size_t)i * n, 0, n);
+      ssize_t r = fi_trecv(ep, bufs + (size_t)i * n, n, NULL, peer, 0x900 + (uint64_t)i, 0,
+                           &ctx[i]);
+      if (r) fail("window", "post receive", i, (long)r);
+    }
+  }
+  sync_step(30); /* every receive is posted before the first message arrives */
+  if (rank == 0)
+    for (int i = 0; i < kCount; ++i) {
+      pattern(bufs + (size_t)i * n, n, 50u + (unsigned)i);
+      ssize_t r;
+      while ((r = fi_tsend(ep, bufs + (size_t)i * n, n, NULL, peer, 0x900 + (uint64_t)i,
+                           &ctx[i])) == -FI_EAGAIN)
+        fi_cq_read(cq, NULL, 0);
+      if (r) fail("window", "send", i, (long)r);
+    }
+  int done = 0, seen[kCount] = {0};
+  const double deadline = now_s() + kDeadline;
+  while (done < kCount && now_s() < deadline) {
+    struct fi_cq_tagged_entry e;
+    const ssize_t got = fi_cq_read(cq, &e, 1);
+    if (got == -FI_EAVAIL) {
+      struct fi_cq_err_entry err;
+      memset(&err, 0, sizeof err);
+      fi_cq_readerr(cq, &err, 0);
+      fail("window", fi_strerror(err.err), (long)err.len, err.prov_errno);
+      ++done;
+      continue;
+    }
+    if (got != 1) continue;
+    const long i = (struct fi_context*)e.op_context - ctx;
+    if (i < 0 || i >= kCount || seen[i]++) {
+      fail("window", "a completion twice or of no operation", i, 0);
+      continue;
+    }
+    ++done;
+    if (rank == 0) {
+      ++sends_done;
+    } else if (e.len != n || check_pattern(bufs + (size_t)i * n, n, 50u + (unsigned)i) >= 0) {
+      fail("window", "message damaged", i, (long)e.len);
+    }
+  }
+  if (done != kCount) fail("window", "operations completed", done, kCount);
+  free(bufs);
+  if (failures == before) printf("ok window\n");
+}
+
 static void check_tags_and_errors(void) {
   const int before = failures;
   char small[50], big[10000];
@@ -438,6 +496,8 @@ int main(int argc, char** argv) {
   sync_step(2);
   check_order();
   sync_step(3);
+  check_window();
+  sync_step(31);
   check_tags_and_errors();
   sync_step(4);
   check_msg();

@@ -111,8 +111,9 @@ void fi_check(const Env& a, const Env& b, bool small = false) {
   for (const char* out : {"/out0", "/out1"}) {
     const std::string text = slurp(dir + out);
     for (const char* check :
-         {"ok sizes", "ok order", "ok tags truncate cancel peek claim", "ok msg",
-          "ok rma write read inject writedata wrong-key", "ok bad-input counters", "passed: 0 failures"})
+         {"ok sizes", "ok order", "ok window", "ok tags truncate cancel peek claim", "ok msg",
+          "ok rma write read inject writedata wrong-key", "ok bad-input counters",
+          "passed: 0 failures"})
       EXPECT_NE(text.find(check), std::string::npos) << check << " in\n" << text;
   }
   std::filesystem::remove_all(dir);
