@@ -138,7 +138,6 @@ bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
       if (!add()) return false;
     }
   }
-  in_flight_[r.vp].fetch_add(1, std::memory_order_relaxed);
   nic_.vps[r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
   if (read_error != 0) {  // nothing left: the descriptor completes with the read's error
     complete({r, read_error});
@@ -155,7 +154,6 @@ bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
   if (!send(items_, count)) {
     t.used = false;
     free_.push_back(slot);
-    in_flight_[r.vp].fetch_sub(1, std::memory_order_relaxed);
     nic_.vps[r.vp].outstanding.fetch_sub(1, std::memory_order_relaxed);
     return false;
   }
@@ -190,7 +188,6 @@ void DirectRdma::complete(const Completion& c) {
   if (chip::completes_locally((r.flags & live::kFlagLocalCq) != 0, c.error_id != 0) &&
       (!waiting_.empty() || !push(c)))
     waiting_.push_back(c);
-  in_flight_[r.vp].fetch_sub(1, std::memory_order_release);
   vp.outstanding.fetch_sub(1, std::memory_order_release);
   live::futex_wake(&vp.cq.futex);
 }

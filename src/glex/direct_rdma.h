@@ -13,7 +13,6 @@
 // straight back) with live::kErrDirectNoAnswer.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -74,8 +73,6 @@ class DirectRdma {
   void peer_gone(uint64_t peer);
   // Timeouts, and completions that waited for room in their CQ.
   void service(uint64_t now);
-  // Direct transfers of `vp` not yet complete.
-  uint32_t in_flight(uint8_t vp) const { return in_flight_[vp].load(std::memory_order_acquire); }
 
  private:
   struct Tx {
@@ -122,7 +119,6 @@ class DirectRdma {
   std::unordered_map<uint64_t, uint64_t> peer_bytes_;       // by peer: bytes of Tx in flight
   std::unordered_map<uint32_t, std::unique_ptr<TargetNic>> target_nics_;
   std::deque<Completion> waiting_;  // completions that found their CQ full
-  std::array<std::atomic<uint32_t>, live::kVps> in_flight_{};
   uint64_t next_timeout_check_ = 0;
   std::vector<uint8_t> items_;
 };
