@@ -23,12 +23,7 @@ using wire::RdmaOp;
 
 namespace {
 
-constexpr unsigned kTagSlotBits = 12;
-static_assert(kMaxTransfers == 1u << kTagSlotBits);
-
-uint16_t tag_of(uint16_t slot, uint8_t generation) {
-  return static_cast<uint16_t>(((generation & 0xFu) << kTagSlotBits) | slot);
-}
+static_assert(kMaxTransfers == kRdmaTagSlots);
 
 DescriptorOp op_of(RdmaOp op) {
   switch (op) {
@@ -51,10 +46,10 @@ bool starts_host_read(uint64_t offset, uint64_t n) {
 }  // namespace
 
 Nic::TxTransfer* Nic::tx_by_tag(uint16_t tag) {
-  const size_t slot = tag & (kMaxTransfers - 1);
+  const size_t slot = rdma_tag_slot(tag);
   if (slot >= tx_.size()) return nullptr;
   TxTransfer& t = tx_[slot];
-  if (t.phase == TxTransfer::Phase::kFree || tag_of(0, t.generation) != (tag & 0xF000))
+  if (t.phase == TxTransfer::Phase::kFree || !rdma_tag_generation_is(tag, t.generation))
     return nullptr;
   return &t;
 }
@@ -163,7 +158,7 @@ bool Nic::next_local_packet(NicPacket& out) {
     const wire::RdmaDescriptor& d = t.d;
     out.starts_host_read = false;
     DataPacket& p = out.packet;
-    const uint16_t tag = tag_of(slot, t.generation);
+    const uint16_t tag = rdma_tag(slot, t.generation);
     if (d.op == RdmaOp::kRead) {
       rdma_read_request_packet(d, t.vp, tag, p);
       t.data_done = true;
@@ -258,7 +253,7 @@ std::optional<uint64_t> Nic::awaited_answers(uint8_t vp, uint64_t sequence) cons
 
 bool Nic::abort_transfer_tag(uint16_t tag, uint16_t error_id) {
   if (!tx_by_tag(tag)) return false;
-  abort_slot(static_cast<uint16_t>(tag & (kMaxTransfers - 1)), error_id);
+  abort_slot(rdma_tag_slot(tag), error_id);
   return true;
 }
 
@@ -439,7 +434,7 @@ NicRx Nic::rx_response(const DataPacket& p, const ArrivedPacket& arrived) {
     if (t->error_id == 0) rdma_bytes_written_ += h.bytes;
   }
   if (++t->received == wire::packets_for(t->d.local_address, t->d.length))
-    finish_tx(static_cast<uint16_t>(h.tag & (kMaxTransfers - 1)), t->error_id);
+    finish_tx(rdma_tag_slot(h.tag), t->error_id);
   return NicRx::kDelivered;
 }
 
@@ -476,7 +471,7 @@ NicRx Nic::rx_ack(const DataPacket& p, const ArrivedPacket& arrived) {
     return NicRx::kDiscarded;
   }
   ++answers_from_[h.src_node];
-  finish_tx(static_cast<uint16_t>(h.tag & (kMaxTransfers - 1)), err);
+  finish_tx(rdma_tag_slot(h.tag), err);
   return NicRx::kDelivered;
 }
 

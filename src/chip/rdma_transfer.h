@@ -29,6 +29,21 @@ namespace galaxy::chip {
 // Transfers an end tracks as a target at once (packets of a transfer may arrive in any order).
 inline constexpr size_t kMaxRxTransfers = 65536;
 
+// A transfer's tag (wire::DataHead::tag): the initiator's slot for it in the low 12 bits and the
+// slot's generation in the top 4, so that a late packet of a slot's earlier transfer matches no
+// transfer of it.
+inline constexpr unsigned kRdmaTagSlotBits = 12;
+inline constexpr uint16_t kRdmaTagSlots = 1u << kRdmaTagSlotBits;
+inline constexpr uint16_t rdma_tag(uint16_t slot, uint8_t generation) {
+  return static_cast<uint16_t>(((generation & 0xFu) << kRdmaTagSlotBits) | slot);
+}
+inline constexpr uint16_t rdma_tag_slot(uint16_t tag) {
+  return tag & (kRdmaTagSlots - 1);
+}
+inline constexpr bool rdma_tag_generation_is(uint16_t tag, uint8_t generation) {
+  return (tag >> kRdmaTagSlotBits) == (generation & 0xFu);
+}
+
 // Whether a packet's offset and size are where the transfer's own cutting puts them.
 inline bool rdma_placed(const wire::DataExt& x, uint8_t bytes) {
   if (x.length == 0) return x.offset == 0 && bytes == 0;

@@ -210,10 +210,7 @@ DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forw
   if (t.key == 0) return Sent::kNotDirect;
   lease_until_.store(now + kLeaseNs, std::memory_order_relaxed);
   std::lock_guard<std::mutex> g(mu_);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = static_cast<uint32_t>(t.key >> 16);
-  a.sin_port = htons(static_cast<uint16_t>(t.key & 0xFFFF));
+  const sockaddr_in a = address_of(t.key);
   Peer* peer = peer_for(t.key, a, now);
   if (!peer) return Sent::kNotDirect;
   if (!peer->backlog.empty() || !peer->link->can_send()) {
@@ -269,10 +266,7 @@ DirectPath::Sent DirectPath::send_transfer(uint32_t dest, uint8_t dest_vp, const
   // (a transfer's initiator may wait on memory, not in libglex), so the NIC thread keeps the
   // socket.
   std::lock_guard<std::mutex> g(mu_);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = static_cast<uint32_t>(t.key >> 16);
-  a.sin_port = htons(static_cast<uint16_t>(t.key & 0xFFFF));
+  const sockaddr_in a = address_of(t.key);
   Peer* peer = peer_for(t.key, a, now);
   if (!peer) return Sent::kNotDirect;
   auto* vc_tx = seg_.counters(seg_.chip(f.chip).local, f.port).direct_vc_tx;

@@ -103,6 +103,13 @@ class DirectPath {
   };
 
   static uint64_t address_key(uint32_t ip, uint16_t port) { return uint64_t{ip} << 16 | port; }
+  static sockaddr_in address_of(uint64_t key) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = static_cast<uint32_t>(key >> 16);
+    a.sin_port = htons(static_cast<uint16_t>(key & 0xFFFF));
+    return a;
+  }
   uint32_t link_id(uint64_t peer_key) const;
   Peer* peer_for(uint64_t key, const sockaddr_in& a, uint64_t now);
   uint64_t ask_where(uint32_t node, uint8_t vp) const;

@@ -9,13 +9,6 @@ namespace galaxy::glex {
 
 namespace {
 
-constexpr unsigned kTagSlotBits = 12;
-static_assert(chip::kMaxTransfers == 1u << kTagSlotBits);
-
-uint16_t tag_of(uint16_t slot, uint8_t generation) {
-  return static_cast<uint16_t>(((generation & 0xFu) << kTagSlotBits) | slot);
-}
-
 // Whether a packet moves a transfer's data or notice into the target (a put's, an immediate's).
 bool is_target_write(const wire::DataPacket& p) {
   switch (p.head.kind) {
@@ -74,10 +67,10 @@ DirectRdma::DirectRdma(live::Segment& seg, live::NicSlot& nic, uint32_t node)
     : seg_(seg), nic_(nic), node_(node), own_att_(nic), own_memory_(nic) {}
 
 DirectRdma::Tx* DirectRdma::tx_by_tag(uint16_t tag) {
-  const size_t slot = tag & (chip::kMaxTransfers - 1);
+  const size_t slot = chip::rdma_tag_slot(tag);
   if (slot >= tx_.size()) return nullptr;
   Tx& t = tx_[slot];
-  if (!t.used || tag_of(0, t.generation) != (tag & 0xF000)) return nullptr;
+  if (!t.used || !chip::rdma_tag_generation_is(tag, t.generation)) return nullptr;
   return &t;
 }
 
@@ -86,15 +79,15 @@ bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
   std::lock_guard<std::mutex> g(mu_);
   uint64_t& peer_bytes = peer_bytes_[peer];
   if (peer_bytes != 0 && peer_bytes + d.length > kMaxPeerBytes) return false;
-  if (free_.empty() && tx_.size() < chip::kMaxTransfers) {
+  if (free_.empty() && tx_.size() < chip::kRdmaTagSlots) {
     const size_t old = tx_.size();
-    tx_.resize(std::min<size_t>(chip::kMaxTransfers, std::max<size_t>(16, old * 2)));
+    tx_.resize(std::min<size_t>(chip::kRdmaTagSlots, std::max<size_t>(16, old * 2)));
     for (size_t i = tx_.size(); i > old; --i) free_.push_back(static_cast<uint16_t>(i - 1));
   }
   if (free_.empty()) return false;  // every tag in flight: busy
   const uint16_t slot = free_.back();
   Tx& t = tx_[slot];
-  const uint16_t tag = tag_of(slot, t.generation);
+  const uint16_t tag = chip::rdma_tag(slot, t.generation);
   // The packets in the order the NIC's DMA engine 0 sends them: a get's request; a put's or an
   // immediate's data, then its notice.
   items_.clear();
@@ -265,7 +258,7 @@ void DirectRdma::on_response(const wire::DataPacket& p) {
   }
   t->deadline = live::monotonic_ns() + kTimeoutNs;  // it moves
   if (++t->received == wire::packets_for(t->d.local_address, t->d.length))
-    finish(static_cast<uint16_t>(p.head.tag & (chip::kMaxTransfers - 1)), t->error_id);
+    finish(chip::rdma_tag_slot(p.head.tag), t->error_id);
 }
 
 void DirectRdma::on_ack(const wire::DataPacket& p) {
@@ -279,7 +272,7 @@ void DirectRdma::on_ack(const wire::DataPacket& p) {
               p.head.tag, p.head.src_node);
     return;
   }
-  finish(static_cast<uint16_t>(p.head.tag & (chip::kMaxTransfers - 1)), err);
+  finish(chip::rdma_tag_slot(p.head.tag), err);
 }
 
 void DirectRdma::peer_gone(uint64_t peer) {

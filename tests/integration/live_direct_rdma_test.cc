@@ -19,23 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class DaemonsStopped {
- public:
-  explicit DaemonsStopped(LiveFabricUnderTest& f) : pids_(f.daemons()) {
-    for (pid_t p : pids_) kill(p, SIGSTOP);
-  }
-  ~DaemonsStopped() { resume(); }
-  void resume() {
-    for (pid_t p : pids_) kill(p, SIGCONT);
-    pids_.clear();
-  }
-  DaemonsStopped(const DaemonsStopped&) = delete;
-  DaemonsStopped& operator=(const DaemonsStopped&) = delete;
-
- private:
-  std::vector<pid_t> pids_;
-};
-
 // Registered memory filled with `fill`.
 struct Buffer {
   std::vector<uint8_t> bytes;

@@ -21,22 +21,6 @@ namespace {
 
 using DirectClock = std::chrono::steady_clock;
 
-// Stops the fabric's daemons for a scope, and lets them go on whatever happens in it.
-class DaemonsStopped {
- public:
-  explicit DaemonsStopped(LiveFabricUnderTest& f) : pids_(f.daemons()) {
-    for (pid_t p : pids_) kill(p, SIGSTOP);
-  }
-  ~DaemonsStopped() {
-    for (pid_t p : pids_) kill(p, SIGCONT);
-  }
-  DaemonsStopped(const DaemonsStopped&) = delete;
-  DaemonsStopped& operator=(const DaemonsStopped&) = delete;
-
- private:
-  std::vector<pid_t> pids_;
-};
-
 // Sends `n` numbered MPs from `from` to `to`, taking each at `to` as it comes (the sender never
 // waits for more than the link's window). In trains of `train` MPs: all but a train's last say
 // GLEX_FLAG_MORE.

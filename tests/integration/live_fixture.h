@@ -399,6 +399,25 @@ struct Port {
   glex_ep_addr_t addr() const { return glex_ep_addr(ep); }
 };
 
+// Stops the fabric's daemons for a scope (or until resume()), and lets them go on whatever
+// happens in it: what still crosses between hosts then goes from process to process.
+class DaemonsStopped {
+ public:
+  explicit DaemonsStopped(LiveFabricUnderTest& f) : pids_(f.daemons()) {
+    for (pid_t p : pids_) kill(p, SIGSTOP);
+  }
+  ~DaemonsStopped() { resume(); }
+  void resume() {
+    for (pid_t p : pids_) kill(p, SIGCONT);
+    pids_.clear();
+  }
+  DaemonsStopped(const DaemonsStopped&) = delete;
+  DaemonsStopped& operator=(const DaemonsStopped&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
 // One brought-up fabric of two hosts for each test suite that derives from this one.
 class LiveTwoHostSuite : public ::testing::Test {
  public:
