@@ -269,16 +269,11 @@ DirectPath::Sent DirectPath::send_transfer(uint32_t dest, uint8_t dest_vp, const
   const sockaddr_in a = address_of(t.key);
   Peer* peer = peer_for(t.key, a, now);
   if (!peer) return Sent::kNotDirect;
-  auto* vc_tx = seg_.counters(seg_.chip(f.chip).local, f.port).direct_vc_tx;
-  const bool sent = start(t.key, [&](std::span<const uint8_t> items, size_t count) {
-    if (!enqueue_items(*peer, items, now)) return false;
-    const uint8_t vc = wire::flit_vc(items.subspan(sizeof(live::ItemHead)));
-    vc_tx[vc].fetch_add(count, std::memory_order_relaxed);
-    return true;
-  });
-  if (!sent) {
-    // The caller retries: meanwhile what the link brought (the answers that make room) is
-    // taken.
+  if (!start(t.key,
+             [&](uint64_t key, const live::Forwarded& leaving, std::span<const uint8_t> items,
+                 size_t count) { return send_items(key, leaving, items, count, now); })) {
+    // The NIC's queue is full: the caller retries; meanwhile what the link brought (the answers
+    // that make room) is taken.
     service(now);
     return Sent::kBusy;
   }
@@ -289,6 +284,17 @@ DirectPath::Sent DirectPath::send_transfer(uint32_t dest, uint8_t dest_vp, const
     (void)!write(wake_fd_, &one, sizeof one);
   }
   return Sent::kSent;
+}
+
+bool DirectPath::send_items(uint64_t key, const live::Forwarded& f, std::span<const uint8_t> items,
+                            size_t count, uint64_t now) {
+  const auto it = peers_.find(key);
+  if (it == peers_.end() || !enqueue_items(it->second, items, now)) return false;
+  // The VC they cross the cable in, for the port's VCn_TX_PACKETS (the daemon adds these).
+  seg_.counters(seg_.chip(f.chip).local, f.port)
+      .direct_vc_tx[wire::flit_vc(items.subspan(sizeof(live::ItemHead)))]
+      .fetch_add(count, std::memory_order_relaxed);
+  return true;
 }
 
 bool DirectPath::enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t now) {
@@ -400,6 +406,14 @@ void DirectPath::service(uint64_t now) {
   for (auto& [k, p] : peers_) {
     if (p.link->has_delivered()) deliver(p, k);
     if (now >= next_deadline_) p.link->on_timer(now);
+    // The peer's gets are answered as the link takes the answers: a few frames wait at most.
+    if (transfers_ && p.link->state() == live::LinkState::kUp)
+      while (
+          p.backlog.size() < kAnswerFrames &&
+          transfers_->answer(k, kAnswerPackets, [&](const wire::DataPacket& a, uint32_t from_nic) {
+            reply(p, a, from_nic, now);
+          })) {
+      }
     // The frame being filled is older than what waits in the backlog.
     if (send_pending(p, now) && !p.backlog.empty()) push_backlog(p, now);
     flush(p);
@@ -414,9 +428,14 @@ void DirectPath::service(uint64_t now) {
       }
   }
   reap(now);
-  if (transfers_) transfers_->service(now);
+  if (transfers_)
+    transfers_->service(
+        now, [&](uint64_t key, const live::Forwarded& leaving, std::span<const uint8_t> items,
+                 size_t count) { return send_items(key, leaving, items, count, now); });
   next_deadline_ = UINT64_MAX;
   for (auto& [k, p] : peers_) next_deadline_ = std::min(next_deadline_, p.link->next_deadline_ns());
+  // Gets still to answer: the next look is at once (the NIC thread does not sleep on them).
+  if (transfers_ && transfers_->answering()) next_deadline_ = now;
 }
 
 void DirectPath::receive(uint64_t now) {

@@ -44,6 +44,10 @@ class DirectPath {
   static constexpr size_t kMaxPeers = 4096;
   // Items waiting for a link that is not up yet; beyond, a send is busy.
   static constexpr size_t kMaxBacklog = 1024;
+  // A peer's gets are answered kAnswerPackets response packets at a time (about one frame over
+  // loopback) while fewer than kAnswerFrames frames wait for its link.
+  static constexpr size_t kAnswerPackets = 160;
+  static constexpr size_t kAnswerFrames = 4;
 
   // Opens the socket on the host's address (the segment's); without an address, or when the
   // socket is refused, port() is 0 and nothing goes direct.
@@ -69,9 +73,9 @@ class DirectPath {
   Sent send_mp(const wire::DataPacket& p, const live::Forwarded& f, bool more = false);
 
   // An RDMA transfer to VP `dest_vp` of NIC `dest` whose path from this process's NIC leaves the
-  // host where `f` says: `start(peer, send)` (DirectRdma::start) hands its packets to `send`,
-  // all of them or none, for the link to the process at address key `peer`; kBusy when it
-  // refused them.
+  // host where `f` says: `start(peer, send)` (DirectRdma::start) starts or queues it for the
+  // link to the process at address key `peer`, handing its packets to `send`; kBusy when the
+  // NIC's queue is full.
   using StartFn = FunctionRef<bool(uint64_t peer, DirectRdma::SendFn send)>;
   Sent send_transfer(uint32_t dest, uint8_t dest_vp, const live::Forwarded& f, StartFn start);
   // The transfers of this process's direct links (set once, before start()).
@@ -124,6 +128,10 @@ class DirectPath {
   // Items for `p`'s link, in order behind what waits: what the link takes now goes, the rest
   // waits in the backlog. False (nothing queued) when the backlog is full.
   bool enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t now);
+  // A transfer's items for the link to the peer of address key `key`, leaving where `f` says,
+  // counted on that port; false when there is no such link or no room (mu_ held).
+  bool send_items(uint64_t key, const live::Forwarded& f, std::span<const uint8_t> items,
+                  size_t count, uint64_t now);
   void flush(Peer& p);
   void send_datagram(const Peer& p, std::span<const uint8_t> d);
   void reap(uint64_t now);

@@ -74,17 +74,31 @@ DirectRdma::Tx* DirectRdma::tx_by_tag(uint16_t tag) {
   return &t;
 }
 
-bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
-                       const live::Forwarded& leaving, uint64_t peer, SendFn send) {
-  std::lock_guard<std::mutex> g(mu_);
-  uint64_t& peer_bytes = peer_bytes_[peer];
-  if (peer_bytes != 0 && peer_bytes + d.length > kMaxPeerBytes) return false;
+bool DirectRdma::room(uint64_t peer, uint64_t length) {
   if (free_.empty() && tx_.size() < chip::kRdmaTagSlots) {
     const size_t old = tx_.size();
     tx_.resize(std::min<size_t>(chip::kRdmaTagSlots, std::max<size_t>(16, old * 2)));
     for (size_t i = tx_.size(); i > old; --i) free_.push_back(static_cast<uint16_t>(i - 1));
   }
-  if (free_.empty()) return false;  // every tag in flight: busy
+  if (free_.empty()) return false;  // every tag in flight
+  const auto it = peer_bytes_.find(peer);
+  return it == peer_bytes_.end() || it->second == 0 || it->second + length <= kMaxPeerBytes;
+}
+
+bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
+                       const live::Forwarded& leaving, uint64_t peer, SendFn send) {
+  std::lock_guard<std::mutex> g(mu_);
+  Queued q{r, d, leaving, peer};
+  if (queued_.empty() && room(peer, d.length) && launch(q, send)) return true;
+  if (queued_.size() >= kMaxQueued) return false;
+  queued_.push_back(q);
+  nic_.vps[r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool DirectRdma::launch(const Queued& q, SendFn send) {
+  const Request& r = q.r;
+  const wire::RdmaDescriptor& d = q.d;
   const uint16_t slot = free_.back();
   Tx& t = tx_[slot];
   const uint16_t tag = chip::rdma_tag(slot, t.generation);
@@ -93,17 +107,18 @@ bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
   items_.clear();
   size_t count = 0;
   wire::DataPacket p;
-  auto add = [&]() {
-    if (!chip::seal_data_packet(p, node_).ok() ||
-        !live::append_leaving_item(p, leaving, &items_).ok())
-      return false;
+  // 0, or why a packet does not encode (a field out of range: it never leaves, as the NIC's).
+  auto add = [&]() -> uint16_t {
+    Status st = chip::seal_data_packet(p, node_);
+    if (st.ok()) st = live::append_leaving_item(p, q.leaving, &items_);
+    if (!st.ok()) return st.error().id;
     ++count;
-    return true;
+    return 0;
   };
   uint16_t read_error = 0;
   if (d.op == wire::RdmaOp::kRead) {
     chip::rdma_read_request_packet(d, r.vp, tag, p);
-    if (!add()) return false;
+    read_error = add();
   } else {
     own_memory_.begin_round();  // the buffer as it is now, not as a previous transfer read it
     own_memory_.set_time(live::monotonic_ns());
@@ -122,35 +137,31 @@ bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
           break;
         }
       }
-      if (!add()) return false;
+      if ((read_error = add()) != 0) break;
       sent += n;
       if (sent >= d.length) break;
     }
     if (read_error == 0 && d.completion != wire::Completion::kNone) {
       chip::rdma_notice_packet(d, r.vp, tag, p);
-      if (!add()) return false;
+      read_error = add();
     }
   }
-  nic_.vps[r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
-  if (read_error != 0) {  // nothing left: the descriptor completes with the read's error
+  if (read_error != 0) {  // nothing sent: the descriptor completes with the read's error
+    nic_.vps[r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
     complete({r, read_error});
     return true;
   }
+  if (!send(q.peer, q.leaving, items_, count)) return false;
   free_.pop_back();
   t.used = true;
   t.r = r;
   t.d = d;
-  t.peer = peer;
+  t.peer = q.peer;
   t.deadline = live::monotonic_ns() + kTimeoutNs;
   t.received = 0;
   t.error_id = 0;
-  if (!send(items_, count)) {
-    t.used = false;
-    free_.push_back(slot);
-    nic_.vps[r.vp].outstanding.fetch_sub(1, std::memory_order_relaxed);
-    return false;
-  }
-  peer_bytes += d.length;
+  peer_bytes_[q.peer] += d.length;
+  nic_.vps[r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -213,30 +224,58 @@ void DirectRdma::arrived(const live::TransferArrival& a, uint64_t peer, ReplyFn 
   if (is_target_write(p)) {
     (void)target.write(p, host);
   } else if (p.head.kind == wire::PacketKind::kRdmaReadRequest) {
-    if (std::optional<chip::RdmaReadJob> j = target.read_request(p, host))
-      answer_get(t, *j, a.nic, reply);
+    if (std::optional<chip::RdmaReadJob> j = target.read_request(p, host)) {
+      answers_[peer].push_back({*j, a.nic});
+      answering_.fetch_add(1, std::memory_order_relaxed);
+    }
   } else {
     log::warn(6169, "a packet of kind {} on a direct link is no part of a transfer: dropped",
               static_cast<unsigned>(p.head.kind));
   }
 }
 
-// DMA engine 1's work for one get, as the NIC does it: the responses in order, each read from
-// the target's memory; a read that fails ends the get with an ack naming the failure; the
-// event, when asked for, once everything is read.
-void DirectRdma::answer_get(TargetNic& t, chip::RdmaReadJob j, uint32_t nic, ReplyFn reply) {
-  TargetHost host{t, nic, reply};
+// DMA engine 1's work, as the NIC does it: each get's responses in order, each read from the
+// target's memory; a read that fails ends its get with an ack naming the failure; the event,
+// when asked for, once everything is read.
+bool DirectRdma::answer(uint64_t peer, size_t packets, ReplyFn reply) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = answers_.find(peer);
+  if (it == answers_.end()) return false;
+  std::deque<Answer>& q = it->second;
   wire::DataPacket p;
-  do {
-    const uint64_t n = chip::rdma_response_packet(j, p);
-    const uint16_t err = host.read(j.source_key, j.source + j.sent, std::span(p.payload).first(n),
-                                   chip::kAccessRead);
-    if (err != 0) return host.ack(j.requester, j.requester_vp, j.tag, err, j.sent);
-    j.sent += n;
-    if (j.sent >= j.length && j.event)
-      (void)chip::RdmaTarget::write_event(host, j.notify_key, j.notify_address, j.notify_data);
-    if (chip::seal_data_packet(p, static_cast<wire::ChipId>(nic)).ok()) reply(p, nic);
-  } while (j.sent < j.length);
+  while (!q.empty() && packets > 0) {
+    Answer& a = q.front();
+    chip::RdmaReadJob& j = a.job;
+    TargetNic& t = target_nic(a.nic);
+    t.memory.begin_round();
+    t.memory.set_time(live::monotonic_ns());
+    TargetHost host{t, a.nic, reply};
+    bool done = false;
+    while (!done && packets > 0) {
+      const uint64_t n = chip::rdma_response_packet(j, p);
+      const uint16_t err = host.read(j.source_key, j.source + j.sent, std::span(p.payload).first(n),
+                                     chip::kAccessRead);
+      if (err != 0) {
+        host.ack(j.requester, j.requester_vp, j.tag, err, j.sent);
+        done = true;
+        break;
+      }
+      j.sent += n;
+      done = j.sent >= j.length;
+      if (done && j.event)
+        (void)chip::RdmaTarget::write_event(host, j.notify_key, j.notify_address, j.notify_data);
+      if (chip::seal_data_packet(p, static_cast<wire::ChipId>(a.nic)).ok()) reply(p, a.nic);
+      --packets;
+    }
+    if (!done) break;
+    q.pop_front();
+    answering_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  if (q.empty()) {
+    answers_.erase(it);
+    return false;
+  }
+  return true;
 }
 
 void DirectRdma::on_response(const wire::DataPacket& p) {
@@ -278,14 +317,35 @@ void DirectRdma::on_ack(const wire::DataPacket& p) {
 void DirectRdma::peer_gone(uint64_t peer) {
   std::lock_guard<std::mutex> g(mu_);
   targets_.erase(peer);
+  for (auto it = queued_.begin(); it != queued_.end();) {
+    if (it->peer != peer) {
+      ++it;
+      continue;
+    }
+    complete({it->r, live::kErrDirectPeerGone});  // counted outstanding when it queued
+    it = queued_.erase(it);
+  }
+  if (auto it = answers_.find(peer); it != answers_.end()) {
+    answering_.fetch_sub(it->second.size(), std::memory_order_relaxed);
+    answers_.erase(it);
+  }
   for (size_t slot = 0; slot < tx_.size(); ++slot)
     if (tx_[slot].used && tx_[slot].peer == peer)
       finish(static_cast<uint16_t>(slot), live::kErrDirectPeerGone);
 }
 
-void DirectRdma::service(uint64_t now) {
+void DirectRdma::service(uint64_t now, SendFn send) {
   std::lock_guard<std::mutex> g(mu_);
   while (!waiting_.empty() && push(waiting_.front())) waiting_.pop_front();
+  while (!queued_.empty() && room(queued_.front().peer, queued_.front().d.length)) {
+    const Queued q = queued_.front();
+    nic_.vps[q.r.vp].outstanding.fetch_sub(1, std::memory_order_relaxed);  // launch counts it
+    if (!launch(q, send)) {
+      nic_.vps[q.r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+    queued_.pop_front();
+  }
   if (now < next_timeout_check_) return;
   next_timeout_check_ = now + 100'000'000;
   for (size_t slot = 0; slot < tx_.size(); ++slot)

@@ -13,6 +13,7 @@
 // straight back) with live::kErrDirectNoAnswer.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -34,15 +35,18 @@ namespace galaxy::glex {
 
 class DirectRdma {
  public:
-  // Largest transfer that goes direct. Larger ones stream through the daemons' NICs, whose
-  // frames carry more per datagram (measured: docs/live.md).
+  // Largest put or immediate that goes direct: it is cut and encoded in the call that posts it
+  // (about 0.5 ms at 256 KiB). Larger ones go through the daemons' NICs, which return at once.
   static constexpr uint64_t kMaxBytes = 256 * 1024;
+  // Largest get that goes direct: its one request is cheap to post, and the target answers it a
+  // piece at a time as its link takes them (answer).
+  static constexpr uint64_t kMaxGetBytes = 1 << 20;
   // A transfer with no answer this long fails (as the daemon's operation timeout).
   static constexpr uint64_t kTimeoutNs = 5'000'000'000;
   // Bytes of transfers (a put's data, a get's response) in flight to one peer: beyond, a start
   // is busy before anything is read or encoded, so what waits is the caller's descriptor, not
-  // megabytes of packets in either process (the link's window is 2 MiB of frames).
-  static constexpr uint64_t kMaxPeerBytes = 1 << 20;
+  // megabytes of packets in either process.
+  static constexpr uint64_t kMaxPeerBytes = 2 << 20;
 
   DirectRdma(live::Segment& seg, live::NicSlot& nic, uint32_t node);
   DirectRdma(const DirectRdma&) = delete;
@@ -56,12 +60,16 @@ class DirectRdma {
     uint64_t cookie = 0;
     uint64_t length = 0;
   };
-  // Sends a transfer's packets through `send` (all of them, or none: false, also when the
-  // peer has kMaxPeerBytes in flight), `d` having passed
-  // chip::check_rdma_start, on the link to the process at address key `peer`. Reads the
-  // initiator's memory as the NIC's DMA engine 0 does; a read that fails completes the
-  // descriptor with its error, as the NIC's does.
-  using SendFn = FunctionRef<bool(std::span<const uint8_t> items, size_t count)>;
+  // Starts a transfer, `d` having passed chip::check_rdma_start, to the process at address key
+  // `peer`: reads the initiator's memory as the NIC's DMA engine 0 does (a read that fails
+  // completes the descriptor with its error, as the NIC's does) and hands all its packets to
+  // `send`. One that cannot start yet (kMaxPeerBytes in flight to that peer, every tag in
+  // flight, the link's backlog full) or that would pass one waiting waits, in order, in this
+  // NIC's queue of kMaxQueued descriptors, and starts from service as room comes. False (busy)
+  // only when that queue is full.
+  using SendFn = FunctionRef<bool(uint64_t peer, const live::Forwarded& leaving,
+                                  std::span<const uint8_t> items, size_t count)>;
+  static constexpr size_t kMaxQueued = chip::kDefaultSdqDepth;
   bool start(const Request& r, const wire::RdmaDescriptor& d, const live::Forwarded& leaving,
              uint64_t peer, SendFn send);
 
@@ -69,10 +77,17 @@ class DirectRdma {
   // what it answers (acks, read responses) goes back through `reply`.
   using ReplyFn = FunctionRef<void(const wire::DataPacket& p, uint32_t from_nic)>;
   void arrived(const live::TransferArrival& a, uint64_t peer, ReplyFn reply);
+  // Answers the gets of `peer` in arrival order, as the NIC's DMA engine 1 does, with at most
+  // `packets` response packets through `reply` (the link's owner calls it while the link has
+  // room). True while more remain.
+  bool answer(uint64_t peer, size_t packets, ReplyFn reply);
+  // Whether gets of any peer wait to be answered.
+  bool answering() const { return answering_.load(std::memory_order_relaxed) != 0; }
   // The link to `peer` gave up: its transfers fail (E6167), what it was sending is forgotten.
   void peer_gone(uint64_t peer);
-  // Timeouts, and completions that waited for room in their CQ.
-  void service(uint64_t now);
+  // Timeouts, completions that waited for room in their CQ, and queued transfers that can start
+  // (through `send`).
+  void service(uint64_t now, SendFn send);
 
  private:
   struct Tx {
@@ -98,12 +113,25 @@ class DirectRdma {
   };
   struct TargetHost;
 
+  struct Queued {
+    Request r;
+    wire::RdmaDescriptor d;
+    live::Forwarded leaving;
+    uint64_t peer = 0;
+  };
+  // Whether a transfer of `length` bytes to `peer` may start now (a tag free, room to the peer).
+  bool room(uint64_t peer, uint64_t length);  // mu_ held
+  // Reads, cuts and sends it; false, nothing sent, when `send` has no room.
+  bool launch(const Queued& q, SendFn send);  // mu_ held
   Tx* tx_by_tag(uint16_t tag);
   void finish(uint16_t slot, uint16_t error_id);  // mu_ held
   void complete(const Completion& c);             // mu_ held
   bool push(const Completion& c);                 // mu_ held; false: the CQ is full
   TargetNic& target_nic(uint32_t nic);            // mu_ held
-  void answer_get(TargetNic& t, chip::RdmaReadJob j, uint32_t nic, ReplyFn reply);
+  struct Answer {
+    chip::RdmaReadJob job;
+    uint32_t nic = 0;
+  };
   void on_response(const wire::DataPacket& p);
   void on_ack(const wire::DataPacket& p);
 
@@ -115,10 +143,13 @@ class DirectRdma {
   std::vector<uint16_t> free_;
   live::SegmentAtt own_att_;
   live::SegmentHostMemory own_memory_;
-  std::unordered_map<uint64_t, chip::RdmaTarget> targets_;  // by peer: what each sends us
-  std::unordered_map<uint64_t, uint64_t> peer_bytes_;       // by peer: bytes of Tx in flight
+  std::unordered_map<uint64_t, chip::RdmaTarget> targets_;    // by peer: what each sends us
+  std::unordered_map<uint64_t, uint64_t> peer_bytes_;         // by peer: bytes of Tx in flight
+  std::unordered_map<uint64_t, std::deque<Answer>> answers_;  // by peer: gets to answer
+  std::atomic<size_t> answering_{0};                          // gets in answers_
   std::unordered_map<uint32_t, std::unique_ptr<TargetNic>> target_nics_;
   std::deque<Completion> waiting_;  // completions that found their CQ full
+  std::deque<Queued> queued_;       // transfers waiting to start, in order
   uint64_t next_timeout_check_ = 0;
   std::vector<uint8_t> items_;
 };

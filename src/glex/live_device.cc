@@ -595,14 +595,18 @@ class LiveDevice final : public glex_device {
     return complete(vp, r, static_cast<glex_ret_t>(f.status), err, f.reason);
   }
 
-  // Between hosts, a transfer of at most DirectRdma::kMaxBytes whose path leaves this host
-  // straight into its target's, to a VP whose owner has a socket of its own: the two processes
-  // run their NICs' parts of it on their direct link (glex/direct_rdma.h), not the daemons.
+  // Between hosts, a transfer of at most DirectRdma::kMaxBytes (a get: kMaxGetBytes) whose path
+  // leaves this host straight into its target's, to a VP whose owner has a socket of its own:
+  // the two processes run their NICs' parts of it on their direct link (glex/direct_rdma.h),
+  // not the daemons.
   // False when it is not such a transfer (the daemon's NIC takes it); else *ret is the result.
   bool direct_transfer(uint8_t vp, const glex_rdma_req& r, const live::EgressRdma& d,
                        const live::AttEntry& local, glex_ret_t* ret) {
     const uint32_t dn = d.dest_node;
-    if (r.len > DirectRdma::kMaxBytes || seg_->is_local(dn)) return false;
+    const OpCode op = static_cast<OpCode>(r.op);
+    if (r.len > (op == OpCode::kGet ? DirectRdma::kMaxGetBytes : DirectRdma::kMaxBytes) ||
+        seg_->is_local(dn))
+      return false;
     live::PathCounters& path = path_to(dn);
     if (path.result.kind != live::Forwarded::Kind::kLeavesHost) return false;
     wire::RdmaDescriptor& w = scratch_;
@@ -611,7 +615,6 @@ class LiveDevice final : public glex_device {
     if (!live::rdma_descriptor(d, seg_->num_chips(), &w).ok() ||
         w.completion == wire::Completion::kTrailingMp)
       return false;
-    const OpCode op = static_cast<OpCode>(r.op);
     if (nic_->vps[vp].cq.size() + live::CqRing::kRelease >= live::kCqDepth) {
       *ret = set_error(GLEX_BUSY, fmt::format("E6134 the CQ of vp {} is full; poll it", vp));
       return true;

@@ -85,7 +85,7 @@ if grep -E "(Initialize|Armed|Down)/ *LinkUp" "$dir/links.txt" >&2; then fail "p
 sim nic00017 ibtracert "$probe_lid" "$osm_lid" >"$dir/trace.txt" 2>&1 || fail "ibtracert after the takeover"
 grep -q "^To ca" "$dir/trace.txt" || { cat "$dir/trace.txt" >&2; fail "ibtracert did not arrive"; }
 
-# The other way round: OpenSM (priority 5, polling every 300 ms, 2 retries) started beside
+# The other way round: OpenSM (priority 5, polling every second, 3 retries) started beside
 # Galaxy's master (5, and the lower GUID) finds it by its IsSM port and SMInfo and enters
 # STANDBY; Galaxy killed, OpenSM takes the subnet over.
 start_opensm nic00005 5

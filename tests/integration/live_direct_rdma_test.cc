@@ -213,6 +213,37 @@ TEST_F(LiveDirectRdma, ATransferLargerThanTheDirectLimitGoesThroughTheDaemons) {
   for (uint8_t v : dst.bytes) ASSERT_EQ(v, 0x33);
 }
 
+// Gets of up to DirectRdma::kMaxGetBytes go direct too, the target answering them a piece at a
+// time as its link takes the answers: two back to back with the daemons stopped land whole.
+TEST_F(LiveDirectRdma, GetsOfAMebibyteAreAnsweredAPieceAtATime) {
+  Port a(f(), 0, 0), b(f(), 1, 0);
+  ASSERT_TRUE(a.ok() && b.ok()) << glex_last_error();
+  constexpr size_t kLen = glex::DirectRdma::kMaxGetBytes;
+  Buffer src(a.dev, kLen, 0), dst(b.dev, 2 * kLen, 0xEE);
+  ASSERT_TRUE(src.ok && dst.ok) << glex_last_error();
+  for (size_t i = 0; i < kLen; ++i) src.bytes[i] = static_cast<uint8_t>(i * 31 + (i >> 12));
+  glex_cq_entry e{};
+  ASSERT_TRUE(
+      run(b, request(a, GLEX_OP_GET, dst.bytes.data(), dst.mh, 8, src.at(0), src.mh, 1), &e));
+  DaemonsStopped stopped(f());
+  for (uint64_t k = 0; k < 2; ++k) {
+    glex_rdma_req r = request(a, GLEX_OP_GET, dst.bytes.data() + k * kLen, dst.mh, kLen, src.at(0),
+                              src.mh, 10 + k);
+    glex_ret_t ret;
+    while ((ret = glex_rdma(b.ep, &r)) == GLEX_BUSY) {
+    }
+    ASSERT_EQ(ret, GLEX_SUCCESS) << glex_last_error();
+  }
+  for (uint64_t k = 0; k < 2; ++k) {
+    ASSERT_EQ(glex_wait_cq(b.ep, 10000, &e), GLEX_SUCCESS) << glex_last_error();
+    EXPECT_EQ(e.cookie, 10 + k);
+    EXPECT_EQ(e.status, GLEX_SUCCESS) << e.reason;
+    EXPECT_EQ(e.bytes, kLen);
+  }
+  EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), kLen), 0);
+  EXPECT_EQ(std::memcmp(dst.bytes.data() + kLen, src.bytes.data(), kLen), 0);
+}
+
 // Over a lossy wire (5% drop, 1% duplication, 2% reordering, 1% corruption) the link layer
 // repairs what the transfers' packets meet: every put and get lands exactly once, in order of
 // completion, each completes once and no completion comes beyond them.
