@@ -246,13 +246,7 @@ DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forw
   seg_.counters(seg_.chip(f.chip).local, f.port)
       .direct_vc_tx[wire::flit_vc(std::span<const uint8_t>(item_).subspan(sizeof(live::ItemHead)))]
       .fetch_add(1, std::memory_order_relaxed);
-  flush(*peer);
-  next_deadline_ = std::min(next_deadline_, peer->link->next_deadline_ns());
-  // A NIC thread asleep past the new deadline (a retransmission, a handshake) wakes for it.
-  if (next_deadline_ < nic_sleep_until_.load(std::memory_order_acquire)) {
-    const uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof one);
-  }
+  sent_to(*peer);
   return Sent::kSent;
 }
 
@@ -277,13 +271,18 @@ DirectPath::Sent DirectPath::send_transfer(uint32_t dest, uint8_t dest_vp, const
     service(now);
     return Sent::kBusy;
   }
-  flush(*peer);
-  next_deadline_ = std::min(next_deadline_, peer->link->next_deadline_ns());
+  sent_to(*peer);
+  return Sent::kSent;
+}
+
+void DirectPath::sent_to(Peer& p) {
+  flush(p);
+  next_deadline_ = std::min(next_deadline_, p.link->next_deadline_ns());
+  // A NIC thread asleep past the new deadline (a retransmission, a handshake) wakes for it.
   if (next_deadline_ < nic_sleep_until_.load(std::memory_order_acquire)) {
     const uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);
   }
-  return Sent::kSent;
 }
 
 bool DirectPath::send_items(uint64_t key, const live::Forwarded& f, std::span<const uint8_t> items,
@@ -403,7 +402,9 @@ void DirectPath::release() {
 
 void DirectPath::service(uint64_t now) {
   receive(now);
-  for (auto& [k, p] : peers_) {
+  for (auto& entry : peers_) {
+    const uint64_t k = entry.first;
+    Peer& p = entry.second;  // a name a lambda may capture (a structured binding may not)
     if (p.link->has_delivered()) deliver(p, k);
     if (now >= next_deadline_) p.link->on_timer(now);
     // The peer's gets are answered as the link takes the answers: a few frames wait at most.

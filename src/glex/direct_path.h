@@ -133,6 +133,9 @@ class DirectPath {
   bool send_items(uint64_t key, const live::Forwarded& f, std::span<const uint8_t> items,
                   size_t count, uint64_t now);
   void flush(Peer& p);
+  // After a send to `p`: its datagrams out, and the NIC thread woken if `p`'s link now has an
+  // earlier deadline than the thread sleeps to (mu_ held).
+  void sent_to(Peer& p);
   void send_datagram(const Peer& p, std::span<const uint8_t> d);
   void reap(uint64_t now);
   bool rescue(Peer& p);

@@ -622,12 +622,9 @@ class LiveDevice final : public glex_device {
     const Status st = op == OpCode::kImm
                           ? chip::check_rdma_start(w, live::SegmentAtt(*nic_))
                           : chip::check_rdma_start(w, live::SegmentAtt(*nic_, w.local_key, local));
-    if (!st.ok()) {
-      *ret = GLEX_SUCCESS;
-      if (chip::completes_locally(true, true)) {
-        const live::RdmaFailure f = live::rdma_failure(st.error().id, op);
-        *ret = complete(vp, r, static_cast<glex_ret_t>(f.status), st.error().id, f.reason);
-      }
+    if (!st.ok()) {  // refused as it starts: an error, which always reaches the CQ
+      const live::RdmaFailure f = live::rdma_failure(st.error().id, op);
+      *ret = complete(vp, r, static_cast<glex_ret_t>(f.status), st.error().id, f.reason);
       return true;
     }
     const DirectRdma::Request req{vp, op, r.flags, r.cookie, r.len};
@@ -641,10 +638,10 @@ class LiveDevice final : public glex_device {
         *ret = GLEX_SUCCESS;
         return true;
       case DirectPath::Sent::kBusy:
-        *ret =
-            set_error(GLEX_BUSY, fmt::format("E6215 the direct link to NIC {} has no room for the "
-                                             "transfer; retry",
-                                             dn));
+        *ret = set_error(GLEX_BUSY,
+                         fmt::format("E6215 the NIC's queue of {} transfers waiting to start is "
+                                     "full (the one to NIC {} would wait behind them); retry",
+                                     DirectRdma::kMaxQueued, dn));
         return true;
       case DirectPath::Sent::kNotDirect:
         break;
