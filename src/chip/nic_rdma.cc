@@ -45,6 +45,28 @@ bool starts_host_read(uint64_t offset, uint64_t n) {
 
 }  // namespace
 
+// The NIC's host side as the target of transfers sees it (chip/rdma_transfer.h).
+struct Nic::TargetHost {
+  Nic& nic;
+  const ArrivedPacket& arrived;
+  const AttTable& att() const { return *nic.att_table_; }
+  uint16_t write(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data, uint32_t access) {
+    return nic.write_host(key, vaddr, data, access);
+  }
+  uint16_t read(uint32_t key, uint64_t vaddr, std::span<uint8_t> out, uint32_t access) {
+    return nic.read_host(key, vaddr, out, access);
+  }
+  uint16_t flush() { return nic.flush_host(); }
+  bool mp(const wire::DataHead& h, std::span<const uint8_t> data) {
+    return nic.receive_mp(h, data) != NicRx::kDiscarded;
+  }
+  void ack(wire::ChipId dest, uint8_t vp, uint16_t tag, uint16_t error_id, uint64_t bytes) {
+    nic.send_ack(dest, vp, tag, error_id, bytes);
+  }
+  void discard(const Error& why) { nic.discard(arrived, why, wire::DataDefect::kMalformed); }
+  void written(uint64_t bytes) { nic.rdma_bytes_written_ += bytes; }
+};
+
 Nic::TxTransfer* Nic::tx_by_tag(uint16_t tag) {
   const size_t slot = rdma_tag_slot(tag);
   if (slot >= tx_.size()) return nullptr;
@@ -209,21 +231,15 @@ bool Nic::next_local_packet(NicPacket& out) {
 bool Nic::next_response_packet(NicPacket& out) {  // in `out`, as next_local_packet's
   while (!reads_.empty()) {
     ReadJob& j = reads_.front();
-    DataPacket& p = out.packet;
-    const uint64_t n = rdma_response_packet(j, p);
-    const uint16_t err =
-        read_host(j.source_key, j.source + j.sent, std::span(p.payload).first(n), kAccessRead);
-    if (err != 0) {
-      send_ack(j.requester, j.requester_vp, j.tag, err, j.sent);
+    const uint64_t at = j.sent;
+    TargetHost host{*this, ArrivedPacket(std::span<const uint8_t>{})};
+    if (!RdmaTarget::answer_step(j, host, out.packet)) {
       reads_.pop_front();
       continue;
     }
-    const bool starts = starts_host_read(j.sent, n);
-    j.sent += n;
-    if (j.sent >= j.length) {
-      if (j.event) write_event_at(j.notify_key, j.notify_address, j.notify_data);
-      reads_.pop_front();
-    }
+    const uint64_t n = j.sent - at;
+    const bool starts = starts_host_read(at, n);
+    if (j.sent >= j.length) reads_.pop_front();
     if (!finish_packet(out, DmaEngine::kRemoteRead, static_cast<uint32_t>(n))) return false;
     out.starts_host_read = starts;
     return true;
@@ -317,24 +333,6 @@ uint16_t Nic::flush_host() {
   return st.ok() ? 0 : st.error().id;
 }
 
-// The NIC's host side as the target of transfers sees it (chip/rdma_transfer.h).
-struct Nic::TargetHost {
-  Nic& nic;
-  const ArrivedPacket& arrived;
-  const AttTable& att() const { return *nic.att_table_; }
-  uint16_t write(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data, uint32_t access) {
-    return nic.write_host(key, vaddr, data, access);
-  }
-  uint16_t flush() { return nic.flush_host(); }
-  bool mp(const wire::DataHead& h, std::span<const uint8_t> data) {
-    return nic.receive_mp(h, data) != NicRx::kDiscarded;
-  }
-  void ack(wire::ChipId dest, uint8_t vp, uint16_t tag, uint16_t error_id, uint64_t bytes) {
-    nic.send_ack(dest, vp, tag, error_id, bytes);
-  }
-  void discard(const Error& why) { nic.discard(arrived, why, wire::DataDefect::kMalformed); }
-  void written(uint64_t bytes) { nic.rdma_bytes_written_ += bytes; }
-};
 
 uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
                              const std::array<uint8_t, wire::kNotifyDataBytes>& data) {

@@ -101,6 +101,7 @@ enum class RdmaRx : uint8_t {
 // The target's side. `Host` supplies, each returning 0 or the error id of a failure:
 //   const AttTable& att();
 //   uint16_t write(uint32_t key, uint64_t vaddr, std::span<const uint8_t> data, uint32_t access);
+//   uint16_t read(uint32_t key, uint64_t vaddr, std::span<uint8_t> out, uint32_t access);
 //   uint16_t flush();                       // every write visible before anyone is told
 //   bool mp(const wire::DataHead& h, std::span<const uint8_t> data);  // a trailing MP; false:
 //                                                                     // not delivered
@@ -120,6 +121,12 @@ class RdmaTarget {
   template <class Host>
   static uint16_t write_event(Host& host, uint32_t key, uint64_t address,
                               const std::array<uint8_t, wire::kNotifyDataBytes>& data);
+  // One step of DMA engine 1 answering get `j`: the response at j.sent, its payload read from
+  // the target's memory through Host::read(key, vaddr, out, access), into `p` (true; j moves on,
+  // and once everything is read the get's event is written); or a read that fails, which ends
+  // the get with an ack naming the failure (false). The caller seals and sends `p`.
+  template <class Host>
+  static bool answer_step(RdmaReadJob& j, Host& host, wire::DataPacket& p);
   size_t in_progress() const { return rx_.size(); }
 
  private:
@@ -153,6 +160,21 @@ uint16_t RdmaTarget::write_event(Host& host, uint32_t key, uint64_t address,
                                uint16_t err = host.write(k, a, word, kAccessWrite);
                                return err != 0 ? err : host.flush();  // word 0 before word 1
                              });
+}
+
+template <class Host>
+bool RdmaTarget::answer_step(RdmaReadJob& j, Host& host, wire::DataPacket& p) {
+  const uint64_t n = rdma_response_packet(j, p);
+  const uint16_t err =
+      host.read(j.source_key, j.source + j.sent, std::span(p.payload).first(n), kAccessRead);
+  if (err != 0) {
+    host.ack(j.requester, j.requester_vp, j.tag, err, j.sent);
+    return false;
+  }
+  j.sent += n;
+  if (j.sent >= j.length && j.event)
+    (void)write_event(host, j.notify_key, j.notify_address, j.notify_data);
+  return true;
 }
 
 template <class Host>

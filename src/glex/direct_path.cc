@@ -242,10 +242,7 @@ DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forw
   } else {
     return Sent::kBusy;
   }
-  // The VC it crosses the cable in, for the port's VCn_TX_PACKETS (the daemon adds these).
-  seg_.counters(seg_.chip(f.chip).local, f.port)
-      .direct_vc_tx[wire::flit_vc(std::span<const uint8_t>(item_).subspan(sizeof(live::ItemHead)))]
-      .fetch_add(1, std::memory_order_relaxed);
+  count_tx(f, item_, 1);
   sent_to(*peer);
   return Sent::kSent;
 }
@@ -289,11 +286,17 @@ bool DirectPath::send_items(uint64_t key, const live::Forwarded& f, std::span<co
                             size_t count, uint64_t now) {
   const auto it = peers_.find(key);
   if (it == peers_.end() || !enqueue_items(it->second, items, now)) return false;
-  // The VC they cross the cable in, for the port's VCn_TX_PACKETS (the daemon adds these).
+  count_tx(f, items, count);
+  return true;
+}
+
+// The VC items cross the cable in (the first's: a transfer's packets share it), for the port's
+// VCn_TX_PACKETS, which the daemon adds to the counts of its own links.
+void DirectPath::count_tx(const live::Forwarded& f, std::span<const uint8_t> items,
+                          uint64_t packets) {
   seg_.counters(seg_.chip(f.chip).local, f.port)
       .direct_vc_tx[wire::flit_vc(items.subspan(sizeof(live::ItemHead)))]
-      .fetch_add(count, std::memory_order_relaxed);
-  return true;
+      .fetch_add(packets, std::memory_order_relaxed);
 }
 
 bool DirectPath::enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t now) {
@@ -348,9 +351,7 @@ void DirectPath::reply(Peer& p, const wire::DataPacket& packet, uint32_t from_ni
   }
   auto count = [&](std::span<const uint8_t> item) {
     path.add(wire::packet_traffic(packet.head.bytes));
-    seg_.counters(seg_.chip(path.result.chip).local, path.result.port)
-        .direct_vc_tx[wire::flit_vc(item.subspan(sizeof(live::ItemHead)))]
-        .fetch_add(1, std::memory_order_relaxed);
+    count_tx(path.result, item, 1);
   };
   // Answers share frames: the frame being filled (encoded in place) leaves once the arrivals
   // are handled, and behind a backlog they join its last frame.

@@ -136,6 +136,7 @@ class DirectPath {
   // After a send to `p`: its datagrams out, and the NIC thread woken if `p`'s link now has an
   // earlier deadline than the thread sleeps to (mu_ held).
   void sent_to(Peer& p);
+  void count_tx(const live::Forwarded& f, std::span<const uint8_t> items, uint64_t packets);
   void send_datagram(const Peer& p, std::span<const uint8_t> d);
   void reap(uint64_t now);
   bool rescue(Peer& p);

@@ -234,9 +234,8 @@ void DirectRdma::arrived(const live::TransferArrival& a, uint64_t peer, ReplyFn 
   }
 }
 
-// DMA engine 1's work, as the NIC does it: each get's responses in order, each read from the
-// target's memory; a read that fails ends its get with an ack naming the failure; the event,
-// when asked for, once everything is read.
+// DMA engine 1's work, as the NIC does it (chip::RdmaTarget::answer_step): each get's responses
+// in order, a piece at a time.
 bool DirectRdma::answer(uint64_t peer, size_t packets, ReplyFn reply) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = answers_.find(peer);
@@ -252,18 +251,11 @@ bool DirectRdma::answer(uint64_t peer, size_t packets, ReplyFn reply) {
     TargetHost host{t, a.nic, reply};
     bool done = false;
     while (!done && packets > 0) {
-      const uint64_t n = chip::rdma_response_packet(j, p);
-      const uint16_t err = host.read(j.source_key, j.source + j.sent, std::span(p.payload).first(n),
-                                     chip::kAccessRead);
-      if (err != 0) {
-        host.ack(j.requester, j.requester_vp, j.tag, err, j.sent);
+      if (!chip::RdmaTarget::answer_step(j, host, p)) {  // acked with the read's failure
         done = true;
         break;
       }
-      j.sent += n;
       done = j.sent >= j.length;
-      if (done && j.event)
-        (void)chip::RdmaTarget::write_event(host, j.notify_key, j.notify_address, j.notify_data);
       if (chip::seal_data_packet(p, static_cast<wire::ChipId>(a.nic)).ok()) reply(p, a.nic);
       --packets;
     }
