@@ -190,23 +190,22 @@ bool Nic::next_local_packet(NicPacket& out) {
     }
     const bool notice = d.completion != Completion::kNone;
     if (!t.data_done) {
-      const uint64_t n = rdma_data_packet(d, t.vp, tag, t.sent, p);
-      uint32_t host_bytes = 0;
-      bool starts = false;
-      if (d.op == RdmaOp::kImmediate) {
-        std::copy_n(d.immediate_data.begin() + t.sent, n, p.payload.begin());
-      } else {
-        const uint16_t err = read_host(d.local_key, d.local_address + t.sent,
-                                       std::span(p.payload).first(n), kAccessNone);
-        if (err != 0) {
-          tx_active_.pop_front();
-          finish_tx(slot, err);
-          continue;
-        }
-        host_bytes = static_cast<uint32_t>(n);
-        starts = starts_host_read(t.sent, n);
+      const uint64_t at = t.sent;
+      const uint16_t err = rdma_put_step(
+          d, t.vp, tag, t.sent,
+          [&](uint64_t offset, std::span<uint8_t> out) {
+            return read_host(d.local_key, d.local_address + offset, out, kAccessNone);
+          },
+          p);
+      if (err != 0) {
+        tx_active_.pop_front();
+        finish_tx(slot, err);
+        continue;
       }
-      t.sent += n;
+      const uint64_t n = t.sent - at;
+      const bool reads = d.op != RdmaOp::kImmediate;  // an immediate's data is the descriptor's
+      const uint32_t host_bytes = reads ? static_cast<uint32_t>(n) : 0;
+      const bool starts = reads && starts_host_read(at, n);
       if (t.sent >= d.length) {
         t.data_done = true;
         if (!notice) {
@@ -332,7 +331,6 @@ uint16_t Nic::flush_host() {
   Status st = host_->flush();
   return st.ok() ? 0 : st.error().id;
 }
-
 
 uint16_t Nic::write_event_at(uint32_t key, uint64_t addr,
                              const std::array<uint8_t, wire::kNotifyDataBytes>& data) {

@@ -108,10 +108,10 @@ uint64_t rdma_response_packet(const RdmaReadJob& j, DataPacket& p) {
   return n;
 }
 
-bool rdma_response_answers(const wire::RdmaDescriptor& d, const DataPacket& p) {
+bool rdma_response_answers(const wire::RdmaDescriptor& d, const DataPacket& p, uint64_t more) {
   return d.op == RdmaOp::kRead && p.head.src_node == d.remote_node &&
          p.ext.address == d.local_address && p.ext.length == d.length &&
-         rdma_placed(p.ext, p.head.bytes);
+         rdma_placed(p.ext, p.head.bytes) && rdma_run_placed(p.ext, p.head.bytes, more);
 }
 
 Status check_read_request(const DataPacket& p) {

@@ -50,6 +50,31 @@ inline bool rdma_placed(const wire::DataExt& x, uint8_t bytes) {
   return x.offset < x.length && bytes == wire::packet_bytes_at(x.address, x.length, x.offset);
 }
 
+// A run: the packets of a transfer that follow one packet at once, carried with it in one item
+// of a direct link (glex/direct_rdma.h) as their payload alone. The packet ends at a 128-byte
+// boundary of the destination (or the transfer's end), so the packets after it are whole
+// 128-byte blocks but the transfer's last: the payload's byte count says how many there are.
+//
+// The bytes of the run that follows a packet ending `next` bytes into a transfer of `length`,
+// with at most `room` bytes of room: whole packets only.
+constexpr uint64_t rdma_run_bytes(uint64_t length, uint64_t next, uint64_t room) {
+  const uint64_t whole = room / wire::kDataPacketBytes * wire::kDataPacketBytes;
+  return next >= length ? 0 : std::min(length - next, whole);
+}
+// Whether `bytes` of run may follow placed packet `x` of `first` bytes: within the transfer,
+// ending where a packet ends.
+inline bool rdma_run_placed(const wire::DataExt& x, uint8_t first, uint64_t bytes) {
+  if (bytes == 0) return true;
+  const uint64_t next = uint64_t{x.offset} + first;
+  return next + bytes <= x.length &&
+         (next + bytes == x.length || (x.address + next + bytes) % wire::kDataPacketBytes == 0) &&
+         (x.address + next) % wire::kDataPacketBytes == 0;
+}
+// The packets of a placed run of `bytes` that follows packet `x` of `first` bytes.
+inline uint64_t rdma_run_packets(const wire::DataExt& x, uint8_t first, uint64_t bytes) {
+  return bytes == 0 ? 0 : wire::packets_for(x.address + x.offset + first, bytes);
+}
+
 // The initiator's packets. Each sets the head and extension of `p` (the caller's payload past
 // what it writes is left as it was); the caller then seals it (seal_data_packet).
 //
@@ -60,6 +85,28 @@ uint64_t rdma_data_packet(const wire::RdmaDescriptor& d, uint8_t src_vp, uint16_
 // The notice that follows a put's or immediate's data (d.completion != kNone).
 void rdma_notice_packet(const wire::RdmaDescriptor& d, uint8_t src_vp, uint16_t tag,
                         wire::DataPacket& p);
+// One step of DMA engine 0 cutting put or immediate `d`: the data packet `sent` bytes in, into
+// `p`, its payload the descriptor's immediate data or read from the source through
+// read(offset, out) (0 or the read's error id), and with room in `run` the run after it read too
+// (*run_bytes). Returns 0, `sent` moved past what was cut, or the read's failure (nothing moves).
+template <class Read>
+uint16_t rdma_put_step(const wire::RdmaDescriptor& d, uint8_t src_vp, uint16_t tag, uint64_t& sent,
+                       Read&& read, wire::DataPacket& p, std::span<uint8_t> run = {},
+                       uint64_t* run_bytes = nullptr) {
+  const uint64_t n = rdma_data_packet(d, src_vp, tag, sent, p);
+  uint64_t m = 0;
+  if (d.op == wire::RdmaOp::kImmediate) {
+    std::copy_n(d.immediate_data.begin() + sent, n, p.payload.begin());
+  } else {
+    m = rdma_run_bytes(d.length, sent + n, run.size());
+    uint16_t err = read(sent, std::span<uint8_t>(p.payload).first(n));
+    if (err == 0 && m != 0) err = read(sent + n, run.first(m));
+    if (err != 0) return err;
+  }
+  if (run_bytes) *run_bytes = m;
+  sent += n + m;
+  return 0;
+}
 // A get's one read request.
 void rdma_read_request_packet(const wire::RdmaDescriptor& d, uint8_t src_vp, uint16_t tag,
                               wire::DataPacket& p);
@@ -88,9 +135,10 @@ struct RdmaReadJob {
 // The response packet at job.sent (its payload the caller reads from source + sent); returns its
 // byte count.
 uint64_t rdma_response_packet(const RdmaReadJob& j, wire::DataPacket& p);
-// Whether response `p` answers get `d` (its source, address, length and cut); the tag is the
-// caller's to match.
-bool rdma_response_answers(const wire::RdmaDescriptor& d, const wire::DataPacket& p);
+// Whether response `p`, and the run of `more` bytes after it, answer get `d` (its source,
+// address, length and cut); the tag is the caller's to match.
+bool rdma_response_answers(const wire::RdmaDescriptor& d, const wire::DataPacket& p,
+                           uint64_t more = 0);
 
 enum class RdmaRx : uint8_t {
   kDelivered,  // taken (written, or counted towards its transfer)
@@ -110,9 +158,10 @@ enum class RdmaRx : uint8_t {
 //   void written(uint64_t bytes);           // RDMA payload bytes written into host memory
 class RdmaTarget {
  public:
-  // A put's, immediate's or event's packet, or a trailing notice.
+  // A put's, immediate's or event's packet, or a trailing notice; with `more`, the payload of
+  // the run of a put's packets that follow it (written as they are, counted as packets).
   template <class Host>
-  RdmaRx write(const wire::DataPacket& p, Host& host);
+  RdmaRx write(const wire::DataPacket& p, Host& host, std::span<const uint8_t> more = {});
   // A read request, decoded and checked: the job to answer, or nothing (refused: acked; or
   // malformed: discarded).
   template <class Host>
@@ -124,9 +173,11 @@ class RdmaTarget {
   // One step of DMA engine 1 answering get `j`: the response at j.sent, its payload read from
   // the target's memory through Host::read(key, vaddr, out, access), into `p` (true; j moves on,
   // and once everything is read the get's event is written); or a read that fails, which ends
-  // the get with an ack naming the failure (false). The caller seals and sends `p`.
+  // the get with an ack naming the failure (false). The caller seals and sends `p`. With room in
+  // `more`, the run of responses after `p` that fits is read into it too (*more_bytes).
   template <class Host>
-  static bool answer_step(RdmaReadJob& j, Host& host, wire::DataPacket& p);
+  static bool answer_step(RdmaReadJob& j, Host& host, wire::DataPacket& p,
+                          std::span<uint8_t> more = {}, uint64_t* more_bytes = nullptr);
   size_t in_progress() const { return rx_.size(); }
 
  private:
@@ -140,7 +191,7 @@ class RdmaTarget {
     wire::DataPacket notice;
   };
   template <class Host>
-  RdmaRx count(uint64_t key, Transfer& t, Host& host);
+  RdmaRx count(uint64_t key, Transfer& t, Host& host, uint64_t packets = 1);
   template <class Host>
   void finish(uint64_t key, Transfer& t, Host& host);
 
@@ -163,22 +214,27 @@ uint16_t RdmaTarget::write_event(Host& host, uint32_t key, uint64_t address,
 }
 
 template <class Host>
-bool RdmaTarget::answer_step(RdmaReadJob& j, Host& host, wire::DataPacket& p) {
+bool RdmaTarget::answer_step(RdmaReadJob& j, Host& host, wire::DataPacket& p,
+                             std::span<uint8_t> more, uint64_t* more_bytes) {
   const uint64_t n = rdma_response_packet(j, p);
-  const uint16_t err =
+  const uint64_t m = rdma_run_bytes(j.length, j.sent + n, more.size());
+  uint16_t err =
       host.read(j.source_key, j.source + j.sent, std::span(p.payload).first(n), kAccessRead);
+  if (err == 0 && m != 0)
+    err = host.read(j.source_key, j.source + j.sent + n, more.first(m), kAccessRead);
   if (err != 0) {
     host.ack(j.requester, j.requester_vp, j.tag, err, j.sent);
     return false;
   }
-  j.sent += n;
+  if (more_bytes) *more_bytes = m;
+  j.sent += n + m;
   if (j.sent >= j.length && j.event)
     (void)write_event(host, j.notify_key, j.notify_address, j.notify_data);
   return true;
 }
 
 template <class Host>
-RdmaRx RdmaTarget::write(const wire::DataPacket& p, Host& host) {
+RdmaRx RdmaTarget::write(const wire::DataPacket& p, Host& host, std::span<const uint8_t> more) {
   const wire::DataHead& h = p.head;
   auto bad = [&](uint16_t id, std::string why) {
     host.discard(make_error(Code::kMalformed, id, std::move(why)));
@@ -192,6 +248,11 @@ RdmaRx RdmaTarget::write(const wire::DataPacket& p, Host& host) {
     return bad(2071, fmt::format("RDMA packet of {} bytes at offset {} of a {}-byte transfer to "
                                  "{:#x} is not where the transfer is cut",
                                  h.bytes, p.ext.offset, p.ext.length, p.ext.address));
+  if (!more.empty() && (notice || h.kind != wire::PacketKind::kRdmaWrite ||
+                        !rdma_run_placed(p.ext, h.bytes, more.size())))
+    return bad(2080, fmt::format("a run of {} bytes after the RDMA packet at offset {} of a "
+                                 "{}-byte transfer to {:#x} is not where the transfer is cut",
+                                 more.size(), p.ext.offset, p.ext.length, p.ext.address));
   const uint64_t key = (uint64_t{h.src_node} << 16) | h.tag;
   auto it = rx_.find(key);
   if (it == rx_.end()) {
@@ -219,19 +280,27 @@ RdmaRx RdmaTarget::write(const wire::DataPacket& p, Host& host) {
     return bad(2074, fmt::format("packet of tag {} says {} packets, the transfer {}", h.tag, total,
                                  t.total));
   }
+  const uint64_t run = rdma_run_packets(p.ext, h.bytes, more.size());
+  if (t.counted + 1 + run > t.total)
+    return bad(2081, fmt::format("a run of {} packets after packet {} of tag {} passes the "
+                                 "transfer's {} packets",
+                                 run, t.counted, h.tag, t.total));
   if (t.error_id == 0)
     t.error_id = host.write(p.ext.key, p.ext.address + p.ext.offset, p.data(), kAccessWrite);
+  if (t.error_id == 0 && !more.empty())
+    t.error_id = host.write(p.ext.key, p.ext.address + p.ext.offset + h.bytes, more, kAccessWrite);
   if (t.error_id == 0) {
-    t.bytes += h.bytes;
-    host.written(h.bytes);
+    t.bytes += h.bytes + more.size();
+    host.written(h.bytes + more.size());
   }
-  return count(key, t, host);
+  return count(key, t, host, 1 + run);
 }
 
 template <class Host>
-RdmaRx RdmaTarget::count(uint64_t key, Transfer& t, Host& host) {
+RdmaRx RdmaTarget::count(uint64_t key, Transfer& t, Host& host, uint64_t packets) {
   const RdmaRx result = t.error_id != 0 ? RdmaRx::kRefused : RdmaRx::kDelivered;
-  if (++t.counted == t.total) finish(key, t, host);
+  t.counted += static_cast<uint32_t>(packets);
+  if (t.counted == t.total) finish(key, t, host);
   return result;
 }
 
