@@ -2,8 +2,10 @@
 // a peer process on another host (or anyone who can reach the socket) sends it. Whatever the
 // bytes, arrive_direct neither crashes nor writes anywhere but an open VP's MPQ, and names a
 // malformed item by its error id.
-// Input: byte 0 says whether the target VPs are open (bit 0) and whether to drain their MPQs
-// (bit 1); the rest is the item. The first inputs also seed items that decode (corpus).
+// Input: byte 0 says whether the target VPs are open (bit 0), whether to drain their MPQs
+// (bit 1) and whether the process takes transfers' packets (bit 2, as one with a direct path's
+// RDMA does); the rest is the item. The first inputs also seed items that decode (corpus),
+// runs of a transfer's packets (ItemType::kDataRun) among them.
 #include <unistd.h>
 
 #include <cstdint>
@@ -57,7 +59,7 @@ galaxy::live::Segment* segment_for_fuzzing() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   galaxy::live::Segment& seg = *segment_for_fuzzing();
-  const bool open = data[0] & 1, drain = data[0] & 2;
+  const bool open = data[0] & 1, drain = data[0] & 2, transfers = data[0] & 4;
   for (uint32_t n = 0; n < seg.num_chips(); ++n) {
     galaxy::live::NicSlot* nic = seg.nic_of(n);
     if (!nic) continue;
@@ -72,8 +74,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   static galaxy::live::ArrivalPaths paths;
   galaxy::Error why;
-  const auto a =
-      galaxy::live::arrive_direct(seg, std::span<const uint8_t>(data + 1, size - 1), &paths, &why);
-  if (a == galaxy::live::Arrival::kDropped && why.id != 4891 && why.id != 4892) std::abort();
+  galaxy::live::TransferArrival t;
+  const std::span<const uint8_t> item(data + 1, size - 1);
+  const auto a = galaxy::live::arrive_direct(seg, item, &paths, &why, transfers ? &t : nullptr);
+  // Dropped only with the ids arrive_direct names (direct.h).
+  if (a == galaxy::live::Arrival::kDropped && why.id != 4891 && why.id != 4892 && why.id != 2082 &&
+      why.id != 2083 && why.id != 2084)
+    std::abort();
+  // A transfer's packet is one the NIC's checks passed, its run within the item.
+  if (a == galaxy::live::Arrival::kTransfer &&
+      (!transfers || t.packet.head.bytes > t.packet.payload.size() ||
+       (!t.run.empty() &&
+        (t.run.data() < item.data() || t.run.data() + t.run.size() > item.data() + item.size()))))
+    std::abort();
   return 0;
 }

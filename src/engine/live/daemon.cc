@@ -1680,6 +1680,8 @@ bool FabricDaemon::process_item(size_t link, std::span<const uint8_t> item) {
     case ItemType::kBistReport:
       bist_report_arrived(chip, in_port, body);
       return true;
+    case ItemType::kDataRun:  // only processes' direct links carry runs: as an unknown type
+      break;
   }
   drop(4819, "an item of unknown type {} for chip {} port {}", static_cast<int>(h.type), chip,
        in_port);  // a malformed item: counted and discarded, the rest of the frame goes on

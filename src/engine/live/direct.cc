@@ -40,10 +40,14 @@ Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<u
   return append_leaving_item(p, f, out);
 }
 
-Status append_leaving_item(const wire::DataPacket& p, const Forwarded& f,
-                           std::vector<uint8_t>* out) {
+Status append_leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out,
+                           std::span<const uint8_t> run) {
   const size_t start = out->size();
-  out->resize(start + sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes);
+  const size_t extra = run.empty() ? 0 : sizeof(RunHead) + run.size();
+  if (sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes + extra > 0xFFFF)
+    return make_error(Code::kInvalidArgument, 4895,
+                      fmt::format("a run of {} bytes does not fit a link item", run.size()));
+  out->resize(start + sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes + extra);
   std::span<uint8_t> body(out->data() + start + sizeof(ItemHead), wire::kMaxDataPacketLinkBytes);
   auto n = wire::encode_data_packet_bytes(p, body);
   if (!n.ok()) {
@@ -52,20 +56,50 @@ Status append_leaving_item(const wire::DataPacket& p, const Forwarded& f,
                       fmt::format("a data packet leaving chip {} port {} does not encode: {}",
                                   f.chip, f.port, n.error().message));
   }
-  out->resize(start + sizeof(ItemHead) + *n);
-  const ItemHead h{static_cast<uint16_t>(sizeof(ItemHead) + *n),
-                   static_cast<uint8_t>(ItemType::kData), f.port, f.chip};
+  const size_t length = sizeof(ItemHead) + *n + extra;
+  const ItemType type = run.empty() ? ItemType::kData : ItemType::kDataRun;
+  const ItemHead h{static_cast<uint16_t>(length), static_cast<uint8_t>(type), f.port, f.chip};
   std::memcpy(out->data() + start, &h, sizeof h);
   std::span<uint8_t> bytes(out->data() + start + sizeof h, *n);
   wire::set_data_hops(bytes, f.hops_passed);
   set_vc_class(bytes, f.vc_class);
+  if (!run.empty()) {
+    const RunHead r{static_cast<uint32_t>(run.size()), 0};
+    uint8_t* at = out->data() + start + sizeof h + *n;
+    std::memcpy(at, &r, sizeof r);
+    std::memcpy(at + sizeof r, run.data(), run.size());
+  }
+  out->resize(start + length);
   return {};
 }
+
+namespace {
+
+// A kDataRun item's body: its packet's flits (as many as the packet's head says), then the run
+// (RunHead, payload).
+Status split_run(std::span<const uint8_t> body, std::span<const uint8_t>* packet,
+                 std::span<const uint8_t>* run) {
+  const std::optional<wire::DataHead> head =
+      body.size() >= wire::kFlitBytes ? wire::decode_data_head_bytes(body.first(wire::kFlitBytes))
+                                      : std::nullopt;
+  const size_t flits_bytes = head ? size_t{head->length_flits} * wire::kFlitBytes : 0;
+  RunHead r{};
+  if (!head || !read_struct(body, flits_bytes, &r) || r.reserved != 0 || r.bytes == 0 ||
+      flits_bytes + sizeof r + r.bytes != body.size())
+    return make_error(
+        Code::kMalformed, 2082,
+        fmt::format("a direct link's run item of {} bytes is malformed", body.size()));
+  *packet = body.first(flits_bytes);
+  *run = body.subspan(flits_bytes + sizeof r);
+  return {};
+}
+
+}  // namespace
 
 Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths, Error* why,
                       TransferArrival* transfer) {
   ItemHead h;
-  if (!read_data_item_head(item, seg.num_chips(), seg.max_ports(), &h)) {
+  if (!read_direct_item_head(item, seg.num_chips(), seg.max_ports(), &h)) {
     *why = make_error(Code::kMalformed, 4891,
                       fmt::format("a direct-path item of {} bytes whose head is malformed or not a "
                                   "data packet",
@@ -82,27 +116,48 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths*
   }
   // The head routes it, the NIC checks all of it; anything unusual is the daemon's, whose NIC
   // model discards and counts it.
-  const std::span<const uint8_t> body = item.subspan(sizeof h);
+  std::span<const uint8_t> body = item.subspan(sizeof h);
+  std::span<const uint8_t> run;
+  if (h.type == static_cast<uint8_t>(ItemType::kDataRun)) {
+    const Status st = split_run(body, &body, &run);
+    if (!st.ok()) {
+      *why = st.error();
+      return Arrival::kDropped;
+    }
+  }
+  // A run that is not a clean transfer's packet at this host's NIC: see direct.h.
+  auto no_run = [&](const char* what) {
+    *why = make_error(Code::kNotFound, 2083,
+                      fmt::format("a run of {} bytes on a direct link from chip {} port {} {}: "
+                                  "dropped (its transfer times out at its initiator)",
+                                  run.size(), h.from_chip, h.from_port, what));
+    return Arrival::kDropped;
+  };
   const std::optional<wire::DataHead> head = chip::routable_head(body);
-  if (!head) return Arrival::kToDaemon;
+  if (!head) return run.empty() ? Arrival::kToDaemon : no_run("whose packet is malformed");
   const bool mp =
       head->kind == wire::PacketKind::kMp && (head->flags & wire::kDataFlagInTransfer) == 0;
+  if (!run.empty() && (mp || !transfer)) return no_run("that is no transfer's");
   if (!mp && (!transfer || head->kind == wire::PacketKind::kCp)) return Arrival::kToDaemon;
   PathCounters& path = paths->at(seg, entry.chip, entry.port, head->dest_node, head->hops,
                                  chip::vc_class_of(head->vc));
-  if (path.result.kind != Forwarded::Kind::kDelivered) return Arrival::kToDaemon;
   const uint32_t at = path.result.chip;
-  NicSlot* nic = seg.nic_of(at);
-  if (!nic) return Arrival::kToDaemon;
+  NicSlot* nic = path.result.kind == Forwarded::Kind::kDelivered ? seg.nic_of(at) : nullptr;
+  if (!nic) return run.empty() ? Arrival::kToDaemon : no_run("that does not end at this host");
   wire::DataDefect defect;
   wire::DataPacket p;
   if (!chip::check_arriving_bytes(static_cast<wire::ChipId>(at), body, &p, &defect).ok())
-    return Arrival::kToDaemon;  // its NIC model discards and counts it
+    return run.empty() ? Arrival::kToDaemon  // its NIC model discards and counts it
+                       : no_run("whose packet fails the NIC's checks");
   if (!mp) {
     if (p.head.kind == wire::PacketKind::kAck && p.ext.address == chip::kMpRefusedAckAddress)
       return Arrival::kToDaemon;  // an NRC's refusal of an MP: the daemon's NIC reports it
-    path.add(wire::Traffic{1, p.head.bytes, p.head.length_flits});
+    wire::Traffic t{1, p.head.bytes, p.head.length_flits};
+    if (!run.empty())
+      t += wire::transfer_traffic(p.ext.address + p.ext.offset + p.head.bytes, run.size());
+    path.add(t);
     transfer->packet = p;
+    transfer->run = run;
     transfer->nic = at;
     return Arrival::kTransfer;
   }

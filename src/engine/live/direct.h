@@ -42,9 +42,13 @@ bool enters_target_host(Segment& seg, const Forwarded& f, uint32_t dest);
 // with the NRCs passed so far and in the VC class of that link. Replaces *out. E4890: the packet
 // does not encode.
 Status leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out);
-// The same appended to *out (a frame's worth of items built in place).
-Status append_leaving_item(const wire::DataPacket& p, const Forwarded& f,
-                           std::vector<uint8_t>* out);
+// The same appended to *out (a frame's worth of items built in place). With `run`, the payload
+// of the transfer's packets that follow `p` (chip::rdma_run_bytes), one kDataRun item.
+Status append_leaving_item(const wire::DataPacket& p, const Forwarded& f, std::vector<uint8_t>* out,
+                           std::span<const uint8_t> run = {});
+// The bytes of a run item beside its packet's (ItemHead, the packet's flits, RunHead).
+inline constexpr size_t kRunItemOverhead =
+    sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes + sizeof(RunHead);
 
 enum class Arrival : uint8_t {
   kDelivered,  // written into the target VP's MPQ, the ports it passed counted
@@ -58,6 +62,7 @@ enum class Arrival : uint8_t {
 // requests, acks) that passed the NIC's arrival checks at local NIC `nic`.
 struct TransferArrival {
   wire::DataPacket packet;
+  std::span<const uint8_t> run;  // the run's payload after it (a kDataRun item), in the item
   uint32_t nic = 0;
 };
 
@@ -65,7 +70,9 @@ struct TransferArrival {
 // E4891 the item's head is malformed or not a data packet, E4892 the chip and port it left from
 // do not lead into this host. The ports it passed count in `paths` once it is delivered.
 // With `transfer`, a transfer's packet is kTransfer (the process runs the NIC's rules on it);
-// without, the daemon's.
+// without, the daemon's. A run is a transfer's or dropped (it does not fit the daemon's egress
+// cell; its transfer times out at its initiator, as any whose packet the daemon takes): E2082
+// its head is wrong, E2083 it is no transfer's or does not end at this host's NIC.
 Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths* paths, Error* why,
                       TransferArrival* transfer = nullptr);
 

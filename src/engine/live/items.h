@@ -146,6 +146,17 @@ enum class ItemType : uint8_t {
   kBist = 9,      // a link self-test pattern (BistPattern), checked and discarded by the far end
   kBistEnd = 10,  // the test is over (BistEnd): the far end answers with what it saw
   kBistReport = 11,  // what the far end saw of the test (BistReport)
+  // A transfer's data packet and the run of its packets that follow (chip::rdma_run_bytes):
+  // the packet's encoded flits, a RunHead, then the run's payload. Only processes' direct links
+  // carry it (glex/direct_rdma.h).
+  kDataRun = 12,
+};
+
+// What follows a run's first packet in a kDataRun item: the run's payload bytes. The run
+// carries no CRC of its own: the link frame's CRC covers it, as it covers every item.
+struct RunHead {
+  uint32_t bytes;
+  uint32_t reserved;  // 0
 };
 
 // The test pattern of a link BIST (docs/system.md 2.5.6) on a cable between hosts: 40 flits of
@@ -214,6 +225,14 @@ inline bool read_data_item_head(std::span<const uint8_t> item, uint32_t num_chip
   return read_struct(item, 0, h) && h->length == item.size() &&
          h->type == static_cast<uint8_t>(ItemType::kData) && h->from_chip < num_chips &&
          h->from_port < max_ports;
+}
+// The same for an item of a direct link, which may also be a run (kDataRun).
+inline bool read_direct_item_head(std::span<const uint8_t> item, uint32_t num_chips,
+                                  uint32_t max_ports, ItemHead* h) {
+  return read_struct(item, 0, h) && h->length == item.size() &&
+         (h->type == static_cast<uint8_t>(ItemType::kData) ||
+          h->type == static_cast<uint8_t>(ItemType::kDataRun)) &&
+         h->from_chip < num_chips && h->from_port < max_ports;
 }
 
 }  // namespace galaxy::live
