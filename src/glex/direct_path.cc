@@ -260,7 +260,7 @@ DirectPath::Sent DirectPath::send_transfer(uint32_t dest, uint8_t dest_vp, const
   const sockaddr_in a = address_of(t.key);
   Peer* peer = peer_for(t.key, a, now);
   if (!peer) return Sent::kNotDirect;
-  if (!start(t.key,
+  if (!start(t.key, run_room(*peer),
              [&](uint64_t key, const live::Forwarded& leaving, std::span<const uint8_t> items,
                  size_t count) { return send_items(key, leaving, items, count, now); })) {
     // The NIC's queue is full: the caller retries; meanwhile what the link brought (the answers
@@ -285,7 +285,10 @@ void DirectPath::sent_to(Peer& p) {
 bool DirectPath::send_items(uint64_t key, const live::Forwarded& f, std::span<const uint8_t> items,
                             size_t count, uint64_t now) {
   const auto it = peers_.find(key);
-  if (it == peers_.end() || !enqueue_items(it->second, items, now)) return false;
+  // A transfer's pieces go while few frames wait for the link (kAheadFrames), as answers do.
+  if (it == peers_.end() || it->second.backlog.size() >= kAheadFrames ||
+      !enqueue_items(it->second, items, now))
+    return false;
   count_tx(f, items, count);
   return true;
 }
@@ -338,7 +341,15 @@ bool DirectPath::enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t
   return true;
 }
 
-void DirectPath::reply(Peer& p, const wire::DataPacket& packet, uint32_t from_nic, uint64_t now) {
+size_t DirectPath::run_room(const Peer& p) {
+  const size_t frame = p.link->config().max_payload;
+  const size_t quarter = frame / 4;
+  const size_t room = quarter >= live::kRunItemOverhead + 1024 ? quarter : frame;
+  return room > live::kRunItemOverhead ? room - live::kRunItemOverhead : 0;
+}
+
+void DirectPath::reply(Peer& p, const wire::DataPacket& packet, std::span<const uint8_t> run,
+                       uint32_t from_nic, uint64_t now) {
   const uint32_t dest = packet.head.dest_node;
   live::PathCounters& path = replies_.at(seg_, from_nic, 0, dest);
   if (path.result.kind != live::Forwarded::Kind::kLeavesHost ||
@@ -350,19 +361,24 @@ void DirectPath::reply(Peer& p, const wire::DataPacket& packet, uint32_t from_ni
     return;
   }
   auto count = [&](std::span<const uint8_t> item) {
-    path.add(wire::packet_traffic(packet.head.bytes));
-    count_tx(path.result, item, 1);
+    wire::Traffic t = wire::packet_traffic(packet.head.bytes);
+    if (!run.empty())
+      t += wire::transfer_traffic(packet.ext.address + packet.ext.offset + packet.head.bytes,
+                                  run.size());
+    path.add(t);
+    count_tx(path.result, item, t.packets);
   };
   // Answers share frames: the frame being filled (encoded in place) leaves once the arrivals
   // are handled, and behind a backlog they join its last frame.
-  constexpr size_t kMaxItem = sizeof(live::ItemHead) + wire::kMaxDataPacketLinkBytes;
-  if (p.backlog.empty() && p.pending.size() + kMaxItem <= p.link->config().max_payload) {
+  const size_t max_item = live::kRunItemOverhead + run.size();
+  if (p.backlog.empty() && p.pending.size() + max_item <= p.link->config().max_payload) {
     const size_t at = p.pending.size();
-    if (live::append_leaving_item(packet, path.result, &p.pending).ok())
+    if (live::append_leaving_item(packet, path.result, &p.pending, run).ok())
       count(std::span<const uint8_t>(p.pending).subspan(at));
     return;
   }
-  if (!live::leaving_item(packet, path.result, &reply_item_).ok()) return;
+  reply_item_.clear();
+  if (!live::append_leaving_item(packet, path.result, &reply_item_, run).ok()) return;
   count(reply_item_);
   if (!enqueue_items(p, reply_item_, now)) {  // a backlog this long: the answer waits anyway
     if (p.backlog.back().size() + reply_item_.size() <= p.link->config().max_payload)
@@ -374,9 +390,8 @@ void DirectPath::reply(Peer& p, const wire::DataPacket& packet, uint32_t from_ni
 
 bool DirectPath::send_pending(Peer& p, uint64_t now) {
   if (p.pending.empty()) return true;
-  if (!p.link->can_send() || !p.link->send(p.pending, now).ok()) return false;
-  p.pending.clear();
-  return true;
+  // The frame's buffer goes to the link as it is (the link's old one comes back, emptied).
+  return p.link->can_send() && p.link->send(&p.pending, now).ok();
 }
 
 bool DirectPath::poll() {
@@ -410,11 +425,10 @@ void DirectPath::service(uint64_t now) {
     if (now >= next_deadline_) p.link->on_timer(now);
     // The peer's gets are answered as the link takes the answers: a few frames wait at most.
     if (transfers_ && p.link->state() == live::LinkState::kUp)
-      while (
-          p.backlog.size() < kAnswerFrames &&
-          transfers_->answer(k, kAnswerPackets, [&](const wire::DataPacket& a, uint32_t from_nic) {
-            reply(p, a, from_nic, now);
-          })) {
+      while (p.backlog.size() < kAheadFrames &&
+             transfers_->answer(k, kAnswerPackets, run_room(p),
+                                [&](const wire::DataPacket& a, std::span<const uint8_t> run,
+                                    uint32_t from_nic) { reply(p, a, run, from_nic, now); })) {
       }
     // The frame being filled is older than what waits in the backlog.
     if (send_pending(p, now) && !p.backlog.empty()) push_backlog(p, now);
@@ -435,9 +449,14 @@ void DirectPath::service(uint64_t now) {
         now, [&](uint64_t key, const live::Forwarded& leaving, std::span<const uint8_t> items,
                  size_t count) { return send_items(key, leaving, items, count, now); });
   next_deadline_ = UINT64_MAX;
-  for (auto& [k, p] : peers_) next_deadline_ = std::min(next_deadline_, p.link->next_deadline_ns());
-  // Gets still to answer: the next look is at once (the NIC thread does not sleep on them).
-  if (transfers_ && transfers_->answering()) next_deadline_ = now;
+  for (auto& entry : peers_) {
+    Peer& p = entry.second;
+    if (transfers_) flush(p);  // what the transfers just sent
+    next_deadline_ = std::min(next_deadline_, p.link->next_deadline_ns());
+  }
+  // Gets still to answer, transfers still to cut: the next look is at once (the NIC thread
+  // does not sleep on them).
+  if (transfers_ && (transfers_->answering() || transfers_->sending())) next_deadline_ = now;
 }
 
 void DirectPath::receive(uint64_t now) {
@@ -512,9 +531,9 @@ void DirectPath::deliver(Peer& p, uint64_t key) {
           break;
         case live::Arrival::kTransfer: {
           const uint64_t now = live::monotonic_ns();
-          transfers_->arrived(transfer, key, [&](const wire::DataPacket& a, uint32_t from_nic) {
-            reply(p, a, from_nic, now);
-          });
+          transfers_->arrived(transfer, key,
+                              [&](const wire::DataPacket& a, std::span<const uint8_t> run,
+                                  uint32_t from_nic) { reply(p, a, run, from_nic, now); });
           ++arrived_;
           break;
         }
@@ -545,11 +564,20 @@ void DirectPath::send_datagram(const Peer& p, std::span<const uint8_t> d) {
 }
 
 void DirectPath::flush(Peer& p) {
-  while (p.link->pop_outgoing(&dgram_)) {
-    if (!p.impairment) {
-      send_datagram(p, dgram_);
-      continue;
-    }
+  live::Link::Outgoing out;
+  while (!p.impairment && p.link->pop_outgoing(&out)) {
+    // The frame's header, payload and CRC as one datagram, the payload from the link's buffer.
+    iovec parts[3] = {{out.header.data(), out.header.size()},
+                      {const_cast<uint8_t*>(out.payload.data()), out.payload.size()},
+                      {out.crc.data(), out.crc.size()}};
+    msghdr m{};
+    m.msg_name = const_cast<sockaddr_in*>(&p.address);
+    m.msg_namelen = sizeof p.address;
+    m.msg_iov = parts;
+    m.msg_iovlen = 3;
+    (void)!sendmsg(fd_, &m, 0);  // refused (the kernel's buffer full): lost, sent again
+  }
+  while (p.impairment && p.link->pop_outgoing(&dgram_)) {
     to_send_.clear();
     p.impairment->apply(std::move(dgram_), &to_send_);
     dgram_ = {};
@@ -604,7 +632,7 @@ void DirectPath::reap(uint64_t now) {
 }
 
 void DirectPath::push_backlog(Peer& p, uint64_t now) {
-  while (!p.backlog.empty() && p.link->can_send() && p.link->send(p.backlog.front(), now).ok())
+  while (!p.backlog.empty() && p.link->can_send() && p.link->send(&p.backlog.front(), now).ok())
     p.backlog.pop_front();
 }
 

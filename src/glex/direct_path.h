@@ -44,10 +44,11 @@ class DirectPath {
   static constexpr size_t kMaxPeers = 4096;
   // Items waiting for a link that is not up yet; beyond, a send is busy.
   static constexpr size_t kMaxBacklog = 1024;
-  // A peer's gets are answered kAnswerPackets response packets at a time (about one frame over
-  // loopback) while fewer than kAnswerFrames frames wait for its link.
-  static constexpr size_t kAnswerPackets = 160;
-  static constexpr size_t kAnswerFrames = 4;
+  // A peer's gets are answered kAnswerPackets response packets at a time (about two frames over
+  // loopback), and transfers to it cut a piece at a time, while fewer than kAheadFrames frames
+  // wait for its link.
+  static constexpr size_t kAnswerPackets = 512;
+  static constexpr size_t kAheadFrames = 4;
 
   // Opens the socket on the host's address (the segment's); without an address, or when the
   // socket is refused, port() is 0 and nothing goes direct.
@@ -73,10 +74,10 @@ class DirectPath {
   Sent send_mp(const wire::DataPacket& p, const live::Forwarded& f, bool more = false);
 
   // An RDMA transfer to VP `dest_vp` of NIC `dest` whose path from this process's NIC leaves the
-  // host where `f` says: `start(peer, send)` (DirectRdma::start) starts or queues it for the
-  // link to the process at address key `peer`, handing its packets to `send`; kBusy when the
-  // NIC's queue is full.
-  using StartFn = FunctionRef<bool(uint64_t peer, DirectRdma::SendFn send)>;
+  // host where `f` says: `start(peer, run_room, send)` (DirectRdma::start) starts or queues it
+  // for the link to the process at address key `peer`, handing its packets to `send` in runs of
+  // at most `run_room` bytes (run_room()); kBusy when the NIC's queue is full.
+  using StartFn = FunctionRef<bool(uint64_t peer, size_t run_room, DirectRdma::SendFn send)>;
   Sent send_transfer(uint32_t dest, uint8_t dest_vp, const live::Forwarded& f, StartFn start);
   // The transfers of this process's direct links (set once, before start()).
   void set_transfers(DirectRdma* t) { transfers_ = t; }
@@ -124,7 +125,11 @@ class DirectPath {
   void on_datagram(std::span<const uint8_t> d, const sockaddr_in& from, uint64_t now);
   void deliver(Peer& p, uint64_t key);
   // A transfer's answer (an ack, a read response) from local NIC `from_nic` back on `p`'s link.
-  void reply(Peer& p, const wire::DataPacket& packet, uint32_t from_nic, uint64_t now);
+  void reply(Peer& p, const wire::DataPacket& packet, std::span<const uint8_t> run,
+             uint32_t from_nic, uint64_t now);
+  // The payload bytes of a run item (live::kDataRun) on `p`'s link: a quarter of a frame, so that
+  // four share one, or one per frame on a path of small frames; 0 where not even a packet fits.
+  static size_t run_room(const Peer& p);
   // Items for `p`'s link, in order behind what waits: what the link takes now goes, the rest
   // waits in the backlog. False (nothing queued) when the backlog is full.
   bool enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t now);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/log.h"
 #include "engine/live/daemon.h"
 
@@ -55,7 +57,7 @@ struct DirectRdma::TargetHost {
   void ack(wire::ChipId dest, uint8_t vp, uint16_t tag, uint16_t error_id, uint64_t bytes) {
     wire::DataPacket a;
     chip::rdma_ack_packet(dest, vp, tag, error_id, bytes, a);
-    if (chip::seal_data_packet(a, nic).ok()) reply(a, nic);
+    if (chip::seal_data_packet(a, nic).ok()) reply(a, {}, nic);
   }
   void discard(const Error& why) {
     log::warn(why.id, "a transfer's packet on a direct link discarded: {}", why.message);
@@ -86,83 +88,115 @@ bool DirectRdma::room(uint64_t peer, uint64_t length) {
 }
 
 bool DirectRdma::start(const Request& r, const wire::RdmaDescriptor& d,
-                       const live::Forwarded& leaving, uint64_t peer, SendFn send) {
+                       const live::Forwarded& leaving, uint64_t peer, size_t run_room,
+                       SendFn send) {
   std::lock_guard<std::mutex> g(mu_);
-  Queued q{r, d, leaving, peer};
-  if (queued_.empty() && room(peer, d.length) && launch(q, send)) return true;
+  Queued q{r, d, leaving, peer, run_room};
+  if (queued_.empty() && room(peer, d.length)) {
+    launch(q);
+    pump(send);
+    return true;
+  }
   if (queued_.size() >= kMaxQueued) return false;
   queued_.push_back(q);
   nic_.vps[r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-bool DirectRdma::launch(const Queued& q, SendFn send) {
-  const Request& r = q.r;
-  const wire::RdmaDescriptor& d = q.d;
+void DirectRdma::launch(const Queued& q) {
   const uint16_t slot = free_.back();
-  Tx& t = tx_[slot];
-  const uint16_t tag = chip::rdma_tag(slot, t.generation);
-  // The packets in the order the NIC's DMA engine 0 sends them: a get's request; a put's or an
-  // immediate's data, then its notice.
-  items_.clear();
-  size_t count = 0;
-  wire::DataPacket p;
-  // 0, or why a packet does not encode (a field out of range: it never leaves, as the NIC's).
-  auto add = [&]() -> uint16_t {
-    Status st = chip::seal_data_packet(p, node_);
-    if (st.ok()) st = live::append_leaving_item(p, q.leaving, &items_);
-    if (!st.ok()) return st.error().id;
-    ++count;
-    return 0;
-  };
-  uint16_t read_error = 0;
-  if (d.op == wire::RdmaOp::kRead) {
-    chip::rdma_read_request_packet(d, r.vp, tag, p);
-    read_error = add();
-  } else {
-    own_memory_.begin_round();  // the buffer as it is now, not as a previous transfer read it
-    own_memory_.set_time(live::monotonic_ns());
-    for (uint64_t sent = 0; read_error == 0;) {
-      const uint64_t n = chip::rdma_data_packet(d, r.vp, tag, sent, p);
-      if (d.op == wire::RdmaOp::kImmediate) {
-        std::copy_n(d.immediate_data.begin() + sent, n, p.payload.begin());
-      } else {
-        Status st = own_att_.translate_pieces(
-            d.local_key, d.local_address + sent, n, chip::kAccessNone,
-            [&](uint64_t phys, uint64_t off, uint64_t k) {
-              return own_memory_.read(phys, std::span(p.payload).subspan(off, k));
-            });
-        if (!st.ok()) {
-          read_error = st.error().id;
-          break;
-        }
-      }
-      if ((read_error = add()) != 0) break;
-      sent += n;
-      if (sent >= d.length) break;
-    }
-    if (read_error == 0 && d.completion != wire::Completion::kNone) {
-      chip::rdma_notice_packet(d, r.vp, tag, p);
-      read_error = add();
-    }
-  }
-  if (read_error != 0) {  // nothing sent: the descriptor completes with the read's error
-    nic_.vps[r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
-    complete({r, read_error});
-    return true;
-  }
-  if (!send(q.peer, q.leaving, items_, count)) return false;
   free_.pop_back();
+  Tx& t = tx_[slot];
   t.used = true;
-  t.r = r;
-  t.d = d;
+  t.r = q.r;
+  t.d = q.d;
   t.peer = q.peer;
+  t.leaving = q.leaving;
+  t.run_room = q.run_room;
   t.deadline = live::monotonic_ns() + kTimeoutNs;
+  t.sent = 0;
+  t.data_done = false;
   t.received = 0;
   t.error_id = 0;
-  peer_bytes_[q.peer] += d.length;
-  nic_.vps[r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  peer_bytes_[q.peer] += q.d.length;
+  nic_.vps[q.r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
+  engine_.push_back(slot);
+  sending_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool DirectRdma::cut(uint16_t slot, size_t* count, uint16_t* error_id) {
+  Tx& t = tx_[slot];
+  const wire::RdmaDescriptor& d = t.d;
+  const uint16_t tag = chip::rdma_tag(slot, t.generation);
+  wire::DataPacket p;
+  // 0, or why a packet does not encode (a field out of range: it never leaves, as the NIC's).
+  auto add = [&](std::span<const uint8_t> run) -> uint16_t {
+    Status st = chip::seal_data_packet(p, node_);
+    if (st.ok()) st = live::append_leaving_item(p, t.leaving, &items_, run);
+    if (!st.ok()) return st.error().id;
+    *count += 1 + chip::rdma_run_packets(p.ext, p.head.bytes, run.size());
+    return 0;
+  };
+  // The source as DMA engine 0 reads it: through this NIC's ATT, as it is now.
+  auto read = [&](uint64_t offset, std::span<uint8_t> out) -> uint16_t {
+    Status st =
+        own_att_.translate_pieces(d.local_key, d.local_address + offset, out.size(),
+                                  chip::kAccessNone, [&](uint64_t phys, uint64_t off, uint64_t k) {
+                                    return own_memory_.read(phys, out.subspan(off, k));
+                                  });
+    return st.ok() ? 0 : st.error().id;
+  };
+  if (d.op == wire::RdmaOp::kRead) {  // a get: its one request
+    chip::rdma_read_request_packet(d, t.r.vp, tag, p);
+    *error_id = add({});
+    return false;
+  }
+  // A put's or an immediate's data, then its notice; about a frame's worth.
+  own_memory_.begin_round();
+  own_memory_.set_time(live::monotonic_ns());
+  const size_t piece = 4 * (live::kRunItemOverhead + t.run_room);
+  while (!t.data_done && items_.size() < piece) {
+    run_.resize(t.run_room);
+    uint64_t m = 0;
+    if ((*error_id = chip::rdma_put_step(d, t.r.vp, tag, t.sent, read, p, run_, &m)) != 0 ||
+        (*error_id = add(std::span<const uint8_t>(run_.data(), m))) != 0)
+      return false;
+    t.data_done = t.sent >= d.length;
+  }
+  if (!t.data_done) return true;
+  if (d.completion != wire::Completion::kNone) {
+    chip::rdma_notice_packet(d, t.r.vp, tag, p);
+    *error_id = add({});
+  }
+  return false;
+}
+
+// DMA engine 0, as the NIC's (chip::Nic::next_local_packet): one transfer at a time, in start
+// order; a piece that the link has no room for waits, and the engine with it.
+void DirectRdma::pump(SendFn send) {
+  while (!engine_.empty()) {
+    const uint16_t slot = engine_.front();
+    Tx& t = tx_[slot];
+    const uint64_t sent = t.sent;
+    const bool data_done = t.data_done;
+    items_.clear();
+    size_t count = 0;
+    uint16_t error_id = 0;
+    const bool more = cut(slot, &count, &error_id);
+    if (error_id != 0) {  // what was cut before it stays sent, as the NIC's packets do
+      finish(slot, error_id);
+      continue;
+    }
+    if (!send(t.peer, t.leaving, items_, count)) {  // no room: the same piece later
+      t.sent = sent;
+      t.data_done = data_done;
+      return;
+    }
+    t.deadline = live::monotonic_ns() + kTimeoutNs;
+    if (more) continue;
+    engine_.pop_front();
+    sending_.fetch_sub(1, std::memory_order_relaxed);
+  }
 }
 
 void DirectRdma::finish(uint16_t slot, uint16_t error_id) {
@@ -172,6 +206,12 @@ void DirectRdma::finish(uint16_t slot, uint16_t error_id) {
     if (!st.ok()) error_id = st.error().id;
   }
   const Completion c{t.r, error_id};
+  // A transfer that ends while DMA engine 0 still cuts it (its peer gone, a read failed) leaves
+  // the engine.
+  if (const auto it = std::find(engine_.begin(), engine_.end(), slot); it != engine_.end()) {
+    engine_.erase(it);
+    sending_.fetch_sub(1, std::memory_order_relaxed);
+  }
   if (auto it = peer_bytes_.find(t.peer); it != peer_bytes_.end()) {
     it->second -= std::min<uint64_t>(it->second, t.d.length);
     if (it->second == 0) peer_bytes_.erase(it);
@@ -215,14 +255,14 @@ void DirectRdma::arrived(const live::TransferArrival& a, uint64_t peer, ReplyFn 
   const wire::DataPacket& p = a.packet;
   std::lock_guard<std::mutex> g(mu_);
   if (p.head.kind == wire::PacketKind::kAck) return on_ack(p);
-  if (p.head.kind == wire::PacketKind::kRdmaReadResponse) return on_response(p);
+  if (p.head.kind == wire::PacketKind::kRdmaReadResponse) return on_response(p, a.run);
   TargetNic& t = target_nic(a.nic);
   t.memory.begin_round();
   t.memory.set_time(live::monotonic_ns());
   TargetHost host{t, a.nic, reply};
   chip::RdmaTarget& target = targets_[peer];
   if (is_target_write(p)) {
-    (void)target.write(p, host);
+    (void)target.write(p, host, a.run);
   } else if (p.head.kind == wire::PacketKind::kRdmaReadRequest) {
     if (std::optional<chip::RdmaReadJob> j = target.read_request(p, host)) {
       answers_[peer].push_back({*j, a.nic});
@@ -236,7 +276,7 @@ void DirectRdma::arrived(const live::TransferArrival& a, uint64_t peer, ReplyFn 
 
 // DMA engine 1's work, as the NIC does it (chip::RdmaTarget::answer_step): each get's responses
 // in order, a piece at a time.
-bool DirectRdma::answer(uint64_t peer, size_t packets, ReplyFn reply) {
+bool DirectRdma::answer(uint64_t peer, size_t packets, size_t run_room, ReplyFn reply) {
   std::lock_guard<std::mutex> g(mu_);
   auto it = answers_.find(peer);
   if (it == answers_.end()) return false;
@@ -251,13 +291,16 @@ bool DirectRdma::answer(uint64_t peer, size_t packets, ReplyFn reply) {
     TargetHost host{t, a.nic, reply};
     bool done = false;
     while (!done && packets > 0) {
-      if (!chip::RdmaTarget::answer_step(j, host, p)) {  // acked with the read's failure
+      run_.resize(std::min<size_t>(run_room, (packets - 1) * wire::kDataPacketBytes));
+      uint64_t m = 0;
+      if (!chip::RdmaTarget::answer_step(j, host, p, run_, &m)) {  // acked with the failure
         done = true;
         break;
       }
       done = j.sent >= j.length;
-      if (chip::seal_data_packet(p, static_cast<wire::ChipId>(a.nic)).ok()) reply(p, a.nic);
-      --packets;
+      const std::span<const uint8_t> run(run_.data(), m);
+      if (chip::seal_data_packet(p, static_cast<wire::ChipId>(a.nic)).ok()) reply(p, run, a.nic);
+      packets -= std::min<size_t>(packets, 1 + chip::rdma_run_packets(p.ext, p.head.bytes, m));
     }
     if (!done) break;
     q.pop_front();
@@ -270,26 +313,31 @@ bool DirectRdma::answer(uint64_t peer, size_t packets, ReplyFn reply) {
   return true;
 }
 
-void DirectRdma::on_response(const wire::DataPacket& p) {
+void DirectRdma::on_response(const wire::DataPacket& p, std::span<const uint8_t> run) {
   Tx* t = tx_by_tag(p.head.tag);
-  if (!t || !chip::rdma_response_answers(t->d, p)) {
+  const uint64_t packets = 1 + chip::rdma_run_packets(p.ext, p.head.bytes, run.size());
+  const uint64_t total = t ? wire::packets_for(t->d.local_address, t->d.length) : 0;
+  if (!t || !chip::rdma_response_answers(t->d, p, run.size()) || t->received + packets > total) {
     log::warn(6185,
-              "a read response (tag {:#x}, from node {}, {} bytes at offset {}) on a direct link "
-              "answers no get of this process: dropped",
-              p.head.tag, p.head.src_node, p.head.bytes, p.ext.offset);
+              "a read response (tag {:#x}, from node {}, {} bytes and a run of {} at offset {}) "
+              "on a direct link answers no get of this process: dropped",
+              p.head.tag, p.head.src_node, p.head.bytes, run.size(), p.ext.offset);
     return;
   }
-  if (t->error_id == 0) {
+  // DMA engine 2 writes the payload where the get's local side says (the run follows at once).
+  auto write = [&](uint64_t offset, std::span<const uint8_t> data) {
     Status st =
-        own_att_.translate_pieces(t->d.local_key, t->d.local_address + p.ext.offset, p.head.bytes,
+        own_att_.translate_pieces(t->d.local_key, t->d.local_address + offset, data.size(),
                                   chip::kAccessNone, [&](uint64_t phys, uint64_t off, uint64_t n) {
-                                    return own_memory_.write(phys, p.data().subspan(off, n));
+                                    return own_memory_.write(phys, data.subspan(off, n));
                                   });
     if (!st.ok()) t->error_id = st.error().id;
-  }
+  };
+  if (t->error_id == 0) write(p.ext.offset, p.data());
+  if (t->error_id == 0 && !run.empty()) write(uint64_t{p.ext.offset} + p.head.bytes, run);
   t->deadline = live::monotonic_ns() + kTimeoutNs;  // it moves
-  if (++t->received == wire::packets_for(t->d.local_address, t->d.length))
-    finish(chip::rdma_tag_slot(p.head.tag), t->error_id);
+  t->received += packets;
+  if (t->received == total) finish(chip::rdma_tag_slot(p.head.tag), t->error_id);
 }
 
 void DirectRdma::on_ack(const wire::DataPacket& p) {
@@ -329,20 +377,26 @@ void DirectRdma::peer_gone(uint64_t peer) {
 void DirectRdma::service(uint64_t now, SendFn send) {
   std::lock_guard<std::mutex> g(mu_);
   while (!waiting_.empty() && push(waiting_.front())) waiting_.pop_front();
+  pump(send);
   while (!queued_.empty() && room(queued_.front().peer, queued_.front().d.length)) {
     const Queued q = queued_.front();
-    nic_.vps[q.r.vp].outstanding.fetch_sub(1, std::memory_order_relaxed);  // launch counts it
-    if (!launch(q, send)) {
-      nic_.vps[q.r.vp].outstanding.fetch_add(1, std::memory_order_relaxed);
-      break;
-    }
     queued_.pop_front();
+    nic_.vps[q.r.vp].outstanding.fetch_sub(1, std::memory_order_relaxed);  // launch counts it
+    launch(q);
   }
+  pump(send);
   if (now < next_timeout_check_) return;
   next_timeout_check_ = now + 100'000'000;
-  for (size_t slot = 0; slot < tx_.size(); ++slot)
-    if (tx_[slot].used && now > tx_[slot].deadline)
-      finish(static_cast<uint16_t>(slot), live::kErrDirectNoAnswer);
+  for (size_t slot = 0; slot < tx_.size(); ++slot) {
+    if (!tx_[slot].used || now <= tx_[slot].deadline) continue;
+    // One that waits for DMA engine 0 behind another has not started: its wait is not yet.
+    if (engine_.size() > 1 &&
+        std::find(engine_.begin() + 1, engine_.end(), slot) != engine_.end()) {
+      tx_[slot].deadline = now + kTimeoutNs;
+      continue;
+    }
+    finish(static_cast<uint16_t>(slot), live::kErrDirectNoAnswer);
+  }
 }
 
 }  // namespace galaxy::glex

@@ -5,7 +5,8 @@
 // part (chip::RdmaTarget: the whole transfer checked before a byte is written, the notice once
 // the data are written, one ack; a get's responses read from its host's memory), each through
 // its own host's ATT and memory port (live::SegmentAtt, live::SegmentHostMemory) as the daemons'
-// NIC models do. Transfers of at most kMaxBytes go this way; larger ones, triggered ones and
+// NIC models do. Transfers of any size go this way, cut a piece at a time as the link takes
+// them (DMA engine 0's order: one transfer at a time, in start order); triggered ones and
 // trailing MPs go through the daemons' NICs.
 //
 // A transfer fails, never hangs: if its link gives up (the peer gone) it completes with
@@ -35,13 +36,8 @@ namespace galaxy::glex {
 
 class DirectRdma {
  public:
-  // Largest put or immediate that goes direct: it is cut and encoded in the call that posts it
-  // (about 0.5 ms at 256 KiB). Larger ones go through the daemons' NICs, which return at once.
-  static constexpr uint64_t kMaxBytes = 256 * 1024;
-  // Largest get that goes direct: its one request is cheap to post, and the target answers it a
-  // piece at a time as its link takes them (answer).
-  static constexpr uint64_t kMaxGetBytes = 1 << 20;
-  // A transfer with no answer this long fails (as the daemon's operation timeout).
+  // A transfer with nothing from its target this long fails (as the daemon's operation
+  // timeout); each piece sent or answer received starts the wait again.
   static constexpr uint64_t kTimeoutNs = 5'000'000'000;
   // Bytes of transfers (a put's data, a get's response) in flight to one peer: beyond, a start
   // is busy before anything is read or encoded, so what waits is the caller's descriptor, not
@@ -61,32 +57,37 @@ class DirectRdma {
     uint64_t length = 0;
   };
   // Starts a transfer, `d` having passed chip::check_rdma_start, to the process at address key
-  // `peer`: reads the initiator's memory as the NIC's DMA engine 0 does (a read that fails
-  // completes the descriptor with its error, as the NIC's does) and hands all its packets to
-  // `send`. One that cannot start yet (kMaxPeerBytes in flight to that peer, every tag in
-  // flight, the link's backlog full) or that would pass one waiting waits, in order, in this
-  // NIC's queue of kMaxQueued descriptors, and starts from service as room comes. False (busy)
-  // only when that queue is full.
+  // `peer`: DMA engine 0 (pump) reads the initiator's memory, cuts its packets and hands them
+  // to `send` a piece at a time, as `send` has room (false: none now; the engine waits, as the
+  // NIC's waits for its link). A read that fails completes the descriptor with its error, as
+  // the NIC's does. A put's packets go as runs (chip::rdma_run_bytes) of at most `run_room`
+  // payload bytes after each item's first packet: the link's frames hold several such items.
+  // One that cannot start yet (kMaxPeerBytes in flight to that peer, every tag in flight) or
+  // that would pass one waiting waits, in order, in this NIC's queue of kMaxQueued descriptors,
+  // and starts from service as room comes. False (busy) only when that queue is full.
   using SendFn = FunctionRef<bool(uint64_t peer, const live::Forwarded& leaving,
                                   std::span<const uint8_t> items, size_t count)>;
   static constexpr size_t kMaxQueued = chip::kDefaultSdqDepth;
   bool start(const Request& r, const wire::RdmaDescriptor& d, const live::Forwarded& leaving,
-             uint64_t peer, SendFn send);
+             uint64_t peer, size_t run_room, SendFn send);
 
-  // A transfer's packet that arrived on the link from `peer` (the direct path's lock held);
-  // what it answers (acks, read responses) goes back through `reply`.
-  using ReplyFn = FunctionRef<void(const wire::DataPacket& p, uint32_t from_nic)>;
+  // A transfer's packet (and the run after it) that arrived on the link from `peer` (the direct
+  // path's lock held); what it answers (acks, read responses and their runs) goes back through
+  // `reply`.
+  using ReplyFn =
+      FunctionRef<void(const wire::DataPacket& p, std::span<const uint8_t> run, uint32_t from_nic)>;
   void arrived(const live::TransferArrival& a, uint64_t peer, ReplyFn reply);
   // Answers the gets of `peer` in arrival order, as the NIC's DMA engine 1 does, with at most
-  // `packets` response packets through `reply` (the link's owner calls it while the link has
-  // room). True while more remain.
-  bool answer(uint64_t peer, size_t packets, ReplyFn reply);
-  // Whether gets of any peer wait to be answered.
+  // `packets` response packets through `reply`, in runs of at most `run_room` bytes after each
+  // first packet (the link's owner calls it while the link has room). True while more remain.
+  bool answer(uint64_t peer, size_t packets, size_t run_room, ReplyFn reply);
+  // Whether gets of any peer wait to be answered, or transfers to be cut.
   bool answering() const { return answering_.load(std::memory_order_relaxed) != 0; }
+  bool sending() const { return sending_.load(std::memory_order_relaxed) != 0; }
   // The link to `peer` gave up: its transfers fail (E6167), what it was sending is forgotten.
   void peer_gone(uint64_t peer);
-  // Timeouts, completions that waited for room in their CQ, and queued transfers that can start
-  // (through `send`).
+  // Timeouts, completions that waited for room in their CQ, the transfers being cut and queued
+  // transfers that can start (through `send`).
   void service(uint64_t now, SendFn send);
 
  private:
@@ -96,9 +97,13 @@ class DirectRdma {
     Request r;
     wire::RdmaDescriptor d;
     uint64_t peer = 0;
+    live::Forwarded leaving;
+    size_t run_room = 0;
     uint64_t deadline = 0;
-    uint64_t received = 0;  // get: response packets written
-    uint16_t error_id = 0;  // get: the first failure writing the response
+    uint64_t sent = 0;       // put: bytes cut
+    bool data_done = false;  // put: every data packet cut (the notice may follow)
+    uint64_t received = 0;   // get: response packets written
+    uint16_t error_id = 0;   // get: the first failure writing the response
   };
   struct Completion {
     Request r;
@@ -118,11 +123,17 @@ class DirectRdma {
     wire::RdmaDescriptor d;
     live::Forwarded leaving;
     uint64_t peer = 0;
+    size_t run_room = 0;
   };
   // Whether a transfer of `length` bytes to `peer` may start now (a tag free, room to the peer).
   bool room(uint64_t peer, uint64_t length);  // mu_ held
-  // Reads, cuts and sends it; false, nothing sent, when `send` has no room.
-  bool launch(const Queued& q, SendFn send);  // mu_ held
+  // Takes a tag for it and hands it to DMA engine 0 (mu_ held).
+  void launch(const Queued& q);
+  // DMA engine 0: the transfers' packets, in start order, while `send` takes them (mu_ held).
+  void pump(SendFn send);
+  // The next piece of transfer `slot` into items_ (about a frame): false when it is all cut;
+  // *error_id when a read fails.
+  bool cut(uint16_t slot, size_t* count, uint16_t* error_id);  // mu_ held
   Tx* tx_by_tag(uint16_t tag);
   void finish(uint16_t slot, uint16_t error_id);  // mu_ held
   void complete(const Completion& c);             // mu_ held
@@ -132,7 +143,7 @@ class DirectRdma {
     chip::RdmaReadJob job;
     uint32_t nic = 0;
   };
-  void on_response(const wire::DataPacket& p);
+  void on_response(const wire::DataPacket& p, std::span<const uint8_t> run);
   void on_ack(const wire::DataPacket& p);
 
   live::Segment& seg_;
@@ -147,11 +158,14 @@ class DirectRdma {
   std::unordered_map<uint64_t, uint64_t> peer_bytes_;         // by peer: bytes of Tx in flight
   std::unordered_map<uint64_t, std::deque<Answer>> answers_;  // by peer: gets to answer
   std::atomic<size_t> answering_{0};                          // gets in answers_
+  std::deque<uint16_t> engine_;     // DMA engine 0: transfers being cut, in start order
+  std::atomic<size_t> sending_{0};  // transfers in engine_
   std::unordered_map<uint32_t, std::unique_ptr<TargetNic>> target_nics_;
   std::deque<Completion> waiting_;  // completions that found their CQ full
   std::deque<Queued> queued_;       // transfers waiting to start, in order
   uint64_t next_timeout_check_ = 0;
   std::vector<uint8_t> items_;
+  std::vector<uint8_t> run_;  // a run's payload being read
 };
 
 }  // namespace galaxy::glex

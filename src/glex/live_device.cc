@@ -595,18 +595,15 @@ class LiveDevice final : public glex_device {
     return complete(vp, r, static_cast<glex_ret_t>(f.status), err, f.reason);
   }
 
-  // Between hosts, a transfer of at most DirectRdma::kMaxBytes (a get: kMaxGetBytes) whose path
-  // leaves this host straight into its target's, to a VP whose owner has a socket of its own:
-  // the two processes run their NICs' parts of it on their direct link (glex/direct_rdma.h),
-  // not the daemons.
+  // Between hosts, a transfer whose path leaves this host straight into its target's, to a VP
+  // whose owner has a socket of its own: the two processes run their NICs' parts of it on their
+  // direct link (glex/direct_rdma.h), not the daemons.
   // False when it is not such a transfer (the daemon's NIC takes it); else *ret is the result.
   bool direct_transfer(uint8_t vp, const glex_rdma_req& r, const live::EgressRdma& d,
                        const live::AttEntry& local, glex_ret_t* ret) {
     const uint32_t dn = d.dest_node;
     const OpCode op = static_cast<OpCode>(r.op);
-    if (r.len > (op == OpCode::kGet ? DirectRdma::kMaxGetBytes : DirectRdma::kMaxBytes) ||
-        seg_->is_local(dn))
-      return false;
+    if (seg_->is_local(dn)) return false;
     live::PathCounters& path = path_to(dn);
     if (path.result.kind != live::Forwarded::Kind::kLeavesHost) return false;
     wire::RdmaDescriptor& w = scratch_;
@@ -629,8 +626,8 @@ class LiveDevice final : public glex_device {
     }
     const DirectRdma::Request req{vp, op, r.flags, r.cookie, r.len};
     switch (direct_->send_transfer(dn, d.dest_vp, path.result,
-                                   [&](uint64_t peer, DirectRdma::SendFn send) {
-                                     return rdma_->start(req, w, path.result, peer, send);
+                                   [&](uint64_t peer, size_t run_room, DirectRdma::SendFn send) {
+                                     return rdma_->start(req, w, path.result, peer, run_room, send);
                                    })) {
       case DirectPath::Sent::kSent:
         path.add(op == OpCode::kGet ? wire::packet_traffic(wire::kReadRequestBytes)
