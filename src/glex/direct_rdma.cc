@@ -174,6 +174,7 @@ bool DirectRdma::cut(uint16_t slot, size_t* count, uint16_t* error_id) {
 // DMA engine 0, as the NIC's (chip::Nic::next_local_packet): one transfer at a time, in start
 // order; a piece that the link has no room for waits, and the engine with it.
 void DirectRdma::pump(SendFn send) {
+  stalled_.store(false, std::memory_order_relaxed);
   while (!engine_.empty()) {
     const uint16_t slot = engine_.front();
     Tx& t = tx_[slot];
@@ -183,13 +184,14 @@ void DirectRdma::pump(SendFn send) {
     size_t count = 0;
     uint16_t error_id = 0;
     const bool more = cut(slot, &count, &error_id);
-    if (error_id != 0) {  // what was cut before it stays sent, as the NIC's packets do
+    if (error_id != 0) {  // the pieces sent before stay sent, as the NIC's packets do
       finish(slot, error_id);
       continue;
     }
     if (!send(t.peer, t.leaving, items_, count)) {  // no room: the same piece later
       t.sent = sent;
       t.data_done = data_done;
+      stalled_.store(true, std::memory_order_relaxed);
       return;
     }
     t.deadline = live::monotonic_ns() + kTimeoutNs;

@@ -83,7 +83,12 @@ class DirectRdma {
   bool answer(uint64_t peer, size_t packets, size_t run_room, ReplyFn reply);
   // Whether gets of any peer wait to be answered, or transfers to be cut.
   bool answering() const { return answering_.load(std::memory_order_relaxed) != 0; }
-  bool sending() const { return sending_.load(std::memory_order_relaxed) != 0; }
+  // (Not while the engine waits for a link to take its piece: the link's acks or timers wake
+  // whoever drives it.)
+  bool sending() const {
+    return sending_.load(std::memory_order_relaxed) != 0 &&
+           !stalled_.load(std::memory_order_relaxed);
+  }
   // The link to `peer` gave up: its transfers fail (E6167), what it was sending is forgotten.
   void peer_gone(uint64_t peer);
   // Timeouts, completions that waited for room in their CQ, the transfers being cut and queued
@@ -158,8 +163,9 @@ class DirectRdma {
   std::unordered_map<uint64_t, uint64_t> peer_bytes_;         // by peer: bytes of Tx in flight
   std::unordered_map<uint64_t, std::deque<Answer>> answers_;  // by peer: gets to answer
   std::atomic<size_t> answering_{0};                          // gets in answers_
-  std::deque<uint16_t> engine_;     // DMA engine 0: transfers being cut, in start order
-  std::atomic<size_t> sending_{0};  // transfers in engine_
+  std::deque<uint16_t> engine_;       // DMA engine 0: transfers being cut, in start order
+  std::atomic<size_t> sending_{0};    // transfers in engine_
+  std::atomic<bool> stalled_{false};  // the engine's piece found no room at its last pump
   std::unordered_map<uint32_t, std::unique_ptr<TargetNic>> target_nics_;
   std::deque<Completion> waiting_;  // completions that found their CQ full
   std::deque<Queued> queued_;       // transfers waiting to start, in order
