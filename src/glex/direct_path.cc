@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <unordered_set>
@@ -261,7 +262,7 @@ DirectPath::Sent DirectPath::send_transfer(uint32_t dest, uint8_t dest_vp, const
   Peer* peer = peer_for(t.key, a, now);
   if (!peer) return Sent::kNotDirect;
   if (!start(t.key, run_room(*peer),
-             [&](uint64_t key, const live::Forwarded& leaving, std::span<const uint8_t> items,
+             [&](uint64_t key, const live::Forwarded& leaving, std::vector<uint8_t>* items,
                  size_t count) { return send_items(key, leaving, items, count, now); })) {
     // The NIC's queue is full: the caller retries; meanwhile what the link brought (the answers
     // that make room) is taken.
@@ -282,14 +283,25 @@ void DirectPath::sent_to(Peer& p) {
   }
 }
 
-bool DirectPath::send_items(uint64_t key, const live::Forwarded& f, std::span<const uint8_t> items,
+bool DirectPath::send_items(uint64_t key, const live::Forwarded& f, std::vector<uint8_t>* items,
                             size_t count, uint64_t now) {
   const auto it = peers_.find(key);
   // A transfer's pieces go while few frames wait for the link (kAheadFrames), as answers do.
-  if (it == peers_.end() || it->second.backlog.size() >= kAheadFrames ||
-      !enqueue_items(it->second, items, now))
-    return false;
-  count_tx(f, items, count);
+  if (it == peers_.end() || it->second.backlog.size() >= kAheadFrames) return false;
+  Peer& p = it->second;
+  // A piece that is a frame by itself, with nothing waiting before it, is the frame: its
+  // buffer goes to the link as it is (the first item's head kept for the count).
+  if (p.pending.empty() && p.backlog.empty() && p.link->state() == live::LinkState::kUp &&
+      items->size() <= p.link->config().max_payload && p.link->can_send()) {
+    std::array<uint8_t, sizeof(live::ItemHead) + wire::kFlitBytes> head{};
+    std::copy_n(items->begin(), std::min(items->size(), head.size()), head.begin());
+    if (p.link->send(items, now).ok()) {
+      count_tx(f, head, count);
+      return true;
+    }
+  }
+  if (!enqueue_items(p, *items, now)) return false;
+  count_tx(f, *items, count);
   return true;
 }
 
@@ -446,7 +458,7 @@ void DirectPath::service(uint64_t now) {
   reap(now);
   if (transfers_)
     transfers_->service(
-        now, [&](uint64_t key, const live::Forwarded& leaving, std::span<const uint8_t> items,
+        now, [&](uint64_t key, const live::Forwarded& leaving, std::vector<uint8_t>* items,
                  size_t count) { return send_items(key, leaving, items, count, now); });
   next_deadline_ = UINT64_MAX;
   for (auto& entry : peers_) {

@@ -135,8 +135,8 @@ class DirectPath {
   bool enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t now);
   // A transfer's items for the link to the peer of address key `key`, leaving where `f` says,
   // counted on that port; false when there is no such link or no room (mu_ held).
-  bool send_items(uint64_t key, const live::Forwarded& f, std::span<const uint8_t> items,
-                  size_t count, uint64_t now);
+  bool send_items(uint64_t key, const live::Forwarded& f, std::vector<uint8_t>* items, size_t count,
+                  uint64_t now);
   void flush(Peer& p);
   // After a send to `p`: its datagrams out, and the NIC thread woken if `p`'s link now has an
   // earlier deadline than the thread sleeps to (mu_ held).

@@ -188,7 +188,7 @@ void DirectRdma::pump(SendFn send) {
       finish(slot, error_id);
       continue;
     }
-    if (!send(t.peer, t.leaving, items_, count)) {  // no room: the same piece later
+    if (!send(t.peer, t.leaving, &items_, count)) {  // no room: the same piece later
       t.sent = sent;
       t.data_done = data_done;
       stalled_.store(true, std::memory_order_relaxed);

@@ -65,8 +65,9 @@ class DirectRdma {
   // One that cannot start yet (kMaxPeerBytes in flight to that peer, every tag in flight) or
   // that would pass one waiting waits, in order, in this NIC's queue of kMaxQueued descriptors,
   // and starts from service as room comes. False (busy) only when that queue is full.
+  // `send` may take the items' buffer (leaving an empty one in its place).
   using SendFn = FunctionRef<bool(uint64_t peer, const live::Forwarded& leaving,
-                                  std::span<const uint8_t> items, size_t count)>;
+                                  std::vector<uint8_t>* items, size_t count)>;
   static constexpr size_t kMaxQueued = chip::kDefaultSdqDepth;
   bool start(const Request& r, const wire::RdmaDescriptor& d, const live::Forwarded& leaving,
              uint64_t peer, size_t run_room, SendFn send);

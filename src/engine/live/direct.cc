@@ -47,7 +47,8 @@ Status append_leaving_item(const wire::DataPacket& p, const Forwarded& f, std::v
   if (sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes + extra > 0xFFFF)
     return make_error(Code::kInvalidArgument, 4895,
                       fmt::format("a run of {} bytes does not fit a link item", run.size()));
-  out->resize(start + sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes + extra);
+  out->reserve(start + sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes + extra);
+  out->resize(start + sizeof(ItemHead) + wire::kMaxDataPacketLinkBytes);
   std::span<uint8_t> body(out->data() + start + sizeof(ItemHead), wire::kMaxDataPacketLinkBytes);
   auto n = wire::encode_data_packet_bytes(p, body);
   if (!n.ok()) {
@@ -63,13 +64,13 @@ Status append_leaving_item(const wire::DataPacket& p, const Forwarded& f, std::v
   std::span<uint8_t> bytes(out->data() + start + sizeof h, *n);
   wire::set_data_hops(bytes, f.hops_passed);
   set_vc_class(bytes, f.vc_class);
-  if (!run.empty()) {
+  out->resize(start + sizeof h + *n);
+  if (!run.empty()) {  // appended, not zeroed first: a run is kilobytes
     const RunHead r{static_cast<uint32_t>(run.size()), 0};
-    uint8_t* at = out->data() + start + sizeof h + *n;
-    std::memcpy(at, &r, sizeof r);
-    std::memcpy(at + sizeof r, run.data(), run.size());
+    const auto* head = reinterpret_cast<const uint8_t*>(&r);
+    out->insert(out->end(), head, head + sizeof r);
+    out->insert(out->end(), run.begin(), run.end());
   }
-  out->resize(start + length);
   return {};
 }
 
