@@ -134,6 +134,63 @@ GALAXY_CLMUL uint16_t crc16_folded(const uint8_t* p, size_t n, uint16_t crc) {
   return crc16_tables(p, n, crc16_tables(rest, sizeof rest, 0));
 }
 
+// The same four states side by side in one 512-bit register (lane i: the block at 16 i), and
+// two such registers over 128-byte blocks, folded 1,024 bits a step: where the CPU multiplies
+// four pairs in one instruction (VPCLMULQDQ), a 32 KiB link frame costs a quarter as much.
+// (The zero-masked broadcasts and extracts: GCC 12's plain ones read an undefined register.)
+#define GALAXY_VCLMUL __attribute__((target("vpclmulqdq,avx512f,avx512bw,pclmul,ssse3")))
+
+GALAXY_VCLMUL __m512i load_reversed512(const uint8_t* at) {
+  const __m512i reverse = _mm512_maskz_broadcast_i32x4(
+      0xFFFF, _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  return _mm512_shuffle_epi8(_mm512_loadu_si512(at), reverse);
+}
+
+template <unsigned kBits>
+GALAXY_VCLMUL __m512i constants512() {
+  return _mm512_maskz_broadcast_i32x4(0xFFFF, constants<kBits>());
+}
+
+GALAXY_VCLMUL __m512i fold512(__m512i x, __m512i by, __m512i d) {
+  return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, by, 0x11),
+                                   _mm512_clmulepi64_epi128(x, by, 0x00), d, 0x96);  // a^b^c
+}
+
+// From 256 bytes on.
+GALAXY_VCLMUL uint16_t crc16_folded512(const uint8_t* p, size_t n, uint16_t crc) {
+  const __m128i seed = _mm_set_epi64x(static_cast<long long>(uint64_t{crc} << 48), 0);
+  __m512i a =
+      _mm512_xor_si512(load_reversed512(p), _mm512_inserti32x4(_mm512_setzero_si512(), seed, 0));
+  __m512i b = load_reversed512(p + 64);
+  p += 128;
+  n -= 128;
+  const __m512i k1024 = constants512<1024>();
+  for (; n >= 128; n -= 128, p += 128) {
+    a = fold512(a, k1024, load_reversed512(p));
+    b = fold512(b, k1024, load_reversed512(p + 64));
+  }
+  a = fold512(a, constants512<512>(), b);
+  __m128i x = fold(_mm512_maskz_extracti32x4_epi32(0xF, a, 0), constants<384>(),
+                   fold(_mm512_maskz_extracti32x4_epi32(0xF, a, 1), constants<256>(),
+                        fold(_mm512_maskz_extracti32x4_epi32(0xF, a, 2), constants<128>(),
+                             _mm512_maskz_extracti32x4_epi32(0xF, a, 3))));
+  const __m128i k128 = constants<128>();
+  for (; n >= 16; n -= 16, p += 16) x = fold(x, k128, load_reversed(p));
+  const __m128i reverse = _mm_set_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  alignas(16) uint8_t rest[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(rest), _mm_shuffle_epi8(x, reverse));
+  return crc16_tables(p, n, crc16_tables(rest, sizeof rest, 0));
+}
+
+bool has_vclmul() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw");
+  }();
+  return has;
+}
+
 bool has_clmul() {
   static const bool has = [] {
     __builtin_cpu_init();  // may run before the CPU model is known (a static initializer)
@@ -146,6 +203,7 @@ bool has_clmul() {
 
 uint16_t crc16(std::span<const uint8_t> data, uint16_t crc) {
 #if defined(__x86_64__)
+  if (data.size() >= 256 && has_vclmul()) return crc16_folded512(data.data(), data.size(), crc);
   if (data.size() >= 48 && has_clmul()) return crc16_folded(data.data(), data.size(), crc);
 #endif
   return crc16_tables(data.data(), data.size(), crc);
