@@ -265,9 +265,7 @@ DirectPath::Sent DirectPath::send_transfer(uint32_t dest, uint8_t dest_vp, const
              [&](uint64_t key, const live::Forwarded& leaving, std::vector<uint8_t>* items,
                  size_t count) { return send_items(key, leaving, items, count, now); })) {
     // The NIC's queue is full: the caller retries; meanwhile what the link brought (the answers
-    // that make room) is taken, by this thread, which holds the lease while it keeps retrying
-    // (the NIC thread would only contend for the lock and a core).
-    lease_until_.store(now + kLeaseNs, std::memory_order_relaxed);
+    // that make room) is taken.
     service(now);
     return Sent::kBusy;
   }
@@ -483,7 +481,8 @@ void DirectPath::receive(uint64_t now) {
     rx_streak_ = 0;
     return;
   }
-  on_datagram(&rx_bufs_[0], static_cast<size_t>(got), one_from, now);
+  on_datagram(std::span<const uint8_t>(rx_bufs_[0].data(), static_cast<size_t>(got)), one_from,
+              now);
   // A lone datagram (a ping-pong's) is handled at once; when they keep coming, in batches.
   if (rx_streak_++ == 0) return;
   mmsghdr msgs[kRxBatch];
@@ -501,14 +500,14 @@ void DirectPath::receive(uint64_t now) {
     const int n = recvmmsg(fd_, msgs, kRxBatch, MSG_DONTWAIT, nullptr);
     if (n <= 0) return;
     for (int i = 0; i < n; ++i)
-      on_datagram(&rx_bufs_[static_cast<size_t>(i)], msgs[i].msg_len, from[i], now);
+      on_datagram(
+          std::span<const uint8_t>(rx_bufs_[static_cast<size_t>(i)].data(), msgs[i].msg_len),
+          from[i], now);
     if (static_cast<size_t>(n) < kRxBatch) return;
   }
 }
 
-void DirectPath::on_datagram(std::vector<uint8_t>* buf, size_t length, const sockaddr_in& from,
-                             uint64_t now) {
-  const std::span<const uint8_t> d(buf->data(), length);
+void DirectPath::on_datagram(std::span<const uint8_t> d, const sockaddr_in& from, uint64_t now) {
   const uint64_t key = address_key(from.sin_addr.s_addr, ntohs(from.sin_port));
   Peer* p = nullptr;
   if (auto it = peers_.find(key); it != peers_.end()) {
@@ -523,10 +522,7 @@ void DirectPath::on_datagram(std::vector<uint8_t>* buf, size_t length, const soc
   } else {
     return;  // not a direct link's frame for this process: nothing to answer
   }
-  // A data frame's buffer stays with the link until its items are delivered (no copy); the
-  // buffer it gives back is made whole for the next datagram (once: buffers keep their size).
-  p->link->on_datagram(buf, length, now);
-  if (buf->size() < kRxBytes) buf->resize(kRxBytes);
+  p->link->on_datagram(d, now);
 }
 
 void DirectPath::deliver(Peer& p, uint64_t key) {

@@ -122,8 +122,7 @@ class DirectPath {
   bool still_there(Peer& p, uint64_t key, uint64_t now);  // mu_ held
   void service(uint64_t now);                             // mu_ held
   void receive(uint64_t now);
-  // The first `length` bytes of *buf, a datagram from `from` (its buffer may go to the link).
-  void on_datagram(std::vector<uint8_t>* buf, size_t length, const sockaddr_in& from, uint64_t now);
+  void on_datagram(std::span<const uint8_t> d, const sockaddr_in& from, uint64_t now);
   void deliver(Peer& p, uint64_t key);
   // A transfer's answer (an ack, a read response) from local NIC `from_nic` back on `p`'s link.
   void reply(Peer& p, const wire::DataPacket& packet, std::span<const uint8_t> run,

@@ -550,15 +550,7 @@ void Link::process_data(const LinkFrame& f) {
     ack_now_ = true;
     return;
   }
-  if (adopt_) {  // the datagram's buffer becomes the slot's; the caller gets the slot's old one
-    slot.offset = static_cast<size_t>(f.payload.data() - adopt_->data());
-    slot.buffer.swap(*adopt_);
-    adopt_ = nullptr;
-  } else {
-    slot.buffer.assign(f.payload.begin(), f.payload.end());
-    slot.offset = 0;
-  }
-  slot.length = f.payload.size();
+  slot.payload.assign(f.payload.begin(), f.payload.end());
   slot.present = true;
   if (ahead > 0) {
     ++stats_.out_of_order;
@@ -703,12 +695,6 @@ void Link::handle_handshake(const LinkFrame& f) {
   if ((f.flags & kLinkFlagReplyRequested) || state_ != LinkState::kUp) hs_pending_ = true;
 }
 
-void Link::on_datagram(std::vector<uint8_t>* datagram, size_t length, uint64_t now_ns) {
-  adopt_ = datagram;
-  on_datagram(std::span<const uint8_t>(datagram->data(), length), now_ns);
-  adopt_ = nullptr;
-}
-
 void Link::on_datagram(std::span<const uint8_t> bytes, uint64_t now_ns) {
   touch(now_ns);
   auto decoded = decode_link_frame(bytes);
@@ -759,11 +745,8 @@ void Link::window_update_check() {
 bool Link::pop_delivered(std::vector<uint8_t>* out) {
   if (pop_seq_ == rcv_nxt_) return false;
   RxSlot& slot = rx_[pop_seq_ & rx_mask_];
-  out->swap(slot.buffer);
-  if (slot.offset != 0)
-    out->erase(out->begin(), out->begin() + static_cast<ptrdiff_t>(slot.offset));
-  out->resize(slot.length);
-  slot.buffer.clear();
+  out->swap(slot.payload);
+  slot.payload.clear();
   slot.present = false;
   ++pop_seq_;
   ++stats_.payloads_delivered;
@@ -774,17 +757,15 @@ bool Link::pop_delivered(std::vector<uint8_t>* out) {
 
 std::span<const uint8_t> Link::peek_delivered() const {
   if (pop_seq_ == rcv_nxt_) return {};
-  return rx_[pop_seq_ & rx_mask_].payload();
+  return rx_[pop_seq_ & rx_mask_].payload;
 }
 
 void Link::release_delivered() {
   if (pop_seq_ == rcv_nxt_) return;
   RxSlot& slot = rx_[pop_seq_ & rx_mask_];
   ++stats_.payloads_delivered;
-  stats_.payload_bytes_delivered += slot.length;
-  // The buffer keeps its size: a caller that gets it back for its next datagram (on_datagram
-  // with a buffer) need not size it again.
-  slot.length = 0;
+  stats_.payload_bytes_delivered += slot.payload.size();
+  slot.payload.clear();
   slot.present = false;
   ++pop_seq_;
   window_update_check();

@@ -210,10 +210,6 @@ class Link {
   // One received datagram, possibly corrupt, truncated, duplicated, reordered or for another
   // link: bad ones are counted in stats() and dropped.
   void on_datagram(std::span<const uint8_t> bytes, uint64_t now_ns);
-  // The same for the first `length` bytes of *datagram, whose buffer the link may keep (a data
-  // frame it stores, without copying its payload), leaving in its place a buffer of its own
-  // (empty, or of a size it had before).
-  void on_datagram(std::vector<uint8_t>* datagram, size_t length, uint64_t now_ns);
 
   // In-order, exactly-once payloads of the peer. pop_delivered swaps the payload into *out (no
   // copy; the link keeps out's old buffer for reuse, so reusing *out allocates nothing).
@@ -275,13 +271,9 @@ class Link {
     bool retransmitted = false;  // Karn: no RTT sample from it
   };
   struct RxSlot {
-    std::vector<uint8_t> buffer;  // the payload at [offset, offset + length)
-    size_t offset = 0;
-    size_t length = 0;
+    std::vector<uint8_t> payload;
     bool present = false;
-    std::span<const uint8_t> payload() const { return {buffer.data() + offset, length}; }
   };
-  std::vector<uint8_t>* adopt_ = nullptr;  // on_datagram's buffer, which process_data may keep
 
   void touch(uint64_t now_ns) {
     if (now_ns > now_) now_ = now_ns;
