@@ -243,7 +243,7 @@ DirectPath::Sent DirectPath::send_mp(const wire::DataPacket& p, const live::Forw
   } else {
     return Sent::kBusy;
   }
-  count_tx(f, item_, 1);
+  count_tx(*peer, f, item_, 1);
   sent_to(*peer);
   return Sent::kSent;
 }
@@ -296,22 +296,38 @@ bool DirectPath::send_items(uint64_t key, const live::Forwarded& f, std::vector<
     std::array<uint8_t, sizeof(live::ItemHead) + wire::kFlitBytes> head{};
     std::copy_n(items->begin(), std::min(items->size(), head.size()), head.begin());
     if (p.link->send(items, now).ok()) {
-      count_tx(f, head, count);
+      count_tx(p, f, head, count);
       return true;
     }
   }
   if (!enqueue_items(p, *items, now)) return false;
-  count_tx(f, *items, count);
+  count_tx(p, f, *items, count);
   return true;
 }
 
 // The VC items cross the cable in (the first's: a transfer's packets share it), for the port's
 // VCn_TX_PACKETS, which the daemon adds to the counts of its own links.
-void DirectPath::count_tx(const live::Forwarded& f, std::span<const uint8_t> items,
+void DirectPath::count_tx(Peer& p, const live::Forwarded& f, std::span<const uint8_t> items,
                           uint64_t packets) {
+  p.port_chip = f.chip;
+  p.port = f.port;
   seg_.counters(seg_.chip(f.chip).local, f.port)
       .direct_vc_tx[wire::flit_vc(items.subspan(sizeof(live::ItemHead)))]
       .fetch_add(packets, std::memory_order_relaxed);
+}
+
+// RETRANSMISSIONS and CRC_ERRORS of the port count the direct links over it too (the daemon
+// adds these to its own link's), so management sees a bad cable whichever path its traffic
+// takes.
+void DirectPath::count_repairs(Peer& p) {
+  if (p.port_chip == live::kNoChip) return;
+  const live::LinkStats& st = p.link->stats();
+  live::PortCounters& c = seg_.counters(seg_.chip(p.port_chip).local, p.port);
+  c.direct_retransmissions.fetch_add(st.retransmissions - p.counted_retransmissions,
+                                     std::memory_order_relaxed);
+  c.direct_crc_errors.fetch_add(st.crc_errors - p.counted_crc_errors, std::memory_order_relaxed);
+  p.counted_retransmissions = st.retransmissions;
+  p.counted_crc_errors = st.crc_errors;
 }
 
 bool DirectPath::enqueue_items(Peer& p, std::span<const uint8_t> items, uint64_t now) {
@@ -378,7 +394,7 @@ void DirectPath::reply(Peer& p, const wire::DataPacket& packet, std::span<const 
       t += wire::transfer_traffic(packet.ext.address + packet.ext.offset + packet.head.bytes,
                                   run.size());
     path.add(t);
-    count_tx(path.result, item, t.packets);
+    count_tx(p, path.result, item, t.packets);
   };
   // Answers share frames: the frame being filled (encoded in place) leaves once the arrivals
   // are handled, and behind a backlog they join its last frame.
@@ -445,6 +461,7 @@ void DirectPath::service(uint64_t now) {
     // The frame being filled is older than what waits in the backlog.
     if (send_pending(p, now) && !p.backlog.empty()) push_backlog(p, now);
     flush(p);
+    count_repairs(p);
   }
   if (now >= next_impair_flush_) {  // a datagram an impairment held back goes out now
     next_impair_flush_ = now + 1'000'000;
@@ -638,6 +655,7 @@ void DirectPath::reap(uint64_t now) {
     if (transfers_) transfers_->peer_gone(it->first);
     for (auto t = targets_.begin(); t != targets_.end();)
       t = t->second.key == it->first ? targets_.erase(t) : std::next(t);
+    count_repairs(p);
     it = peers_.erase(it);
   }
   active_.store(!peers_.empty(), std::memory_order_relaxed);

@@ -101,6 +101,12 @@ class DirectPath {
     size_t rx_offset = 0;                      // into the payload whose items are being delivered
     uint64_t created_ns = 0;
     uint64_t alive_ns = 0;  // when its daemon last said it still holds a VP we send to
+    // The port its link crosses (where what is sent to it leaves the host), whose counters
+    // count what the link layer repaired, and how much of that is counted.
+    uint32_t port_chip = live::kNoChip;
+    uint8_t port = 0;
+    uint64_t counted_retransmissions = 0;
+    uint64_t counted_crc_errors = 0;
   };
   struct Target {
     uint64_t key = 0;  // the peer's address key, 0: not direct
@@ -141,7 +147,10 @@ class DirectPath {
   // After a send to `p`: its datagrams out, and the NIC thread woken if `p`'s link now has an
   // earlier deadline than the thread sleeps to (mu_ held).
   void sent_to(Peer& p);
-  void count_tx(const live::Forwarded& f, std::span<const uint8_t> items, uint64_t packets);
+  void count_tx(Peer& p, const live::Forwarded& f, std::span<const uint8_t> items,
+                uint64_t packets);
+  // What `p`'s link layer repaired since the last count, into its port's counters.
+  void count_repairs(Peer& p);
   void send_datagram(const Peer& p, std::span<const uint8_t> d);
   void reap(uint64_t now);
   bool rescue(Peer& p);

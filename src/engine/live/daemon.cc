@@ -1392,8 +1392,9 @@ void FabricDaemon::sync_counters(uint32_t chip) {
         ps.vc.tx_packets[v] =
             hl.lanes[v].items_sent + pc.direct_vc_tx[v].load(std::memory_order_relaxed);
       const LinkStats ls = hl.stats();
-      ps.retransmissions = ls.retransmissions;
-      ps.crc_errors = ls.crc_errors;
+      ps.retransmissions =
+          ls.retransmissions + pc.direct_retransmissions.load(std::memory_order_relaxed);
+      ps.crc_errors = ls.crc_errors + pc.direct_crc_errors.load(std::memory_order_relaxed);
       ps.handshakes = ls.handshakes;
     }
   }

@@ -30,7 +30,7 @@
 namespace galaxy::live {
 
 inline constexpr uint64_t kSegmentMagic = 0x4753594c4158414bull;
-inline constexpr uint32_t kSegmentVersion = 7;
+inline constexpr uint32_t kSegmentVersion = 8;
 inline constexpr uint32_t kMpqDepth = 1024;
 inline constexpr uint32_t kCqDepth = 1024;
 inline constexpr uint32_t kEgressDepth = 4096;
@@ -312,6 +312,11 @@ struct PortCounters {
   // Packets that left on each VC over a link to another host from a process's direct path
   // (engine/live/direct.h); the daemon adds those its own link carried (VCn_TX_PACKETS).
   alignas(64) std::atomic<uint64_t> direct_vc_tx[8];
+  // What the link layers of processes' direct links over this port repaired: frames sent again
+  // and frames that arrived corrupt (the daemon adds its own link's to RETRANSMISSIONS and
+  // CRC_ERRORS).
+  std::atomic<uint64_t> direct_retransmissions;
+  std::atomic<uint64_t> direct_crc_errors;
 };
 
 struct ChipInfo {
