@@ -732,12 +732,18 @@ bool HttpServer::Impl::admit(const std::shared_ptr<Connection>& c) {
   return ++open_connections_ <= o_.max_connections;
 }
 
+// The connections a walk of the lists locks are let go after mu_ is: a connection whose last
+// other owner went meanwhile is destroyed by the walk's reference, and its destructor forgets
+// itself, which takes mu_ (under it, that thread would wait for itself for ever).
 void HttpServer::Impl::forget(Connection* c) {
+  std::vector<std::shared_ptr<Connection>> held;  // destroyed after `lock`
   std::lock_guard lock(mu_);
   --open_connections_;
-  connections_.remove_if([c](const std::weak_ptr<Connection>& w) {
+  connections_.remove_if([&](const std::weak_ptr<Connection>& w) {
     auto p = w.lock();
-    return !p || p.get() == c;
+    const bool gone = !p || p.get() == c;
+    if (p) held.push_back(std::move(p));
+    return gone;
   });
 }
 
@@ -750,19 +756,22 @@ bool HttpServer::Impl::admit_stream(const std::shared_ptr<Connection>& c) {
 }
 
 void HttpServer::Impl::forget_stream(Connection* c) {
+  std::vector<std::shared_ptr<Connection>> held;  // destroyed after `lock` (forget)
   std::lock_guard lock(mu_);
   --open_streams_;
-  streams_.remove_if([c](const std::weak_ptr<Connection>& w) {
+  streams_.remove_if([&](const std::weak_ptr<Connection>& w) {
     auto p = w.lock();
-    return !p || p.get() == c;
+    const bool gone = !p || p.get() == c;
+    if (p) held.push_back(std::move(p));
+    return gone;
   });
 }
 
 std::vector<std::shared_ptr<Connection>> HttpServer::Impl::open_on(const Lane& lane, bool streams) {
-  std::vector<std::shared_ptr<Connection>> out;
+  std::vector<std::shared_ptr<Connection>> out, others;  // both let go after `lock` (forget)
   std::lock_guard lock(mu_);
   for (auto& w : streams ? streams_ : connections_)
-    if (auto c = w.lock(); c && &c->lane() == &lane) out.push_back(std::move(c));
+    if (auto c = w.lock()) (&c->lane() == &lane ? out : others).push_back(std::move(c));
   return out;
 }
 
