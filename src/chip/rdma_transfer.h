@@ -74,6 +74,12 @@ inline bool rdma_run_placed(const wire::DataExt& x, uint8_t first, uint64_t byte
 inline uint64_t rdma_run_packets(const wire::DataExt& x, uint8_t first, uint64_t bytes) {
   return bytes == 0 ? 0 : wire::packets_for(x.address + x.offset + first, bytes);
 }
+// What packet `p` and the run of `bytes` after it count on the ports they pass.
+inline wire::Traffic rdma_run_traffic(const wire::DataPacket& p, uint64_t bytes) {
+  wire::Traffic t = wire::packet_traffic(p.head.bytes);
+  if (bytes != 0) t += wire::transfer_traffic(p.ext.address + p.ext.offset + p.head.bytes, bytes);
+  return t;
+}
 
 // The initiator's packets. Each sets the head and extension of `p` (the caller's payload past
 // what it writes is left as it was); the caller then seals it (seal_data_packet).

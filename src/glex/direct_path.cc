@@ -389,10 +389,7 @@ void DirectPath::reply(Peer& p, const wire::DataPacket& packet, std::span<const 
     return;
   }
   auto count = [&](std::span<const uint8_t> item) {
-    wire::Traffic t = wire::packet_traffic(packet.head.bytes);
-    if (!run.empty())
-      t += wire::transfer_traffic(packet.ext.address + packet.ext.offset + packet.head.bytes,
-                                  run.size());
+    const wire::Traffic t = chip::rdma_run_traffic(packet, run.size());
     path.add(t);
     count_tx(p, path.result, item, t.packets);
   };

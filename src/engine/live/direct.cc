@@ -7,6 +7,7 @@
 #include "chip/data_vc.h"
 #include "chip/forwarding.h"
 #include "chip/nic_arrival.h"
+#include "chip/rdma_transfer.h"
 #include "chip/refusal.h"
 #include "engine/live/mpq_claim.h"
 #include "wire/mp.h"
@@ -153,10 +154,7 @@ Arrival arrive_direct(Segment& seg, std::span<const uint8_t> item, ArrivalPaths*
   if (!mp) {
     if (p.head.kind == wire::PacketKind::kAck && p.ext.address == chip::kMpRefusedAckAddress)
       return Arrival::kToDaemon;  // an NRC's refusal of an MP: the daemon's NIC reports it
-    wire::Traffic t{1, p.head.bytes, p.head.length_flits};
-    if (!run.empty())
-      t += wire::transfer_traffic(p.ext.address + p.ext.offset + p.head.bytes, run.size());
-    path.add(t);
+    path.add(chip::rdma_run_traffic(p, run.size()));
     transfer->packet = p;
     transfer->run = run;
     transfer->nic = at;
